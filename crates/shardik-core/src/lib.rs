@@ -1,0 +1,3 @@
+//! shardik-core
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]

@@ -1,0 +1,3 @@
+//! shardik-passivation
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]

@@ -1,0 +1,3 @@
+//! shardik-sim
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
