@@ -1,0 +1,153 @@
+//! Node identity: where a node listens, plus a random incarnation id.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a node listens: host and port. Ordered by host string, then port (as the reference).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Address {
+    /// Host name or IP literal, as configured (compared as a string).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Address {
+    /// An address from its parts.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        Address {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl fmt::Debug for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Why a `HOST:PORT` string was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressParseError {
+    /// No `:` separating host and port.
+    #[error("`{0}` is not HOST:PORT")]
+    MissingPort(String),
+    /// The port is not a number in 0..=65535.
+    #[error("`{0}` has an invalid port (expected 0..=65535)")]
+    BadPort(String),
+    /// The host part is empty.
+    #[error("`{0}` has an empty host")]
+    EmptyHost(String),
+}
+
+impl FromStr for Address {
+    type Err = AddressParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| AddressParseError::MissingPort(s.to_string()))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(AddressParseError::EmptyHost(s.to_string()));
+        }
+        let port = port
+            .parse()
+            .map_err(|_| AddressParseError::BadPort(s.to_string()))?;
+        Ok(Address::new(host, port))
+    }
+}
+
+/// One incarnation of a node: its address plus a random 64-bit uid drawn at start.
+///
+/// A node restarted on the same host:port gets a new uid and is a different member.
+/// Ordered by address, then uid (the reference's member ordering, used for leader choice).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct UniqueAddress {
+    /// Where the node listens.
+    pub address: Address,
+    /// Random id of this incarnation.
+    pub uid: u64,
+}
+
+impl UniqueAddress {
+    /// A unique address from its parts.
+    pub fn new(address: Address, uid: u64) -> Self {
+        UniqueAddress { address, uid }
+    }
+
+    /// The 32-bit hash the heartbeat ring sorts by: the uid's halves xor-ed, as Java's
+    /// `Long.hashCode`, so that ring neighbours are not co-located by address.
+    pub fn ring_hash(&self) -> i32 {
+        (self.uid ^ (self.uid >> 32)) as u32 as i32
+    }
+}
+
+impl fmt::Display for UniqueAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.address, self.uid)
+    }
+}
+
+impl fmt::Debug for UniqueAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_host_port_and_rejects_garbage() {
+        assert_eq!(
+            "127.0.0.1:2552".parse(),
+            Ok(Address::new("127.0.0.1", 2552))
+        );
+        assert_eq!("[::1]:7".parse(), Ok(Address::new("::1", 7)));
+        assert!(matches!(
+            "nohost".parse::<Address>(),
+            Err(AddressParseError::MissingPort(_))
+        ));
+        assert!(matches!(
+            "h:99999".parse::<Address>(),
+            Err(AddressParseError::BadPort(_))
+        ));
+        assert!(matches!(
+            ":1".parse::<Address>(),
+            Err(AddressParseError::EmptyHost(_))
+        ));
+    }
+
+    #[test]
+    fn ordering_is_host_then_port_then_uid() {
+        let a = UniqueAddress::new(Address::new("a", 2), 9);
+        let b = UniqueAddress::new(Address::new("a", 10), 1);
+        let c = UniqueAddress::new(Address::new("b", 1), 0);
+        let a2 = UniqueAddress::new(Address::new("a", 2), 10);
+        let mut v = vec![c.clone(), a2.clone(), b.clone(), a.clone()];
+        v.sort();
+        assert_eq!(v, vec![a, a2, b, c]);
+    }
+
+    #[test]
+    fn ring_hash_matches_java_long_hashcode() {
+        // Long.hashCode(0x1_0000_0002) = (int)(x ^ x>>>32) = 3
+        let u = UniqueAddress::new(Address::new("h", 1), 0x1_0000_0002);
+        assert_eq!(u.ring_hash(), 3);
+        let neg = UniqueAddress::new(Address::new("h", 1), u64::MAX);
+        assert_eq!(neg.ring_hash(), 0);
+    }
+}

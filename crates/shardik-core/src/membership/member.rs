@@ -1,0 +1,310 @@
+//! Members, their lifecycle statuses, the allowed transitions and merge priority.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::address::UniqueAddress;
+
+/// Where a member is in its lifecycle (digest §4.1).
+///
+/// `Joining → (WeaklyUp) → Up → Leaving → Exiting → Removed`, with `Down` reachable from any
+/// live status and leading only to `Removed`. `PreparingForShutdown`/`ReadyForShutdown` belong
+/// to a full-cluster shutdown.
+#[derive(
+    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, serde::Serialize, serde::Deserialize,
+)]
+pub enum MemberStatus {
+    /// Asked to join; not yet moved up by the leader.
+    Joining,
+    /// Moved up by the leader while convergence was blocked (a partition); not counted for convergence.
+    WeaklyUp,
+    /// A full member.
+    Up,
+    /// Full-cluster shutdown requested.
+    PreparingForShutdown,
+    /// Full-cluster shutdown requested and seen by all.
+    ReadyForShutdown,
+    /// Asked to leave gracefully.
+    Leaving,
+    /// Leaving, and the leader has moved it on; it hands over and shuts down.
+    Exiting,
+    /// Declared dead; will be removed once unreachable or gone.
+    Down,
+    /// Gone; only appears in events (removed members are tombstoned, not kept).
+    Removed,
+}
+
+impl MemberStatus {
+    /// Every status, in declaration order (for tables and property tests).
+    pub const ALL: [MemberStatus; 9] = [
+        MemberStatus::Joining,
+        MemberStatus::WeaklyUp,
+        MemberStatus::Up,
+        MemberStatus::PreparingForShutdown,
+        MemberStatus::ReadyForShutdown,
+        MemberStatus::Leaving,
+        MemberStatus::Exiting,
+        MemberStatus::Down,
+        MemberStatus::Removed,
+    ];
+
+    /// Whether a member may move from `self` to `to` (digest §4.1). Staying put is allowed.
+    pub fn can_move_to(self, to: MemberStatus) -> bool {
+        use MemberStatus::*;
+        if self == to {
+            return true;
+        }
+        match self {
+            Joining => matches!(to, WeaklyUp | Up | Leaving | Down | Removed),
+            WeaklyUp => matches!(to, Up | Leaving | Down | Removed),
+            Up => matches!(to, Leaving | Down | Removed | PreparingForShutdown),
+            Leaving => matches!(to, Exiting | Down | Removed),
+            Exiting => matches!(to, Removed | Down),
+            Down => matches!(to, Removed),
+            PreparingForShutdown => matches!(to, ReadyForShutdown | Removed | Leaving | Down),
+            ReadyForShutdown => matches!(to, Removed | Leaving | Down),
+            Removed => false,
+        }
+    }
+
+    /// Rank used when two gossips disagree about a member: the higher rank wins the merge.
+    ///
+    /// Removed > ReadyForShutdown > Down > Exiting > Leaving > PreparingForShutdown > Up >
+    /// WeaklyUp > Joining (digest §4.1, `highestPriorityOf`).
+    pub fn merge_rank(self) -> u8 {
+        use MemberStatus::*;
+        match self {
+            Joining => 0,
+            WeaklyUp => 1,
+            Up => 2,
+            PreparingForShutdown => 3,
+            Leaving => 4,
+            Exiting => 5,
+            Down => 6,
+            ReadyForShutdown => 7,
+            Removed => 8,
+        }
+    }
+
+    /// Statuses whose members must have seen a gossip version for it to converge.
+    pub fn must_see_for_convergence(self) -> bool {
+        use MemberStatus::*;
+        matches!(self, Up | Leaving | PreparingForShutdown | ReadyForShutdown)
+    }
+
+    /// Statuses a leader may have (and that count as "up" for leadership).
+    pub fn leader_eligible(self) -> bool {
+        self.must_see_for_convergence()
+    }
+
+    /// The name used in the management API and logs (Akka's spelling).
+    pub fn as_str(self) -> &'static str {
+        use MemberStatus::*;
+        match self {
+            Joining => "Joining",
+            WeaklyUp => "WeaklyUp",
+            Up => "Up",
+            PreparingForShutdown => "PreparingForShutdown",
+            ReadyForShutdown => "ReadyForShutdown",
+            Leaving => "Leaving",
+            Exiting => "Exiting",
+            Down => "Down",
+            Removed => "Removed",
+        }
+    }
+}
+
+impl fmt::Display for MemberStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The up-number of a member that has never been Up: it sorts after every real one.
+pub const NOT_YET_UP: u32 = u32::MAX;
+
+/// A node as the cluster sees it.
+///
+/// Identity (equality in sets, order) is the unique address alone; status, roles and
+/// up-number are attributes that gossip merges.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Member {
+    /// Which incarnation.
+    pub addr: UniqueAddress,
+    /// Lifecycle status.
+    pub status: MemberStatus,
+    /// Age: assigned consecutively when moved to Up; smaller is older. [`NOT_YET_UP`] before.
+    pub up_number: u32,
+    /// Roles, sorted.
+    pub roles: BTreeSet<String>,
+    /// Application version, for rolling updates.
+    pub app_version: String,
+}
+
+impl Member {
+    /// A new member in status Joining.
+    pub fn joining(
+        addr: UniqueAddress,
+        roles: BTreeSet<String>,
+        app_version: impl Into<String>,
+    ) -> Self {
+        Member {
+            addr,
+            status: MemberStatus::Joining,
+            up_number: NOT_YET_UP,
+            roles,
+            app_version: app_version.into(),
+        }
+    }
+
+    /// Whether this member has `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.contains(role)
+    }
+
+    /// A copy with another status. Debug builds check the transition is allowed.
+    pub fn with_status(&self, status: MemberStatus) -> Member {
+        debug_assert!(
+            self.status.can_move_to(status),
+            "illegal transition {} -> {} for {}",
+            self.status,
+            status,
+            self.addr
+        );
+        Member {
+            status,
+            ..self.clone()
+        }
+    }
+
+    /// Age order: `Less` when `self` is older (smaller up-number, ties by address).
+    pub fn age_cmp(&self, other: &Member) -> Ordering {
+        self.up_number
+            .cmp(&other.up_number)
+            .then_with(|| self.addr.cmp(&other.addr))
+    }
+
+    /// Whether `self` is older than `other`.
+    pub fn is_older_than(&self, other: &Member) -> bool {
+        self.age_cmp(other) == Ordering::Less
+    }
+
+    /// The member both sides of a merge agree on: the higher merge rank, ties to the older.
+    pub fn highest_priority(a: &Member, b: &Member) -> Member {
+        debug_assert_eq!(a.addr, b.addr);
+        match a.status.merge_rank().cmp(&b.status.merge_rank()) {
+            Ordering::Greater => a.clone(),
+            Ordering::Less => b.clone(),
+            Ordering::Equal => {
+                if b.up_number < a.up_number {
+                    b.clone()
+                } else {
+                    a.clone()
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Member {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Member({} {}", self.addr, self.status)?;
+        if self.up_number != NOT_YET_UP {
+            write!(f, " up#{}", self.up_number)?;
+        }
+        if !self.roles.is_empty() {
+            write!(f, " roles={:?}", self.roles)?;
+        }
+        write!(f, ")")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::membership::address::Address;
+    use MemberStatus::*;
+
+    fn m(port: u16, status: MemberStatus, up: u32) -> Member {
+        Member {
+            addr: UniqueAddress::new(Address::new("h", port), 1),
+            status,
+            up_number: up,
+            roles: BTreeSet::new(),
+            app_version: "0.0.0".into(),
+        }
+    }
+
+    /// Digest §4.1: the allowed transitions, as a full table (row = from, listed = allowed to).
+    #[test]
+    fn transition_table() {
+        let allowed: &[(MemberStatus, &[MemberStatus])] = &[
+            (Joining, &[Joining, WeaklyUp, Up, Leaving, Down, Removed]),
+            (WeaklyUp, &[WeaklyUp, Up, Leaving, Down, Removed]),
+            (Up, &[Up, Leaving, Down, Removed, PreparingForShutdown]),
+            (Leaving, &[Leaving, Exiting, Down, Removed]),
+            (Exiting, &[Exiting, Removed, Down]),
+            (Down, &[Down, Removed]),
+            (
+                PreparingForShutdown,
+                &[
+                    PreparingForShutdown,
+                    ReadyForShutdown,
+                    Removed,
+                    Leaving,
+                    Down,
+                ],
+            ),
+            (
+                ReadyForShutdown,
+                &[ReadyForShutdown, Removed, Leaving, Down],
+            ),
+            (Removed, &[Removed]),
+        ];
+        for (from, tos) in allowed {
+            for to in MemberStatus::ALL {
+                let expected = tos.contains(&to);
+                assert_eq!(from.can_move_to(to), expected, "{from} -> {to}");
+            }
+        }
+    }
+
+    /// Digest §4.1: merge priority order, equal status resolved to the older member.
+    #[test]
+    fn merge_priority() {
+        let order = [
+            Joining,
+            WeaklyUp,
+            Up,
+            PreparingForShutdown,
+            Leaving,
+            Exiting,
+            Down,
+            ReadyForShutdown,
+            Removed,
+        ];
+        for w in order.windows(2) {
+            let lo = m(1, w[0], 5);
+            let hi = m(1, w[1], 5);
+            assert_eq!(Member::highest_priority(&lo, &hi).status, w[1]);
+            assert_eq!(Member::highest_priority(&hi, &lo).status, w[1]);
+        }
+        let young = m(1, Up, 7);
+        let old = m(1, Up, 3);
+        assert_eq!(Member::highest_priority(&young, &old).up_number, 3);
+        assert_eq!(Member::highest_priority(&old, &young).up_number, 3);
+    }
+
+    #[test]
+    fn age_ordering_by_up_number_then_address() {
+        let a = m(5, Up, 1);
+        let b = m(1, Up, 2);
+        let c = m(2, Up, 2);
+        assert!(a.is_older_than(&b));
+        assert!(b.is_older_than(&c));
+        assert!(!c.is_older_than(&c));
+        let joining = m(0, Joining, NOT_YET_UP);
+        assert!(c.is_older_than(&joining));
+    }
+}
