@@ -1,0 +1,412 @@
+//! Access patterns: trace readers (LIRS, Corda, simple, ARC; gzip detected by magic bytes) and
+//! YCSB-style synthetic generators (loop, uniform, zipfian, scrambled zipfian, shifting zipfian),
+//! plus concatenation ("joined").
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use flate2::read::GzDecoder;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{SimError, SimId};
+use crate::sketch::{java_decimal_hash, java_string_hash};
+
+/// Trace file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// LIRS traces: one integer id per line (`*` and empty lines skipped).
+    Lirs,
+    /// R3 Corda traces: big-endian signed 64-bit ids.
+    Corda,
+    /// One id (any string) per line.
+    Simple,
+    /// ARC traces: `start count ...` per line, ids `start..start+count`.
+    Arc,
+}
+
+impl TraceFormat {
+    /// Parse a format name.
+    pub fn parse(name: &str) -> Result<Self, SimError> {
+        match name {
+            "lirs" => Ok(TraceFormat::Lirs),
+            "corda" => Ok(TraceFormat::Corda),
+            "simple" => Ok(TraceFormat::Simple),
+            "arc" => Ok(TraceFormat::Arc),
+            other => Err(SimError::Usage(format!(
+                "unknown trace format `{other}` (expected lirs, corda, simple or arc)"
+            ))),
+        }
+    }
+}
+
+/// Synthetic generators (YCSB 0.17 algorithms, seeded ChaCha8 randomness).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Synthetic {
+    /// `start..=end` repeated.
+    Loop {
+        /// First id.
+        start: u64,
+        /// Last id (inclusive).
+        end: u64,
+    },
+    /// Uniform over `min..=max`.
+    Uniform {
+        /// Smallest id.
+        min: u64,
+        /// Largest id.
+        max: u64,
+    },
+    /// Zipfian over `min..=max` (popular ids are the small ones unless scrambled).
+    Zipfian {
+        /// Smallest id.
+        min: u64,
+        /// Largest id.
+        max: u64,
+        /// Zipfian constant (0.99).
+        constant: f64,
+        /// Scatter popular ids over the id space (YCSB scrambled zipfian).
+        scrambled: bool,
+    },
+    /// Zipfian whose popular ids shift `shifts` times over the run.
+    ShiftingZipfian {
+        /// Smallest id.
+        min: u64,
+        /// Largest id.
+        max: u64,
+        /// Zipfian constant.
+        constant: f64,
+        /// Number of shifts.
+        shifts: u64,
+        /// Scrambled.
+        scrambled: bool,
+    },
+}
+
+/// An access pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AccessPattern {
+    /// A trace file.
+    Trace {
+        /// Format.
+        format: TraceFormat,
+        /// Path (gzip or plain).
+        path: PathBuf,
+    },
+    /// Generated ids.
+    Synthetic {
+        /// Generator.
+        generator: Synthetic,
+        /// Number of accesses.
+        events: u64,
+        /// RNG seed.
+        seed: u64,
+    },
+    /// Concatenation of patterns.
+    Joined(Vec<AccessPattern>),
+}
+
+fn open(path: &Path) -> Result<Box<dyn Read>, SimError> {
+    let io = |e: std::io::Error| SimError::Io(format!("{}: {e}", path.display()));
+    let mut file = BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let magic = file.fill_buf().map_err(io)?;
+    if magic.len() >= 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+        Ok(Box::new(BufReader::new(GzDecoder::new(file))))
+    } else {
+        Ok(Box::new(file))
+    }
+}
+
+fn numeric_id(s: &str) -> Option<SimId> {
+    let v: i64 = s.parse().ok()?;
+    Some(SimId {
+        id: v as u64,
+        hash: java_string_hash(s),
+    })
+}
+
+/// Read a whole trace into memory.
+pub fn read_trace(format: TraceFormat, path: &Path) -> Result<Vec<SimId>, SimError> {
+    let io = |e: std::io::Error| SimError::Io(format!("{}: {e}", path.display()));
+    let mut reader = open(path)?;
+    let mut ids = Vec::new();
+    match format {
+        TraceFormat::Corda => {
+            let mut bytes = Vec::new();
+            reader.read_to_end(&mut bytes).map_err(io)?;
+            if bytes.len() % 8 != 0 {
+                return Err(SimError::Trace(format!(
+                    "{}: corda trace length {} is not a multiple of 8",
+                    path.display(),
+                    bytes.len()
+                )));
+            }
+            ids.reserve(bytes.len() / 8);
+            for chunk in bytes.chunks_exact(8) {
+                let v = i64::from_be_bytes(chunk.try_into().expect("8 bytes"));
+                ids.push(SimId {
+                    id: v as u64,
+                    hash: java_decimal_hash(v),
+                });
+            }
+        }
+        TraceFormat::Lirs | TraceFormat::Simple | TraceFormat::Arc => {
+            let mut interned: HashMap<String, u64> = HashMap::new();
+            for (n, line) in BufReader::new(reader).lines().enumerate() {
+                let line = line.map_err(io)?;
+                let t = line.trim();
+                if t.is_empty() || (format == TraceFormat::Lirs && t == "*") {
+                    continue;
+                }
+                let bad = |what: &str| {
+                    SimError::Trace(format!("{}:{}: {what}: `{t}`", path.display(), n + 1))
+                };
+                match format {
+                    TraceFormat::Lirs => {
+                        ids.push(numeric_id(t).ok_or_else(|| bad("expected an integer id"))?)
+                    }
+                    TraceFormat::Simple => match numeric_id(t) {
+                        Some(id) => ids.push(id),
+                        None => {
+                            // non-numeric ids are interned above the numeric range
+                            let next = (1u64 << 63) + interned.len() as u64;
+                            let id = *interned.entry(t.to_string()).or_insert(next);
+                            ids.push(SimId {
+                                id,
+                                hash: java_string_hash(t),
+                            });
+                        }
+                    },
+                    TraceFormat::Arc => {
+                        let mut parts = t.split_whitespace();
+                        let start: i64 = parts
+                            .next()
+                            .and_then(|s| s.parse().ok())
+                            .ok_or_else(|| bad("expected `start count`"))?;
+                        let count: i64 = parts
+                            .next()
+                            .and_then(|s| s.parse().ok())
+                            .ok_or_else(|| bad("expected `start count`"))?;
+                        for v in start..start.saturating_add(count) {
+                            ids.push(SimId {
+                                id: v as u64,
+                                hash: java_decimal_hash(v),
+                            });
+                        }
+                    }
+                    TraceFormat::Corda => unreachable!(),
+                }
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// YCSB `ZipfianGenerator` over `items` items starting at `base`.
+#[derive(Debug, Clone)]
+pub struct Zipfian {
+    base: u64,
+    items: u64,
+    theta: f64,
+    zetan: f64,
+    alpha: f64,
+    eta: f64,
+    half_pow_theta: f64,
+}
+
+fn zeta(n: u64, theta: f64) -> f64 {
+    (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
+}
+
+/// zeta(10^10, 0.99) as precomputed by YCSB for the scrambled generator.
+const ZETAN_SCRAMBLED: f64 = 26.469_028_201_783_02;
+const SCRAMBLED_ITEMS: u64 = 10_000_000_000;
+
+impl Zipfian {
+    /// Generator over `min..=max`.
+    pub fn new(min: u64, max: u64, theta: f64) -> Self {
+        let items = max - min + 1;
+        Self::with_zetan(min, items, theta, zeta(items, theta))
+    }
+
+    fn with_zetan(base: u64, items: u64, theta: f64, zetan: f64) -> Self {
+        let zeta2 = zeta(2, theta);
+        Zipfian {
+            base,
+            items,
+            theta,
+            zetan,
+            alpha: 1.0 / (1.0 - theta),
+            eta: (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan),
+            half_pow_theta: 1.0 + 0.5f64.powf(theta),
+        }
+    }
+
+    /// Next value.
+    pub fn next(&self, rng: &mut ChaCha8Rng) -> u64 {
+        let u: f64 = rng.random();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return self.base;
+        }
+        if uz < self.half_pow_theta {
+            return self.base + 1;
+        }
+        let _ = self.theta;
+        self.base + (self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+    }
+}
+
+fn fnv_hash64(mut val: u64) -> u64 {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    for _ in 0..8 {
+        let octet = val & 0xff;
+        val >>= 8;
+        h ^= octet;
+        h = h.wrapping_mul(1_099_511_628_211);
+    }
+    (h as i64).unsigned_abs()
+}
+
+enum Gen {
+    Plain(Zipfian),
+    Scrambled { z: Zipfian, min: u64, items: u64 },
+}
+
+impl Gen {
+    fn new(min: u64, max: u64, constant: f64, scrambled: bool) -> Gen {
+        if scrambled {
+            let z = if (constant - 0.99).abs() < 1e-12 {
+                Zipfian::with_zetan(0, SCRAMBLED_ITEMS, constant, ZETAN_SCRAMBLED)
+            } else {
+                // computing zeta over 10^10 items is too slow: use the id-space size instead
+                Zipfian::new(0, max - min, constant)
+            };
+            Gen::Scrambled {
+                z,
+                min,
+                items: max - min + 1,
+            }
+        } else {
+            Gen::Plain(Zipfian::new(min, max, constant))
+        }
+    }
+    fn next(&self, rng: &mut ChaCha8Rng) -> u64 {
+        match self {
+            Gen::Plain(z) => z.next(rng),
+            Gen::Scrambled { z, min, items } => min + fnv_hash64(z.next(rng)) % items,
+        }
+    }
+}
+
+fn synthetic_id(v: u64) -> SimId {
+    SimId {
+        id: v,
+        hash: java_decimal_hash(v as i64),
+    }
+}
+
+/// Iterator over a synthetic pattern.
+pub fn synthetic_ids(
+    generator: &Synthetic,
+    events: u64,
+    seed: u64,
+) -> Result<Box<dyn Iterator<Item = SimId>>, SimError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let check = |min: u64, max: u64| {
+        if min > max {
+            Err(SimError::Usage(format!(
+                "synthetic range min {min} > max {max}"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match generator.clone() {
+        Synthetic::Loop { start, end } => {
+            check(start, end)?;
+            let interval = end - start + 1;
+            Box::new((0..events).map(move |i| synthetic_id(start + i % interval)))
+        }
+        Synthetic::Uniform { min, max } => {
+            check(min, max)?;
+            Box::new((0..events).map(move |_| synthetic_id(rng.random_range(min..=max))))
+        }
+        Synthetic::Zipfian {
+            min,
+            max,
+            constant,
+            scrambled,
+        } => {
+            check(min, max)?;
+            let g = Gen::new(min, max, constant, scrambled);
+            Box::new((0..events).map(move |_| synthetic_id(g.next(&mut rng))))
+        }
+        Synthetic::ShiftingZipfian {
+            min,
+            max,
+            constant,
+            shifts,
+            scrambled,
+        } => {
+            check(min, max)?;
+            let ids = max - min + 1;
+            let shifts = shifts.max(1);
+            let shift_by = ids / shifts;
+            let shift_every = (events / shifts).max(1);
+            let g = Gen::new(0, ids - 1, constant, scrambled);
+            Box::new((0..events).map(move |event| {
+                let shift = (event + 1) / shift_every * shift_by;
+                synthetic_id(min + (g.next(&mut rng) + shift) % ids)
+            }))
+        }
+    })
+}
+
+/// Cache of loaded traces, so several runs over the same pattern read each file once.
+#[derive(Default)]
+pub struct TraceCache {
+    loaded: HashMap<(PathBuf, u8), std::rc::Rc<Vec<SimId>>>,
+}
+
+impl TraceCache {
+    /// Load (or reuse) a trace.
+    pub fn get(
+        &mut self,
+        format: TraceFormat,
+        path: &Path,
+    ) -> Result<std::rc::Rc<Vec<SimId>>, SimError> {
+        let key = (path.to_path_buf(), format as u8);
+        if let Some(t) = self.loaded.get(&key) {
+            return Ok(t.clone());
+        }
+        let t = std::rc::Rc::new(read_trace(format, path)?);
+        self.loaded.insert(key, t.clone());
+        Ok(t)
+    }
+}
+
+impl AccessPattern {
+    /// The ids of this pattern, in order.
+    pub fn ids(&self, cache: &mut TraceCache) -> Result<Box<dyn Iterator<Item = SimId>>, SimError> {
+        match self {
+            AccessPattern::Trace { format, path } => {
+                let t = cache.get(*format, path)?;
+                Ok(Box::new((0..t.len()).map(move |i| t[i])))
+            }
+            AccessPattern::Synthetic {
+                generator,
+                events,
+                seed,
+            } => synthetic_ids(generator, *events, *seed),
+            AccessPattern::Joined(parts) => {
+                let mut iters = Vec::with_capacity(parts.len());
+                for p in parts {
+                    iters.push(p.ids(cache)?);
+                }
+                Ok(Box::new(iters.into_iter().flatten()))
+            }
+        }
+    }
+}
