@@ -1,3 +1,17 @@
-//! shardik-sim
+//! Deterministic simulation of whole shardik clusters.
+//!
+//! A [`World`] runs many nodes' real protocol cores in one process over a virtual network with
+//! latency, loss, partitions, pauses, crashes and restarts. One master seed fixes every random
+//! choice, so the same seed replays the same timeline. A [`Checker`] asserts the invariants in
+//! every run. [`scenario`] holds the named scenarios behind `shardik simulate`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod checker;
+pub mod scenario;
+pub mod wire_size;
+pub mod world;
+
+pub use checker::Checker;
+pub use scenario::{Outcome, Scenario};
+pub use world::{NodeId, TimelineEntry, World, WorldConfig};

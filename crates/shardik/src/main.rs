@@ -1,1 +1,52 @@
-fn main() {}
+//! `shardik`: the command-line program.
+//!
+//! Subcommands:
+//! - `demo`: a short narrated cluster run a newcomer can watch (today: in simulation).
+//! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
+//! - `passivation-sim`: replays access traces through passivation strategies.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod passivation;
+mod simulate;
+
+#[derive(Parser)]
+#[command(name = "shardik", version, about = "Cluster sharding for Rust")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a narrated demonstration cluster on this machine.
+    Demo(demo::DemoArgs),
+    /// Run a deterministic whole-cluster simulation and print its timeline.
+    Simulate(simulate::SimulateArgs),
+    /// Replay access patterns through passivation strategies and print hit rates.
+    #[command(name = "passivation-sim", disable_help_flag = true)]
+    PassivationSim {
+        /// Arguments for the simulator (`--help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Demo(args) => demo::run(args),
+        Cmd::Simulate(args) => simulate::run(args),
+        Cmd::PassivationSim { args } => passivation::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -2,11 +2,26 @@
 //! detection, leader actions and split-brain decisions — all without I/O.
 
 pub mod address;
+pub mod config;
+pub mod events;
+pub mod gossip;
 pub mod member;
+pub mod messages;
+pub mod node;
+pub mod phi;
 pub mod reachability;
+pub mod ring;
+pub mod sbr;
 pub mod vclock;
 
 pub use address::{Address, AddressParseError, UniqueAddress};
+pub use config::{FailureDetectorConfig, MembershipConfig};
+pub use events::ClusterEvent;
+pub use gossip::Gossip;
 pub use member::{Member, MemberStatus, NOT_YET_UP};
+pub use messages::{ConfigCheck, JoinConfig, Message};
+pub use node::{
+    Command, CommandError, DropReason, Effect, Input, Membership, MembershipStats, ShutdownReason,
+};
 pub use reachability::{Reachability, ReachabilityStatus};
 pub use vclock::VectorClock;

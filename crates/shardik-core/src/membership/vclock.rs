@@ -153,7 +153,8 @@ mod tests {
     #[test]
     fn comparison_table() {
         use Ordering::*;
-        let cases: &[(&[(u16, u64)], &[(u16, u64)], Ordering)] = &[
+        type Entries = &'static [(u16, u64)];
+        let cases: &[(Entries, Entries, Ordering)] = &[
             (&[], &[], Same),
             (&[(1, 1)], &[(1, 1)], Same),
             (&[(1, 1)], &[(1, 2)], Before),

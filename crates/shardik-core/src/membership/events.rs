@@ -1,0 +1,113 @@
+//! Cluster events published to subscribers, computed as the difference of two states.
+
+use std::collections::BTreeSet;
+
+use super::address::UniqueAddress;
+use super::gossip::Gossip;
+use super::member::{Member, MemberStatus};
+
+/// Something changed in the cluster as this node sees it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ClusterEvent {
+    /// A member appeared as Joining.
+    MemberJoined(Member),
+    /// A member became WeaklyUp.
+    MemberWeaklyUp(Member),
+    /// A member became Up.
+    MemberUp(Member),
+    /// A member started leaving.
+    MemberLeft(Member),
+    /// A member is exiting.
+    MemberExited(Member),
+    /// A member was marked Down.
+    MemberDowned(Member),
+    /// A member was removed; `previous` is the status it had.
+    MemberRemoved {
+        /// The member, with status Removed.
+        member: Member,
+        /// Its status before removal.
+        previous: MemberStatus,
+    },
+    /// A member became unreachable (never published about self).
+    UnreachableMember(Member),
+    /// A member became reachable again.
+    ReachableMember(Member),
+    /// The leader changed.
+    LeaderChanged(Option<UniqueAddress>),
+    /// The leader among members with `role` changed.
+    RoleLeaderChanged {
+        /// The role.
+        role: String,
+        /// Its new leader.
+        leader: Option<UniqueAddress>,
+    },
+}
+
+fn status_event(m: &Member) -> Option<ClusterEvent> {
+    let m = m.clone();
+    Some(match m.status {
+        MemberStatus::Joining => ClusterEvent::MemberJoined(m),
+        MemberStatus::WeaklyUp => ClusterEvent::MemberWeaklyUp(m),
+        MemberStatus::Up => ClusterEvent::MemberUp(m),
+        MemberStatus::Leaving => ClusterEvent::MemberLeft(m),
+        MemberStatus::Exiting => ClusterEvent::MemberExited(m),
+        MemberStatus::Down => ClusterEvent::MemberDowned(m),
+        _ => return None,
+    })
+}
+
+/// The events that turn `old` into `new` as `self_node` sees it, in a fixed order: removals,
+/// status changes, reachability, then leadership.
+pub fn diff(old: &Gossip, new: &Gossip, self_node: &UniqueAddress, out: &mut Vec<ClusterEvent>) {
+    for (addr, m) in &old.members {
+        if !new.members.contains_key(addr) {
+            let mut removed = m.clone();
+            removed.status = MemberStatus::Removed;
+            out.push(ClusterEvent::MemberRemoved {
+                member: removed,
+                previous: m.status,
+            });
+        }
+    }
+    for (addr, m) in &new.members {
+        let changed = match old.members.get(addr) {
+            None => true,
+            Some(o) => o.status != m.status || o.up_number != m.up_number,
+        };
+        if changed {
+            if let Some(e) = status_event(m) {
+                out.push(e);
+            }
+        }
+    }
+    let old_unreachable = old.unreachable_members();
+    let new_unreachable = new.unreachable_members();
+    for n in new_unreachable.difference(&old_unreachable) {
+        if n != self_node {
+            if let Some(m) = new.members.get(n) {
+                out.push(ClusterEvent::UnreachableMember(m.clone()));
+            }
+        }
+    }
+    for n in old_unreachable.difference(&new_unreachable) {
+        if n != self_node {
+            if let Some(m) = new.members.get(n) {
+                out.push(ClusterEvent::ReachableMember(m.clone()));
+            }
+        }
+    }
+    let (ol, nl) = (old.leader(self_node), new.leader(self_node));
+    if ol != nl {
+        out.push(ClusterEvent::LeaderChanged(nl));
+    }
+    let roles: BTreeSet<String> = old.all_roles().union(&new.all_roles()).cloned().collect();
+    for role in roles {
+        let (o, n) = (
+            old.role_leader(self_node, &role),
+            new.role_leader(self_node, &role),
+        );
+        if o != n {
+            out.push(ClusterEvent::RoleLeaderChanged { role, leader: n });
+        }
+    }
+}

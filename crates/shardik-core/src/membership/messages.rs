@@ -1,0 +1,200 @@
+//! Messages nodes exchange for membership (digest §6 lists the reference's set).
+//!
+//! These are the decoded forms the core consumes and produces; the wire layer maps them to
+//! protobuf frames. Gossip travels behind an `Arc` so that the simulator and the runtime can
+//! fan one state out to many peers without copying it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::address::{Address, UniqueAddress};
+use super::gossip::Gossip;
+use super::vclock::VectorClock;
+
+/// Settings two nodes must agree on to be in one cluster (checked on join).
+#[derive(Clone, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct JoinConfig {
+    /// The cluster's name; nodes of different names never join each other.
+    pub cluster_name: String,
+    /// Further keys that must be equal (for example `cluster.sharding.number-of-shards`).
+    pub must_match: BTreeMap<String, String>,
+}
+
+impl JoinConfig {
+    /// Why `other` cannot join a cluster configured as `self`, or `None` if it can.
+    pub fn incompatibility(&self, other: &JoinConfig) -> Option<String> {
+        if self.cluster_name != other.cluster_name {
+            return Some(format!(
+                "cluster name differs: this cluster is `{}`, the joiner says `{}`",
+                self.cluster_name, other.cluster_name
+            ));
+        }
+        for (k, v) in &self.must_match {
+            match other.must_match.get(k) {
+                Some(ov) if ov == v => {}
+                Some(ov) => {
+                    return Some(format!(
+                        "`{k}` differs: this cluster has `{v}`, the joiner `{ov}`"
+                    ));
+                }
+                None => {
+                    return Some(format!(
+                        "`{k}` missing in the joiner's configuration (this cluster has `{v}`)"
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The verdict in an [`Message::InitJoinAck`].
+#[derive(Clone, PartialEq, Eq, Debug, serde::Serialize, serde::Deserialize)]
+pub enum ConfigCheck {
+    /// The joiner may join.
+    Compatible,
+    /// The joiner's configuration conflicts; the text says how.
+    Incompatible(String),
+}
+
+/// A membership protocol message.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Message {
+    /// "Is anyone there, and could I join you?" — sent by a joining node to the seed nodes.
+    InitJoin {
+        /// The asking node.
+        from: UniqueAddress,
+        /// Its join-relevant configuration.
+        config: JoinConfig,
+    },
+    /// "I am a member; here is whether your configuration fits."
+    InitJoinAck {
+        /// The answering member.
+        from: UniqueAddress,
+        /// The compatibility verdict.
+        check: ConfigCheck,
+    },
+    /// "I am not (yet) a member of any cluster."
+    InitJoinNack {
+        /// The answering node.
+        from: UniqueAddress,
+    },
+    /// Request to be added as a Joining member.
+    Join {
+        /// The joining incarnation.
+        node: UniqueAddress,
+        /// Its roles.
+        roles: BTreeSet<String>,
+        /// Its application version.
+        app_version: String,
+    },
+    /// Reply to [`Message::Join`]: you are in; here is the state.
+    Welcome {
+        /// The member that added the joiner.
+        from: UniqueAddress,
+        /// The state including the joiner.
+        gossip: Arc<Gossip>,
+    },
+    /// Ask the receiver to mark `address` Leaving.
+    Leave {
+        /// The node that should leave.
+        address: Address,
+    },
+    /// Ask the receiver to mark `address` Down.
+    Down {
+        /// The node to down.
+        address: Address,
+    },
+    /// An exiting node finished its exit tasks; the leader may remove it without waiting for
+    /// it to become unreachable.
+    ExitingConfirmed {
+        /// The exiting node.
+        node: UniqueAddress,
+    },
+    /// The small form of gossip: version and seen digest.
+    GossipStatus {
+        /// Sender.
+        from: UniqueAddress,
+        /// Sender's version.
+        version: VectorClock,
+        /// Digest of the sender's seen set.
+        seen_digest: u64,
+    },
+    /// The full state.
+    GossipEnvelope {
+        /// Sender.
+        from: UniqueAddress,
+        /// Intended incarnation; another incarnation at that address drops it.
+        to: UniqueAddress,
+        /// The state.
+        gossip: Arc<Gossip>,
+    },
+    /// Failure-detector heartbeat.
+    Heartbeat {
+        /// Sender.
+        from: UniqueAddress,
+        /// Sequence number, echoed in the response.
+        seq: u64,
+    },
+    /// "You were removed from the cluster": sent to a removed incarnation that is still
+    /// talking, so that it stops instead of living on in a cluster of its own.
+    Quarantined {
+        /// The member that noticed.
+        from: UniqueAddress,
+        /// The removed incarnation.
+        to: UniqueAddress,
+    },
+    /// Heartbeat response; what the detector actually records.
+    HeartbeatRsp {
+        /// The responder.
+        from: UniqueAddress,
+        /// Echoed sequence number.
+        seq: u64,
+    },
+}
+
+impl Message {
+    /// A short name for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::InitJoin { .. } => "init-join",
+            Message::InitJoinAck { .. } => "init-join-ack",
+            Message::InitJoinNack { .. } => "init-join-nack",
+            Message::Join { .. } => "join",
+            Message::Welcome { .. } => "welcome",
+            Message::Leave { .. } => "leave",
+            Message::Down { .. } => "down",
+            Message::ExitingConfirmed { .. } => "exiting-confirmed",
+            Message::GossipStatus { .. } => "gossip-status",
+            Message::GossipEnvelope { .. } => "gossip",
+            Message::Heartbeat { .. } => "heartbeat",
+            Message::HeartbeatRsp { .. } => "heartbeat-rsp",
+            Message::Quarantined { .. } => "quarantined",
+        }
+    }
+
+    /// The incarnation that sent the message, when the message names it.
+    pub fn sender(&self) -> Option<&UniqueAddress> {
+        match self {
+            Message::InitJoin { from, .. }
+            | Message::InitJoinAck { from, .. }
+            | Message::InitJoinNack { from }
+            | Message::Welcome { from, .. }
+            | Message::GossipStatus { from, .. }
+            | Message::GossipEnvelope { from, .. }
+            | Message::Heartbeat { from, .. }
+            | Message::HeartbeatRsp { from, .. }
+            | Message::Quarantined { from, .. } => Some(from),
+            Message::Join { node, .. } | Message::ExitingConfirmed { node } => Some(node),
+            Message::Leave { .. } | Message::Down { .. } => None,
+        }
+    }
+
+    /// Whether the message belongs on the control lane that must never wait behind user traffic.
+    pub fn is_heartbeat(&self) -> bool {
+        matches!(
+            self,
+            Message::Heartbeat { .. } | Message::HeartbeatRsp { .. }
+        )
+    }
+}

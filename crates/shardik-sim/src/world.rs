@@ -1,0 +1,641 @@
+//! The simulated world: nodes running the real membership core, a network with latency,
+//! partitions and pauses, one seeded random generator, and a virtual clock that jumps from
+//! one event to the next.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use shardik_core::Instant;
+use shardik_core::membership::{
+    Address, ClusterEvent, Command, Effect, Input, Member, MemberStatus, Membership,
+    MembershipConfig, Message, ShutdownReason, UniqueAddress,
+};
+
+use crate::checker::Checker;
+use crate::wire_size;
+
+/// Index of a node slot (an address; restarts reuse the slot with a new incarnation).
+pub type NodeId = usize;
+
+/// Network and world settings.
+#[derive(Clone, Debug)]
+pub struct WorldConfig {
+    /// Master seed: every random choice in the run derives from it.
+    pub seed: u64,
+    /// One-way latency is drawn uniformly from this range.
+    pub latency: (Duration, Duration),
+    /// Probability that a message is lost (0 for clean runs).
+    pub loss: f64,
+    /// Membership settings for every node.
+    pub membership: MembershipConfig,
+    /// Record per-node events in the timeline (turn off for thousands of nodes).
+    pub record_events: bool,
+    /// Run the checker's per-event checks (cheap) and state checks (costly at scale).
+    pub check_states: bool,
+}
+
+impl WorldConfig {
+    /// Defaults: 1–3 ms latency, no loss, reference membership settings.
+    pub fn new(seed: u64) -> Self {
+        WorldConfig {
+            seed,
+            latency: (Duration::from_millis(1), Duration::from_millis(3)),
+            loss: 0.0,
+            membership: MembershipConfig::default(),
+            record_events: true,
+            check_states: true,
+        }
+    }
+}
+
+/// One line of the timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimelineEntry {
+    /// When.
+    pub at: Instant,
+    /// Which node saw it (`None` for world actions such as partitions).
+    pub node: Option<NodeId>,
+    /// What happened.
+    pub what: String,
+}
+
+struct SimNode {
+    core: Membership,
+    address: Address,
+    alive: bool,
+    paused_until: Option<Instant>,
+    group: u32,
+    incarnation: u32,
+    shutdown: Option<ShutdownReason>,
+}
+
+#[derive(Clone, Debug)]
+struct Delivery {
+    from: NodeId,
+    to: Address,
+    msg: Message,
+    /// Set when the message reached a paused node and had to wait.
+    arrived_at: Option<Instant>,
+}
+
+/// Totals over the run.
+#[derive(Clone, Debug, Default)]
+pub struct WorldStats {
+    /// Messages delivered.
+    pub delivered: u64,
+    /// Messages lost to partitions, loss or dead receivers.
+    pub lost: u64,
+    /// Bytes of gossip (status, full, welcome) sent, per the size model.
+    pub gossip_bytes: u64,
+    /// Bytes of heartbeats sent.
+    pub heartbeat_bytes: u64,
+    /// Gossip messages (status or full) sent.
+    pub gossip_messages: u64,
+    /// Inputs the cores dropped, by reason.
+    pub dropped_by_core: BTreeMap<&'static str, u64>,
+}
+
+/// The simulated cluster.
+pub struct World {
+    cfg: WorldConfig,
+    now: Instant,
+    rng: ChaCha8Rng,
+    nodes: Vec<SimNode>,
+    by_address: BTreeMap<Address, NodeId>,
+    queue: BTreeMap<(Instant, u64), Delivery>,
+    seq: u64,
+    timers: BTreeSet<(Instant, NodeId)>,
+    timer_of: Vec<Option<Instant>>,
+    oneway_blocked: BTreeSet<(NodeId, NodeId)>,
+    timeline: Vec<TimelineEntry>,
+    checker: Checker,
+    stats: WorldStats,
+    effects: Vec<Effect>,
+}
+
+impl World {
+    /// An empty world at time zero.
+    pub fn new(cfg: WorldConfig) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        World {
+            checker: Checker::new(cfg.check_states),
+            cfg,
+            now: Instant::ZERO,
+            rng,
+            nodes: Vec::new(),
+            by_address: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            timers: BTreeSet::new(),
+            timer_of: Vec::new(),
+            oneway_blocked: BTreeSet::new(),
+            timeline: Vec::new(),
+            stats: WorldStats::default(),
+            effects: Vec::new(),
+        }
+    }
+
+    /// The address node slot `id` listens on. Zero-padded so address order is slot order.
+    pub fn address_of(id: NodeId) -> Address {
+        Address::new(format!("node-{id:05}"), 2552)
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Number of node slots.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Adds a node slot (not yet joined) and returns its id.
+    pub fn add_node(&mut self) -> NodeId {
+        self.add_node_with(self.cfg.membership.clone())
+    }
+
+    /// Adds a node slot with its own settings (roles, for example).
+    pub fn add_node_with(&mut self, cfg: MembershipConfig) -> NodeId {
+        let id = self.nodes.len();
+        let address = Self::address_of(id);
+        let uid = self.rng.random::<u64>();
+        let core = Membership::new(
+            cfg,
+            UniqueAddress::new(address.clone(), uid),
+            self.rng.random(),
+            self.now,
+        );
+        self.nodes.push(SimNode {
+            core,
+            address: address.clone(),
+            alive: true,
+            paused_until: None,
+            group: 0,
+            incarnation: 0,
+            shutdown: None,
+        });
+        self.timer_of.push(None);
+        self.by_address.insert(address, id);
+        id
+    }
+
+    /// Restarts slot `id` as a new incarnation (same address, new uid), not yet joined.
+    pub fn restart(&mut self, id: NodeId) {
+        let cfg = self.nodes[id].core.config().clone();
+        let address = self.nodes[id].address.clone();
+        let uid = self.rng.random::<u64>();
+        let seed = self.rng.random();
+        let n = &mut self.nodes[id];
+        n.core = Membership::new(cfg, UniqueAddress::new(address, uid), seed, self.now);
+        n.alive = true;
+        n.paused_until = None;
+        n.incarnation += 1;
+        n.shutdown = None;
+        self.checker.forget_observer(id);
+        self.note(None, format!("restart node-{id:05} as uid {uid}"));
+        self.reschedule(id);
+    }
+
+    /// The core of node `id`.
+    pub fn core(&self, id: NodeId) -> &Membership {
+        &self.nodes[id].core
+    }
+
+    /// Whether node `id` runs (not crashed, not shut down).
+    pub fn is_alive(&self, id: NodeId) -> bool {
+        self.nodes[id].alive
+    }
+
+    /// Why node `id` shut itself down, if it did.
+    pub fn shutdown_reason(&self, id: NodeId) -> Option<&ShutdownReason> {
+        self.nodes[id].shutdown.as_ref()
+    }
+
+    /// Ids of running nodes.
+    pub fn alive_nodes(&self) -> Vec<NodeId> {
+        (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].alive)
+            .collect()
+    }
+
+    /// The timeline so far.
+    pub fn timeline(&self) -> &[TimelineEntry] {
+        &self.timeline
+    }
+
+    /// Totals so far.
+    pub fn stats(&self) -> &WorldStats {
+        &self.stats
+    }
+
+    /// The checker (its violations so far).
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// Sends a local command to node `id` now.
+    pub fn command(&mut self, id: NodeId, cmd: Command) {
+        if !self.nodes[id].alive {
+            return;
+        }
+        self.note(Some(id), format!("command {cmd:?}"));
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.effects);
+        self.nodes[id]
+            .core
+            .handle(now, Input::Command(cmd), &mut out);
+        self.apply_effects(id, &mut out);
+        self.effects = out;
+        self.reschedule(id);
+    }
+
+    /// Tells node `id` to join through `seeds`.
+    pub fn join(&mut self, id: NodeId, seeds: &[NodeId]) {
+        let seeds = seeds.iter().map(|s| Self::address_of(*s)).collect();
+        self.command(id, Command::JoinSeedNodes(seeds));
+    }
+
+    /// Kills node `id` without warning (its messages in flight still arrive).
+    pub fn crash(&mut self, id: NodeId) {
+        self.note(None, format!("crash node-{id:05}"));
+        self.nodes[id].alive = false;
+        self.unschedule(id);
+    }
+
+    /// Freezes node `id` for `d` (a long GC pause): inputs wait, timers fire late.
+    pub fn pause(&mut self, id: NodeId, d: Duration) {
+        self.note(None, format!("pause node-{id:05} for {}ms", d.as_millis()));
+        self.nodes[id].paused_until = Some(self.now + d);
+        self.reschedule(id);
+    }
+
+    /// Splits the network into the given groups; nodes in no group form one more group.
+    pub fn partition(&mut self, groups: &[&[NodeId]]) {
+        for n in &mut self.nodes {
+            n.group = u32::MAX;
+        }
+        for (g, members) in groups.iter().enumerate() {
+            for id in *members {
+                self.nodes[*id].group = g as u32;
+            }
+        }
+        self.note(None, format!("partition {groups:?}"));
+    }
+
+    /// Blocks messages from `from` to `to` only.
+    pub fn block_oneway(&mut self, from: NodeId, to: NodeId) {
+        self.oneway_blocked.insert((from, to));
+        self.note(None, format!("block node-{from:05} -> node-{to:05}"));
+    }
+
+    /// Heals every partition and one-way block.
+    pub fn heal(&mut self) {
+        for n in &mut self.nodes {
+            n.group = 0;
+        }
+        self.oneway_blocked.clear();
+        self.note(None, "heal".to_string());
+    }
+
+    fn linked(&self, from: NodeId, to: NodeId) -> bool {
+        self.nodes[from].group == self.nodes[to].group && !self.oneway_blocked.contains(&(from, to))
+    }
+
+    fn note(&mut self, node: Option<NodeId>, what: String) {
+        if self.cfg.record_events || node.is_none() {
+            self.timeline.push(TimelineEntry {
+                at: self.now,
+                node,
+                what,
+            });
+        }
+    }
+
+    fn unschedule(&mut self, id: NodeId) {
+        if let Some(t) = self.timer_of[id].take() {
+            self.timers.remove(&(t, id));
+        }
+    }
+
+    fn reschedule(&mut self, id: NodeId) {
+        self.unschedule(id);
+        let n = &self.nodes[id];
+        if !n.alive {
+            return;
+        }
+        if let Some(mut t) = n.core.poll_timeout() {
+            if let Some(p) = n.paused_until {
+                t = t.max(p);
+            }
+            self.timers.insert((t, id));
+            self.timer_of[id] = Some(t);
+        }
+    }
+
+    fn apply_effects(&mut self, id: NodeId, out: &mut Vec<Effect>) {
+        for e in out.drain(..) {
+            match e {
+                Effect::Send { to, msg } => self.send(id, to, msg),
+                Effect::Event(ev) => {
+                    self.checker
+                        .on_event(self.now, id, self.nodes[id].incarnation, &ev);
+                    if self.cfg.record_events {
+                        let what = describe(&ev);
+                        self.note(Some(id), what);
+                    }
+                }
+                Effect::Dropped { reason, .. } => {
+                    *self
+                        .stats
+                        .dropped_by_core
+                        .entry(reason.as_str())
+                        .or_default() += 1;
+                }
+                Effect::CommandFailed(err) => self.note(Some(id), format!("command failed: {err}")),
+                Effect::SelfExiting => {
+                    // No exit tasks in a membership-only world: confirm at once.
+                    let now = self.now;
+                    let mut more = Vec::new();
+                    self.nodes[id].core.handle(
+                        now,
+                        Input::Command(Command::ExitingCompleted),
+                        &mut more,
+                    );
+                    self.apply_effects(id, &mut more);
+                }
+                Effect::Shutdown(reason) => {
+                    self.note(Some(id), format!("shutdown: {reason:?}"));
+                    let n = &mut self.nodes[id];
+                    n.alive = false;
+                    n.shutdown = Some(reason);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: Address, msg: Message) {
+        let bytes = wire_size::message(&msg) as u64;
+        match msg {
+            Message::Heartbeat { .. } | Message::HeartbeatRsp { .. } => {
+                self.stats.heartbeat_bytes += bytes
+            }
+            Message::GossipStatus { .. } | Message::GossipEnvelope { .. } => {
+                self.stats.gossip_bytes += bytes;
+                self.stats.gossip_messages += 1;
+            }
+            Message::Welcome { .. } => self.stats.gossip_bytes += bytes,
+            _ => {}
+        }
+        let (lo, hi) = self.cfg.latency;
+        let latency = if hi > lo {
+            lo + Duration::from_nanos(self.rng.random_range(0..(hi - lo).as_nanos() as u64))
+        } else {
+            lo
+        };
+        if self.cfg.loss > 0.0 && self.rng.random::<f64>() < self.cfg.loss {
+            self.stats.lost += 1;
+            return;
+        }
+        self.seq += 1;
+        let at = self.now + latency;
+        self.queue.insert(
+            (at, self.seq),
+            Delivery {
+                from,
+                to,
+                msg,
+                arrived_at: None,
+            },
+        );
+    }
+
+    /// When the next thing happens, if anything will.
+    pub fn next_event_at(&self) -> Option<Instant> {
+        let q = self.queue.first_key_value().map(|((t, _), _)| *t);
+        let t = self.timers.first().map(|(t, _)| *t);
+        match (q, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Processes everything due at the next event time. Returns false when nothing is left.
+    pub fn step(&mut self) -> bool {
+        let Some(at) = self.next_event_at() else {
+            return false;
+        };
+        self.now = self.now.max(at);
+        let now = self.now;
+        // Deliveries first, in (time, seq) order, then timers in (time, node) order.
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let d = entry.remove();
+            self.deliver(d);
+        }
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            self.timer_of[id] = None;
+            if !self.nodes[id].alive {
+                continue;
+            }
+            let mut out = std::mem::take(&mut self.effects);
+            self.nodes[id].core.handle_timeout(now, &mut out);
+            self.apply_effects(id, &mut out);
+            self.effects = out;
+            self.reschedule(id);
+            if self.cfg.check_states {
+                self.checker.check_node(now, id, &self.nodes[id].core);
+            }
+        }
+        true
+    }
+
+    fn deliver(&mut self, d: Delivery) {
+        let Some(&to) = self.by_address.get(&d.to) else {
+            self.stats.lost += 1;
+            return;
+        };
+        if !self.nodes[to].alive || !self.linked(d.from, to) {
+            self.stats.lost += 1;
+            return;
+        }
+        if let Some(p) = self.nodes[to].paused_until {
+            if p > self.now {
+                // Arrived while frozen: processed when the pause ends, stamped with its arrival.
+                let mut d = d;
+                d.arrived_at.get_or_insert(self.now);
+                self.seq += 1;
+                self.queue.insert((p, self.seq), d);
+                return;
+            }
+            self.nodes[to].paused_until = None;
+        }
+        self.stats.delivered += 1;
+        let received_at = d.arrived_at.unwrap_or(self.now);
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.effects);
+        self.nodes[to].core.handle(
+            now,
+            Input::Message {
+                msg: d.msg,
+                received_at,
+            },
+            &mut out,
+        );
+        self.apply_effects(to, &mut out);
+        self.effects = out;
+        self.reschedule(to);
+        if self.cfg.check_states {
+            self.checker.check_node(now, to, &self.nodes[to].core);
+        }
+    }
+
+    /// Runs until virtual time `until` (events at exactly `until` included).
+    pub fn run_until(&mut self, until: Instant) {
+        while self.next_event_at().is_some_and(|t| t <= until) {
+            self.step();
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
+    /// Runs until `pred` holds (checked after every step) or `max` virtual time passed.
+    /// Returns the instant it first held.
+    pub fn run_until_pred(
+        &mut self,
+        max: Duration,
+        mut pred: impl FnMut(&World) -> bool,
+    ) -> Option<Instant> {
+        let deadline = self.now + max;
+        loop {
+            if pred(self) {
+                return Some(self.now);
+            }
+            match self.next_event_at() {
+                Some(t) if t <= deadline => {
+                    self.step();
+                }
+                _ => {
+                    self.now = self.now.max(deadline);
+                    return pred(self).then_some(self.now);
+                }
+            }
+        }
+    }
+
+    // ----- views used by scenarios and tests -----
+
+    /// The members node `id` knows, with statuses.
+    pub fn members_seen_by(&self, id: NodeId) -> Vec<Member> {
+        self.nodes[id]
+            .core
+            .gossip()
+            .members
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether every running member node holds the same members (and statuses), has converged,
+    /// and agrees on the leader.
+    pub fn agreed(&self) -> bool {
+        let alive: Vec<&SimNode> = self
+            .nodes
+            .iter()
+            .filter(|n| n.alive && n.core.is_member())
+            .collect();
+        let Some(first) = alive.first() else {
+            return false;
+        };
+        let view = |n: &SimNode| -> Vec<(UniqueAddress, MemberStatus)> {
+            n.core
+                .gossip()
+                .members
+                .values()
+                .map(|m| (m.addr.clone(), m.status))
+                .collect()
+        };
+        let v0 = view(first);
+        let l0 = first.core.leader();
+        alive
+            .iter()
+            .all(|n| n.core.is_converged() && view(n) == v0 && n.core.leader() == l0)
+    }
+
+    /// Whether every node in `ids` is alive, converged, and sees exactly `ids` as members, all Up.
+    pub fn all_up(&self, ids: &[NodeId]) -> bool {
+        let want: BTreeSet<Address> = ids.iter().map(|i| Self::address_of(*i)).collect();
+        ids.iter().all(|&i| {
+            let n = &self.nodes[i];
+            n.alive
+                && n.core.is_member()
+                && n.core.gossip().members.len() == want.len()
+                && n.core
+                    .gossip()
+                    .members
+                    .values()
+                    .all(|m| m.status == MemberStatus::Up && want.contains(&m.addr.address))
+        })
+    }
+
+    /// Whether every running member node sees node `subject`'s current incarnation with `status`.
+    pub fn all_see_status(&self, subject: NodeId, status: MemberStatus) -> bool {
+        let target = self.nodes[subject].core.self_node().clone();
+        self.nodes
+            .iter()
+            .filter(|n| n.alive && n.core.is_member())
+            .all(|n| {
+                n.core
+                    .gossip()
+                    .member(&target)
+                    .is_some_and(|m| m.status == status)
+            })
+    }
+}
+
+/// One line for a cluster event.
+pub fn describe(ev: &ClusterEvent) -> String {
+    let who = |m: &Member| m.addr.address.host.clone();
+    match ev {
+        ClusterEvent::MemberJoined(m) => format!("MemberJoined {}", who(m)),
+        ClusterEvent::MemberWeaklyUp(m) => format!("MemberWeaklyUp {}", who(m)),
+        ClusterEvent::MemberUp(m) => format!("MemberUp {} (up#{})", who(m), m.up_number),
+        ClusterEvent::MemberLeft(m) => format!("MemberLeft {}", who(m)),
+        ClusterEvent::MemberExited(m) => format!("MemberExited {}", who(m)),
+        ClusterEvent::MemberDowned(m) => format!("MemberDowned {}", who(m)),
+        ClusterEvent::MemberRemoved { member, previous } => {
+            format!("MemberRemoved {} (was {previous})", who(member))
+        }
+        ClusterEvent::UnreachableMember(m) => format!("UnreachableMember {}", who(m)),
+        ClusterEvent::ReachableMember(m) => format!("ReachableMember {}", who(m)),
+        ClusterEvent::LeaderChanged(l) => format!(
+            "LeaderChanged {}",
+            l.as_ref()
+                .map_or("none".to_string(), |a| a.address.host.clone())
+        ),
+        ClusterEvent::RoleLeaderChanged { role, leader } => format!(
+            "RoleLeaderChanged {role} {}",
+            leader
+                .as_ref()
+                .map_or("none".to_string(), |a| a.address.host.clone())
+        ),
+    }
+}

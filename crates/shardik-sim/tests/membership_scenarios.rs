@@ -1,0 +1,360 @@
+//! Whole-cluster membership scenarios in deterministic simulation (digest §5.3, §5.1 SBR rows).
+//! Every run is seeded; a failure message names the seed, and the same seed replays it.
+
+use std::time::Duration;
+
+use shardik_core::membership::sbr::{SbrSettings, Strategy};
+use shardik_core::membership::{Command, MemberStatus, ShutdownReason};
+use shardik_sim::scenario::{self, Scenario, form_cluster};
+use shardik_sim::world::{NodeId, World, WorldConfig};
+
+fn world(seed: u64) -> World {
+    World::new(WorldConfig::new(seed))
+}
+
+fn world_with(seed: u64, f: impl FnOnce(&mut WorldConfig)) -> World {
+    let mut cfg = WorldConfig::new(seed);
+    f(&mut cfg);
+    World::new(cfg)
+}
+
+fn assert_clean(w: &World, seed: u64) {
+    assert!(
+        w.checker().violations().is_empty(),
+        "seed {seed}: {:?}",
+        w.checker().violations()
+    );
+}
+
+fn ids(r: std::ops::Range<usize>) -> Vec<NodeId> {
+    r.collect()
+}
+
+#[test]
+fn five_nodes_form_a_cluster_from_concurrent_seeds() {
+    for seed in 1..=10 {
+        let mut w = world(seed);
+        let t = form_cluster(&mut w, 5).unwrap_or_else(|| panic!("seed {seed}: no formation"));
+        assert!(t.as_millis() < 15_000, "seed {seed}: took {t}");
+        w.run_for(Duration::from_secs(3));
+        assert!(w.agreed(), "seed {seed}: nodes disagree");
+        assert_eq!(
+            w.core(3).leader().map(|l| l.address),
+            Some(World::address_of(0)),
+            "lowest address leads"
+        );
+        // Up-numbers are unique and start at 1.
+        let mut ups: Vec<u32> = w.members_seen_by(0).iter().map(|m| m.up_number).collect();
+        ups.sort();
+        ups.dedup();
+        assert_eq!(ups.len(), 5);
+        assert_eq!(ups[0], 1);
+        assert_clean(&w, seed);
+    }
+}
+
+#[test]
+fn same_seed_same_timeline_other_seed_other_timeline() {
+    let run = |seed| {
+        let (w, _) = scenario::run(Scenario::Crash, 5, seed, None);
+        w.timeline().to_vec()
+    };
+    assert_eq!(run(42), run(42));
+    assert_ne!(run(42), run(43));
+}
+
+#[test]
+fn leader_leaving_hands_leadership_on() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 5).expect("formed");
+        w.command(0, Command::Leave(World::address_of(0)));
+        let rest = ids(1..5);
+        let t = w.run_until_pred(Duration::from_secs(30), |w| w.all_up(&rest));
+        assert!(t.is_some(), "seed {seed}: leader not removed");
+        assert_eq!(w.shutdown_reason(0), Some(&ShutdownReason::Left));
+        assert_eq!(
+            w.core(2).leader().map(|l| l.address),
+            Some(World::address_of(1))
+        );
+        let exited = w
+            .timeline()
+            .iter()
+            .any(|e| e.node == Some(1) && e.what.starts_with("MemberExited node-00000"));
+        assert!(exited, "seed {seed}: node 1 never saw the leader Exiting");
+        assert_clean(&w, seed);
+    }
+}
+
+#[test]
+fn crashed_node_is_detected_downed_and_removed() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 5).expect("formed");
+        let crash_at = w.now();
+        w.crash(2);
+        let rest = [0, 1, 3, 4];
+        let t = w
+            .run_until_pred(Duration::from_secs(90), |w| w.all_up(&rest))
+            .expect("removed");
+        let elapsed = t - crash_at;
+        // Detection (~5 s) + stable-after (20 s) + removal: well under a minute, never instant.
+        assert!(
+            elapsed > Duration::from_secs(20) && elapsed < Duration::from_secs(40),
+            "seed {seed}: {elapsed:?}"
+        );
+        let saw = |what: &str| {
+            w.timeline()
+                .iter()
+                .any(|e| e.node == Some(0) && e.what == what)
+        };
+        assert!(saw("UnreachableMember node-00002"), "seed {seed}");
+        assert!(saw("MemberDowned node-00002"), "seed {seed}");
+        assert!(saw("MemberRemoved node-00002 (was Down)"), "seed {seed}");
+        assert_clean(&w, seed);
+    }
+}
+
+/// Partitions a formed cluster of `side1 + side2` nodes and returns which nodes survive
+/// (still running members) after the resolver acted.
+fn partition_outcome(strategy: Strategy, side1: usize, side2: usize, seed: u64) -> Vec<NodeId> {
+    let mut w = world_with(seed, |c| {
+        c.membership.downing = Some(SbrSettings::new(strategy, Duration::from_secs(20)))
+    });
+    let n = side1 + side2;
+    form_cluster(&mut w, n).expect("formed");
+    let a = ids(0..side1);
+    let b = ids(side1..n);
+    w.partition(&[&a, &b]);
+    w.run_for(Duration::from_secs(60));
+    assert_clean(&w, seed);
+    let survivors: Vec<NodeId> = w.alive_nodes();
+    // The survivors must agree on exactly themselves as members.
+    if !survivors.is_empty() {
+        assert!(
+            w.all_up(&survivors),
+            "seed {seed}: survivors {survivors:?} not a clean cluster"
+        );
+    }
+    survivors
+}
+
+#[test]
+fn keep_majority_partitions() {
+    for seed in 1..=3 {
+        assert_eq!(
+            partition_outcome(Strategy::KeepMajority { role: None }, 3, 2, seed),
+            ids(0..3),
+            "3|2"
+        );
+        assert_eq!(
+            partition_outcome(Strategy::KeepMajority { role: None }, 2, 3, seed),
+            ids(2..5),
+            "2|3"
+        );
+        // Tie: the side holding the lowest address survives.
+        assert_eq!(
+            partition_outcome(Strategy::KeepMajority { role: None }, 2, 2, seed),
+            ids(0..2),
+            "2|2"
+        );
+        assert_eq!(
+            partition_outcome(Strategy::KeepMajority { role: None }, 4, 5, seed),
+            ids(4..9),
+            "4|5"
+        );
+    }
+}
+
+#[test]
+fn other_strategies_on_a_4_5_partition() {
+    let seed = 11;
+    let sq = |q| Strategy::StaticQuorum {
+        quorum_size: q,
+        role: None,
+    };
+    assert_eq!(
+        partition_outcome(sq(5), 4, 5, seed),
+        ids(4..9),
+        "static-quorum 5: 4|5 keeps side 2"
+    );
+    assert_eq!(
+        partition_outcome(sq(3), 1, 2, seed),
+        Vec::<NodeId>::new(),
+        "static-quorum 3: 1|2 downs both"
+    );
+    let oldest = Strategy::KeepOldest {
+        down_if_alone: true,
+        role: None,
+    };
+    assert_eq!(
+        partition_outcome(oldest.clone(), 4, 5, seed),
+        ids(0..4),
+        "keep-oldest keeps the oldest's side"
+    );
+    assert_eq!(
+        partition_outcome(oldest, 1, 2, seed),
+        ids(1..3),
+        "keep-oldest down-if-alone"
+    );
+    assert_eq!(
+        partition_outcome(Strategy::DownAll, 4, 5, seed),
+        Vec::<NodeId>::new(),
+        "down-all"
+    );
+}
+
+#[test]
+fn joiner_during_partition_becomes_weakly_up_then_up_after_heal() {
+    let seed = 5;
+    let mut w = world_with(seed, |c| c.membership.downing = None);
+    form_cluster(&mut w, 5).expect("formed");
+    let joiner = w.add_node();
+    assert_eq!(joiner, 5);
+    w.partition(&[&[0, 1, 2, 5], &[3, 4]]);
+    w.run_for(Duration::from_secs(10));
+    w.join(joiner, &[0]);
+    let weakly = w.run_until_pred(Duration::from_secs(30), |w| {
+        [0, 1, 2, 5].iter().all(|&i| {
+            w.core(i)
+                .gossip()
+                .member(w.core(5).self_node())
+                .is_some_and(|m| m.status == MemberStatus::WeaklyUp)
+        })
+    });
+    assert!(weakly.is_some(), "joiner never became WeaklyUp on its side");
+    w.heal();
+    let all = ids(0..6);
+    assert!(
+        w.run_until_pred(Duration::from_secs(30), |w| w.all_up(&all))
+            .is_some(),
+        "joiner not Up after heal"
+    );
+    assert_clean(&w, seed);
+}
+
+#[test]
+fn restarted_node_with_new_uid_replaces_the_old_incarnation() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 5).expect("formed");
+        let old_uid = w.core(4).self_node().uid;
+        w.crash(4);
+        w.run_for(Duration::from_secs(1));
+        w.restart(4);
+        assert_ne!(w.core(4).self_node().uid, old_uid);
+        w.join(4, &[0, 1, 2]);
+        let all = ids(0..5);
+        let t = w.run_until_pred(Duration::from_secs(90), |w| w.all_up(&all));
+        assert!(
+            t.is_some(),
+            "seed {seed}: the new incarnation never became Up"
+        );
+        let members = w.members_seen_by(0);
+        assert!(
+            members.iter().all(|m| m.addr.uid != old_uid),
+            "old incarnation still present"
+        );
+        assert_clean(&w, seed);
+    }
+}
+
+#[test]
+fn node_paused_longer_than_stable_after_is_removed_and_stops_itself() {
+    let seed = 3;
+    let mut w = world(seed);
+    form_cluster(&mut w, 5).expect("formed");
+    w.pause(4, Duration::from_secs(40));
+    let rest = [0, 1, 2, 3];
+    assert!(
+        w.run_until_pred(Duration::from_secs(40), |w| w.all_up(&rest))
+            .is_some(),
+        "paused node not removed"
+    );
+    // When it wakes it finds itself alone and must not come back as a member.
+    w.run_for(Duration::from_secs(60));
+    let tl: Vec<String> = w
+        .timeline()
+        .iter()
+        .filter(|e| e.node == Some(4) || e.node.is_none())
+        .map(|e| format!("{} {}", e.at, e.what))
+        .collect();
+    assert!(
+        !w.is_alive(4),
+        "the paused node kept running: {:?}\n{}",
+        w.shutdown_reason(4),
+        tl[tl.len().saturating_sub(40)..].join("\n")
+    );
+    assert!(w.all_up(&rest));
+    assert_clean(&w, seed);
+}
+
+#[test]
+fn short_pause_within_acceptable_heartbeat_pause_is_harmless() {
+    let seed = 8;
+    let mut w = world(seed);
+    form_cluster(&mut w, 5).expect("formed");
+    w.pause(2, Duration::from_millis(1500));
+    w.run_for(Duration::from_secs(30));
+    assert!(w.all_up(&ids(0..5)));
+    let false_positive = w
+        .timeline()
+        .iter()
+        .any(|e| e.what.starts_with("UnreachableMember"));
+    assert!(!false_positive, "a 1.5 s pause must not trip the detector");
+}
+
+#[test]
+fn min_nr_of_members_holds_joiners_back() {
+    let mut w = world_with(2, |c| c.membership.min_nr_of_members = 3);
+    let a = w.add_node();
+    let b = w.add_node();
+    w.join(a, &[a]);
+    w.join(b, &[a]);
+    w.run_for(Duration::from_secs(15));
+    assert!(
+        w.members_seen_by(a)
+            .iter()
+            .all(|m| m.status == MemberStatus::Joining),
+        "{:?}",
+        w.members_seen_by(a)
+    );
+    let c = w.add_node();
+    w.join(c, &[a]);
+    assert!(
+        w.run_until_pred(Duration::from_secs(15), |w| w.all_up(&[a, b, c]))
+            .is_some()
+    );
+}
+
+#[test]
+fn node_of_another_cluster_is_refused() {
+    let mut w = world(4);
+    form_cluster(&mut w, 3).expect("formed");
+    let mut other = WorldConfig::new(0).membership;
+    other.cluster_name = "other".into();
+    let stranger = w.add_node_with(other);
+    w.join(stranger, &[0, 1]);
+    w.run_for(Duration::from_secs(10));
+    assert!(
+        matches!(w.shutdown_reason(stranger), Some(ShutdownReason::IncompatibleConfig(why)) if why.contains("cluster name"))
+    );
+    assert!(w.all_up(&[0, 1, 2]));
+}
+
+#[test]
+fn random_faults_then_heal_always_recover() {
+    for seed in 1..=25 {
+        let (w, out) = scenario::run(Scenario::Churn, 5, seed, None);
+        assert!(
+            out.converged,
+            "seed {seed}: did not recover: {out:?}\nlast events: {:#?}",
+            &w.timeline()[w.timeline().len().saturating_sub(30)..]
+        );
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: {:?}",
+            out.violations
+        );
+    }
+}
