@@ -1,0 +1,148 @@
+//! The handle through which the edges (management HTTP API, public API, tests) observe and
+//! steer a running node without touching its driver task.
+//!
+//! The driver publishes a fresh [`MembershipSnapshot`] after every change on a watch channel
+//! and serves [`ControlCommand`]s from a bounded queue, answering each on a oneshot channel.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The cluster as one node sees it at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MembershipSnapshot {
+    /// This node's incarnation.
+    pub self_node: UniqueAddress,
+    /// This node's status (`None` before it joined or after it was removed).
+    pub self_status: Option<MemberStatus>,
+    /// The leader, if any.
+    pub leader: Option<UniqueAddress>,
+    /// The oldest Up member, if any.
+    pub oldest: Option<UniqueAddress>,
+    /// The oldest member per role.
+    pub oldest_per_role: BTreeMap<String, UniqueAddress>,
+    /// All members, in address order.
+    pub members: Vec<Member>,
+    /// Unreachable members and who observes them so.
+    pub unreachable: Vec<UnreachableMember>,
+    /// Whether this node sees convergence.
+    pub converged: bool,
+}
+
+/// One unreachable member and its observers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreachableMember {
+    /// The member.
+    pub node: UniqueAddress,
+    /// The members that observe it as unreachable.
+    pub observed_by: Vec<UniqueAddress>,
+}
+
+impl MembershipSnapshot {
+    /// A snapshot of a node that has not joined yet.
+    pub fn not_joined(self_node: UniqueAddress) -> Self {
+        MembershipSnapshot {
+            self_node,
+            self_status: None,
+            leader: None,
+            oldest: None,
+            oldest_per_role: BTreeMap::new(),
+            members: Vec::new(),
+            unreachable: Vec::new(),
+            converged: false,
+        }
+    }
+
+    /// The member at `address`, if any.
+    pub fn member_at(&self, address: &Address) -> Option<&Member> {
+        self.members.iter().find(|m| &m.addr.address == address)
+    }
+
+    /// Whether the node is ready for traffic: Up or WeaklyUp.
+    pub fn is_ready(&self) -> bool {
+        matches!(
+            self.self_status,
+            Some(MemberStatus::Up | MemberStatus::WeaklyUp)
+        )
+    }
+}
+
+/// A membership change requested through the handle.
+#[derive(Debug)]
+pub enum ControlCommand {
+    /// Mark the member at this address Leaving.
+    Leave(Address, oneshot::Sender<Result<(), CommandError>>),
+    /// Mark the member at this address Down.
+    Down(Address, oneshot::Sender<Result<(), CommandError>>),
+}
+
+/// Why a control request did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The core refused it; the inner error says why.
+    #[error(transparent)]
+    Refused(#[from] CommandError),
+    /// The node is shutting down and no longer takes commands.
+    #[error("the node is shutting down")]
+    NodeStopped,
+    /// The node did not answer in time (it is overloaded or stuck).
+    #[error("the node did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// A cheap, cloneable handle to a running node.
+#[derive(Clone, Debug)]
+pub struct NodeHandle {
+    snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
+    commands: mpsc::Sender<ControlCommand>,
+}
+
+impl NodeHandle {
+    /// A handle from the driver's channels.
+    pub fn new(
+        snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
+        commands: mpsc::Sender<ControlCommand>,
+    ) -> Self {
+        NodeHandle { snapshot, commands }
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Arc<MembershipSnapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    /// A receiver that wakes on every new snapshot.
+    pub fn watch(&self) -> watch::Receiver<Arc<MembershipSnapshot>> {
+        self.snapshot.clone()
+    }
+
+    /// Asks the member at `address` to leave.
+    pub async fn leave(&self, address: Address) -> Result<(), ControlError> {
+        self.request(|tx| ControlCommand::Leave(address, tx)).await
+    }
+
+    /// Marks the member at `address` Down.
+    pub async fn down(&self, address: Address) -> Result<(), ControlError> {
+        self.request(|tx| ControlCommand::Down(address, tx)).await
+    }
+
+    async fn request(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<(), CommandError>>) -> ControlCommand,
+    ) -> Result<(), ControlError> {
+        const LIMIT: Duration = Duration::from_secs(5);
+        let (tx, rx) = oneshot::channel();
+        let send = self.commands.send_timeout(make(tx), LIMIT).await;
+        if send.is_err() {
+            return Err(ControlError::NodeStopped);
+        }
+        match tokio::time::timeout(LIMIT, rx).await {
+            Ok(Ok(result)) => result.map_err(ControlError::from),
+            Ok(Err(_)) => Err(ControlError::NodeStopped),
+            Err(_) => Err(ControlError::Timeout(LIMIT)),
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The tokio runtime of shardik: TCP transport between nodes, the driver that feeds the
+//! I/O-free protocol cores, configuration, the management HTTP API and metrics.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod handle;
+
+pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -1,0 +1,3 @@
+//! shardik-wire
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
