@@ -194,3 +194,8 @@ impl<Id: Hash + Eq + Clone> FrequencyList<Id> {
         result
     }
 }
+
+/// Bytes of one slab node for ids of type `Id`.
+pub(crate) fn node_bytes<Id>() -> usize {
+    crate::arena::node_size::<Entry<Id>>()
+}

@@ -179,3 +179,8 @@ pub fn segment_limits(limit: usize, proportions: &[f64]) -> Vec<usize> {
     limits.extend(higher);
     limits
 }
+
+/// Bytes of one slab node for ids of type `Id`.
+pub(crate) fn node_bytes<Id>() -> usize {
+    crate::arena::node_size::<Entry<Id>>()
+}

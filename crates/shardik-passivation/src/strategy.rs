@@ -270,6 +270,9 @@ impl<Id: Hash + Eq + Clone> ActiveEntities<Id> {
                 list.update(id, 0);
                 let excess = list.len().saturating_sub(*limit);
                 list.remove_most_recent(excess, 1, out);
+                // only with a limit of 0 can the just-touched entity itself be over the limit
+                let still = list.len().saturating_sub(*limit);
+                list.remove_most_recent(still, 0, out);
             }
             ActiveEntities::Slru { list, .. } => {
                 list.update(id);
@@ -280,6 +283,9 @@ impl<Id: Hash + Eq + Clone> ActiveEntities<Id> {
                 let excess = (list.len() + adjustment).saturating_sub(*limit);
                 list.remove_least_frequent(excess, out);
                 list.update(id);
+                // only with a limit of 0 is the newcomer itself still over the limit
+                let still = list.len().saturating_sub(*limit);
+                list.remove_least_frequent(still, out);
             }
         }
     }

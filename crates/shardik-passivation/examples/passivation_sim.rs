@@ -1,0 +1,13 @@
+//! `cargo run --release -p shardik-passivation --example passivation_sim -- --help`
+//! (the same entry point the `shardik passivation-sim` subcommand calls).
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match shardik_passivation::run_from_args(&args) {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    }
+}
