@@ -1,0 +1,146 @@
+//! The `passivation-sim` entry point: argument parsing, output formats, config files, errors.
+
+use shardik_passivation::run_from_args;
+use shardik_passivation::sim::SimError;
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+fn traces() -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    if dir.join("ps.trace.gz").exists() {
+        Some(dir)
+    } else {
+        eprintln!("skipping: traces not found at {}", dir.display());
+        None
+    }
+}
+
+#[test]
+fn table_output_for_a_trace() {
+    let Some(dir) = traces() else { return };
+    let out = run_from_args(&args(&format!(
+        "--trace lirs:{}/ps.trace.gz --limit 500 --policy lru,optimal",
+        dir.display()
+    )))
+    .unwrap();
+    println!("{out}");
+    assert!(out.contains("Run"));
+    assert!(out.contains("║ LRU 500 │ 48.55 % │   10,448 │       5,376 │        4,876 ║"));
+    assert!(out.contains("OPT 500 │ 58.12 %"));
+}
+
+#[test]
+fn json_output_for_synthetic_runs() {
+    let out = run_from_args(&args(
+        "--synthetic loop --start 1 --end 1000 --events 10000 --shards 1 --limit 500,1000 --policy mru --json",
+    ))
+    .unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["policy"], "mru");
+    assert_eq!(lines[0]["limit"], 500);
+    assert_eq!(lines[0]["shards"], 1);
+    assert_eq!(lines[0]["regions"], 1);
+    assert_eq!(lines[0]["accesses"], 10_000);
+    assert_eq!(lines[1]["activations"], 1000);
+    assert_eq!(lines[1]["passivations"], 0);
+    assert_eq!(lines[1]["active_percent"], 90.0);
+    // MRU on a loop twice the limit keeps half the ids resident
+    assert!(lines[0]["active_percent"].as_f64().unwrap() > 40.0);
+}
+
+#[test]
+fn joined_patterns_and_repeats() {
+    let Some(dir) = traces() else { return };
+    let d = dir.display();
+    let joined = run_from_args(&args(&format!(
+        "--trace joined:lirs:{d}/ps.trace.gz,2*lirs:{d}/gli.trace.gz --policy lru --limit 100 --json"
+    )))
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
+    assert_eq!(v["accesses"], 10_448 + 2 * 6_015);
+    let repeated = run_from_args(&args(&format!(
+        "--trace lirs:{d}/ps.trace.gz --trace 2*lirs:{d}/gli.trace.gz --policy lru --limit 100 --json"
+    )))
+    .unwrap();
+    assert_eq!(joined, repeated);
+    let mixed = run_from_args(&args(&format!(
+        "--trace lirs:{d}/gli.trace.gz --synthetic zipfian --events 5000 --seed 7 --policy default --limit 100 --json"
+    )))
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(mixed.trim()).unwrap();
+    assert_eq!(v["accesses"], 6_015 + 5_000);
+}
+
+#[test]
+fn synthetic_generators_are_seeded_and_deterministic() {
+    for kind in [
+        "uniform",
+        "zipfian",
+        "scrambled-zipfian",
+        "shifting-zipfian",
+    ] {
+        let cmd = format!(
+            "--synthetic {kind} --events 20000 --max 5000 --seed 3 --policy lru,lfu,default --limit 500 --json"
+        );
+        let a = run_from_args(&args(&cmd)).unwrap();
+        let b = run_from_args(&args(&cmd)).unwrap();
+        assert_eq!(a, b, "{kind}");
+        let other = run_from_args(&args(&cmd.replace("--seed 3", "--seed 4"))).unwrap();
+        assert_ne!(a, other, "{kind}");
+    }
+}
+
+#[test]
+fn config_file_runs() {
+    let Some(dir) = traces() else { return };
+    let path = std::env::temp_dir().join(format!("passivation-sim-{}.json", std::process::id()));
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{ "runs": [
+                {{ "name": "LFU 250", "policy": "lfu", "limit": 250, "pattern": ["lirs:{d}/ps.trace.gz"] }},
+                {{ "policy": "lru", "limit": 10, "shards": 1, "pattern": [{{ "synthetic": "loop", "start": 1, "end": 20, "events": 100 }}] }}
+            ] }}"#,
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let out = run_from_args(&args(&format!("--config {} --json", path.display()))).unwrap();
+    std::fs::remove_file(&path).ok();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["name"], "LFU 250");
+    assert_eq!(lines[0]["activations"], 8_693);
+    assert_eq!(lines[1]["active_percent"], 0.0);
+}
+
+#[test]
+fn clear_errors() {
+    let err = |s: &str| match run_from_args(&args(s)) {
+        Err(SimError::Usage(m)) => m,
+        other => panic!("expected usage error for `{s}`, got {other:?}"),
+    };
+    assert!(err("--policy lru --limit 10").contains("no access pattern"));
+    assert!(err("--synthetic loop --policy fastest").contains("unknown policy `fastest`"));
+    assert!(err("--synthetic loop --limit ten").contains("--limit: invalid number `ten`"));
+    assert!(err("--synthetic spiral").contains("unknown synthetic pattern `spiral`"));
+    assert!(err("--trace nope:/x").contains("unknown trace format `nope`"));
+    assert!(err("--trace lirs").contains("FORMAT:PATH"));
+    assert!(err("--events 5").contains("must follow --synthetic"));
+    assert!(err("--synthetic loop --shards 0").contains("at least 1"));
+    assert!(err("--frobnicate").contains("unknown argument `--frobnicate`"));
+    assert!(err("--shards").contains("--shards needs a value"));
+    assert!(err("--help").contains("--trace"));
+    assert!(matches!(
+        run_from_args(&args("--trace lirs:/does/not/exist --limit 1 --policy lru")),
+        Err(SimError::Io(_))
+    ));
+}
