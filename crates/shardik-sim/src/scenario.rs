@@ -21,6 +21,10 @@ pub enum Scenario {
     Partition,
     /// Random crashes, restarts, partitions and leaves, then heal; the survivors converge.
     Churn,
+    /// One node joins an already converged cluster of `nodes - 1`; measures until all see it Up.
+    JoinOne,
+    /// One node of a converged cluster crashes; measures until every other node marks it unreachable.
+    Detect,
 }
 
 impl std::str::FromStr for Scenario {
@@ -31,8 +35,10 @@ impl std::str::FromStr for Scenario {
             "crash" => Ok(Scenario::Crash),
             "partition" => Ok(Scenario::Partition),
             "churn" => Ok(Scenario::Churn),
+            "join-one" => Ok(Scenario::JoinOne),
+            "detect" => Ok(Scenario::Detect),
             other => Err(format!(
-                "unknown scenario `{other}` (expected join, crash, partition or churn)"
+                "unknown scenario `{other}` (expected join, crash, partition, churn, join-one or detect)"
             )),
         }
     }
@@ -46,6 +52,8 @@ impl Scenario {
             Scenario::Crash => "crash",
             Scenario::Partition => "partition",
             Scenario::Churn => "churn",
+            Scenario::JoinOne => "join-one",
+            Scenario::Detect => "detect",
         }
     }
 }
@@ -98,6 +106,9 @@ pub fn run(
     let mut world = World::new(cfg.unwrap_or_else(|| WorldConfig::new(seed)));
     let nodes = nodes.max(1);
     let start = world.now();
+    if matches!(scenario, Scenario::JoinOne | Scenario::Detect) {
+        return run_on_converged(world, scenario, nodes, seed);
+    }
     let formed = form_cluster(&mut world, nodes);
     let (converged_at, phase_start, expected): (Option<Instant>, Instant, Vec<NodeId>) =
         match scenario {
@@ -127,6 +138,7 @@ pub fn run(
                 (at, t0, majority)
             }
             Scenario::Churn => churn(&mut world, nodes, seed),
+            Scenario::JoinOne | Scenario::Detect => unreachable!("handled above"),
         };
     let final_ok = converged_at.is_some() && world.all_up(&expected) && world.agreed();
     let elapsed_s = world
@@ -208,4 +220,62 @@ fn churn(world: &mut World, nodes: usize, seed: u64) -> (Option<Instant>, Instan
     let t0 = world.now();
     let at = world.run_until_pred(LIMIT, |w| w.all_up(&all) && w.agreed());
     (at, t0, all)
+}
+
+/// Scale scenarios that start from a converged cluster built directly (no formation replayed).
+fn run_on_converged(
+    mut world: World,
+    scenario: Scenario,
+    nodes: usize,
+    seed: u64,
+) -> (World, Outcome) {
+    let existing = nodes.saturating_sub(1).max(2);
+    let ids = world.add_converged_cluster(existing);
+    // Let heartbeats start and the detectors learn the intervals before measuring.
+    world.run_for(Duration::from_secs(5));
+    let bytes_before = world.stats().gossip_bytes;
+    let msgs_before = world.stats().gossip_messages;
+    let t0 = world.now();
+    let (at, total) = match scenario {
+        Scenario::JoinOne => {
+            let joiner = world.add_node();
+            world.track_up(joiner);
+            world.join(joiner, &ids[..3.min(ids.len())]);
+            let total = existing + 1;
+            (
+                world.run_until_pred(LIMIT, |w| w.tracked_up_count() >= total),
+                total,
+            )
+        }
+        _ => {
+            let victim = ids[ids.len() / 2];
+            world.track_unreachable(victim);
+            world.crash(victim);
+            let total = existing - 1;
+            (
+                world.run_until_pred(LIMIT, |w| w.tracked_unreachable_count() >= total),
+                total,
+            )
+        }
+    };
+    let elapsed_s = world
+        .now()
+        .saturating_duration_since(t0)
+        .as_secs_f64()
+        .max(1e-9);
+    let outcome = Outcome {
+        nodes: total,
+        seed,
+        scenario: scenario.name().to_string(),
+        converged: at.is_some(),
+        simulated_ms_to_convergence: at.map(|t| t.saturating_duration_since(t0).as_millis() as u64),
+        gossip_rounds: world.stats().gossip_messages - msgs_before,
+        members_up: total,
+        members_removed: 0,
+        gossip_bytes_per_node_per_s: (world.stats().gossip_bytes - bytes_before) as f64
+            / world.len() as f64
+            / elapsed_s,
+        violations: world.checker().violations().to_vec(),
+    };
+    (world, outcome)
 }

@@ -113,6 +113,8 @@ pub struct World {
     checker: Checker,
     stats: WorldStats,
     effects: Vec<Effect>,
+    tracked_up: Option<(UniqueAddress, BTreeSet<NodeId>)>,
+    tracked_unreachable: Option<(UniqueAddress, BTreeSet<NodeId>)>,
 }
 
 impl World {
@@ -134,6 +136,8 @@ impl World {
             timeline: Vec::new(),
             stats: WorldStats::default(),
             effects: Vec::new(),
+            tracked_up: None,
+            tracked_unreachable: None,
         }
     }
 
@@ -185,6 +189,57 @@ impl World {
         self.timer_of.push(None);
         self.by_address.insert(address, id);
         id
+    }
+
+    /// Adds `n` nodes that already form a converged cluster: all Up, all having seen one shared
+    /// state. Returns their ids.
+    pub fn add_converged_cluster(&mut self, n: usize) -> Vec<NodeId> {
+        let ids: Vec<NodeId> = (0..n).map(|_| self.add_node()).collect();
+        let mut gossip = shardik_core::membership::Gossip::default();
+        for (i, &id) in ids.iter().enumerate() {
+            let mut m = Member::joining(
+                self.nodes[id].core.self_node().clone(),
+                Default::default(),
+                "0.0.0",
+            );
+            m.status = MemberStatus::Up;
+            m.up_number = i as u32 + 1;
+            gossip.members.insert(m.addr.clone(), m);
+        }
+        gossip
+            .version
+            .increment(self.nodes[ids[0]].core.self_node());
+        gossip.seen = gossip.members.keys().cloned().collect();
+        let shared = std::sync::Arc::new(gossip);
+        let now = self.now;
+        for &id in &ids {
+            self.nodes[id].core.start_as_member(now, shared.clone());
+            self.reschedule(id);
+        }
+        ids
+    }
+
+    /// Starts counting, per node, when it first sees `node`'s current incarnation Up.
+    pub fn track_up(&mut self, node: NodeId) {
+        self.tracked_up = Some((self.nodes[node].core.self_node().clone(), BTreeSet::new()));
+    }
+
+    /// Starts counting, per node, when it first sees `node` as unreachable.
+    pub fn track_unreachable(&mut self, node: NodeId) {
+        self.tracked_unreachable =
+            Some((self.nodes[node].core.self_node().clone(), BTreeSet::new()));
+    }
+
+    /// How many nodes have seen the tracked node unreachable so far.
+    pub fn tracked_unreachable_count(&self) -> usize {
+        self.tracked_unreachable
+            .as_ref()
+            .map_or(0, |(_, seen)| seen.len())
+    }
+
+    /// How many nodes have seen the tracked node Up so far.
+    pub fn tracked_up_count(&self) -> usize {
+        self.tracked_up.as_ref().map_or(0, |(_, seen)| seen.len())
     }
 
     /// Restarts slot `id` as a new incarnation (same address, new uid), not yet joined.
@@ -345,6 +400,20 @@ impl World {
             match e {
                 Effect::Send { to, msg } => self.send(id, to, msg),
                 Effect::Event(ev) => {
+                    if let (ClusterEvent::MemberUp(m), Some((tracked, seen))) =
+                        (&ev, self.tracked_up.as_mut())
+                    {
+                        if &m.addr == tracked {
+                            seen.insert(id);
+                        }
+                    }
+                    if let (ClusterEvent::UnreachableMember(m), Some((tracked, seen))) =
+                        (&ev, self.tracked_unreachable.as_mut())
+                    {
+                        if &m.addr == tracked {
+                            seen.insert(id);
+                        }
+                    }
                     self.checker
                         .on_event(self.now, id, self.nodes[id].incarnation, &ev);
                     if self.cfg.record_events {

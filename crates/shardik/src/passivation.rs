@@ -1,9 +1,20 @@
-//! `shardik passivation-sim`: wired to the passivation crate's simulator.
+//! `shardik passivation-sim`: the passivation crate's trace simulator.
 
 use std::process::ExitCode;
 
-/// Runs the passivation simulator with raw arguments.
+use shardik_passivation::sim::SimError;
+
+/// Runs the passivation simulator with the arguments after `passivation-sim`.
 pub fn run(args: &[String]) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("passivation-sim is not available in this build yet")
+    match shardik_passivation::run_from_args(args) {
+        Ok(output) => {
+            print!("{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(SimError::Usage(text)) if args.iter().any(|a| a == "--help" || a == "-h") => {
+            println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(anyhow::anyhow!("{e}")),
+    }
 }

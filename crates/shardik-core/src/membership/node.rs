@@ -262,6 +262,19 @@ impl Membership {
         }
     }
 
+    /// Makes this node a member of an established cluster whose state is `gossip` (which must
+    /// contain this node), as if it had joined long ago. For simulations and benchmarks that
+    /// start from a converged cluster of thousands of nodes without replaying its formation.
+    pub fn start_as_member(&mut self, now: Instant, gossip: Arc<Gossip>) {
+        assert!(
+            gossip.has_member(&self.self_node),
+            "the state must contain this node"
+        );
+        self.become_member(now);
+        self.gossip = gossip;
+        self.sync_heartbeat_ring(now);
+    }
+
     // ----- getters -----
 
     /// This incarnation.
