@@ -204,7 +204,7 @@ impl World {
             );
             m.status = MemberStatus::Up;
             m.up_number = i as u32 + 1;
-            gossip.members.insert(m.addr.clone(), m);
+            std::sync::Arc::make_mut(&mut gossip.members).insert(m.addr.clone(), m);
         }
         gossip
             .version
@@ -698,13 +698,13 @@ pub fn describe(ev: &ClusterEvent) -> String {
         ClusterEvent::LeaderChanged(l) => format!(
             "LeaderChanged {}",
             l.as_ref()
-                .map_or("none".to_string(), |a| a.address.host.clone())
+                .map_or("none".to_string(), |a| a.address.host.to_string())
         ),
         ClusterEvent::RoleLeaderChanged { role, leader } => format!(
             "RoleLeaderChanged {role} {}",
             leader
                 .as_ref()
-                .map_or("none".to_string(), |a| a.address.host.clone())
+                .map_or("none".to_string(), |a| a.address.host.to_string())
         ),
     }
 }

@@ -2,19 +2,21 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Where a node listens: host and port. Ordered by host string, then port (as the reference).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Address {
-    /// Host name or IP literal, as configured (compared as a string).
-    pub host: String,
+    /// Host name or IP literal, as configured (compared as a string). Shared, because every
+    /// gossip state carries every member's address and states are copied often.
+    pub host: Arc<str>,
     /// TCP port.
     pub port: u16,
 }
 
 impl Address {
     /// An address from its parts.
-    pub fn new(host: impl Into<String>, port: u16) -> Self {
+    pub fn new(host: impl Into<Arc<str>>, port: u16) -> Self {
         Address {
             host: host.into(),
             port,

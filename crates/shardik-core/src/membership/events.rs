@@ -59,25 +59,53 @@ fn status_event(m: &Member) -> Option<ClusterEvent> {
 /// The events that turn `old` into `new` as `self_node` sees it, in a fixed order: removals,
 /// status changes, reachability, then leadership.
 pub fn diff(old: &Gossip, new: &Gossip, self_node: &UniqueAddress, out: &mut Vec<ClusterEvent>) {
-    for (addr, m) in &old.members {
-        if !new.members.contains_key(addr) {
-            let mut removed = m.clone();
-            removed.status = MemberStatus::Removed;
-            out.push(ClusterEvent::MemberRemoved {
-                member: removed,
-                previous: m.status,
-            });
+    // Both maps are sorted by address: walk them together once (states carry every member, and
+    // this runs on every change, so per-member lookups would cost O(n log n) each time).
+    let mut removed = Vec::new();
+    let mut changed = Vec::new();
+    let mut a = old.members.iter().peekable();
+    let mut b = new.members.iter().peekable();
+    loop {
+        match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some(&(_, m)), None) => {
+                removed.push(m);
+                a.next();
+            }
+            (None, Some(&(_, m))) => {
+                changed.push(m);
+                b.next();
+            }
+            (Some(&(ka, ma)), Some(&(kb, mb))) => match ka.cmp(kb) {
+                std::cmp::Ordering::Less => {
+                    removed.push(ma);
+                    a.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    changed.push(mb);
+                    b.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if ma.status != mb.status || ma.up_number != mb.up_number {
+                        changed.push(mb);
+                    }
+                    a.next();
+                    b.next();
+                }
+            },
         }
     }
-    for (addr, m) in &new.members {
-        let changed = match old.members.get(addr) {
-            None => true,
-            Some(o) => o.status != m.status || o.up_number != m.up_number,
-        };
-        if changed {
-            if let Some(e) = status_event(m) {
-                out.push(e);
-            }
+    for m in removed {
+        let mut gone = m.clone();
+        gone.status = MemberStatus::Removed;
+        out.push(ClusterEvent::MemberRemoved {
+            member: gone,
+            previous: m.status,
+        });
+    }
+    for m in changed {
+        if let Some(e) = status_event(m) {
+            out.push(e);
         }
     }
     let old_unreachable = old.unreachable_members();

@@ -6,6 +6,7 @@
 //! keeps; the seen set is reset because nobody has seen the merged result yet).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::address::UniqueAddress;
 use super::member::{Member, MemberStatus};
@@ -15,8 +16,10 @@ use super::vclock::{Ordering, VectorClock};
 /// The gossiped cluster state.
 #[derive(Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Gossip {
-    /// Live members (never Removed), by unique address.
-    pub members: BTreeMap<UniqueAddress, Member>,
+    /// Live members (never Removed), by unique address. Shared copy-on-write: members change
+    /// rarely while seen sets change on nearly every exchange, so copies of a state share this
+    /// table until one of them really changes a member.
+    pub members: Arc<BTreeMap<UniqueAddress, Member>>,
     /// Members that have seen exactly this version.
     pub seen: BTreeSet<UniqueAddress>,
     /// Who sees whom as unreachable.
@@ -47,7 +50,7 @@ impl Gossip {
     /// A state holding just `members` (version empty, nobody has seen it).
     pub fn with_members(members: impl IntoIterator<Item = Member>) -> Self {
         Gossip {
-            members: members.into_iter().map(|m| (m.addr.clone(), m)).collect(),
+            members: Arc::new(members.into_iter().map(|m| (m.addr.clone(), m)).collect()),
             ..Default::default()
         }
     }
@@ -107,7 +110,7 @@ impl Gossip {
                 member
             );
         }
-        self.members.insert(member.addr.clone(), member);
+        Arc::make_mut(&mut self.members).insert(member.addr.clone(), member);
     }
 
     /// Marks `node` Down and drops it from the seen set (digest §4.3 `markAsDown`).
@@ -115,7 +118,7 @@ impl Gossip {
         if let Some(m) = self.members.get(node) {
             if m.status != MemberStatus::Down {
                 let down = m.with_status(MemberStatus::Down);
-                self.members.insert(node.clone(), down);
+                Arc::make_mut(&mut self.members).insert(node.clone(), down);
             }
         }
         self.seen.remove(node);
@@ -124,7 +127,9 @@ impl Gossip {
     /// Removes `node` for good: out of members, seen and reachability, its clock entry pruned,
     /// and a tombstone added so an older gossip cannot resurrect it.
     pub fn remove(&mut self, node: &UniqueAddress, now_millis: u64) {
-        self.members.remove(node);
+        if self.members.contains_key(node) {
+            Arc::make_mut(&mut self.members).remove(node);
+        }
         self.seen.remove(node);
         self.reachability.remove(std::slice::from_ref(node));
         self.version.prune(node);
@@ -191,6 +196,12 @@ impl Gossip {
         }
         let member_set: BTreeSet<UniqueAddress> = members.keys().cloned().collect();
         let reachability = self.reachability.merge(&other.reachability, &member_set);
+        // Keep sharing the table when the merge changed nothing in it.
+        let members = if *self.members == members {
+            Arc::clone(&self.members)
+        } else {
+            Arc::new(members)
+        };
         Gossip {
             members,
             seen: BTreeSet::new(),
@@ -530,7 +541,7 @@ mod tests {
                         Some((status, up)) => {
                             let mut mm = m(i as u16, *status);
                             mm.up_number = *up;
-                            g.members.insert(addr, mm);
+                            Arc::make_mut(&mut g.members).insert(addr, mm);
                         }
                         None => {
                             g.tombstones.insert(addr, 1);
@@ -589,7 +600,7 @@ mod tests {
         #[test]
         fn merge_never_moves_a_status_backwards(a in arb_gossip(), b in arb_gossip()) {
             let merged = a.merge(&b);
-            for (addr, mm) in &merged.members {
+            for (addr, mm) in merged.members.iter() {
                 for side in [&a, &b] {
                     if let Some(before) = side.member(addr) {
                         prop_assert!(mm.status.merge_rank() >= before.status.merge_rank());

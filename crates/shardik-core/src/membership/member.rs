@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use super::address::UniqueAddress;
 
@@ -138,8 +139,8 @@ pub struct Member {
     pub up_number: u32,
     /// Roles, sorted.
     pub roles: BTreeSet<String>,
-    /// Application version, for rolling updates.
-    pub app_version: String,
+    /// Application version, for rolling updates (shared: every state copy carries it).
+    pub app_version: Arc<str>,
 }
 
 impl Member {
@@ -147,7 +148,7 @@ impl Member {
     pub fn joining(
         addr: UniqueAddress,
         roles: BTreeSet<String>,
-        app_version: impl Into<String>,
+        app_version: impl Into<Arc<str>>,
     ) -> Self {
         Member {
             addr,

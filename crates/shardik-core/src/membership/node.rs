@@ -195,6 +195,20 @@ pub struct MembershipStats {
     pub dropped: u64,
 }
 
+/// Values computed from the current gossip state, cached until the state changes: gossip
+/// rounds and status messages run several times a second, and recomputing these per round
+/// would cost O(members) each time (O(members²) per second across a large cluster).
+#[derive(Clone, Debug, Default)]
+struct Derived {
+    generation: u64,
+    seen_digest: u64,
+    /// Members other than self that self observes as reachable.
+    valid_targets: Vec<UniqueAddress>,
+    /// Those of `valid_targets` that have not seen the current version.
+    unseen_targets: Vec<UniqueAddress>,
+    has_down_member: bool,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Timers {
     gossip: Option<Instant>,
@@ -221,6 +235,9 @@ pub struct Membership {
     first_heartbeat_due: BTreeSet<(Instant, UniqueAddress)>,
     ring_members: BTreeSet<UniqueAddress>,
     ring_unreachable: BTreeSet<UniqueAddress>,
+    /// Bumped whenever `gossip` is replaced; keys the `derived` cache.
+    gossip_generation: u64,
+    derived: Derived,
     sbr: Option<SplitBrainResolver>,
     timers: Timers,
     unconverged_leader_ticks: u32,
@@ -255,6 +272,8 @@ impl Membership {
             first_heartbeat_due: BTreeSet::new(),
             ring_members: BTreeSet::new(),
             ring_unreachable: BTreeSet::new(),
+            gossip_generation: 1,
+            derived: Derived::default(),
             sbr,
             timers: Timers::default(),
             unconverged_leader_ticks: 0,
@@ -271,7 +290,7 @@ impl Membership {
             "the state must contain this node"
         );
         self.become_member(now);
-        self.gossip = gossip;
+        self.install_gossip(gossip);
         self.sync_heartbeat_ring(now);
     }
 
@@ -606,7 +625,7 @@ impl Membership {
                 }
                 let from = from.clone();
                 match self.gossip.version.compare(version) {
-                    Ordering::Same if seen_digest == self.gossip.seen_digest() => {}
+                    Ordering::Same if seen_digest == self.derived().seen_digest => {}
                     Ordering::Before => self.send_status_to(&from, out),
                     _ => self.send_envelope_to(&from, out),
                 }
@@ -869,7 +888,7 @@ impl Membership {
         let _ = now;
         let mut g = Gossip::clone(&self.gossip);
         g.see(&self.self_node);
-        self.gossip = Arc::new(g);
+        self.install_gossip(Arc::new(g));
         self.gossip_to_random(5, out);
         // The two members most likely to lead next, so that one of them removes us promptly.
         let next_leaders: Vec<UniqueAddress> = self
@@ -893,39 +912,63 @@ impl Membership {
 
     // ----- gossip -----
 
-    fn needs_speedup(&self) -> bool {
-        let g = &self.gossip;
-        g.members.values().any(|m| m.status == MemberStatus::Down)
-            || g.seen.len() * 2 < g.members.len()
+    fn needs_speedup(&mut self) -> bool {
+        let (seen, members) = (self.gossip.seen.len(), self.gossip.members.len());
+        self.derived().has_down_member || seen * 2 < members
+    }
+
+    /// Replaces the gossip state without publishing anything (callers publish).
+    fn install_gossip(&mut self, g: Arc<Gossip>) -> Arc<Gossip> {
+        self.gossip_generation += 1;
+        std::mem::replace(&mut self.gossip, g)
+    }
+
+    /// The cached values derived from the current state, recomputed after a change.
+    fn derived(&mut self) -> &Derived {
+        if self.derived.generation != self.gossip_generation {
+            let g = &self.gossip;
+            let me = &self.self_node;
+            let valid_targets: Vec<UniqueAddress> = g
+                .members
+                .keys()
+                .filter(|n| *n != me && g.reachability.is_reachable_from(me, n))
+                .cloned()
+                .collect();
+            let unseen_targets = valid_targets
+                .iter()
+                .filter(|n| !g.seen_by(n))
+                .cloned()
+                .collect();
+            self.derived = Derived {
+                generation: self.gossip_generation,
+                seen_digest: g.seen_digest(),
+                valid_targets,
+                unseen_targets,
+                has_down_member: g.members.values().any(|m| m.status == MemberStatus::Down),
+            };
+        }
+        &self.derived
     }
 
     fn gossip_round(&mut self, out: &mut Vec<Effect>) {
         if !self.is_member() || self.gossip.members.len() <= 1 {
             return;
         }
-        let me = &self.self_node;
-        let valid: Vec<&UniqueAddress> = self
-            .gossip
-            .members
-            .keys()
-            .filter(|n| *n != me && self.gossip.reachability.is_reachable_from(me, n))
-            .collect();
-        if valid.is_empty() {
-            return;
-        }
-        let preferred: Vec<&UniqueAddress> = valid
-            .iter()
-            .copied()
-            .filter(|n| !self.gossip.seen_by(n))
-            .collect();
         let p = self
             .cfg
             .different_view_probability(self.gossip.members.len());
-        let target = if !preferred.is_empty() && self.rng.random::<f64>() < p {
-            preferred[self.rng.random_range(0..preferred.len())].clone()
+        let prefer_unseen = self.rng.random::<f64>() < p;
+        self.derived();
+        let d = &self.derived;
+        let pool = if prefer_unseen && !d.unseen_targets.is_empty() {
+            &d.unseen_targets
         } else {
-            valid[self.rng.random_range(0..valid.len())].clone()
+            &d.valid_targets
         };
+        if pool.is_empty() {
+            return;
+        }
+        let target = pool[self.rng.random_range(0..pool.len())].clone();
         self.send_gossip_to(&target, out);
     }
 
@@ -943,7 +986,7 @@ impl Membership {
         let msg = Message::GossipStatus {
             from: self.self_node.clone(),
             version: self.gossip.version.clone(),
-            seen_digest: self.gossip.seen_digest(),
+            seen_digest: self.derived().seen_digest,
         };
         self.send(node.address.clone(), msg, out);
     }
@@ -1030,7 +1073,7 @@ impl Membership {
     /// Replaces the state and publishes what changed.
     fn set_gossip(&mut self, now: Instant, g: Gossip, out: &mut Vec<Effect>) {
         debug_assert_eq!(g.check_invariants(), Ok(()));
-        let old = std::mem::replace(&mut self.gossip, Arc::new(g));
+        let old = self.install_gossip(Arc::new(g));
         let mut evs = Vec::new();
         events::diff(&old, &self.gossip, &self.self_node, &mut evs);
         if self.sbr.is_some() {
@@ -1060,29 +1103,37 @@ impl Membership {
         self.sync_heartbeat_ring(now);
     }
 
-    /// Keeps the heartbeat ring in step with the members and their reachability.
+    /// Keeps the heartbeat ring in step with the members and their reachability. Most state
+    /// changes (seen sets, statuses) leave both alone, so the common path only compares.
     fn sync_heartbeat_ring(&mut self, now: Instant) {
-        let members: BTreeSet<UniqueAddress> = self.gossip.members.keys().cloned().collect();
-        let unreachable = self.gossip.unreachable_members();
-        for n in members.difference(&self.ring_members) {
-            self.heartbeat.add_member(n, now);
-        }
-        for n in self.ring_members.difference(&members) {
-            self.heartbeat.remove_member(n, now);
-            self.heartbeat_started.remove(n);
-        }
-        for n in unreachable.difference(&self.ring_unreachable) {
-            if members.contains(n) {
-                self.heartbeat.unreachable_member(n, now);
+        let g = Arc::clone(&self.gossip);
+        let same_members = self.ring_members.len() == g.members.len()
+            && self.ring_members.iter().eq(g.members.keys());
+        if !same_members {
+            let members: BTreeSet<UniqueAddress> = g.members.keys().cloned().collect();
+            for n in members.difference(&self.ring_members) {
+                self.heartbeat.add_member(n, now);
             }
-        }
-        for n in self.ring_unreachable.difference(&unreachable) {
-            if members.contains(n) {
-                self.heartbeat.reachable_member(n, now);
+            for n in self.ring_members.difference(&members) {
+                self.heartbeat.remove_member(n, now);
+                self.heartbeat_started.remove(n);
             }
+            self.ring_members = members;
         }
-        self.ring_members = members;
-        self.ring_unreachable = unreachable;
+        let unreachable = g.unreachable_members();
+        if unreachable != self.ring_unreachable {
+            for n in unreachable.difference(&self.ring_unreachable) {
+                if g.has_member(n) {
+                    self.heartbeat.unreachable_member(n, now);
+                }
+            }
+            for n in self.ring_unreachable.difference(&unreachable) {
+                if g.has_member(n) {
+                    self.heartbeat.reachable_member(n, now);
+                }
+            }
+            self.ring_unreachable = unreachable;
+        }
     }
 
     /// Reacts to our own status: Exiting starts the exit tasks, Down or removal stops the node.
