@@ -1,3 +1,31 @@
-//! shardik-wire
+//! shardik's wire format.
+//!
+//! * [`frame`]: length-prefixed frames on a TCP stream (4-byte big-endian length, one kind
+//!   byte, payload) and the incremental [`FrameCodec`] with a maximum frame size.
+//! * [`handshake`]: the first exchange on every connection (protocol version, cluster name,
+//!   unique addresses) and the pure [`check_handshake`].
+//! * [`codec`]: membership [`Message`](shardik_core::membership::Message)s to and from
+//!   protobuf (`proto/membership.proto`), gossip states gzip-compressed, every decoded input
+//!   validated.
+//!
+//! Nothing here panics on input: every decode path returns a typed error, and no decode
+//! allocates more than the configured maxima.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod codec;
+pub mod frame;
+pub mod handshake;
+
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+mod pb;
+
+pub use codec::{
+    DEFAULT_MAX_GOSSIP_BYTES, DecodeError, DecodeLimits, decode_gossip, decode_gossip_compressed,
+    decode_message, encode_gossip, encode_gossip_compressed, encode_message,
+};
+pub use frame::{DEFAULT_MAX_FRAME_SIZE, Frame, FrameCodec, FrameError, FrameKind, LENGTH_PREFIX};
+pub use handshake::{
+    Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, LocalIdentity, MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, RefusalReason, check_handshake,
+};
