@@ -93,7 +93,7 @@ pub fn form_cluster(world: &mut World, n: usize) -> Option<Instant> {
     for &id in &ids {
         world.join(id, &seeds);
     }
-    world.run_until_pred(LIMIT, |w| w.all_up(&ids))
+    world.run_until_pred(LIMIT, |w| w.all_up(&ids) && w.agreed())
 }
 
 /// Runs `scenario` with `nodes` nodes and the given seed.
@@ -120,7 +120,7 @@ pub fn run(
                 let survivors: Vec<NodeId> = (0..nodes).filter(|i| *i != victim).collect();
                 let s2 = survivors.clone();
                 (
-                    world.run_until_pred(LIMIT, move |w| w.all_up(&s2)),
+                    world.run_until_pred(LIMIT, move |w| w.all_up(&s2) && w.agreed()),
                     t0,
                     survivors,
                 )
@@ -132,7 +132,7 @@ pub fn run(
                 world.partition(&[&majority, &minor]);
                 let t0 = world.now();
                 let m2 = majority.clone();
-                let at = world.run_until_pred(LIMIT, move |w| w.all_up(&m2));
+                let at = world.run_until_pred(LIMIT, move |w| w.all_up(&m2) && w.agreed());
                 world.heal();
                 world.run_for(Duration::from_secs(10));
                 (at, t0, majority)
@@ -146,11 +146,7 @@ pub fn run(
         .saturating_duration_since(start)
         .as_secs_f64()
         .max(1e-9);
-    let leader_removed = world
-        .timeline()
-        .iter()
-        .filter(|e| e.what.starts_with("MemberRemoved") && e.node == expected.first().copied())
-        .count();
+    let removed = world.stats().removed_members.len();
     let up = expected
         .first()
         .map(|&i| {
@@ -170,7 +166,7 @@ pub fn run(
             .map(|t| t.saturating_duration_since(phase_start).as_millis() as u64),
         gossip_rounds: world.stats().gossip_messages,
         members_up: up,
-        members_removed: leader_removed,
+        members_removed: removed,
         gossip_bytes_per_node_per_s: world.stats().gossip_bytes as f64 / nodes as f64 / elapsed_s,
         violations: world.checker().violations().to_vec(),
     };

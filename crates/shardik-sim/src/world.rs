@@ -95,6 +95,8 @@ pub struct WorldStats {
     pub gossip_messages: u64,
     /// Inputs the cores dropped, by reason.
     pub dropped_by_core: BTreeMap<&'static str, u64>,
+    /// Every member incarnation some node saw removed.
+    pub removed_members: BTreeSet<UniqueAddress>,
 }
 
 /// The simulated cluster.
@@ -400,6 +402,9 @@ impl World {
             match e {
                 Effect::Send { to, msg } => self.send(id, to, msg),
                 Effect::Event(ev) => {
+                    if let ClusterEvent::MemberRemoved { member, .. } = &ev {
+                        self.stats.removed_members.insert(member.addr.clone());
+                    }
                     if let (ClusterEvent::MemberUp(m), Some((tracked, seen))) =
                         (&ev, self.tracked_up.as_mut())
                     {

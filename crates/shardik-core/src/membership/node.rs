@@ -784,11 +784,21 @@ impl Membership {
     fn become_member(&mut self, now: Instant) {
         self.phase = Phase::Member;
         self.timers.join = None;
+        // Each periodic task starts at a random phase within its interval, so that nodes that
+        // became members together do not all gossip at the same instant (a node that receives a
+        // new state then waits on average half a round, not a whole one, to pass it on).
         let delay = self.cfg.periodic_tasks_initial_delay;
-        self.timers.gossip = Some(now + delay);
-        self.timers.leader = Some(now + delay);
-        self.timers.reaper = Some(now + delay);
+        let gossip_phase = self.random_fraction_of(self.cfg.gossip_interval / 3);
+        let leader_phase = self.random_fraction_of(self.cfg.leader_actions_interval);
+        let reaper_phase = self.random_fraction_of(self.cfg.unreachable_nodes_reaper_interval);
+        self.timers.gossip = Some(now + delay + gossip_phase);
+        self.timers.leader = Some(now + delay + leader_phase);
+        self.timers.reaper = Some(now + delay + reaper_phase);
         self.timers.heartbeat = Some(now);
+    }
+
+    fn random_fraction_of(&mut self, d: Duration) -> Duration {
+        d.mul_f64(self.rng.random::<f64>())
     }
 
     fn handle_join(
@@ -912,9 +922,15 @@ impl Membership {
 
     // ----- gossip -----
 
+    /// Whether to gossip three times per interval instead of once. The reference speeds up
+    /// while a member is Down or fewer than half have seen the state; we keep the speed-up
+    /// until every reachable member has seen it, because the leader can only act once the
+    /// seen sets have merged, and that last half dominates convergence time in large clusters
+    /// (see docs/differences-from-akka.md). Unreachable members do not count, so a partition
+    /// does not keep it on.
     fn needs_speedup(&mut self) -> bool {
-        let (seen, members) = (self.gossip.seen.len(), self.gossip.members.len());
-        self.derived().has_down_member || seen * 2 < members
+        let d = self.derived();
+        d.has_down_member || !d.unseen_targets.is_empty()
     }
 
     /// Replaces the gossip state without publishing anything (callers publish).

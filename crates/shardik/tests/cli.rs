@@ -1,0 +1,121 @@
+//! The command-line contract of `shardik simulate`, `demo` and `passivation-sim`.
+
+use std::process::Command;
+
+fn shardik(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_shardik"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+fn last_json(out: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("some output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {last}"))
+}
+
+#[test]
+fn simulate_json_has_the_documented_fields_and_replays() {
+    for scenario in ["join", "crash", "partition", "churn"] {
+        let out = shardik(&[
+            "simulate",
+            "--nodes",
+            "5",
+            "--seed",
+            "3",
+            "--scenario",
+            scenario,
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{scenario}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = last_json(&out);
+        assert_eq!(v["nodes"], 5);
+        assert_eq!(v["seed"], 3);
+        assert_eq!(v["scenario"], scenario);
+        assert_eq!(v["converged"], true, "{scenario}: {v}");
+        for key in [
+            "simulated_ms_to_convergence",
+            "gossip_rounds",
+            "members_up",
+            "members_removed",
+            "gossip_bytes_per_node_per_s",
+        ] {
+            assert!(v[key].is_number(), "{scenario}: {key} missing in {v}");
+        }
+    }
+    let a = shardik(&[
+        "simulate",
+        "--nodes",
+        "5",
+        "--seed",
+        "9",
+        "--scenario",
+        "crash",
+    ]);
+    let b = shardik(&[
+        "simulate",
+        "--nodes",
+        "5",
+        "--seed",
+        "9",
+        "--scenario",
+        "crash",
+    ]);
+    assert_eq!(
+        a.stdout, b.stdout,
+        "the same seed must print the same timeline"
+    );
+    assert!(String::from_utf8_lossy(&a.stdout).contains("MemberRemoved node-00004 (was Down)"));
+}
+
+#[test]
+fn simulate_rejects_bad_input_with_a_clear_message() {
+    let out = shardik(&["simulate", "--scenario", "explode"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario `explode`"));
+    let out = shardik(&["simulate", "--nodes", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--nodes must be at least 1"));
+}
+
+#[test]
+fn demo_runs_to_the_end() {
+    let out = shardik(&["demo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("all 5 nodes Up"), "{text}");
+    assert!(text.contains("MemberRemoved node-00004"), "{text}");
+    assert!(text.contains("Checker violations: 0"), "{text}");
+}
+
+#[test]
+fn passivation_sim_prints_a_table() {
+    let out = shardik(&[
+        "passivation-sim",
+        "--synthetic",
+        "loop",
+        "--limit",
+        "100",
+        "--policy",
+        "lru,mru",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("LRU 100") && text.contains("MRU 100"),
+        "{text}"
+    );
+}
