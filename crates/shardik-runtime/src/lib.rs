@@ -3,6 +3,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod handle;
+pub mod http;
+pub mod logging;
+pub mod metrics;
+pub mod node;
+pub mod transport;
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -1,7 +1,8 @@
 //! `shardik`: the command-line program.
 //!
 //! Subcommands:
-//! - `demo`: a short narrated cluster run a newcomer can watch (today: in simulation).
+//! - `demo`: a short narrated cluster run a newcomer can watch.
+//! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
 //! - `passivation-sim`: replays access traces through passivation strategies.
 
@@ -10,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod node;
 mod passivation;
 mod simulate;
 
@@ -24,6 +26,8 @@ struct Cli {
 enum Cmd {
     /// Run a narrated demonstration cluster on this machine.
     Demo(demo::DemoArgs),
+    /// Run one cluster node in the foreground until SIGINT/SIGTERM (graceful leave).
+    Node(node::NodeArgs),
     /// Run a deterministic whole-cluster simulation and print its timeline.
     Simulate(simulate::SimulateArgs),
     /// Replay access patterns through passivation strategies and print hit rates.
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Node(args) => node::run(args),
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
     };

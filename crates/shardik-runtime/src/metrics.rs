@@ -1,0 +1,180 @@
+//! Metrics: the names shardik emits and a Prometheus recorder rendered by `GET /metrics`.
+//!
+//! The runtime records through the `metrics` facade (`metrics::counter!(GOSSIP_RECEIVED_TOTAL)`),
+//! so recording costs nothing when no recorder is installed. The exporter is
+//! metrics-exporter-prometheus without its own HTTP server: our management API serves it.
+
+use std::sync::OnceLock;
+
+use metrics::Unit;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Members by status (gauge; label `status` = `Up`, `Joining`, …).
+pub const MEMBERS: &str = "shardik_members";
+/// Members this node sees as unreachable (gauge).
+pub const UNREACHABLE_MEMBERS: &str = "shardik_unreachable_members";
+/// Gossip messages sent (counter; label `kind` = `status` | `full`).
+pub const GOSSIP_SENT_TOTAL: &str = "shardik_gossip_sent_total";
+/// Gossip messages received (counter).
+pub const GOSSIP_RECEIVED_TOTAL: &str = "shardik_gossip_received_total";
+/// Gossip bytes on the wire (counter; label `direction` = `in` | `out`).
+pub const GOSSIP_BYTES_TOTAL: &str = "shardik_gossip_bytes_total";
+/// Heartbeats sent (counter).
+pub const HEARTBEATS_SENT_TOTAL: &str = "shardik_heartbeats_sent_total";
+/// Heartbeat bytes on the wire (counter; label `direction` = `in` | `out`).
+pub const HEARTBEAT_BYTES_TOTAL: &str = "shardik_heartbeat_bytes_total";
+/// Current phi of each monitored node (gauge; label `node` = `host:port`).
+pub const PHI: &str = "shardik_phi";
+/// Messages dropped, by reason (counter; label `reason`). Nothing is dropped uncounted.
+pub const DROPPED_MESSAGES_TOTAL: &str = "shardik_dropped_messages_total";
+/// Transport frames (counter; labels `direction` = `in` | `out`, `lane` = `control` | `user`).
+pub const TRANSPORT_FRAMES_TOTAL: &str = "shardik_transport_frames_total";
+/// Transport bytes (counter; labels `direction`, `lane`).
+pub const TRANSPORT_BYTES_TOTAL: &str = "shardik_transport_bytes_total";
+/// Open transport connections (gauge).
+pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
+/// Connections refused, by reason (counter; label `reason`, e.g. `cluster-name`, `frame-size`).
+pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
+/// Messages dropped because an outbound queue was full (counter; label `lane`).
+pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
+
+/// Every metric name above, for tests and documentation.
+pub const ALL_NAMES: [&str; 14] = [
+    MEMBERS,
+    UNREACHABLE_MEMBERS,
+    GOSSIP_SENT_TOTAL,
+    GOSSIP_RECEIVED_TOTAL,
+    GOSSIP_BYTES_TOTAL,
+    HEARTBEATS_SENT_TOTAL,
+    HEARTBEAT_BYTES_TOTAL,
+    PHI,
+    DROPPED_MESSAGES_TOTAL,
+    TRANSPORT_FRAMES_TOTAL,
+    TRANSPORT_BYTES_TOTAL,
+    TRANSPORT_CONNECTIONS,
+    TRANSPORT_REFUSED_TOTAL,
+    OUTBOUND_QUEUE_OVERFLOW_TOTAL,
+];
+
+/// Why the recorder could not be installed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Another (non-shardik) metrics recorder owns the process-wide slot.
+    #[error(
+        "another metrics recorder is already installed in this process ({0}); shardik's \
+         /metrics route needs its Prometheus recorder: do not install a different one, or run \
+         without the metrics handle"
+    )]
+    OtherRecorderInstalled(String),
+}
+
+/// Entry point for installing the process-wide recorder.
+pub struct Metrics;
+
+/// The outcome of the one installation attempt per process. `metrics` allows a single global
+/// recorder for the life of the process, so every later call (a second node in a test, say)
+/// shares the first one's recorder instead of failing.
+static INSTALLED: OnceLock<Result<MetricsHandle, MetricsError>> = OnceLock::new();
+
+impl Metrics {
+    /// Installs the Prometheus recorder as the process-wide recorder (once; later calls return
+    /// a handle to the same recorder) and registers the metric descriptions.
+    pub fn install() -> Result<MetricsHandle, MetricsError> {
+        INSTALLED
+            .get_or_init(|| {
+                let recorder = PrometheusBuilder::new().build_recorder();
+                let handle = MetricsHandle {
+                    inner: recorder.handle(),
+                };
+                metrics::set_global_recorder(recorder)
+                    .map_err(|e| MetricsError::OtherRecorderInstalled(e.to_string()))?;
+                describe_all();
+                Ok(handle)
+            })
+            .clone()
+    }
+}
+
+/// A handle that renders the installed recorder's metrics.
+#[derive(Clone, Debug)]
+pub struct MetricsHandle {
+    inner: PrometheusHandle,
+}
+
+impl MetricsHandle {
+    /// The current metrics in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        self.inner.render()
+    }
+}
+
+/// Registers help text and units for every metric shardik emits (shown as `# HELP` lines).
+pub fn describe_all() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_gauge!(
+        MEMBERS,
+        Unit::Count,
+        "Cluster members by status, as this node sees them."
+    );
+    describe_gauge!(
+        UNREACHABLE_MEMBERS,
+        Unit::Count,
+        "Members this node considers unreachable."
+    );
+    describe_counter!(
+        GOSSIP_SENT_TOTAL,
+        Unit::Count,
+        "Gossip messages sent, by kind (status or full)."
+    );
+    describe_counter!(
+        GOSSIP_RECEIVED_TOTAL,
+        Unit::Count,
+        "Gossip messages received."
+    );
+    describe_counter!(
+        GOSSIP_BYTES_TOTAL,
+        Unit::Bytes,
+        "Gossip bytes sent and received, by direction."
+    );
+    describe_counter!(
+        HEARTBEATS_SENT_TOTAL,
+        Unit::Count,
+        "Failure-detector heartbeats sent."
+    );
+    describe_counter!(
+        HEARTBEAT_BYTES_TOTAL,
+        Unit::Bytes,
+        "Heartbeat bytes sent and received, by direction."
+    );
+    describe_gauge!(PHI, "Phi-accrual suspicion level of each monitored node.");
+    describe_counter!(
+        DROPPED_MESSAGES_TOTAL,
+        Unit::Count,
+        "Messages dropped, by reason. Every drop is counted here and logged."
+    );
+    describe_counter!(
+        TRANSPORT_FRAMES_TOTAL,
+        Unit::Count,
+        "Transport frames, by direction and lane (control or user)."
+    );
+    describe_counter!(
+        TRANSPORT_BYTES_TOTAL,
+        Unit::Bytes,
+        "Transport bytes, by direction and lane (control or user)."
+    );
+    describe_gauge!(
+        TRANSPORT_CONNECTIONS,
+        Unit::Count,
+        "Open transport connections."
+    );
+    describe_counter!(
+        TRANSPORT_REFUSED_TOTAL,
+        Unit::Count,
+        "Transport connections refused, by reason."
+    );
+    describe_counter!(
+        OUTBOUND_QUEUE_OVERFLOW_TOTAL,
+        Unit::Count,
+        "Outbound messages dropped because the lane's queue was full."
+    );
+}

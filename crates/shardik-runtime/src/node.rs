@@ -1,0 +1,408 @@
+//! The node driver: one tokio task that owns the membership core and feeds it network
+//! messages, control commands and timer expiries, then carries out its effects.
+//!
+//! No protocol decision is made here: the driver only translates between the core's
+//! `(now, input) -> effects` world and sockets, clocks, logs and metrics.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardik_core::Instant as CoreInstant;
+use shardik_core::membership::{
+    Address, ClusterEvent, Command, CommandError, Effect, Gossip, Input, MemberStatus, Membership,
+    MembershipConfig, Message, ShutdownReason, UniqueAddress,
+};
+use shardik_wire::{DecodeLimits, LocalIdentity};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant as TokioInstant;
+use tracing::{debug, info, warn};
+
+use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
+use crate::metrics as m;
+use crate::transport::{Inbound, Outgoing, Transport, TransportConfig, TransportError};
+
+/// What a node needs to start.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// `HOST:PORT` to listen on; also this node's address in the cluster.
+    pub bind: Address,
+    /// Seed nodes to join through (empty: wait for a manual join).
+    pub seeds: Vec<Address>,
+    /// Membership settings.
+    pub membership: MembershipConfig,
+    /// Transport settings.
+    pub transport: TransportConfig,
+    /// Longest a graceful leave may take before the node stops anyway.
+    pub leave_timeout: Duration,
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The transport could not listen.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// A started node.
+pub struct RunningNode {
+    /// Observe and steer the node.
+    pub handle: NodeHandle,
+    /// This incarnation.
+    pub self_node: UniqueAddress,
+    /// Ask for a graceful leave (first request) or an immediate stop (second request).
+    pub stop: mpsc::Sender<StopRequest>,
+    /// Resolves when the node has stopped, with the reason.
+    pub finished: tokio::task::JoinHandle<ShutdownReason>,
+}
+
+/// How to stop.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Leave the cluster gracefully (Leaving → Exiting → Removed), then stop.
+    Leave,
+    /// Stop now without telling anyone (others will detect it as unreachable).
+    Now,
+}
+
+/// A fresh random 64-bit uid for this incarnation. std's `RandomState` is seeded from the
+/// operating system's randomness, which is all a uid needs: distinct across restarts.
+pub fn random_uid() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Starts a node: binds the transport, starts the driver task and joins the seeds.
+pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
+    let uid = random_uid();
+    let self_node = UniqueAddress::new(opts.bind.clone(), uid);
+    let identity = LocalIdentity {
+        cluster_name: opts.membership.cluster_name.clone(),
+        address: self_node.clone(),
+    };
+    let bind = format!("{}:{}", opts.bind.host, opts.bind.port);
+    let (transport, inbound) = Transport::start(&bind, identity, opts.transport.clone()).await?;
+    let epoch = TokioInstant::now();
+    let core = Membership::new(
+        opts.membership.clone(),
+        self_node.clone(),
+        uid ^ 0x9e37_79b9_7f4a_7c15,
+        CoreInstant::ZERO,
+    );
+    let (snapshot_tx, snapshot_rx) =
+        watch::channel(Arc::new(MembershipSnapshot::not_joined(self_node.clone())));
+    let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    let (stop_tx, stop_rx) = mpsc::channel(4);
+    let mut driver = Driver {
+        core,
+        transport,
+        epoch,
+        snapshot_tx,
+        last_published: None,
+        effects: Vec::new(),
+        leave_timeout: opts.leave_timeout,
+    };
+    info!(node = %self_node, "node started");
+    let seeds = opts.seeds.clone();
+    let finished = tokio::spawn(async move {
+        if !seeds.is_empty() {
+            driver.command(Command::JoinSeedNodes(seeds));
+        }
+        driver.run(inbound, cmd_rx, stop_rx).await
+    });
+    Ok(RunningNode {
+        handle: NodeHandle::new(snapshot_rx, cmd_tx),
+        self_node,
+        stop: stop_tx,
+        finished,
+    })
+}
+
+struct Driver {
+    core: Membership,
+    transport: Transport,
+    epoch: TokioInstant,
+    snapshot_tx: watch::Sender<Arc<MembershipSnapshot>>,
+    last_published: Option<Arc<Gossip>>,
+    effects: Vec<Effect>,
+    leave_timeout: Duration,
+}
+
+impl Driver {
+    fn now(&self) -> CoreInstant {
+        self.core_instant(TokioInstant::now())
+    }
+
+    fn core_instant(&self, t: TokioInstant) -> CoreInstant {
+        CoreInstant::from_nanos(t.saturating_duration_since(self.epoch).as_nanos() as u64)
+    }
+
+    fn tokio_instant(&self, t: CoreInstant) -> TokioInstant {
+        self.epoch + Duration::from_nanos(t.as_nanos())
+    }
+
+    async fn run(
+        &mut self,
+        mut inbound: mpsc::Receiver<Inbound>,
+        mut commands: mpsc::Receiver<ControlCommand>,
+        mut stop: mpsc::Receiver<StopRequest>,
+    ) -> ShutdownReason {
+        let mut leave_deadline: Option<TokioInstant> = None;
+        loop {
+            let next = self.core.poll_timeout().map(|t| self.tokio_instant(t));
+            let timer = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let leave_expired = async {
+                match leave_deadline {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                req = stop.recv() => match req {
+                    Some(StopRequest::Leave) if leave_deadline.is_none() && self.core.is_member() => {
+                        info!("leaving the cluster gracefully");
+                        leave_deadline = Some(TokioInstant::now() + self.leave_timeout);
+                        let me = self.core.self_node().address.clone();
+                        self.command(Command::Leave(me));
+                    }
+                    _ => {
+                        info!("stopping now");
+                        return ShutdownReason::Left;
+                    }
+                },
+                _ = leave_expired => {
+                    warn!(timeout = ?self.leave_timeout, "graceful leave did not complete in time; stopping");
+                    return ShutdownReason::Left;
+                }
+                Some(msg) = inbound.recv() => {
+                    let now = self.now();
+                    let received_at = self.core_instant(msg.received_at);
+                    let mut out = std::mem::take(&mut self.effects);
+                    self.core.handle(now, Input::Message { msg: msg.msg, received_at }, &mut out);
+                    self.effects = out;
+                }
+                Some(cmd) = commands.recv() => self.control(cmd),
+                _ = timer => {
+                    let now = self.now();
+                    let mut out = std::mem::take(&mut self.effects);
+                    self.core.handle_timeout(now, &mut out);
+                    self.effects = out;
+                }
+            }
+            if let Some(reason) = self.apply_effects(None) {
+                self.publish();
+                info!(?reason, "node stopped");
+                // Let the writers flush the last gossip and exit confirmation.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return reason;
+            }
+            self.publish();
+        }
+    }
+
+    fn command(&mut self, cmd: Command) -> Option<CommandError> {
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.effects);
+        self.core.handle(now, Input::Command(cmd), &mut out);
+        self.effects = out;
+        let mut failed = None;
+        let _ = self.apply_effects(Some(&mut failed));
+        self.publish();
+        failed
+    }
+
+    fn control(&mut self, cmd: ControlCommand) {
+        let (command, reply): (Command, oneshot::Sender<Result<(), CommandError>>) = match cmd {
+            ControlCommand::Leave(a, r) => (Command::Leave(a), r),
+            ControlCommand::Down(a, r) => (Command::Down(a), r),
+        };
+        let result = match self.command(command) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        let _ = reply.send(result);
+    }
+
+    /// Carries out queued effects. Returns the shutdown reason if the core stopped.
+    fn apply_effects(
+        &mut self,
+        mut failed: Option<&mut Option<CommandError>>,
+    ) -> Option<ShutdownReason> {
+        let mut stopped = None;
+        let mut effects = std::mem::take(&mut self.effects);
+        let mut i = 0;
+        while i < effects.len() {
+            match std::mem::replace(&mut effects[i], Effect::SelfExiting) {
+                Effect::Send { to, msg } => self.send(to, msg),
+                Effect::Event(ev) => log_event(&ev),
+                Effect::Dropped { reason, kind } => {
+                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => reason.as_str())
+                        .increment(1);
+                    debug!(reason = reason.as_str(), kind, "membership message dropped");
+                }
+                Effect::CommandFailed(e) => {
+                    warn!(error = %e, "command failed");
+                    if let Some(f) = failed.as_deref_mut() {
+                        *f = Some(e);
+                    }
+                }
+                Effect::SelfExiting => {
+                    // No exit tasks yet (shard hand-off arrives with sharding): confirm at once.
+                    info!("this node is Exiting");
+                    let now = self.now();
+                    self.core
+                        .handle(now, Input::Command(Command::ExitingCompleted), &mut effects);
+                }
+                Effect::Shutdown(reason) => stopped = Some(reason),
+            }
+            i += 1;
+        }
+        effects.clear();
+        self.effects = effects;
+        stopped
+    }
+
+    fn send(&mut self, to: Address, msg: Message) {
+        match &msg {
+            Message::Heartbeat { .. } => metrics::counter!(m::HEARTBEATS_SENT_TOTAL).increment(1),
+            Message::GossipEnvelope { .. } => {
+                metrics::counter!(m::GOSSIP_SENT_TOTAL, "kind" => "full").increment(1)
+            }
+            Message::GossipStatus { .. } => {
+                metrics::counter!(m::GOSSIP_SENT_TOTAL, "kind" => "status").increment(1)
+            }
+            _ => {}
+        }
+        if to == self.core.self_node().address {
+            // Never dial ourselves (a self-join or a seed list that names us).
+            return;
+        }
+        self.transport.send(&to, Outgoing::Membership(msg));
+    }
+
+    /// Publishes a new snapshot when the state changed since the last one.
+    fn publish(&mut self) {
+        let g = self.core.gossip();
+        if self
+            .last_published
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, g))
+        {
+            return;
+        }
+        self.last_published = Some(Arc::clone(g));
+        let snapshot = snapshot_of(&self.core);
+        for status in MemberStatus::ALL {
+            let n = snapshot
+                .members
+                .iter()
+                .filter(|m| m.status == status)
+                .count();
+            metrics::gauge!(m::MEMBERS, "status" => status.as_str()).set(n as f64);
+        }
+        metrics::gauge!(m::UNREACHABLE_MEMBERS).set(snapshot.unreachable.len() as f64);
+        let now = self.now();
+        for (node, _) in self.core.heartbeat_state().fd().iter() {
+            let phi = self.core.heartbeat_state().fd().phi(node, now);
+            metrics::gauge!(m::PHI, "node" => node.address.to_string()).set(phi);
+        }
+        let _ = self.snapshot_tx.send(Arc::new(snapshot));
+    }
+}
+
+/// The management view of a core's state.
+pub fn snapshot_of(core: &Membership) -> MembershipSnapshot {
+    let g = core.gossip();
+    let me = core.self_node();
+    let mut observers: BTreeMap<UniqueAddress, Vec<UniqueAddress>> = BTreeMap::new();
+    for (o, s, _) in g.reachability.records() {
+        if g.has_member(s) && !g.is_reachable(s) {
+            observers.entry(s.clone()).or_default().push(o.clone());
+        }
+    }
+    let oldest_per_role = g
+        .all_roles()
+        .into_iter()
+        .filter_map(|r| g.oldest(Some(&r)).map(|m| (r, m.addr.clone())))
+        .collect();
+    MembershipSnapshot {
+        self_node: me.clone(),
+        self_status: core.self_status(),
+        leader: core.leader(),
+        oldest: g.oldest(None).map(|m| m.addr.clone()),
+        oldest_per_role,
+        members: g.members.values().cloned().collect(),
+        unreachable: observers
+            .into_iter()
+            .map(|(node, observed_by)| UnreachableMember { node, observed_by })
+            .collect(),
+        converged: core.is_converged(),
+    }
+}
+
+/// One log line per cluster change, in a form a person can follow.
+fn log_event(ev: &ClusterEvent) {
+    match ev {
+        ClusterEvent::MemberJoined(m)
+        | ClusterEvent::MemberWeaklyUp(m)
+        | ClusterEvent::MemberUp(m)
+        | ClusterEvent::MemberLeft(m)
+        | ClusterEvent::MemberExited(m)
+        | ClusterEvent::MemberDowned(m) => {
+            info!(event = "member", member = %m.addr.address, status = m.status.as_str(), "member {} is {}", m.addr.address, m.status)
+        }
+        ClusterEvent::MemberRemoved { member, previous } => {
+            info!(event = "member", member = %member.addr.address, status = "Removed", "member {} is Removed (was {previous})", member.addr.address)
+        }
+        ClusterEvent::UnreachableMember(m) => {
+            warn!(event = "reachability", member = %m.addr.address, status = "Unreachable", "member {} is unreachable", m.addr.address)
+        }
+        ClusterEvent::ReachableMember(m) => {
+            info!(event = "reachability", member = %m.addr.address, status = "Reachable", "member {} is reachable again", m.addr.address)
+        }
+        ClusterEvent::LeaderChanged(l) => {
+            let leader = l
+                .as_ref()
+                .map_or("none".to_string(), |a| a.address.to_string());
+            info!(event = "leader", leader = %leader, "leader is {leader}")
+        }
+        ClusterEvent::RoleLeaderChanged { role, leader } => {
+            let leader = leader
+                .as_ref()
+                .map_or("none".to_string(), |a| a.address.to_string());
+            info!(event = "role-leader", role = %role, leader = %leader, "leader of role {role} is {leader}")
+        }
+    }
+}
+
+/// The transport settings implied by the node settings.
+pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig {
+    TransportConfig {
+        maximum_frame_size: t.maximum_frame_size,
+        outbound_control_queue_size: t.outbound_control_queue_size,
+        outbound_user_queue_size: t.outbound_user_queue_size,
+        connect_timeout: t.connect_timeout,
+        handshake_timeout: t.handshake_timeout,
+        idle_timeout: t.idle_timeout,
+        reconnect_backoff_min: t.reconnect_backoff_min,
+        reconnect_backoff_max: t.reconnect_backoff_max,
+        decode_limits: DecodeLimits {
+            max_gossip_bytes: t.maximum_gossip_decompressed_size,
+        },
+        inbound_queue_size: TransportConfig::default().inbound_queue_size,
+    }
+}

@@ -1,0 +1,184 @@
+//! TCP transport between nodes.
+//!
+//! Connections are one-way, as in Akka's Artery: a node writes to a peer only over
+//! connections it opened itself, and only reads from connections the peer opened. Each peer
+//! gets one outbound connection per [`Lane`], each fed by its own bounded queue, so membership
+//! traffic (heartbeats, gossip) never waits behind user messages. A writer drains everything
+//! queued into one buffer before writing, so many small messages share a syscall.
+//!
+//! Nothing read from the network can panic the node or make it allocate without bound:
+//! frames are capped by `maximum-frame-size` before any allocation, compressed gossip by a
+//! decompression limit, and every rejected connection or message is counted and logged.
+
+mod inbound;
+mod outbound;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardik_core::membership::{Address, Message, UniqueAddress};
+use shardik_wire::{DecodeLimits, LocalIdentity};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+pub use inbound::Inbound;
+
+/// Which queue and connection a message travels on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Lane {
+    /// Membership: heartbeats and gossip. Small, latency-critical.
+    Control,
+    /// User traffic (sharding envelopes).
+    User,
+}
+
+impl Lane {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Control => "control",
+            Lane::User => "user",
+        }
+    }
+}
+
+/// Transport settings (`transport.*`).
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// Largest frame accepted or sent, in bytes.
+    pub maximum_frame_size: usize,
+    /// Messages queued per peer on the control lane before new ones are dropped (and counted).
+    pub outbound_control_queue_size: usize,
+    /// Messages queued per peer on the user lane before new ones are dropped (and counted).
+    pub outbound_user_queue_size: usize,
+    /// Limit on establishing a TCP connection.
+    pub connect_timeout: Duration,
+    /// Limit on completing the handshake, both ways.
+    pub handshake_timeout: Duration,
+    /// An inbound connection that carried nothing for this long is closed (half-open links).
+    pub idle_timeout: Duration,
+    /// First reconnect delay; doubles up to the maximum.
+    pub reconnect_backoff_min: Duration,
+    /// Longest reconnect delay.
+    pub reconnect_backoff_max: Duration,
+    /// Bounds applied while decoding messages.
+    pub decode_limits: DecodeLimits,
+    /// Messages from the network queued for the node before new ones are dropped.
+    pub inbound_queue_size: usize,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            maximum_frame_size: 8 * 1024 * 1024,
+            outbound_control_queue_size: 3072,
+            outbound_user_queue_size: 65_536,
+            connect_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(5),
+            decode_limits: DecodeLimits::default(),
+            inbound_queue_size: 65_536,
+        }
+    }
+}
+
+/// A message to put on the wire.
+#[derive(Clone, Debug)]
+pub enum Outgoing {
+    /// A membership message (control lane).
+    Membership(Message),
+    /// Opaque user bytes (user lane).
+    User(bytes::Bytes),
+}
+
+/// Why the transport could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The listen address could not be bound (in use, or not an address of this machine).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+struct Shared {
+    config: TransportConfig,
+    identity: LocalIdentity,
+}
+
+/// The transport of one node: a listener plus outbound writers per peer and lane.
+///
+/// Owned by the node driver; [`send`](Transport::send) never blocks.
+pub struct Transport {
+    shared: Arc<Shared>,
+    peers: BTreeMap<(Address, Lane), outbound::PeerQueue>,
+    local_addr: SocketAddr,
+}
+
+impl Transport {
+    /// Binds `bind` and starts accepting. Decoded inbound traffic arrives on the returned receiver.
+    pub async fn start(
+        bind: &str,
+        identity: LocalIdentity,
+        config: TransportConfig,
+    ) -> Result<(Transport, mpsc::Receiver<Inbound>), TransportError> {
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| TransportError::Bind {
+                addr: bind.to_string(),
+                source,
+            })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| TransportError::Bind {
+                addr: bind.to_string(),
+                source,
+            })?;
+        let (tx, rx) = mpsc::channel(config.inbound_queue_size);
+        let shared = Arc::new(Shared { config, identity });
+        tokio::spawn(inbound::accept_loop(listener, Arc::clone(&shared), tx));
+        Ok((
+            Transport {
+                shared,
+                peers: BTreeMap::new(),
+                local_addr,
+            },
+            rx,
+        ))
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// This node's identity.
+    pub fn identity(&self) -> &UniqueAddress {
+        &self.shared.identity.address
+    }
+
+    /// Queues `msg` for `to`. Returns false (and counts it) if that peer's lane queue is full.
+    pub fn send(&mut self, to: &Address, msg: Outgoing) -> bool {
+        let lane = match msg {
+            Outgoing::Membership(_) => Lane::Control,
+            Outgoing::User(_) => Lane::User,
+        };
+        let key = (to.clone(), lane);
+        let queue = self.peers.entry(key).or_insert_with(|| {
+            outbound::PeerQueue::spawn(to.clone(), lane, Arc::clone(&self.shared))
+        });
+        queue.push(msg)
+    }
+
+    /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).
+    pub fn forget_peer(&mut self, address: &Address) {
+        self.peers.retain(|(a, _), _| a != address);
+    }
+}

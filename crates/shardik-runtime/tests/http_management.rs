@@ -1,0 +1,441 @@
+//! The management HTTP API over a fake node: a watch channel holding a snapshot of three
+//! members (one unreachable) and a command responder that records what it was asked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
+use shardik_runtime::http::{self, PROMETHEUS_CONTENT_TYPE};
+use shardik_runtime::metrics::{self as shardik_metrics, Metrics};
+use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
+use tokio::sync::{mpsc, oneshot, watch};
+
+const BIG_UID: u64 = 18_000_000_000_000_000_001;
+
+fn ua(port: u16, uid: u64) -> UniqueAddress {
+    UniqueAddress::new(Address::new("127.0.0.1", port), uid)
+}
+
+fn member(port: u16, uid: u64, status: MemberStatus, roles: &[&str], up: u32) -> Member {
+    let roles: BTreeSet<String> = roles.iter().map(|r| r.to_string()).collect();
+    let mut m = Member::joining(ua(port, uid), roles, "1.0.0");
+    m.status = status;
+    m.up_number = up;
+    m
+}
+
+/// Three members, 2553 unreachable from the other two; 2554 is a member whose commands the
+/// fake node refuses in various ways (see `respond`).
+fn snapshot(self_status: Option<MemberStatus>) -> MembershipSnapshot {
+    let mut oldest_per_role = BTreeMap::new();
+    oldest_per_role.insert("backend".to_string(), ua(2551, 1));
+    MembershipSnapshot {
+        self_node: ua(2551, 1),
+        self_status,
+        leader: Some(ua(2551, 1)),
+        oldest: Some(ua(2551, 1)),
+        oldest_per_role,
+        members: vec![
+            member(2551, 1, MemberStatus::Up, &["backend", "api"], 1),
+            member(2552, 2, MemberStatus::Up, &[], 2),
+            member(2553, BIG_UID, MemberStatus::Up, &["backend"], 3),
+        ],
+        unreachable: vec![UnreachableMember {
+            node: ua(2553, BIG_UID),
+            observed_by: vec![ua(2551, 1), ua(2552, 2)],
+        }],
+        converged: false,
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Leave(Address),
+    Down(Address),
+}
+
+struct Fake {
+    base: String,
+    calls: Arc<Mutex<Vec<Call>>>,
+    snapshot: watch::Sender<Arc<MembershipSnapshot>>,
+    client: reqwest::Client,
+    _shutdown: oneshot::Sender<()>,
+}
+
+/// The fake node's answers: port 2552 is refused as not a member of the node's view
+/// (`UnknownMember`), 2553 with another refusal, 2551 has its reply dropped (the node
+/// stopped); everything else succeeds.
+fn respond(address: &Address, reply: oneshot::Sender<Result<(), CommandError>>) {
+    match address.port {
+        2552 => {
+            let _ = reply.send(Err(CommandError::UnknownMember(address.clone())));
+        }
+        2553 => {
+            let _ = reply.send(Err(CommandError::NotAMember));
+        }
+        2551 => drop(reply),
+        _ => {
+            let _ = reply.send(Ok(()));
+        }
+    }
+}
+
+async fn start(
+    snap: MembershipSnapshot,
+    read_only: bool,
+    metrics: Option<shardik_metrics::MetricsHandle>,
+) -> Fake {
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(snap));
+    let (cmd_tx, mut cmd_rx) = mpsc::channel::<ControlCommand>(16);
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let recorded = calls.clone();
+    tokio::spawn(async move {
+        while let Some(cmd) = cmd_rx.recv().await {
+            match cmd {
+                ControlCommand::Leave(a, reply) => {
+                    recorded.lock().unwrap().push(Call::Leave(a.clone()));
+                    respond(&a, reply);
+                }
+                ControlCommand::Down(a, reply) => {
+                    recorded.lock().unwrap().push(Call::Down(a.clone()));
+                    respond(&a, reply);
+                }
+            }
+        }
+    });
+    let handle = NodeHandle::new(snap_rx, cmd_tx);
+    let router = http::router(handle, metrics, read_only);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    tokio::spawn(http::serve(listener, router, async {
+        let _ = shutdown_rx.await;
+    }));
+    Fake {
+        base,
+        calls,
+        snapshot: snap_tx,
+        client: reqwest::Client::new(),
+        _shutdown: shutdown_tx,
+    }
+}
+
+impl Fake {
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn put_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .put(format!("{}{path}", self.base))
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+fn message(v: &Value) -> &str {
+    v["message"].as_str().expect("error bodies have a message")
+}
+
+#[tokio::test]
+async fn members_lists_the_cluster_in_akka_management_shape() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.get("/cluster/members").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["selfNode"], "127.0.0.1:2551");
+    assert_eq!(v["leader"], "127.0.0.1:2551");
+    assert_eq!(v["oldest"], "127.0.0.1:2551");
+    assert_eq!(v["oldestPerRole"]["backend"], "127.0.0.1:2551");
+    let members = v["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    assert_eq!(members[0]["node"], "127.0.0.1:2551");
+    assert_eq!(members[0]["nodeUid"], "1");
+    assert_eq!(members[0]["status"], "Up");
+    assert_eq!(members[0]["roles"], serde_json::json!(["api", "backend"]));
+    // Uids are decimal strings, exact even beyond 2^53.
+    assert_eq!(members[2]["nodeUid"], BIG_UID.to_string());
+    let unreachable = v["unreachable"].as_array().unwrap();
+    assert_eq!(unreachable.len(), 1);
+    assert_eq!(unreachable[0]["node"], "127.0.0.1:2553");
+    assert_eq!(
+        unreachable[0]["observedBy"],
+        serde_json::json!(["127.0.0.1:2551", "127.0.0.1:2552"])
+    );
+}
+
+#[tokio::test]
+async fn leader_and_oldest_are_null_when_unknown() {
+    let f = start(MembershipSnapshot::not_joined(ua(2551, 1)), false, None).await;
+    let (status, v) = f.get("/cluster/members").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(v["leader"].is_null());
+    assert!(v["oldest"].is_null());
+    assert_eq!(v["members"], serde_json::json!([]));
+    assert_eq!(v["oldestPerRole"], serde_json::json!({}));
+}
+
+#[tokio::test]
+async fn one_member_or_404_or_400() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.get("/cluster/members/127.0.0.1:2552").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["node"], "127.0.0.1:2552");
+    assert_eq!(v["nodeUid"], "2");
+    assert_eq!(v["status"], "Up");
+    assert_eq!(v["roles"], serde_json::json!([]));
+
+    let (status, v) = f.get("/cluster/members/127.0.0.1:9999").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(message(&v), "Member [127.0.0.1:9999] not found");
+
+    let (status, v) = f.get("/cluster/members/not-an-address").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("host:port"), "{v}");
+}
+
+#[tokio::test]
+async fn put_leave_and_down_reach_the_node() {
+    let mut snap = snapshot(Some(MemberStatus::Up));
+    snap.members
+        .push(member(2560, 60, MemberStatus::Up, &[], 4));
+    let f = start(snap, false, None).await;
+
+    let (status, v) = f
+        .put_form("/cluster/members/127.0.0.1:2560", &[("operation", "Leave")])
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message(&v), "Leaving 127.0.0.1:2560");
+
+    // Case-insensitive, as Akka Management.
+    let (status, v) = f
+        .put_form("/cluster/members/127.0.0.1:2560", &[("operation", "down")])
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message(&v), "Downing 127.0.0.1:2560");
+
+    let (status, v) = f.delete("/cluster/members/127.0.0.1:2560").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message(&v), "Leaving 127.0.0.1:2560");
+
+    let a = Address::new("127.0.0.1", 2560);
+    assert_eq!(
+        f.calls(),
+        vec![
+            Call::Leave(a.clone()),
+            Call::Down(a.clone()),
+            Call::Leave(a)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn put_with_bad_or_missing_operation_is_400() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f
+        .put_form(
+            "/cluster/members/127.0.0.1:2552",
+            &[("operation", "Explode")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("Explode"), "{v}");
+    assert!(message(&v).contains("`Leave` or `Down`"), "{v}");
+
+    let (status, v) = f.put_form("/cluster/members/127.0.0.1:2552", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("`Leave` or `Down`"), "{v}");
+    assert!(f.calls().is_empty());
+}
+
+#[tokio::test]
+async fn put_and_delete_unknown_or_malformed_addresses() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f
+        .put_form("/cluster/members/10.1.1.1:1", &[("operation", "Down")])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(message(&v), "Member [10.1.1.1:1] not found");
+
+    let (status, v) = f.delete("/cluster/members/10.1.1.1:1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(message(&v), "Member [10.1.1.1:1] not found");
+
+    let (status, v) = f
+        .put_form("/cluster/members/hostwithoutport", &[("operation", "Down")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("malformed member address"), "{v}");
+
+    let (status, v) = f.delete("/cluster/members/host:notaport").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("host:port"), "{v}");
+    assert!(f.calls().is_empty());
+}
+
+#[tokio::test]
+async fn node_errors_map_to_status_codes() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    // The node itself does not know the member: 404.
+    let (status, v) = f
+        .put_form("/cluster/members/127.0.0.1:2552", &[("operation", "Down")])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(message(&v), "Member [127.0.0.1:2552] not found");
+    // Another refusal: 409.
+    let (status, v) = f
+        .put_form("/cluster/members/127.0.0.1:2553", &[("operation", "Down")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(message(&v).contains("not a member"), "{v}");
+    // The node went away without answering: 503.
+    let (status, v) = f.delete("/cluster/members/127.0.0.1:2551").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(message(&v).contains("shutting down"), "{v}");
+    assert_eq!(f.calls().len(), 3);
+}
+
+#[tokio::test]
+async fn read_only_mode_refuses_state_changes() {
+    let f = start(snapshot(Some(MemberStatus::Up)), true, None).await;
+    let (status, v) = f
+        .put_form("/cluster/members/127.0.0.1:2552", &[("operation", "Down")])
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(
+        message(&v).contains("management.http.route-providers-read-only"),
+        "{v}"
+    );
+    let (status, v) = f.delete("/cluster/members/127.0.0.1:2552").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(message(&v).contains("disabled"), "{v}");
+    assert!(f.calls().is_empty());
+    // Reading still works.
+    let (status, _) = f.get("/cluster/members").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ready_follows_self_status_and_alive_always_answers() {
+    let f = start(snapshot(Some(MemberStatus::Joining)), false, None).await;
+    let (status, v) = f.get("/ready").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(message(&v).contains("Joining"), "{v}");
+    let (status, v) = f.get("/alive").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["status"], "alive");
+
+    f.snapshot
+        .send(Arc::new(snapshot(Some(MemberStatus::WeaklyUp))))
+        .unwrap();
+    let (status, v) = f.get("/ready").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["status"], "ready");
+
+    f.snapshot
+        .send(Arc::new(snapshot(Some(MemberStatus::Up))))
+        .unwrap();
+    assert_eq!(f.get("/ready").await.0, StatusCode::OK);
+
+    f.snapshot
+        .send(Arc::new(MembershipSnapshot::not_joined(ua(2551, 1))))
+        .unwrap();
+    assert_eq!(f.get("/ready").await.0, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn shards_route_exists_but_has_no_region_yet() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.get("/cluster/shards/counter").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        message(&v),
+        "no shard region for entity type [counter] on this node"
+    );
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_answer_json() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.get("/cluster/nodes").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(message(&v).contains("/cluster/nodes"), "{v}");
+
+    let (status, v) = f.delete("/cluster/members").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(message(&v).contains("DELETE"), "{v}");
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_or_404() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.get("/metrics").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(message(&v).contains("metrics"), "{v}");
+
+    let handle = Metrics::install().unwrap();
+    // A second install shares the first recorder instead of failing.
+    Metrics::install().unwrap();
+    metrics::counter!(shardik_metrics::GOSSIP_RECEIVED_TOTAL).increment(3);
+    metrics::gauge!(shardik_metrics::MEMBERS, "status" => "Up").set(3.0);
+    let f = start(snapshot(Some(MemberStatus::Up)), false, Some(handle)).await;
+    let r = f
+        .client
+        .get(format!("{}/metrics", f.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        PROMETHEUS_CONTENT_TYPE
+    );
+    let body = r.text().await.unwrap();
+    assert!(body.contains("shardik_gossip_received_total 3"), "{body}");
+    assert!(body.contains("shardik_members{status=\"Up\"} 3"), "{body}");
+    assert!(
+        body.contains("# HELP shardik_gossip_received_total"),
+        "{body}"
+    );
+}
+
+#[test]
+fn metric_names_follow_prometheus_conventions() {
+    for name in shardik_metrics::ALL_NAMES {
+        assert!(name.starts_with("shardik_"), "{name}");
+        assert!(
+            name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{name}"
+        );
+    }
+    let unique: BTreeSet<_> = shardik_metrics::ALL_NAMES.iter().collect();
+    assert_eq!(unique.len(), shardik_metrics::ALL_NAMES.len());
+}

@@ -1,0 +1,136 @@
+//! `shardik node`: one cluster node in the foreground until SIGINT/SIGTERM.
+//!
+//! Exit codes: 0 after a graceful leave (or a stop before joining), 2 for a startup error
+//! (bad configuration, address in use), 3 when the cluster downed or removed this node, 4
+//! when the cluster refused its configuration.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use shardik_core::membership::{Address, ShutdownReason};
+use shardik_runtime::config::Settings;
+use shardik_runtime::metrics::Metrics;
+use shardik_runtime::node::{self, NodeOptions, StopRequest};
+use shardik_runtime::{http, logging};
+use tracing::{info, warn};
+
+/// Arguments of `shardik node`.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// HOST:PORT to listen on for cluster traffic; also this node's address in the cluster.
+    #[arg(long)]
+    bind: Address,
+    /// A seed node to join through (repeatable). Overrides `cluster.seed-nodes`.
+    #[arg(long = "seed")]
+    seeds: Vec<Address>,
+    /// Roles of this node, comma separated. Overrides `cluster.roles`.
+    #[arg(long, value_delimiter = ',')]
+    roles: Option<Vec<String>>,
+    /// HOST:PORT of the management HTTP API (default from `management.http.*`, port 8558).
+    #[arg(long)]
+    management: Option<Address>,
+    /// A TOML configuration file layered over the built-in defaults.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory for this node's durable data (created if missing).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+/// Runs the command.
+pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
+    let mut settings = Settings::load(args.config.as_deref()).context("invalid configuration")?;
+    if !args.seeds.is_empty() {
+        settings.cluster.seed_nodes = args.seeds.clone();
+    }
+    if let Some(roles) = &args.roles {
+        settings.cluster.roles = roles.iter().filter(|r| !r.is_empty()).cloned().collect();
+    }
+    if let Some(m) = &args.management {
+        settings.management.http.hostname = m.host.to_string();
+        settings.management.http.port = m.port;
+    }
+    if let Some(dir) = &args.data_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create --data-dir {}", dir.display()))?;
+    }
+    logging::init(settings.logging.format, &settings.logging.level)
+        .context("cannot set up logging")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_node(args.bind, settings))
+}
+
+async fn run_node(bind: Address, settings: Settings) -> anyhow::Result<ExitCode> {
+    let metrics = Metrics::install().ok();
+    let opts = NodeOptions {
+        bind: bind.clone(),
+        seeds: settings.cluster.seed_nodes.clone(),
+        membership: settings.membership_config(),
+        transport: node::transport_config(&settings.transport),
+        leave_timeout: Duration::from_secs(60),
+    };
+    let mgmt_addr = settings.management.http.bind_address();
+    let listener = tokio::net::TcpListener::bind(&mgmt_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen for the management API on {mgmt_addr} (use --management HOST:PORT)"
+            )
+        })?;
+    let running = node::start(opts)
+        .await
+        .with_context(|| format!("cannot start the node on {bind}"))?;
+    info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
+    let router = http::router(
+        running.handle.clone(),
+        metrics,
+        settings.management.http.route_providers_read_only,
+    );
+    let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve(listener, router, async move {
+        let _ = http_stop_rx.await;
+    }));
+
+    let stop = running.stop.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        let mut first = true;
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            if first {
+                info!("signal received: leaving the cluster (send it again to exit at once)");
+                let _ = stop.send(StopRequest::Leave).await;
+                first = false;
+            } else {
+                warn!("second signal: exiting at once");
+                std::process::exit(130);
+            }
+        }
+    });
+
+    let reason = running.finished.await.context("the node task failed")?;
+    let _ = http_stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    Ok(match reason {
+        ShutdownReason::Left => ExitCode::SUCCESS,
+        ShutdownReason::Downed | ShutdownReason::Removed => {
+            warn!(?reason, "this node was removed from the cluster");
+            ExitCode::from(3)
+        }
+        ShutdownReason::IncompatibleConfig(why) => {
+            warn!(%why, "the cluster refused this node's configuration");
+            ExitCode::from(4)
+        }
+    })
+}
