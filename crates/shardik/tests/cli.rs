@@ -84,8 +84,23 @@ fn simulate_rejects_bad_input_with_a_clear_message() {
 }
 
 #[test]
-fn demo_runs_to_the_end() {
+fn real_demo_forms_heals_and_leaves_gracefully() {
     let out = shardik(&["demo"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("is unreachable"), "{text}");
+    assert!(text.contains("is Removed (was Down)"), "{text}");
+    assert!(text.contains("every node exited with 0"), "{text}");
+}
+
+#[test]
+fn simulated_demo_runs_to_the_end() {
+    let out = shardik(&["demo", "--simulated"]);
     assert!(
         out.status.success(),
         "{}",
