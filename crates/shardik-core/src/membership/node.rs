@@ -202,10 +202,12 @@ pub struct MembershipStats {
 struct Derived {
     generation: u64,
     seen_digest: u64,
-    /// Members other than self that self observes as reachable.
-    valid_targets: Vec<UniqueAddress>,
-    /// Those of `valid_targets` that have not seen the current version.
-    unseen_targets: Vec<UniqueAddress>,
+    /// How many members other than self that self observes as reachable (valid targets).
+    valid_targets: usize,
+    /// How many of those have not seen the current version. Counts, not lists: every node
+    /// would otherwise hold two more copies of the member list, which in a simulation of
+    /// thousands of nodes is most of the memory.
+    unseen_targets: usize,
     has_down_member: bool,
 }
 
@@ -233,7 +235,8 @@ pub struct Membership {
     heartbeat_seq: u64,
     heartbeat_started: BTreeSet<UniqueAddress>,
     first_heartbeat_due: BTreeSet<(Instant, UniqueAddress)>,
-    ring_members: BTreeSet<UniqueAddress>,
+    /// The member table the heartbeat ring was last synced with (shared, not a copy).
+    ring_members: Arc<std::collections::BTreeMap<UniqueAddress, Member>>,
     ring_unreachable: BTreeSet<UniqueAddress>,
     /// Bumped whenever `gossip` is replaced; keys the `derived` cache.
     gossip_generation: u64,
@@ -270,7 +273,7 @@ impl Membership {
             heartbeat_seq: 0,
             heartbeat_started: BTreeSet::new(),
             first_heartbeat_due: BTreeSet::new(),
-            ring_members: BTreeSet::new(),
+            ring_members: Arc::default(),
             ring_unreachable: BTreeSet::new(),
             gossip_generation: 1,
             derived: Derived::default(),
@@ -930,7 +933,7 @@ impl Membership {
     /// does not keep it on.
     fn needs_speedup(&mut self) -> bool {
         let d = self.derived();
-        d.has_down_member || !d.unseen_targets.is_empty()
+        d.has_down_member || d.unseen_targets > 0
     }
 
     /// Replaces the gossip state without publishing anything (callers publish).
@@ -944,17 +947,15 @@ impl Membership {
         if self.derived.generation != self.gossip_generation {
             let g = &self.gossip;
             let me = &self.self_node;
-            let valid_targets: Vec<UniqueAddress> = g
-                .members
-                .keys()
-                .filter(|n| *n != me && g.reachability.is_reachable_from(me, n))
-                .cloned()
-                .collect();
-            let unseen_targets = valid_targets
-                .iter()
-                .filter(|n| !g.seen_by(n))
-                .cloned()
-                .collect();
+            let (mut valid_targets, mut unseen_targets) = (0, 0);
+            for n in g.members.keys() {
+                if n != me && g.reachability.is_reachable_from(me, n) {
+                    valid_targets += 1;
+                    if !g.seen_by(n) {
+                        unseen_targets += 1;
+                    }
+                }
+            }
             self.derived = Derived {
                 generation: self.gossip_generation,
                 seen_digest: g.seen_digest(),
@@ -974,18 +975,29 @@ impl Membership {
             .cfg
             .different_view_probability(self.gossip.members.len());
         let prefer_unseen = self.rng.random::<f64>() < p;
-        self.derived();
-        let d = &self.derived;
-        let pool = if prefer_unseen && !d.unseen_targets.is_empty() {
-            &d.unseen_targets
-        } else {
-            &d.valid_targets
+        let (valid, unseen) = {
+            let d = self.derived();
+            (d.valid_targets, d.unseen_targets)
         };
-        if pool.is_empty() {
+        let only_unseen = prefer_unseen && unseen > 0;
+        let pool = if only_unseen { unseen } else { valid };
+        if pool == 0 {
             return;
         }
-        let target = pool[self.rng.random_range(0..pool.len())].clone();
-        self.send_gossip_to(&target, out);
+        // Pick the k-th eligible member by walking the table (no per-node target list kept).
+        let k = self.rng.random_range(0..pool);
+        let g = &self.gossip;
+        let me = &self.self_node;
+        let target = g
+            .members
+            .keys()
+            .filter(|n| *n != me && g.reachability.is_reachable_from(me, n))
+            .filter(|n| !only_unseen || !g.seen_by(n))
+            .nth(k)
+            .cloned();
+        if let Some(target) = target {
+            self.send_gossip_to(&target, out);
+        }
     }
 
     /// Status to a peer that has seen our version, full gossip otherwise.
@@ -1123,18 +1135,40 @@ impl Membership {
     /// changes (seen sets, statuses) leave both alone, so the common path only compares.
     fn sync_heartbeat_ring(&mut self, now: Instant) {
         let g = Arc::clone(&self.gossip);
-        let same_members = self.ring_members.len() == g.members.len()
-            && self.ring_members.iter().eq(g.members.keys());
-        if !same_members {
-            let members: BTreeSet<UniqueAddress> = g.members.keys().cloned().collect();
-            for n in members.difference(&self.ring_members) {
-                self.heartbeat.add_member(n, now);
+        if !Arc::ptr_eq(&self.ring_members, &g.members) {
+            // Walk old and new tables together: no copies, O(members) only when the table changed.
+            let old = std::mem::replace(&mut self.ring_members, Arc::clone(&g.members));
+            let mut a = old.keys().peekable();
+            let mut b = g.members.keys().peekable();
+            loop {
+                match (a.peek(), b.peek()) {
+                    (None, None) => break,
+                    (Some(&x), None) => {
+                        self.heartbeat.remove_member(x, now);
+                        self.heartbeat_started.remove(x);
+                        a.next();
+                    }
+                    (None, Some(&y)) => {
+                        self.heartbeat.add_member(y, now);
+                        b.next();
+                    }
+                    (Some(&x), Some(&y)) => match x.cmp(y) {
+                        std::cmp::Ordering::Less => {
+                            self.heartbeat.remove_member(x, now);
+                            self.heartbeat_started.remove(x);
+                            a.next();
+                        }
+                        std::cmp::Ordering::Greater => {
+                            self.heartbeat.add_member(y, now);
+                            b.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            a.next();
+                            b.next();
+                        }
+                    },
+                }
             }
-            for n in self.ring_members.difference(&members) {
-                self.heartbeat.remove_member(n, now);
-                self.heartbeat_started.remove(n);
-            }
-            self.ring_members = members;
         }
         let unreachable = g.unreachable_members();
         if unreachable != self.ring_unreachable {

@@ -29,9 +29,10 @@ impl RingKey {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatRing {
     self_addr: UniqueAddress,
-    nodes: BTreeSet<UniqueAddress>,
     unreachable: BTreeSet<UniqueAddress>,
     monitored_by_nr_of_members: usize,
+    // The nodes in ring order. The only copy of the membership here: every node holds a ring
+    // of the whole data centre, so a second set would double that memory in large clusters.
     ring: BTreeSet<RingKey>,
     // Recomputed on every change: asked for on every heartbeat tick.
     my_receivers: BTreeSet<UniqueAddress>,
@@ -46,12 +47,10 @@ impl HeartbeatRing {
         unreachable: BTreeSet<UniqueAddress>,
         monitored_by_nr_of_members: usize,
     ) -> Self {
-        let mut nodes = nodes;
-        nodes.insert(self_addr.clone());
-        let ring = nodes.iter().map(RingKey::of).collect();
+        let mut ring: BTreeSet<RingKey> = nodes.iter().map(RingKey::of).collect();
+        ring.insert(RingKey::of(&self_addr));
         let mut r = HeartbeatRing {
             self_addr,
-            nodes,
             unreachable,
             monitored_by_nr_of_members,
             ring,
@@ -70,9 +69,9 @@ impl HeartbeatRing {
         &self.self_addr
     }
 
-    /// All nodes of the ring, self included.
-    pub fn nodes(&self) -> &BTreeSet<UniqueAddress> {
-        &self.nodes
+    /// All nodes of the ring, self included, in address order.
+    pub fn nodes(&self) -> BTreeSet<UniqueAddress> {
+        self.ring.iter().map(|RingKey(_, n)| n.clone()).collect()
     }
 
     /// Nodes flagged unreachable.
@@ -92,7 +91,7 @@ impl HeartbeatRing {
 
     /// Whether `node` is part of the ring.
     pub fn contains(&self, node: &UniqueAddress) -> bool {
-        self.nodes.contains(node)
+        self.ring.contains(&RingKey::of(node))
     }
 
     /// The nodes `sender` sends heartbeats to.
@@ -108,8 +107,9 @@ impl HeartbeatRing {
     pub fn receivers(&self, sender: &UniqueAddress) -> BTreeSet<UniqueAddress> {
         if self.monitored_by_nr_of_members >= self.ring.len().saturating_sub(1) {
             return self
-                .nodes
+                .ring
                 .iter()
+                .map(|RingKey(_, n)| n)
                 .filter(|n| *n != sender)
                 .cloned()
                 .collect();
@@ -144,8 +144,7 @@ impl HeartbeatRing {
 
     /// Adds `node` (no-op if present).
     pub fn add(&mut self, node: &UniqueAddress) {
-        if self.nodes.insert(node.clone()) {
-            self.ring.insert(RingKey::of(node));
+        if self.ring.insert(RingKey::of(node)) {
             self.refresh();
         }
     }
@@ -155,10 +154,9 @@ impl HeartbeatRing {
         if *node == self.self_addr {
             return;
         }
-        let was_node = self.nodes.remove(node);
+        let was_node = self.ring.remove(&RingKey::of(node));
         let was_unreachable = self.unreachable.remove(node);
         if was_node || was_unreachable {
-            self.ring.remove(&RingKey::of(node));
             self.refresh();
         }
     }
@@ -418,7 +416,7 @@ mod tests {
         }
         let alone = HeartbeatRing::new(s.cc.clone(), BTreeSet::new(), BTreeSet::new(), 3);
         assert!(alone.my_receivers().is_empty());
-        assert_eq!(alone.nodes(), &set(&[&s.cc]), "self always in the ring");
+        assert_eq!(alone.nodes(), set(&[&s.cc]), "self always in the ring");
     }
 
     /// Issue #16624 (LeaderDowningAllOtherNodesSpec shape): when a run of consecutive nodes
@@ -776,7 +774,7 @@ mod tests {
                 for (m, _) in st.fd().iter() {
                     prop_assert!(active.contains(m), "fd monitors non-receiver {:?}", m);
                 }
-                prop_assert!(st.old_receivers_now_unreachable().is_subset(st.ring().nodes()));
+                prop_assert!(st.old_receivers_now_unreachable().is_subset(&st.ring().nodes()));
             }
         }
     }
