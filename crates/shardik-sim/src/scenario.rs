@@ -25,6 +25,9 @@ pub enum Scenario {
     JoinOne,
     /// One node of a converged cluster crashes; measures until every other node marks it unreachable.
     Detect,
+    /// A converged cluster runs for five minutes on a network whose latency jitters within the
+    /// acceptable heartbeat pause; counts unreachable verdicts (false positives).
+    Jitter,
 }
 
 impl std::str::FromStr for Scenario {
@@ -37,8 +40,9 @@ impl std::str::FromStr for Scenario {
             "churn" => Ok(Scenario::Churn),
             "join-one" => Ok(Scenario::JoinOne),
             "detect" => Ok(Scenario::Detect),
+            "jitter" => Ok(Scenario::Jitter),
             other => Err(format!(
-                "unknown scenario `{other}` (expected join, crash, partition, churn, join-one or detect)"
+                "unknown scenario `{other}` (expected join, crash, partition, churn, join-one, detect or jitter)"
             )),
         }
     }
@@ -54,6 +58,7 @@ impl Scenario {
             Scenario::Churn => "churn",
             Scenario::JoinOne => "join-one",
             Scenario::Detect => "detect",
+            Scenario::Jitter => "jitter",
         }
     }
 }
@@ -79,6 +84,8 @@ pub struct Outcome {
     pub members_removed: usize,
     /// Gossip bytes (size model) per node per virtual second over the whole run.
     pub gossip_bytes_per_node_per_s: f64,
+    /// Unreachable verdicts during the run (for `jitter`: false positives, since nothing failed).
+    pub unreachable_events: u64,
     /// Invariant violations found by the checker (must be empty).
     pub violations: Vec<String>,
 }
@@ -106,7 +113,10 @@ pub fn run(
     let mut world = World::new(cfg.unwrap_or_else(|| WorldConfig::new(seed)));
     let nodes = nodes.max(1);
     let start = world.now();
-    if matches!(scenario, Scenario::JoinOne | Scenario::Detect) {
+    if matches!(
+        scenario,
+        Scenario::JoinOne | Scenario::Detect | Scenario::Jitter
+    ) {
         return run_on_converged(world, scenario, nodes, seed);
     }
     let formed = form_cluster(&mut world, nodes);
@@ -138,7 +148,9 @@ pub fn run(
                 (at, t0, majority)
             }
             Scenario::Churn => churn(&mut world, nodes, seed),
-            Scenario::JoinOne | Scenario::Detect => unreachable!("handled above"),
+            Scenario::JoinOne | Scenario::Detect | Scenario::Jitter => {
+                unreachable!("handled above")
+            }
         };
     let final_ok = converged_at.is_some() && world.all_up(&expected) && world.agreed();
     let elapsed_s = world
@@ -168,6 +180,7 @@ pub fn run(
         members_up: up,
         members_removed: removed,
         gossip_bytes_per_node_per_s: world.stats().gossip_bytes as f64 / nodes as f64 / elapsed_s,
+        unreachable_events: world.stats().unreachable_events,
         violations: world.checker().violations().to_vec(),
     };
     (world, outcome)
@@ -233,6 +246,11 @@ fn run_on_converged(
     let msgs_before = world.stats().gossip_messages;
     let t0 = world.now();
     let (at, total) = match scenario {
+        Scenario::Jitter => {
+            world.run_for(Duration::from_secs(300));
+            let none = world.stats().unreachable_events == 0;
+            (none.then(|| world.now()), existing)
+        }
         Scenario::JoinOne => {
             let joiner = world.add_node();
             world.track_up(joiner);
@@ -271,6 +289,7 @@ fn run_on_converged(
         gossip_bytes_per_node_per_s: (world.stats().gossip_bytes - bytes_before) as f64
             / world.len() as f64
             / elapsed_s,
+        unreachable_events: world.stats().unreachable_events,
         violations: world.checker().violations().to_vec(),
     };
     (world, outcome)

@@ -97,6 +97,8 @@ pub struct WorldStats {
     pub dropped_by_core: BTreeMap<&'static str, u64>,
     /// Every member incarnation some node saw removed.
     pub removed_members: BTreeSet<UniqueAddress>,
+    /// `UnreachableMember` events published by any node.
+    pub unreachable_events: u64,
 }
 
 /// The simulated cluster.
@@ -404,6 +406,9 @@ impl World {
                 Effect::Event(ev) => {
                     if let ClusterEvent::MemberRemoved { member, .. } = &ev {
                         self.stats.removed_members.insert(member.addr.clone());
+                    }
+                    if let ClusterEvent::UnreachableMember(_) = &ev {
+                        self.stats.unreachable_events += 1;
                     }
                     if let (ClusterEvent::MemberUp(m), Some((tracked, seen))) =
                         (&ev, self.tracked_up.as_mut())

@@ -358,3 +358,33 @@ fn random_faults_then_heal_always_recover() {
         );
     }
 }
+
+#[test]
+fn heartbeat_jitter_within_the_acceptable_pause_gives_no_false_positive() {
+    let mut cfg = WorldConfig::new(21);
+    cfg.latency.1 = Duration::from_millis(1000);
+    let (_, out) = scenario::run(Scenario::Jitter, 20, 21, Some(cfg));
+    assert_eq!(out.unreachable_events, 0, "{out:?}");
+    assert!(out.violations.is_empty());
+}
+
+#[test]
+fn a_crash_is_seen_by_every_node_within_the_phi_detection_time() {
+    for seed in 1..=3 {
+        let (_, out) = scenario::run(Scenario::Detect, 30, seed, None);
+        let ms = out
+            .simulated_ms_to_convergence
+            .expect("everyone saw the crash");
+        // Phi with default settings flags a silent node ~4.5-5.3 s after its last heartbeat,
+        // plus up to one reaper interval, plus gossip of the verdict to the non-monitoring nodes.
+        assert!((4_000..=10_000).contains(&ms), "seed {seed}: {ms} ms");
+    }
+}
+
+#[test]
+fn one_node_joins_a_converged_cluster_of_100_quickly() {
+    let (_, out) = scenario::run(Scenario::JoinOne, 100, 1, None);
+    assert!(out.converged && out.violations.is_empty(), "{out:?}");
+    let ms = out.simulated_ms_to_convergence.unwrap();
+    assert!(ms < 8_000, "took {ms} simulated ms");
+}

@@ -24,6 +24,10 @@ pub struct SimulateArgs {
     /// Do not print the per-node timeline (useful for thousands of nodes).
     #[arg(long)]
     quiet: bool,
+    /// Largest one-way network latency in milliseconds (uniform from 1 ms); the `jitter`
+    /// scenario defaults to 1000 ms, inside the 3 s acceptable heartbeat pause.
+    #[arg(long)]
+    max_latency_ms: Option<u64>,
 }
 
 /// Formats one timeline line: virtual time, node, what happened.
@@ -40,6 +44,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--nodes must be at least 1");
     }
     let mut cfg = WorldConfig::new(args.seed);
+    let default_max = if args.scenario == Scenario::Jitter {
+        Some(1000)
+    } else {
+        None
+    };
+    if let Some(ms) = args.max_latency_ms.or(default_max) {
+        cfg.latency.1 = std::time::Duration::from_millis(ms.max(1));
+    }
     let big = args.nodes > 200;
     cfg.record_events = !args.quiet && !big;
     cfg.check_states = !big;
