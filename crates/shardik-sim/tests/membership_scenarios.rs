@@ -388,3 +388,48 @@ fn one_node_joins_a_converged_cluster_of_100_quickly() {
     let ms = out.simulated_ms_to_convergence.unwrap();
     assert!(ms < 8_000, "took {ms} simulated ms");
 }
+
+#[test]
+fn per_role_min_nr_of_members_holds_joiners_back_until_enough_have_the_role() {
+    let mut base = WorldConfig::new(6).membership;
+    base.role_min_nr_of_members.insert("backend".into(), 2);
+    let mut w = World::new(WorldConfig::new(6));
+    let frontend = w.add_node_with(base.clone());
+    let mut backend_cfg = base.clone();
+    backend_cfg.roles.insert("backend".into());
+    let b1 = w.add_node_with(backend_cfg.clone());
+    w.join(frontend, &[frontend]);
+    w.join(b1, &[frontend]);
+    w.run_for(Duration::from_secs(15));
+    assert!(
+        w.members_seen_by(frontend)
+            .iter()
+            .all(|m| m.status == MemberStatus::Joining),
+        "one backend is not enough: {:?}",
+        w.members_seen_by(frontend)
+    );
+    let b2 = w.add_node_with(backend_cfg);
+    w.join(b2, &[frontend]);
+    assert!(
+        w.run_until_pred(Duration::from_secs(15), |w| w.all_up(&[frontend, b1, b2]))
+            .is_some()
+    );
+    assert_clean(&w, 6);
+}
+
+mod any_seed {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// Whatever the seed and size, random faults followed by healing end with every node
+        /// slot Up in one agreed, converged view, with no invariant violated on the way.
+        #[test]
+        fn random_faults_always_end_in_agreement(seed in any::<u64>(), nodes in 3usize..8) {
+            let (_, out) = scenario::run(Scenario::Churn, nodes, seed, None);
+            prop_assert!(out.converged, "seed {} nodes {}: {:?}", seed, nodes, out);
+            prop_assert!(out.violations.is_empty(), "seed {}: {:?}", seed, out.violations);
+        }
+    }
+}
