@@ -134,3 +134,41 @@ fn passivation_sim_prints_a_table() {
         "{text}"
     );
 }
+
+#[test]
+fn node_refuses_bad_configuration_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("shardik-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "[cluster]\ngosip-interval = \"1s\"\n").unwrap();
+    let out = shardik(&[
+        "node",
+        "--bind",
+        "127.0.0.1:0",
+        "--config",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cluster.gosip-interval") && err.contains("cluster.gossip-interval"),
+        "{err}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_shardik"))
+        .args(["node", "--bind", "127.0.0.1:0"])
+        .env("SHARDIK_CLUSTER__GOSSIP_INTERVAL", "fast")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cluster.gossip-interval") && err.contains("fast"),
+        "{err}"
+    );
+
+    let out = shardik(&["node", "--bind", "not-an-address"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not-an-address"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
