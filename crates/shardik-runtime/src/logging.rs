@@ -88,8 +88,11 @@ fn filter(level: &str) -> Result<EnvFilter, LoggingError> {
 /// must not fail over who prints its logs. An invalid filter is still reported.
 pub fn init(format: LogFormat, level: &str) -> Result<(), LoggingError> {
     let filter = filter(level)?;
+    // Colours only for a person at a terminal; files and pipes get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // `try_init` fails only when a global subscriber exists already; see above.
     let _already_installed = match format {
