@@ -21,7 +21,9 @@ use tracing::{debug, info, warn};
 
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use crate::metrics as m;
-use crate::transport::{Inbound, Outgoing, Transport, TransportConfig, TransportError};
+use crate::transport::{
+    Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError,
+};
 
 /// What a node needs to start.
 #[derive(Clone, Debug)]
@@ -56,6 +58,10 @@ pub struct RunningNode {
     pub stop: mpsc::Sender<StopRequest>,
     /// Resolves when the node has stopped, with the reason.
     pub finished: tokio::task::JoinHandle<ShutdownReason>,
+    /// User payloads other nodes sent to this one, kept apart from the driver so that user
+    /// traffic can never stall membership. Nothing consumes them yet (sharding will); whoever
+    /// owns the node should drain this, or payloads beyond the queue are dropped and counted.
+    pub user_messages: mpsc::Receiver<InboundUser>,
 }
 
 /// How to stop.
@@ -89,7 +95,8 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         address: self_node.clone(),
     };
     let bind = format!("{}:{}", opts.bind.host, opts.bind.port);
-    let (transport, inbound) = Transport::start(&bind, identity, opts.transport.clone()).await?;
+    let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
+    let inbound = receivers.membership;
     let epoch = TokioInstant::now();
     let core = Membership::new(
         opts.membership.clone(),
@@ -123,6 +130,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         self_node,
         stop: stop_tx,
         finished,
+        user_messages: receivers.user,
     })
 }
 
@@ -404,5 +412,6 @@ pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig
             max_gossip_bytes: t.maximum_gossip_decompressed_size,
         },
         inbound_queue_size: TransportConfig::default().inbound_queue_size,
+        inbound_user_queue_size: TransportConfig::default().inbound_user_queue_size,
     }
 }

@@ -5,11 +5,13 @@
 //! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
 //! - `passivation-sim`: replays access traces through passivation strategies.
+//! - `bench`: transport throughput/latency against a raw TCP baseline, and idle cost.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod demo;
 mod demo_sim;
 mod node;
@@ -38,6 +40,11 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Measure the transport (throughput, latency) and the idle cost of a cluster.
+    Bench(bench::BenchArgs),
+    /// The far side of `bench transport` (started by it; not for direct use).
+    #[command(name = "bench-peer", hide = true)]
+    BenchPeer(bench::PeerArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +54,8 @@ fn main() -> ExitCode {
         Cmd::Node(args) => node::run(args),
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
+        Cmd::Bench(args) => bench::run(args),
+        Cmd::BenchPeer(args) => bench::run_peer(args),
     };
     match result {
         Ok(code) => code,

@@ -87,6 +87,10 @@ async fn run_node(bind: Address, settings: Settings) -> anyhow::Result<ExitCode>
     let running = node::start(opts)
         .await
         .with_context(|| format!("cannot start the node on {bind}"))?;
+    // No user-level protocol consumes payloads yet (sharding will): discard them as they come,
+    // so that the bounded queue never fills with stale traffic.
+    let mut user_messages = running.user_messages;
+    tokio::spawn(async move { while user_messages.recv().await.is_some() {} });
     info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
     let router = http::router(
         running.handle.clone(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::SinkExt;
 use shardik_core::membership::{Message, UniqueAddress};
 use shardik_wire::{
@@ -29,11 +29,23 @@ pub struct Inbound {
     pub received_at: tokio::time::Instant,
 }
 
-pub(super) async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    tx: mpsc::Sender<Inbound>,
-) {
+/// A user payload received from a peer (a [`Frame::User`] body, not decoded any further).
+#[derive(Debug, Clone)]
+pub struct InboundUser {
+    /// The peer incarnation that sent it (from its handshake).
+    pub from: UniqueAddress,
+    /// The payload, exactly as the peer queued it.
+    pub payload: Bytes,
+}
+
+/// Where the readers put what they decode.
+#[derive(Clone)]
+pub(super) struct Sinks {
+    pub(super) membership: mpsc::Sender<Inbound>,
+    pub(super) user: mpsc::Sender<InboundUser>,
+}
+
+pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tx: Sinks) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -51,7 +63,7 @@ pub(super) async fn accept_loop(
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
-        if tx.is_closed() {
+        if tx.membership.is_closed() {
             return;
         }
     }
@@ -115,11 +127,7 @@ async fn read_frame(
     }
 }
 
-async fn serve_connection(
-    mut stream: TcpStream,
-    shared: &Shared,
-    tx: mpsc::Sender<Inbound>,
-) -> Result<(), String> {
+async fn serve_connection(mut stream: TcpStream, shared: &Shared, tx: Sinks) -> Result<(), String> {
     let cfg = &shared.config;
     let codec = FrameCodec::new(cfg.maximum_frame_size);
     let mut buf = BytesMut::with_capacity(8192);
@@ -186,7 +194,7 @@ async fn read_messages(
     mut buf: BytesMut,
     from: UniqueAddress,
     shared: &Shared,
-    tx: mpsc::Sender<Inbound>,
+    tx: Sinks,
 ) -> Result<(), String> {
     let cfg = &shared.config;
     loop {
@@ -239,7 +247,7 @@ async fn read_messages(
                     from: from.clone(),
                     received_at,
                 };
-                match tx.try_send(inbound) {
+                match tx.membership.try_send(inbound) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "inbound-queue-full").increment(1);
@@ -251,7 +259,23 @@ async fn read_messages(
             Frame::User(bytes) => {
                 metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "in", "lane" => "user")
                     .increment(1);
-                let _ = bytes;
+                let msg = InboundUser {
+                    from: from.clone(),
+                    payload: bytes,
+                };
+                match tx.user.try_send(msg) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "inbound-user-queue-full").increment(1);
+                        debug!(%from, "inbound user queue full: message dropped");
+                    }
+                    // Nobody consumes user traffic: drop it, but keep the connection, since
+                    // the peer may still send membership traffic on it.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "no-user-receiver")
+                            .increment(1);
+                    }
+                }
             }
             Frame::Close(reason) => {
                 debug!(%from, %reason, "peer closed the connection");

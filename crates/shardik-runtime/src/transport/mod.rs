@@ -23,7 +23,7 @@ use shardik_wire::{DecodeLimits, LocalIdentity};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-pub use inbound::Inbound;
+pub use inbound::{Inbound, InboundUser};
 
 /// Which queue and connection a message travels on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +67,10 @@ pub struct TransportConfig {
     pub decode_limits: DecodeLimits,
     /// Messages from the network queued for the node before new ones are dropped.
     pub inbound_queue_size: usize,
+    /// User payloads from the network queued for their consumer before new ones are dropped
+    /// (counted with reason `inbound-user-queue-full`). Separate from the membership queue so
+    /// that a slow user consumer never delays heartbeats.
+    pub inbound_user_queue_size: usize,
 }
 
 impl Default for TransportConfig {
@@ -82,6 +86,7 @@ impl Default for TransportConfig {
             reconnect_backoff_max: Duration::from_secs(5),
             decode_limits: DecodeLimits::default(),
             inbound_queue_size: 65_536,
+            inbound_user_queue_size: 65_536,
         }
     }
 }
@@ -113,6 +118,17 @@ struct Shared {
     identity: LocalIdentity,
 }
 
+/// What the transport delivers to its owner: decoded membership messages and raw user
+/// payloads, on separate bounded queues.
+#[derive(Debug)]
+pub struct Receivers {
+    /// Membership messages (heartbeats, gossip), for the node driver.
+    pub membership: mpsc::Receiver<Inbound>,
+    /// User payloads (sharding envelopes, later). Whoever holds this must keep draining it:
+    /// when it is full, new payloads are dropped and counted, never waited for.
+    pub user: mpsc::Receiver<InboundUser>,
+}
+
 /// The transport of one node: a listener plus outbound writers per peer and lane.
 ///
 /// Owned by the node driver; [`send`](Transport::send) never blocks.
@@ -123,12 +139,13 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// Binds `bind` and starts accepting. Decoded inbound traffic arrives on the returned receiver.
+    /// Binds `bind` and starts accepting. Decoded inbound traffic arrives on the returned
+    /// receivers: membership messages and user payloads on separate queues.
     pub async fn start(
         bind: &str,
         identity: LocalIdentity,
         config: TransportConfig,
-    ) -> Result<(Transport, mpsc::Receiver<Inbound>), TransportError> {
+    ) -> Result<(Transport, Receivers), TransportError> {
         let listener = TcpListener::bind(bind)
             .await
             .map_err(|source| TransportError::Bind {
@@ -141,16 +158,27 @@ impl Transport {
                 addr: bind.to_string(),
                 source,
             })?;
-        let (tx, rx) = mpsc::channel(config.inbound_queue_size);
+        let (tx, rx) = mpsc::channel(config.inbound_queue_size.max(1));
+        let (user_tx, user_rx) = mpsc::channel(config.inbound_user_queue_size.max(1));
         let shared = Arc::new(Shared { config, identity });
-        tokio::spawn(inbound::accept_loop(listener, Arc::clone(&shared), tx));
+        tokio::spawn(inbound::accept_loop(
+            listener,
+            Arc::clone(&shared),
+            inbound::Sinks {
+                membership: tx,
+                user: user_tx,
+            },
+        ));
         Ok((
             Transport {
                 shared,
                 peers: BTreeMap::new(),
                 local_addr,
             },
-            rx,
+            Receivers {
+                membership: rx,
+                user: user_rx,
+            },
         ))
     }
 
@@ -180,5 +208,52 @@ impl Transport {
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).
     pub fn forget_peer(&mut self, address: &Address) {
         self.peers.retain(|(a, _), _| a != address);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn transport(cluster: &str) -> (Transport, Receivers) {
+        // Bind first to learn a free port: the identity must name the address we listen on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let identity = LocalIdentity {
+            cluster_name: cluster.into(),
+            address: UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) + 1),
+        };
+        Transport::start(
+            &format!("127.0.0.1:{port}"),
+            identity,
+            TransportConfig::default(),
+        )
+        .await
+        .expect("transport starts")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn user_payloads_arrive_in_order_with_their_sender() {
+        let (mut a, _a_rx) = transport("t").await;
+        let (b, mut b_rx) = transport("t").await;
+        let to = b.identity().address.clone();
+        for i in 0..100u32 {
+            assert!(a.send(
+                &to,
+                Outgoing::User(bytes::Bytes::from(i.to_be_bytes().to_vec()))
+            ));
+        }
+        for i in 0..100u32 {
+            let got = tokio::time::timeout(Duration::from_secs(10), b_rx.user.recv())
+                .await
+                .expect("in time")
+                .expect("open");
+            assert_eq!(got.from, *a.identity());
+            assert_eq!(&got.payload[..], &i.to_be_bytes());
+        }
+        // User traffic never reaches the membership queue.
+        assert!(b_rx.membership.try_recv().is_err());
     }
 }
