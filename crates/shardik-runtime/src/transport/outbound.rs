@@ -18,6 +18,9 @@ use crate::metrics as m;
 /// Upper bound on bytes coalesced into one write.
 const COALESCE_BYTES: usize = 256 * 1024;
 
+/// Messages taken from the queue per channel operation.
+const BATCH: usize = 512;
+
 /// The sending end of one peer lane. Dropping it ends the writer task.
 pub(super) struct PeerQueue {
     tx: mpsc::Sender<Outgoing>,
@@ -106,6 +109,7 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
         };
         let mut buf = BytesMut::with_capacity(64 * 1024);
         let mut next = Some(first);
+        let mut batch: Vec<Outgoing> = Vec::with_capacity(BATCH);
         loop {
             let Some(msg) = next.take() else {
                 match rx.recv().await {
@@ -121,14 +125,16 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
             if encode(&codec, &msg, &mut buf) {
                 frames += 1;
             }
-            while buf.len() < COALESCE_BYTES {
-                match rx.try_recv() {
-                    Ok(m) => {
-                        if encode(&codec, &m, &mut buf) {
-                            frames += 1;
-                        }
+            // Take whatever else is queued in batches (one channel operation per batch rather
+            // than per message), up to the coalescing limit.
+            while buf.len() < COALESCE_BYTES && !rx.is_empty() {
+                if rx.recv_many(&mut batch, BATCH).await == 0 {
+                    break;
+                }
+                for m in batch.drain(..) {
+                    if encode(&codec, &m, &mut buf) {
+                        frames += 1;
                     }
-                    Err(_) => break,
                 }
             }
             let len = buf.len() as u64;
