@@ -235,6 +235,11 @@ async fn read_messages(
                         return Err(format!("undecodable membership message: {e}"));
                     }
                 };
+                super::count_membership_bytes(
+                    &msg,
+                    "in",
+                    bytes.len() + shardik_wire::LENGTH_PREFIX + 1,
+                );
                 if msg.sender().is_some_and(|s| *s != from) {
                     // A peer may only speak for itself.
                     metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "sender-mismatch")

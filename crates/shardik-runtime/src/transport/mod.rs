@@ -211,6 +211,22 @@ impl Transport {
     }
 }
 
+/// Counts the bytes of a membership frame under the gossip or heartbeat metric.
+fn count_membership_bytes(msg: &Message, direction: &'static str, bytes: usize) {
+    use crate::metrics as m;
+    let name = match msg {
+        Message::Heartbeat { .. } | Message::HeartbeatRsp { .. } => m::HEARTBEAT_BYTES_TOTAL,
+        Message::GossipEnvelope { .. } | Message::GossipStatus { .. } | Message::Welcome { .. } => {
+            m::GOSSIP_BYTES_TOTAL
+        }
+        _ => return,
+    };
+    metrics::counter!(name, "direction" => direction).increment(bytes as u64);
+    if direction == "in" && matches!(msg, Message::GossipEnvelope { .. }) {
+        metrics::counter!(m::GOSSIP_RECEIVED_TOTAL).increment(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

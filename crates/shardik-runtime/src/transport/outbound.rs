@@ -60,8 +60,14 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
         Outgoing::Membership(m) => Frame::membership(m),
         Outgoing::User(b) => Frame::User(b.clone()),
     };
+    let before = buf.len();
     match codec.encode(&frame, buf) {
-        Ok(()) => true,
+        Ok(()) => {
+            if let Outgoing::Membership(msg) = msg {
+                super::count_membership_bytes(msg, "out", buf.len() - before);
+            }
+            true
+        }
         Err(e) => {
             // Our own message is larger than the frame limit: a configuration problem. Drop it
             // loudly rather than break the connection for everything else.
