@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod membership;
+pub mod sharding;
 pub mod time;
 
 pub use time::Instant;

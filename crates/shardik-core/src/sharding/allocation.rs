@@ -1,0 +1,588 @@
+//! Shard allocation strategies: where a new shard goes, and which shards to move (digest §2).
+//!
+//! The coordinator owns the allocation state; a strategy is a pure decision function over a
+//! snapshot of it ([`AllocationSnapshot`]): every region with the shards it hosts (in allocation
+//! order, oldest first) plus the membership facts the reference's "cluster aware" mixin reads
+//! from the cluster state. Two strategies are provided:
+//!
+//! * [`LeastShardAllocationStrategy`]: the "holistic" algorithm with absolute and relative limits
+//!   per rebalance round (Akka 2.6.10+, digest §2.3). **Our default** (see [`AllocationSettings`]).
+//! * [`ThresholdShardAllocationStrategy`]: the older threshold algorithm (digest §2.2), kept for
+//!   configurations that set `rebalance-absolute-limit = 0`, as in the reference.
+//!
+//! Both allocate a new shard to the most suitable region (see [`RegionEntry::suitability_cmp`]).
+//! Ties are broken by the region id, ascending, so that every decision is a function of the
+//! snapshot alone (the reference breaks ties by hash-map iteration order).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::membership::member::{Member, MemberStatus};
+
+pub use super::shard_id::ShardId;
+
+mod least;
+mod threshold;
+
+#[cfg(test)]
+mod randomized_tests;
+
+pub use least::LeastShardAllocationStrategy;
+pub use threshold::ThresholdShardAllocationStrategy;
+
+/// Decides where shards live. Implementations must be deterministic functions of their inputs
+/// (and their own state): the coordinator re-asks every `rebalance-interval` and only records the
+/// decisions, so a strategy that flips its mind between calls causes needless hand-offs.
+///
+/// The reference's interface returns futures so a custom strategy may consult an external
+/// service. The core keeps it synchronous so the coordinator stays I/O-free and replayable; a
+/// runtime can wrap an asynchronous custom strategy later by resolving it outside the core and
+/// feeding the chosen region (or shard set) back in as an input.
+pub trait ShardAllocationStrategy<R> {
+    /// Where to put a new shard. `requester` is the region asking; `current` every region with
+    /// its shards. Must return one of the regions of `current`, or `None` when no region is
+    /// usable right now (for example the membership view has not caught up yet; the reference
+    /// retries after 50 ms), in which case the caller retries later.
+    fn allocate_shard(
+        &mut self,
+        requester: &R,
+        shard: &ShardId,
+        current: &AllocationSnapshot<R>,
+    ) -> Option<R>;
+
+    /// Which shards to move now (a subset of allocated shards); `in_progress` are shards already
+    /// rebalancing. The caller hands each returned shard off and then re-allocates it with
+    /// [`allocate_shard`](Self::allocate_shard), which is what moves it to the emptier regions.
+    fn rebalance(
+        &mut self,
+        current: &AllocationSnapshot<R>,
+        in_progress: &BTreeSet<ShardId>,
+    ) -> BTreeSet<ShardId>;
+}
+
+/// One shard region as the strategy sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionEntry<R> {
+    /// The region's identity (opaque to the strategy; only its order is used, for tie-breaks).
+    pub region: R,
+    /// The cluster member hosting the region, as currently known. `None` when the membership
+    /// view does not (yet) contain it: such a region is ignored for this call, neither chosen for
+    /// allocation nor counted for rebalancing, exactly as the reference skips regions whose
+    /// member it cannot find. The caller maps its own local region to the self member.
+    pub member: Option<Member>,
+    /// The shards hosted there, in allocation order (oldest first): the least-shard strategy
+    /// moves the oldest ones, so the order matters.
+    pub shards: Vec<ShardId>,
+}
+
+impl<R: Ord> RegionEntry<R> {
+    /// Whether the hosting member is on its way out (Leaving, Exiting, Down, Removed).
+    ///
+    /// Such regions sort last for allocation; their shards are moved by the coordinator's
+    /// graceful hand-off, not by the strategy.
+    pub fn is_leaving(&self) -> bool {
+        self.member.as_ref().is_some_and(|m| {
+            matches!(
+                m.status,
+                MemberStatus::Leaving
+                    | MemberStatus::Exiting
+                    | MemberStatus::Down
+                    | MemberStatus::Removed
+            )
+        })
+    }
+
+    /// The reference's "shard suitability" order; `Less` means `self` is the better home.
+    ///
+    /// 1. regions on members that are not leaving first;
+    /// 2. then the newest application version first (during a rolling update new shards go to
+    ///    upgraded nodes, so fewer of them have to move again);
+    /// 3. then the fewest shards first;
+    /// 4. then the smaller region id (our deterministic replacement for map iteration order).
+    ///
+    /// Entries without a member sort after all others (they are filtered out before use).
+    pub fn suitability_cmp(&self, other: &Self) -> Ordering {
+        let (a, b) = match (&self.member, &other.member) {
+            (Some(a), Some(b)) => (a, b),
+            (Some(_), None) => return Ordering::Less,
+            (None, Some(_)) => return Ordering::Greater,
+            (None, None) => return self.region.cmp(&other.region),
+        };
+        self.is_leaving()
+            .cmp(&other.is_leaving())
+            .then_with(|| compare_app_versions(&b.app_version, &a.app_version))
+            .then_with(|| self.shards.len().cmp(&other.shards.len()))
+            .then_with(|| self.region.cmp(&other.region))
+    }
+}
+
+/// What the strategy sees: every region with its shards, plus cluster-wide facts.
+///
+/// Regions are kept in region-id order, so iteration (and hence every decision) is
+/// deterministic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocationSnapshot<R> {
+    regions: BTreeMap<R, RegionEntry<R>>,
+    /// Some member (in the coordinator's data center, whether or not it hosts a region) is
+    /// unreachable. Rebalancing needs acknowledgements from every region and proxy, so it would
+    /// only stall: no rebalance while this is set.
+    pub unreachable_members: bool,
+    /// Some member (same scope) is Joining or WeaklyUp. Such a node should be Up shortly and
+    /// will then take shards; rebalancing before that would move shards twice: no rebalance
+    /// while this is set.
+    pub joining_members: bool,
+}
+
+impl<R> Default for AllocationSnapshot<R> {
+    fn default() -> Self {
+        AllocationSnapshot {
+            regions: BTreeMap::new(),
+            unreachable_members: false,
+            joining_members: false,
+        }
+    }
+}
+
+impl<R: Ord + Clone> AllocationSnapshot<R> {
+    /// An empty snapshot with no unreachable or joining members.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a region; returns the entry it replaced.
+    pub fn insert(&mut self, entry: RegionEntry<R>) -> Option<RegionEntry<R>> {
+        self.regions.insert(entry.region.clone(), entry)
+    }
+
+    /// Builder form of [`insert`](Self::insert).
+    pub fn with_region<S: Into<ShardId>>(
+        mut self,
+        region: R,
+        member: Option<Member>,
+        shards: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.insert(RegionEntry {
+            region,
+            member,
+            shards: shards.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
+    /// Builder form of setting [`unreachable_members`](Self::unreachable_members).
+    pub fn with_unreachable_members(mut self, any: bool) -> Self {
+        self.unreachable_members = any;
+        self
+    }
+
+    /// Builder form of setting [`joining_members`](Self::joining_members).
+    pub fn with_joining_members(mut self, any: bool) -> Self {
+        self.joining_members = any;
+        self
+    }
+
+    /// The entry of `region`, if present.
+    pub fn region(&self, region: &R) -> Option<&RegionEntry<R>> {
+        self.regions.get(region)
+    }
+
+    /// Every region, in region-id order.
+    pub fn regions(&self) -> impl Iterator<Item = &RegionEntry<R>> {
+        self.regions.values()
+    }
+
+    /// Number of regions (with or without a known member).
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Whether there are no regions at all.
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// Total number of allocated shards over all regions.
+    pub fn shard_count(&self) -> usize {
+        self.regions.values().map(|e| e.shards.len()).sum()
+    }
+
+    /// The regions whose member is known, most suitable first (the reference's
+    /// `regionEntriesFor(..).sorted(ShardSuitabilityOrdering)`).
+    pub(crate) fn sorted_candidates(&self) -> Vec<&RegionEntry<R>> {
+        let mut v: Vec<&RegionEntry<R>> = self
+            .regions
+            .values()
+            .filter(|e| e.member.is_some())
+            .collect();
+        v.sort_by(|a, b| a.suitability_cmp(b));
+        v
+    }
+
+    /// The most suitable region for a new shard, if any region has a known member.
+    pub(crate) fn most_suitable(&self) -> Option<&RegionEntry<R>> {
+        self.regions
+            .values()
+            .filter(|e| e.member.is_some())
+            .min_by(|a, b| a.suitability_cmp(b))
+    }
+
+    /// The reference's `isAGoodTimeToRebalance`: not with no regions, not during a rolling
+    /// update (members of the regions on different app versions: the old nodes are about to go
+    /// anyway), not while members are unreachable or joining.
+    pub(crate) fn is_good_time_to_rebalance(&self, sorted: &[&RegionEntry<R>]) -> bool {
+        let Some(first) = sorted.first().and_then(|e| e.member.as_ref()) else {
+            return false;
+        };
+        let same_version = sorted.iter().all(|e| {
+            e.member.as_ref().is_some_and(|m| {
+                compare_app_versions(&m.app_version, &first.app_version) == Ordering::Equal
+            })
+        });
+        same_version && !self.unreachable_members && !self.joining_members
+    }
+}
+
+/// Compares application versions the way rolling updates need (`Less` = older).
+///
+/// A version is `NUMBERS[-QUALIFIER]`: dot-separated segments compared numerically when both are
+/// digits (so `1.10` > `1.9`), otherwise as strings, with a numeric segment below a textual one;
+/// missing segments count as `0` (so `1.0` equals `1.0.0`). A release sorts above any of its
+/// qualified pre-releases (`1.0.0` > `1.0.0-M1`); qualifiers compare as strings. This follows the
+/// reference's `Version` closely enough for "prefer the newest", without its exact parser.
+pub fn compare_app_versions(a: &str, b: &str) -> Ordering {
+    fn split(v: &str) -> (&str, Option<&str>) {
+        match v.split_once('-') {
+            Some((n, q)) => (n, Some(q)),
+            None => (v, None),
+        }
+    }
+    fn segment_cmp(x: &str, y: &str) -> Ordering {
+        match (x.parse::<u64>(), y.parse::<u64>()) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            (Ok(_), Err(_)) => Ordering::Less,
+            (Err(_), Ok(_)) => Ordering::Greater,
+            (Err(_), Err(_)) => x.cmp(y),
+        }
+    }
+    let (an, aq) = split(a.trim());
+    let (bn, bq) = split(b.trim());
+    let mut asegs = an.split('.').filter(|s| !s.is_empty());
+    let mut bsegs = bn.split('.').filter(|s| !s.is_empty());
+    loop {
+        let ord = match (asegs.next(), bsegs.next()) {
+            (None, None) => break,
+            (x, y) => segment_cmp(x.unwrap_or("0"), y.unwrap_or("0")),
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    match (aq, bq) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(_), None) => Ordering::Less,
+        (Some(x), Some(y)) => x.cmp(y),
+    }
+}
+
+/// Our default `rebalance-absolute-limit`: 20.
+///
+/// The reference ships 0, which selects the *old* threshold algorithm; its documentation
+/// recommends the new algorithm and shows 20 as the example value. We make the new algorithm
+/// the default with that value (a documented difference from Akka).
+pub const DEFAULT_REBALANCE_ABSOLUTE_LIMIT: u32 = 20;
+/// Default `rebalance-relative-limit` (reference.conf): at most 10 % of all shards per round.
+pub const DEFAULT_REBALANCE_RELATIVE_LIMIT: f64 = 0.1;
+/// Default `rebalance-threshold` of the old algorithm (reference.conf).
+pub const DEFAULT_REBALANCE_THRESHOLD: u32 = 1;
+/// Default `max-simultaneous-rebalance` of the old algorithm (reference.conf).
+pub const DEFAULT_MAX_SIMULTANEOUS_REBALANCE: u32 = 3;
+
+/// The `least-shard-allocation-strategy` settings block, and the rule choosing the algorithm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AllocationSettings {
+    /// Most shards moved per round by the new algorithm. `> 0` selects the new algorithm (the
+    /// reference's rule); `0` selects the old threshold algorithm.
+    pub rebalance_absolute_limit: u32,
+    /// Fraction (< 1.0) of all shards moved per round by the new algorithm; the smaller of the
+    /// two limits applies, but never fewer than one shard.
+    pub rebalance_relative_limit: f64,
+    /// Old algorithm: rebalance only when most − least exceeds this.
+    pub rebalance_threshold: u32,
+    /// Old algorithm: at most this many shards rebalancing at once.
+    pub max_simultaneous_rebalance: u32,
+}
+
+impl Default for AllocationSettings {
+    /// `20 / 0.1 / 1 / 3`: the new algorithm (see [`DEFAULT_REBALANCE_ABSOLUTE_LIMIT`]).
+    fn default() -> Self {
+        AllocationSettings {
+            rebalance_absolute_limit: DEFAULT_REBALANCE_ABSOLUTE_LIMIT,
+            rebalance_relative_limit: DEFAULT_REBALANCE_RELATIVE_LIMIT,
+            rebalance_threshold: DEFAULT_REBALANCE_THRESHOLD,
+            max_simultaneous_rebalance: DEFAULT_MAX_SIMULTANEOUS_REBALANCE,
+        }
+    }
+}
+
+impl AllocationSettings {
+    /// The strategy these settings select: [`LeastShardAllocationStrategy`] when
+    /// `rebalance_absolute_limit > 0`, else [`ThresholdShardAllocationStrategy`] (the
+    /// reference's `defaultShardAllocationStrategy` rule).
+    pub fn strategy<R: Ord + Clone + 'static>(&self) -> Box<dyn ShardAllocationStrategy<R> + Send> {
+        if self.rebalance_absolute_limit > 0 {
+            Box::new(LeastShardAllocationStrategy::new(
+                self.rebalance_absolute_limit,
+                self.rebalance_relative_limit,
+            ))
+        } else {
+            Box::new(ThresholdShardAllocationStrategy::new(
+                self.rebalance_threshold,
+                self.max_simultaneous_rebalance,
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! Fixtures shared by the strategy tests: the reference specs' regions A, B, C on three Up
+    //! members and shards named "001", "002", … handed out in order.
+
+    use super::*;
+    use crate::membership::address::{Address, UniqueAddress};
+    use crate::membership::member::NOT_YET_UP;
+
+    pub fn member(port: u16, status: MemberStatus, version: &str) -> Member {
+        Member {
+            addr: UniqueAddress::new(Address::new("127.0.0.1", port), 1),
+            status,
+            up_number: if status == MemberStatus::Joining {
+                NOT_YET_UP
+            } else {
+                u32::from(port)
+            },
+            roles: BTreeSet::new(),
+            app_version: version.into(),
+        }
+    }
+
+    pub fn up(port: u16) -> Member {
+        member(port, MemberStatus::Up, "1.0.0")
+    }
+
+    pub fn shard(n: usize) -> ShardId {
+        format!("{n:03}")
+    }
+
+    pub fn shards(range: std::ops::Range<usize>) -> Vec<ShardId> {
+        range.map(shard).collect()
+    }
+
+    /// Regions "A", "B", "C" with `a`, `b`, `c` shards numbered consecutively from "001".
+    pub fn abc(a: usize, b: usize, c: usize) -> AllocationSnapshot<&'static str> {
+        AllocationSnapshot::new()
+            .with_region("A", Some(up(1)), shards(1..1 + a))
+            .with_region("B", Some(up(2)), shards(1 + a..1 + a + b))
+            .with_region("C", Some(up(3)), shards(1 + a + b..1 + a + b + c))
+    }
+
+    pub fn set(ids: &[&str]) -> BTreeSet<ShardId> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The specs' `afterRebalance`: remove the chosen shards, then allocate them one by one
+    /// in sorted order, each time appending to the chosen region.
+    pub fn after_rebalance<R: Ord + Clone>(
+        strategy: &mut dyn ShardAllocationStrategy<R>,
+        snapshot: &AllocationSnapshot<R>,
+        moved: &BTreeSet<ShardId>,
+        requester: &R,
+    ) -> AllocationSnapshot<R> {
+        let mut next = snapshot.clone();
+        for entry in next.regions.values_mut() {
+            entry.shards.retain(|s| !moved.contains(s));
+        }
+        for s in moved {
+            let to = strategy
+                .allocate_shard(requester, s, &next)
+                .expect("a region to allocate to");
+            next.regions
+                .get_mut(&to)
+                .expect("strategy returned a known region")
+                .shards
+                .push(s.clone());
+        }
+        next
+    }
+
+    pub fn counts<R: Ord + Clone>(snapshot: &AllocationSnapshot<R>) -> Vec<usize> {
+        snapshot.regions().map(|e| e.shards.len()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    /// Spec "prefer least shards, latest version, non downed, leaving or exiting nodes"
+    /// (LeastShardAllocationStrategySpec and DeprecatedLeastShardAllocationStrategySpec).
+    #[test]
+    fn suitability_order() {
+        let snapshot = AllocationSnapshot::new()
+            .with_region(
+                "fewest",
+                Some(member(3, MemberStatus::Up, "1.0.1")),
+                shards(0..0),
+            )
+            .with_region(
+                "leaving",
+                Some(member(2, MemberStatus::Leaving, "1.0.0")),
+                shards(0..0),
+            )
+            .with_region(
+                "most",
+                Some(member(5, MemberStatus::Up, "1.0.1")),
+                ["ShardId2", "ShardId3"],
+            )
+            .with_region(
+                "oldapp",
+                Some(member(1, MemberStatus::Up, "1.0.0")),
+                shards(0..0),
+            )
+            .with_region(
+                "oneshard",
+                Some(member(4, MemberStatus::Up, "1.0.1")),
+                ["ShardId1"],
+            );
+        let order: Vec<&str> = snapshot
+            .sorted_candidates()
+            .iter()
+            .map(|e| e.region)
+            .collect();
+        assert_eq!(order, ["fewest", "oneshard", "most", "oldapp", "leaving"]);
+    }
+
+    /// Leaving, Exiting and Down members all count as leaving; regions of unknown members are
+    /// skipped; with only leaving regions left the reference still allocates to one of them.
+    #[test]
+    fn allocation_avoids_leaving_and_unknown_regions() {
+        for status in [
+            MemberStatus::Leaving,
+            MemberStatus::Exiting,
+            MemberStatus::Down,
+        ] {
+            let snapshot = AllocationSnapshot::new()
+                .with_region("A", Some(member(1, status, "1.0.0")), shards(0..0))
+                .with_region("B", None, shards(0..0))
+                .with_region("C", Some(up(3)), shards(1..6));
+            let mut s = LeastShardAllocationStrategy::default();
+            assert_eq!(
+                s.allocate_shard(&"A", &shard(9), &snapshot),
+                Some("C"),
+                "{status}"
+            );
+            let mut t = ThresholdShardAllocationStrategy::default();
+            assert_eq!(
+                t.allocate_shard(&"A", &shard(9), &snapshot),
+                Some("C"),
+                "{status}"
+            );
+        }
+        let only_leaving = AllocationSnapshot::new()
+            .with_region(
+                "A",
+                Some(member(1, MemberStatus::Leaving, "1.0.0")),
+                shards(0..0),
+            )
+            .with_region("B", None, shards(0..0));
+        let mut s = LeastShardAllocationStrategy::default();
+        assert_eq!(s.allocate_shard(&"B", &shard(1), &only_leaving), Some("A"));
+        let nobody = AllocationSnapshot::<&str>::new().with_region("B", None, shards(0..0));
+        assert_eq!(s.allocate_shard(&"B", &shard(1), &nobody), None);
+        assert_eq!(
+            s.allocate_shard(&"B", &shard(1), &AllocationSnapshot::new()),
+            None
+        );
+    }
+
+    /// A rolling update: new shards go to the newest version even if it holds more shards.
+    #[test]
+    fn allocation_prefers_newest_app_version() {
+        let snapshot = AllocationSnapshot::new()
+            .with_region(
+                "A",
+                Some(member(1, MemberStatus::Up, "1.9.0")),
+                shards(0..0),
+            )
+            .with_region(
+                "B",
+                Some(member(2, MemberStatus::Up, "1.10.0")),
+                shards(1..4),
+            );
+        let mut s = LeastShardAllocationStrategy::default();
+        assert_eq!(s.allocate_shard(&"A", &shard(9), &snapshot), Some("B"));
+    }
+
+    /// Equal candidates: the smaller region id wins (deterministic tie-break).
+    #[test]
+    fn allocation_ties_go_to_smallest_region_id() {
+        let mut s = LeastShardAllocationStrategy::default();
+        assert_eq!(s.allocate_shard(&"C", &shard(7), &abc(2, 2, 2)), Some("A"));
+        assert_eq!(s.allocate_shard(&"C", &shard(7), &abc(3, 2, 2)), Some("B"));
+    }
+
+    #[test]
+    fn app_version_order() {
+        use Ordering::*;
+        let cases = [
+            ("1.0.0", "1.0.0", Equal),
+            ("1.0", "1.0.0", Equal),
+            ("1.9.0", "1.10.0", Less),
+            ("2", "1.99.99", Greater),
+            ("1.0.0-M1", "1.0.0", Less),
+            ("1.0.0-M1", "1.0.0-M2", Less),
+            ("0.0.0", "", Equal),
+            ("1.0.a", "1.0.1", Greater),
+        ];
+        for (a, b, expected) in cases {
+            assert_eq!(compare_app_versions(a, b), expected, "{a} vs {b}");
+            assert_eq!(compare_app_versions(b, a), expected.reverse(), "{b} vs {a}");
+        }
+    }
+
+    /// Our default is the new algorithm with absolute limit 20; absolute limit 0 selects the old
+    /// one, as the reference's rule does. Observed through behaviour: on [3, 0, 0] the new
+    /// algorithm moves two shards at once, the old one (threshold 1) only one.
+    #[test]
+    fn settings_select_the_algorithm() {
+        let d = AllocationSettings::default();
+        assert_eq!(
+            (d.rebalance_absolute_limit, d.rebalance_relative_limit),
+            (20, 0.1)
+        );
+        assert_eq!(
+            (d.rebalance_threshold, d.max_simultaneous_rebalance),
+            (1, 3)
+        );
+        let generous = AllocationSettings {
+            rebalance_relative_limit: 1.0,
+            ..d
+        };
+        let mut new = generous.strategy::<&str>();
+        assert_eq!(
+            new.rebalance(&abc(3, 0, 0), &BTreeSet::new()),
+            set(&["001", "002"])
+        );
+        let old_settings = AllocationSettings {
+            rebalance_absolute_limit: 0,
+            ..generous
+        };
+        let mut old = old_settings.strategy::<&str>();
+        assert_eq!(
+            old.rebalance(&abc(3, 0, 0), &BTreeSet::new()),
+            set(&["001"])
+        );
+    }
+}

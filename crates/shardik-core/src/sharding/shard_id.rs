@@ -1,0 +1,97 @@
+//! Shard identifiers and the fixed entity-id → shard mapping.
+
+use std::num::NonZeroU32;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The identifier of a shard: the unit of placement and rebalancing.
+///
+/// A plain string, as in the reference (`ShardRegion.ShardId = String`), so custom extractors can
+/// name shards however they like; [`shard_id_for`] produces the decimal form used by default.
+pub type ShardId = String;
+
+/// Why [`shard_id_for`] refused its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ShardIdError {
+    /// `number_of_shards` was 0; there must be at least one shard.
+    #[error("number of shards must be at least 1")]
+    ZeroShards,
+}
+
+/// The shard number of `entity_id` among `number_of_shards` shards.
+///
+/// Definition (a wire- and storage-level contract, **fixed forever**):
+/// `xxh3_64(utf8_bytes(entity_id)) mod number_of_shards`, where `xxh3_64` is XXH3 64-bit with
+/// seed 0 and no secret. Never the standard library's hasher: that one is randomly keyed per
+/// process, and every node (and every restart, and remembered-entity stores) must agree on
+/// where an entity lives. Changing this function re-homes every entity of every deployment, so
+/// the table test below pins exact values.
+pub fn shard_number_for(entity_id: &str, number_of_shards: NonZeroU32) -> u32 {
+    let n = u64::from(number_of_shards.get());
+    // The remainder is < n ≤ u32::MAX, so the narrowing cannot lose bits.
+    (xxh3_64(entity_id.as_bytes()) % n) as u32
+}
+
+/// The shard of `entity_id`: [`shard_number_for`] rendered in decimal (`"0"`, `"17"`, …).
+///
+/// `number_of_shards` is the configured `number-of-shards` (reference default 1000); it must be
+/// at least 1, otherwise [`ShardIdError::ZeroShards`] is returned rather than panicking on a
+/// division by zero. Like the hash, the decimal rendering (no padding, no sign) is part of the
+/// fixed contract.
+pub fn shard_id_for(entity_id: &str, number_of_shards: u32) -> Result<ShardId, ShardIdError> {
+    let n = NonZeroU32::new(number_of_shards).ok_or(ShardIdError::ZeroShards)?;
+    Ok(shard_number_for(entity_id, n).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the contract: these values were computed once and must never change.
+    #[test]
+    fn shard_id_table_is_fixed_forever() {
+        let table: &[(&str, u32, &str)] = &[
+            ("", 1000, "138"),
+            ("a", 1000, "719"),
+            ("entity-1", 1000, "655"),
+            ("entity-2", 1000, "521"),
+            ("user:42", 1000, "826"),
+            ("order/2024/0001", 1000, "10"),
+            ("žluťoučký kůň", 1000, "131"),
+            ("entity-1", 100, "55"),
+            ("entity-1", 7, "4"),
+            ("entity-1", 1, "0"),
+            ("entity-1", u32::MAX, "830541960"),
+        ];
+        for (id, n, expected) in table {
+            assert_eq!(
+                shard_id_for(id, *n).as_deref(),
+                Ok(*expected),
+                "shard_id_for({id:?}, {n})"
+            );
+        }
+    }
+
+    /// The underlying hash is XXH3-64 with seed 0: pin one raw value too, so a swap of the
+    /// hash variant (seeded, 128-bit, XXH64) is caught even where the modulus would hide it.
+    #[test]
+    fn raw_hash_is_xxh3_64_seed_0() {
+        assert_eq!(xxh3_64(b"entity-1"), 11_071_694_344_604_516_655);
+        // The published XXH3-64 test value for empty input (seed 0).
+        assert_eq!(xxh3_64(b""), 0x2D06_8005_38D3_94C2);
+    }
+
+    #[test]
+    fn zero_shards_is_an_error() {
+        assert_eq!(shard_id_for("x", 0), Err(ShardIdError::ZeroShards));
+    }
+
+    #[test]
+    fn always_in_range() {
+        let n = NonZeroU32::new(13).unwrap();
+        for i in 0..1000 {
+            let s = shard_number_for(&format!("e{i}"), n);
+            assert!(s < 13);
+        }
+    }
+}
