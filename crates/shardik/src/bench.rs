@@ -81,7 +81,16 @@ pub struct TransportArgs {
     /// Print one JSON object per measurement instead of a table.
     #[arg(long)]
     json: bool,
+    /// Runtime of both processes: `multi` (two worker threads, as `shardik node`) or `current`
+    /// (one thread: task hand-offs never cross threads).
+    #[arg(long, default_value = "multi", value_parser = ["multi", "current"])]
+    runtime: String,
 }
+
+/// Which tokio runtime the benchmark processes use; the peer inherits it through the
+/// `SHARDIK_BENCH_RUNTIME` environment variable of its process.
+static RUNTIME_KIND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+const RUNTIME_ENV: &str = "SHARDIK_BENCH_RUNTIME";
 
 /// Arguments of `shardik bench idle`.
 #[derive(Args, Debug)]
@@ -133,16 +142,29 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             if a.rate == 0 || a.messages == 0 || a.duration_s == 0 {
                 bail!("--messages, --rate and --duration-s must be positive");
             }
+            let _ = RUNTIME_KIND.set(a.runtime.clone());
             runtime()?.block_on(transport_bench(a))
         }
         BenchCmd::Idle(a) => idle_bench(a),
     }
 }
 
-/// The same runtime shape as `shardik node`: two workers, for a two-core machine.
+/// By default the same runtime shape as `shardik node` (two workers, for a two-core machine);
+/// `--runtime current` runs everything on one thread.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let kind = RUNTIME_KIND
+        .get()
+        .cloned()
+        .or_else(|| std::env::var(RUNTIME_ENV).ok())
+        .unwrap_or_else(|| "multi".to_string());
+    let mut builder = if kind == "current" {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    };
+    builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -345,7 +367,12 @@ impl Peer {
     async fn spawn(mode: PeerMode, expect: u64) -> anyhow::Result<Peer> {
         let port = free_port()?;
         let exe = std::env::current_exe().context("cannot find the shardik executable")?;
+        let kind = RUNTIME_KIND
+            .get()
+            .cloned()
+            .unwrap_or_else(|| "multi".to_string());
         let mut child = tokio::process::Command::new(exe)
+            .env(RUNTIME_ENV, kind)
             .arg("bench-peer")
             .arg("--bind")
             .arg(format!("127.0.0.1:{port}"))

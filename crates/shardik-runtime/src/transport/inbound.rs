@@ -268,18 +268,14 @@ async fn read_messages(
                     from: from.clone(),
                     payload: bytes,
                 };
-                match tx.user.try_send(msg) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "inbound-user-queue-full").increment(1);
-                        debug!(%from, "inbound user queue full: message dropped");
-                    }
-                    // Nobody consumes user traffic: drop it, but keep the connection, since
-                    // the peer may still send membership traffic on it.
-                    Err(mpsc::error::TrySendError::Closed(_)) => {
-                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "no-user-receiver")
-                            .increment(1);
-                    }
+                // User traffic is not dropped when the consumer falls behind: waiting here stops
+                // reading this connection, TCP flow control pushes back, and the sender's
+                // bounded queue tells the sending code (which can retry or report). This is the
+                // user lane only; the membership lane never waits behind it.
+                if tx.user.send(msg).await.is_err() {
+                    // Nobody consumes user traffic: drop it, but keep the connection.
+                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "no-user-receiver")
+                        .increment(1);
                 }
             }
             Frame::Close(reason) => {

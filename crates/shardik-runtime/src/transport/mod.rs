@@ -67,9 +67,10 @@ pub struct TransportConfig {
     pub decode_limits: DecodeLimits,
     /// Messages from the network queued for the node before new ones are dropped.
     pub inbound_queue_size: usize,
-    /// User payloads from the network queued for their consumer before new ones are dropped
-    /// (counted with reason `inbound-user-queue-full`). Separate from the membership queue so
-    /// that a slow user consumer never delays heartbeats.
+    /// User payloads from the network queued for their consumer. When it is full the
+    /// connection stops being read (TCP back-pressure reaches the sender's bounded queue)
+    /// rather than dropping; separate from the membership queue so that a slow user consumer
+    /// never delays heartbeats.
     pub inbound_user_queue_size: usize,
 }
 
