@@ -473,6 +473,24 @@ impl Membership {
             .cloned()
     }
 
+    /// Why gossip from `from` must be ignored, if it must (digest §4.4): we are not a member,
+    /// or the sender is not one we know, or we observe it as unreachable.
+    fn gossip_sender_refusal(&self, from: &UniqueAddress) -> Option<DropReason> {
+        if !self.is_member() {
+            Some(DropReason::NotAMember)
+        } else if !self.gossip.has_member(from) {
+            Some(DropReason::UnknownSender)
+        } else if !self
+            .gossip
+            .reachability
+            .is_reachable_from(&self.self_node, from)
+        {
+            Some(DropReason::UnreachableSender)
+        } else {
+            None
+        }
+    }
+
     fn drop_input(&mut self, reason: DropReason, msg: &Message, out: &mut Vec<Effect>) {
         self.stats.dropped += 1;
         out.push(Effect::Dropped {
@@ -613,18 +631,8 @@ impl Membership {
                 ref version,
                 seen_digest,
             } => {
-                if !self.is_member() {
-                    return self.drop_input(DropReason::NotAMember, &msg, out);
-                }
-                if !self.gossip.has_member(from) {
-                    return self.drop_input(DropReason::UnknownSender, &msg, out);
-                }
-                if !self
-                    .gossip
-                    .reachability
-                    .is_reachable_from(&self.self_node, from)
-                {
-                    return self.drop_input(DropReason::UnreachableSender, &msg, out);
+                if let Some(reason) = self.gossip_sender_refusal(from) {
+                    return self.drop_input(reason, &msg, out);
                 }
                 let from = from.clone();
                 match self.gossip.version.compare(version) {
@@ -641,21 +649,11 @@ impl Membership {
                 if now.saturating_duration_since(received_at) > self.cfg.gossip_time_to_live {
                     return self.drop_input(DropReason::StaleGossip, &msg, out);
                 }
-                if !self.is_member() {
-                    return self.drop_input(DropReason::NotAMember, &msg, out);
-                }
                 if *to != self.self_node {
                     return self.drop_input(DropReason::WrongIncarnation, &msg, out);
                 }
-                if !self.gossip.has_member(from) {
-                    return self.drop_input(DropReason::UnknownSender, &msg, out);
-                }
-                if !self
-                    .gossip
-                    .reachability
-                    .is_reachable_from(&self.self_node, from)
-                {
-                    return self.drop_input(DropReason::UnreachableSender, &msg, out);
+                if let Some(reason) = self.gossip_sender_refusal(from) {
+                    return self.drop_input(reason, &msg, out);
                 }
                 if !gossip.has_member(&self.self_node) {
                     return self.drop_input(DropReason::NotInGossip, &msg, out);
