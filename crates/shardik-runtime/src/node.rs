@@ -413,5 +413,6 @@ pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig
         },
         inbound_queue_size: TransportConfig::default().inbound_queue_size,
         inbound_user_queue_size: TransportConfig::default().inbound_user_queue_size,
+        maximum_peers: TransportConfig::default().maximum_peers,
     }
 }

@@ -72,6 +72,8 @@ pub struct TransportConfig {
     /// rather than dropping; separate from the membership queue so that a slow user consumer
     /// never delays heartbeats.
     pub inbound_user_queue_size: usize,
+    /// Most peer lanes with a writer at once (each peer uses up to one per lane).
+    pub maximum_peers: usize,
 }
 
 impl Default for TransportConfig {
@@ -88,6 +90,8 @@ impl Default for TransportConfig {
             decode_limits: DecodeLimits::default(),
             inbound_queue_size: 65_536,
             inbound_user_queue_size: 65_536,
+            // Two lanes for each node of a 30 000-node cluster.
+            maximum_peers: 65_536,
         }
     }
 }
@@ -194,16 +198,40 @@ impl Transport {
     }
 
     /// Queues `msg` for `to`. Returns false (and counts it) if that peer's lane queue is full.
+    ///
+    /// Peers are created on first use and their writers end after `idle-timeout` without
+    /// traffic. Replies go to addresses that peers claim for themselves, so the number of
+    /// live peers is capped (`maximum_peers`): beyond it, sends to new addresses are refused,
+    /// counted and logged rather than growing without bound.
     pub fn send(&mut self, to: &Address, msg: Outgoing) -> bool {
         let lane = match msg {
             Outgoing::Membership(_) => Lane::Control,
             Outgoing::User(_) => Lane::User,
         };
         let key = (to.clone(), lane);
-        let queue = self.peers.entry(key).or_insert_with(|| {
-            outbound::PeerQueue::spawn(to.clone(), lane, Arc::clone(&self.shared))
-        });
-        queue.push(msg)
+        if let Some(queue) = self.peers.get(&key) {
+            if !queue.is_closed() {
+                return queue.push(msg);
+            }
+        }
+        if !self.peers.contains_key(&key) && self.peers.len() >= self.shared.config.maximum_peers {
+            // Sweep writers that ended (idle) before refusing.
+            self.peers.retain(|_, q| !q.is_closed());
+            if self.peers.len() >= self.shared.config.maximum_peers {
+                metrics::counter!(crate::metrics::DROPPED_MESSAGES_TOTAL, "reason" => "too-many-peers").increment(1);
+                tracing::warn!(%to, limit = self.shared.config.maximum_peers, "not sending: too many peers");
+                return false;
+            }
+        }
+        let queue = outbound::PeerQueue::spawn(to.clone(), lane, Arc::clone(&self.shared));
+        let sent = queue.push(msg);
+        self.peers.insert(key, queue);
+        sent
+    }
+
+    /// How many peer lanes have a writer (for tests and inspection).
+    pub fn peer_count(&self) -> usize {
+        self.peers.values().filter(|q| !q.is_closed()).count()
     }
 
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).
@@ -233,6 +261,10 @@ mod tests {
     use super::*;
 
     async fn transport(cluster: &str) -> (Transport, Receivers) {
+        transport_with(cluster, TransportConfig::default()).await
+    }
+
+    async fn transport_with(cluster: &str, config: TransportConfig) -> (Transport, Receivers) {
         // Bind first to learn a free port: the identity must name the address we listen on.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -242,13 +274,53 @@ mod tests {
             cluster_name: cluster.into(),
             address: UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) + 1),
         };
-        Transport::start(
-            &format!("127.0.0.1:{port}"),
-            identity,
-            TransportConfig::default(),
-        )
-        .await
-        .expect("transport starts")
+        Transport::start(&format!("127.0.0.1:{port}"), identity, config)
+            .await
+            .expect("transport starts")
+    }
+
+    /// Addresses nobody listens on (ports just released).
+    fn dead_addresses(n: usize) -> Vec<Address> {
+        let listeners: Vec<_> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        listeners
+            .iter()
+            .map(|l| Address::new("127.0.0.1", l.local_addr().unwrap().port()))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn peers_are_capped_and_idle_writers_end() {
+        let config = TransportConfig {
+            maximum_peers: 3,
+            idle_timeout: Duration::from_millis(200),
+            ..TransportConfig::default()
+        };
+        let (mut t, _rx) = transport_with("t", config).await;
+        let dead = dead_addresses(5);
+        let ping = || Outgoing::User(bytes::Bytes::from_static(b"x"));
+        for a in &dead[..3] {
+            assert!(t.send(a, ping()), "room for three peers");
+        }
+        assert!(
+            !t.send(&dead[3], ping()),
+            "a fourth peer is refused, not added"
+        );
+        assert_eq!(t.peer_count(), 3);
+        // Their writers fail to connect, then end after the idle timeout: room again.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while t.peer_count() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "idle writers did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            t.send(&dead[4], ping()),
+            "a new peer fits once idle ones ended"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,11 @@ impl PeerQueue {
         PeerQueue { tx, lane, to }
     }
 
+    /// Whether the writer has ended (it does after `idle-timeout` without traffic).
+    pub(super) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     /// Queues a message; false if the queue is full (the message is dropped and counted).
     pub(super) fn push(&self, msg: Outgoing) -> bool {
         match self.tx.try_send(msg) {
@@ -88,9 +93,11 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
         // Connect lazily: only when there is something to send.
         let first = match pending.take() {
             Some(m) => m,
-            None => match rx.recv().await {
-                Some(m) => m,
-                None => return,
+            // Nothing to send for `idle-timeout`: end, so that peers we no longer talk to do
+            // not keep a task and a queue forever.
+            None => match tokio::time::timeout(cfg.idle_timeout, rx.recv()).await {
+                Ok(Some(m)) => m,
+                Ok(None) | Err(_) => return,
             },
         };
         let mut stream = match connect(&to, &shared).await {
@@ -118,9 +125,9 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
         let mut batch: Vec<Outgoing> = Vec::with_capacity(BATCH);
         loop {
             let Some(msg) = next.take() else {
-                match rx.recv().await {
-                    Some(m) => next = Some(m),
-                    None => {
+                match tokio::time::timeout(cfg.idle_timeout, rx.recv()).await {
+                    Ok(Some(m)) => next = Some(m),
+                    Ok(None) | Err(_) => {
                         let _ = stream.shutdown().await;
                         return;
                     }
