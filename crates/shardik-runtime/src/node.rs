@@ -256,7 +256,14 @@ impl Driver {
         while i < effects.len() {
             match std::mem::replace(&mut effects[i], Effect::SelfExiting) {
                 Effect::Send { to, msg } => self.send(to, msg),
-                Effect::Event(ev) => log_event(&ev),
+                Effect::Event(ev) => {
+                    log_event(&ev);
+                    if let ClusterEvent::MemberRemoved { member, .. } = &ev {
+                        // Its writers and queues are of no further use; a new incarnation at
+                        // the same address gets fresh ones when we next send to it.
+                        self.transport.forget_peer(&member.addr.address);
+                    }
+                }
                 Effect::Dropped { reason, kind } => {
                     metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => reason.as_str())
                         .increment(1);

@@ -3,8 +3,11 @@
 //!
 //! This is a size model of the protobuf encoding described in digest §6 (an address table
 //! referenced by index, varints, packed fields), before compression. It is an estimate made
-//! without running the encoder, so that simulations of 10 000 nodes stay fast; the wire
-//! layer's real encoder replaces it when it exists.
+//! without running the encoder, so that simulations of 10 000 nodes stay fast (the real
+//! encoder in `shardik-wire` would gzip every full state). Against the real encoder: raw
+//! gossip sizes agree within about 5%; gzip makes a converged 1 000-node envelope about 2.3×
+//! smaller than modelled; a status message whose clock has an entry per node is larger than
+//! modelled (see docs/PERFORMANCE.md).
 
 use shardik_core::membership::{Gossip, Message, UniqueAddress, VectorClock};
 
