@@ -461,7 +461,7 @@ impl Membership {
                 Some(_) => out.push(Effect::CommandFailed(CommandError::NotAMember)),
                 None => out.push(Effect::CommandFailed(CommandError::UnknownMember(address))),
             },
-            Command::ExitingCompleted => self.exiting_completed(now, out),
+            Command::ExitingCompleted => self.exiting_completed(out),
         }
     }
 
@@ -892,11 +892,10 @@ impl Membership {
         self.after_state_change(now, out);
     }
 
-    fn exiting_completed(&mut self, now: Instant, out: &mut Vec<Effect>) {
+    fn exiting_completed(&mut self, out: &mut Vec<Effect>) {
         if self.self_status() != Some(MemberStatus::Exiting) {
             return out.push(Effect::CommandFailed(CommandError::NotAMember));
         }
-        let _ = now;
         let mut g = Gossip::clone(&self.gossip);
         g.see(&self.self_node);
         self.install_gossip(Arc::new(g));
