@@ -16,7 +16,6 @@
 //! nanoseconds since the sender's epoch (u64 BE), then zero filler.
 
 use std::io::{Read, Write};
-use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,7 +176,7 @@ fn unix_ns() -> u64 {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(crate::ports::free_port()?)
 }
 
 fn payload(tag: u8, seq: u64, sent_ns: u64, size: usize) -> Bytes {

@@ -7,7 +7,6 @@
 //! whole run takes well under a minute; `--simulated` runs the same story in the simulator.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -72,7 +71,7 @@ struct Seen {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(crate::ports::free_port()?)
 }
 
 fn spawn_node(

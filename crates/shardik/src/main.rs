@@ -16,6 +16,7 @@ mod demo;
 mod demo_sim;
 mod node;
 mod passivation;
+mod ports;
 mod simulate;
 
 #[derive(Parser)]

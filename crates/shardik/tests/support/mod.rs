@@ -53,11 +53,22 @@ pub const FAST: &[(&str, &str)] = &[
 ];
 
 /// A port nobody listens on right now (bind port 0, read it, release it).
+///
+/// Never returns a port twice in this process: tests run in parallel, and binding port 0 then
+/// closing it lets the kernel hand the same number out again.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A fresh `127.0.0.1:PORT` address.
