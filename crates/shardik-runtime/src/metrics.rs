@@ -37,9 +37,23 @@ pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
 pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
 /// Messages dropped because an outbound queue was full (counter; label `lane`).
 pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
+/// Sharding messages not delivered, by entity kind and reason (counter; labels `kind`,
+/// `reason`: `buffer-full`, `hand-off`, `region-stopped`, `send-failed`, `decode-failed`,
+/// `unknown-kind`, …).
+pub const SHARDING_DROPPED_TOTAL: &str = "shardik_sharding_dropped_total";
+/// Sharding messages delivered to entities on this node (counter; label `kind`).
+pub const SHARDING_DELIVERED_TOTAL: &str = "shardik_sharding_delivered_total";
+/// Entities alive on this node (gauge; label `kind`).
+pub const SHARDING_ENTITIES: &str = "shardik_sharding_entities";
+/// Shards hosted on this node (gauge; label `kind`).
+pub const SHARDING_SHARDS: &str = "shardik_sharding_shards";
+/// Messages waiting for a shard home in this node's region (gauge; label `kind`).
+pub const SHARDING_BUFFERED: &str = "shardik_sharding_buffered";
+/// Entity handlers that panicked (counter).
+pub const ENTITY_FAILURES_TOTAL: &str = "shardik_entity_failures_total";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 14] = [
+pub const ALL_NAMES: [&str; 20] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -54,6 +68,12 @@ pub const ALL_NAMES: [&str; 14] = [
     TRANSPORT_CONNECTIONS,
     TRANSPORT_REFUSED_TOTAL,
     OUTBOUND_QUEUE_OVERFLOW_TOTAL,
+    SHARDING_DROPPED_TOTAL,
+    SHARDING_DELIVERED_TOTAL,
+    SHARDING_ENTITIES,
+    SHARDING_SHARDS,
+    SHARDING_BUFFERED,
+    ENTITY_FAILURES_TOTAL,
 ];
 
 /// Why the recorder could not be installed.

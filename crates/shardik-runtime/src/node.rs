@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use crate::metrics as m;
 use crate::transport::{
-    Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError,
+    Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError, UserSender,
 };
 
 /// What a node needs to start.
@@ -62,6 +62,8 @@ pub struct RunningNode {
     /// traffic can never stall membership. Nothing consumes them yet (sharding will); whoever
     /// owns the node should drain this, or payloads beyond the queue are dropped and counted.
     pub user_messages: mpsc::Receiver<InboundUser>,
+    /// Sends user payloads (sharding traffic) to other nodes.
+    pub user_sender: UserSender,
 }
 
 /// How to stop.
@@ -97,6 +99,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
     let bind = format!("{}:{}", opts.bind.host, opts.bind.port);
     let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
+    let user_sender = transport.user_sender();
     let epoch = TokioInstant::now();
     let core = Membership::new(
         opts.membership.clone(),
@@ -116,6 +119,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         last_published: None,
         effects: Vec::new(),
         leave_timeout: opts.leave_timeout,
+        user_sender: user_sender.clone(),
     };
     info!(node = %self_node, "node started");
     let seeds = opts.seeds.clone();
@@ -131,6 +135,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         stop: stop_tx,
         finished,
         user_messages: receivers.user,
+        user_sender,
     })
 }
 
@@ -142,6 +147,7 @@ struct Driver {
     last_published: Option<Arc<Gossip>>,
     effects: Vec<Effect>,
     leave_timeout: Duration,
+    user_sender: UserSender,
 }
 
 impl Driver {
@@ -262,6 +268,7 @@ impl Driver {
                         // Its writers and queues are of no further use; a new incarnation at
                         // the same address gets fresh ones when we next send to it.
                         self.transport.forget_peer(&member.addr.address);
+                        self.user_sender.forget_peer(&member.addr.address);
                     }
                 }
                 Effect::Dropped { reason, kind } => {

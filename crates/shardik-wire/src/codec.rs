@@ -97,6 +97,38 @@ pub enum DecodeError {
     /// A text field is not valid UTF-8 (only where the field is not protobuf).
     #[error("{0} is not valid UTF-8")]
     InvalidUtf8(&'static str),
+    /// A `oneof` holds no variant. Protobuf skips fields it does not know, so a variant added
+    /// by a newer version looks the same as none at all; the message says both.
+    #[error("`{0}` is missing or holds a variant this version does not know")]
+    MissingOrUnknownVariant(&'static str),
+    /// A string that must not be empty (an entity kind, entity id or shard id) is empty.
+    #[error("{0} is empty")]
+    Empty(String),
+    /// An identifier is longer than the configured maximum
+    /// ([`ShardingLimits::max_id_len`](crate::ShardingLimits::max_id_len)).
+    #[error("{field} is {len} bytes long, more than the maximum of {max}")]
+    TooLong {
+        /// Which field, for example `Register.hosted[3]`.
+        field: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A message lists more shards than the configured maximum
+    /// ([`ShardingLimits::max_shards_per_message`](crate::ShardingLimits::max_shards_per_message)).
+    #[error("{field} lists {count} shards, more than the maximum of {max}")]
+    TooMany {
+        /// Which list, for example `ShardHomes.homes`.
+        field: &'static str,
+        /// How many it holds.
+        count: usize,
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A field holds a value the protocol reserves or forbids; the text says which and why.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 //! | 1 | [`Frame::Handshake`] | `shardik.transport.v1.Handshake` protobuf |
 //! | 2 | [`Frame::HandshakeAck`] | `shardik.transport.v1.HandshakeAck` protobuf |
 //! | 3 | [`Frame::Membership`] | `shardik.membership.v1.MembershipMessage` protobuf ([`crate::decode_message`]) |
-//! | 4 | [`Frame::User`] | opaque bytes |
+//! | 4 | [`Frame::User`] | opaque here; `shardik.sharding.v1.ShardingFrame` protobuf ([`crate::decode_sharding`]) |
 //! | 5 | [`Frame::Close`] | UTF-8 reason |
 //!
 //! [`FrameCodec`] is a pure incremental decoder/encoder over [`BytesMut`], independent of any
@@ -73,7 +73,8 @@ pub enum Frame {
     HandshakeAck(HandshakeReply),
     /// An encoded membership message; decode it with [`crate::decode_message`].
     Membership(Bytes),
-    /// Opaque user traffic (sharding envelopes, later).
+    /// User traffic, opaque to the frame layer: a sharding frame, decoded with
+    /// [`crate::decode_sharding_bytes`] (or [`crate::decode_sharding`]).
     User(Bytes),
     /// The sender closes the connection, for this reason.
     Close(String),

@@ -7,6 +7,10 @@
 //! * [`codec`]: membership [`Message`](shardik_core::membership::Message)s to and from
 //!   protobuf (`proto/membership.proto`), gossip states gzip-compressed, every decoded input
 //!   validated.
+//! * [`sharding`]: sharding traffic inside user frames (`proto/sharding.proto`): envelopes to
+//!   entities, replies to asks and the region/coordinator
+//!   [`Protocol`](shardik_core::sharding::Protocol), with a copy-free envelope encoder and
+//!   validated decoding.
 //!
 //! Nothing here panics on input: every decode path returns a typed error, and no decode
 //! allocates more than the configured maxima.
@@ -16,6 +20,7 @@
 pub mod codec;
 pub mod frame;
 pub mod handshake;
+pub mod sharding;
 
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 mod pb;
@@ -28,4 +33,9 @@ pub use frame::{DEFAULT_MAX_FRAME_SIZE, Frame, FrameCodec, FrameError, FrameKind
 pub use handshake::{
     Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, LocalIdentity, MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION, RefusalReason, check_handshake,
+};
+pub use sharding::{
+    DEFAULT_MAX_ID_LEN, DEFAULT_MAX_SHARDS_PER_MESSAGE, ReplyError, ReplyErrorKind, ShardingBody,
+    ShardingFrame, ShardingLimits, WireEnvelope, WireReply, decode_sharding, decode_sharding_bytes,
+    encode_envelope, encode_sharding, envelope_encoded_len,
 };

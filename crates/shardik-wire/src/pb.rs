@@ -11,6 +11,12 @@ pub mod transport {
         include!(concat!(env!("OUT_DIR"), "/shardik.transport.v1.rs"));
     }
 }
+pub mod sharding {
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/shardik.sharding.v1.rs"));
+    }
+}
 
 pub use membership::v1 as m;
+pub use sharding::v1 as s;
 pub use transport::v1 as t;

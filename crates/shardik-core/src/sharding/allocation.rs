@@ -372,7 +372,7 @@ pub(crate) mod test_support {
     }
 
     pub fn shard(n: usize) -> ShardId {
-        format!("{n:03}")
+        format!("{n:03}").into()
     }
 
     pub fn shards(range: std::ops::Range<usize>) -> Vec<ShardId> {
@@ -388,7 +388,7 @@ pub(crate) mod test_support {
     }
 
     pub fn set(ids: &[&str]) -> BTreeSet<ShardId> {
-        ids.iter().map(|s| s.to_string()).collect()
+        ids.iter().map(|s| ShardId::from(*s)).collect()
     }
 
     /// The specs' `afterRebalance`: remove the chosen shards, then allocate them one by one

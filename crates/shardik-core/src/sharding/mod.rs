@@ -3,15 +3,32 @@
 //! * [`shard_id`]: shard identifiers and the fixed entity-id → shard hash.
 //! * [`allocation`]: the shard allocation strategies the coordinator consults to place new
 //!   shards and to pick shards to rebalance.
+//! * [`view`]: what sharding reads from the membership view (who may host the coordinator,
+//!   which regions count as alive), with the down-removal margin applied.
+//! * [`protocol`]: the messages between regions and the coordinator.
+//! * [`coordinator`]: the coordinator state machine (one per entity kind, on the oldest node).
+//! * [`region`]: a node's region for one entity kind: routing, buffering, hosting shards,
+//!   hand-off.
 //!
 //! Like the rest of this crate, nothing here reads a clock or a global random generator, and
 //! every collection that decides an outcome iterates in a defined order.
 
 pub mod allocation;
+pub mod coordinator;
+pub mod protocol;
+pub mod region;
 pub mod shard_id;
+pub mod view;
+
+#[cfg(test)]
+mod testkit;
 
 pub use allocation::{
     AllocationSettings, AllocationSnapshot, LeastShardAllocationStrategy, RegionEntry,
     ShardAllocationStrategy, ThresholdShardAllocationStrategy,
 };
-pub use shard_id::{ShardId, ShardIdError, shard_id_for, shard_number_for};
+pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+pub use protocol::Protocol;
+pub use region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
+pub use shard_id::{EntityId, ShardId, ShardIdError, shard_id_for, shard_number_for};
+pub use view::ShardingView;

@@ -1,14 +1,20 @@
 //! Shard identifiers and the fixed entity-id → shard mapping.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The identifier of a shard: the unit of placement and rebalancing.
 ///
-/// A plain string, as in the reference (`ShardRegion.ShardId = String`), so custom extractors can
+/// A string, as in the reference (`ShardRegion.ShardId = String`), so custom extractors can
 /// name shards however they like; [`shard_id_for`] produces the decimal form used by default.
-pub type ShardId = String;
+/// Shared (`Arc<str>`): a shard id is copied into every routing table, buffer and message that
+/// names it, and cloning must not allocate on the message path.
+pub type ShardId = Arc<str>;
+
+/// The identifier of an entity within its kind, shared for the same reason as [`ShardId`].
+pub type EntityId = Arc<str>;
 
 /// Why [`shard_id_for`] refused its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +46,7 @@ pub fn shard_number_for(entity_id: &str, number_of_shards: NonZeroU32) -> u32 {
 /// fixed contract.
 pub fn shard_id_for(entity_id: &str, number_of_shards: u32) -> Result<ShardId, ShardIdError> {
     let n = NonZeroU32::new(number_of_shards).ok_or(ShardIdError::ZeroShards)?;
-    Ok(shard_number_for(entity_id, n).to_string())
+    Ok(shard_number_for(entity_id, n).to_string().into())
 }
 
 #[cfg(test)]

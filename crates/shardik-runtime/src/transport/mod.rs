@@ -229,6 +229,15 @@ impl Transport {
         sent
     }
 
+    /// A cloneable sender for user payloads (sharding traffic), usable from any task. It keeps
+    /// its own writers, so user traffic never contends with the driver's membership sends.
+    pub fn user_sender(&self) -> UserSender {
+        UserSender {
+            shared: Arc::clone(&self.shared),
+            peers: Arc::new(std::sync::Mutex::new(BTreeMap::new())),
+        }
+    }
+
     /// How many peer lanes have a writer (for tests and inspection).
     pub fn peer_count(&self) -> usize {
         self.peers.values().filter(|q| !q.is_closed()).count()
@@ -237,6 +246,79 @@ impl Transport {
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).
     pub fn forget_peer(&mut self, address: &Address) {
         self.peers.retain(|(a, _), _| a != address);
+    }
+}
+
+/// Sends user payloads on the user lane from any task; clones share the writers.
+///
+/// [`send`](UserSender::send) waits while the peer's queue is full, so a fast producer is
+/// slowed to the speed of the connection instead of losing messages; a peer that cannot be
+/// reached still loses what was queued for it (counted as `peer-unreachable`), as the layers
+/// above retry or report by themselves.
+#[derive(Clone)]
+pub struct UserSender {
+    shared: Arc<Shared>,
+    peers: Arc<std::sync::Mutex<BTreeMap<Address, outbound::PeerQueue>>>,
+}
+
+impl std::fmt::Debug for UserSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserSender").finish_non_exhaustive()
+    }
+}
+
+impl UserSender {
+    /// The queue of `to`, created on first use; `None` when the peer cap is reached.
+    fn queue(&self, to: &Address) -> Option<mpsc::Sender<Outgoing>> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = peers.get(to) {
+            if !q.is_closed() {
+                return Some(q.sender());
+            }
+        }
+        if !peers.contains_key(to) && peers.len() >= self.shared.config.maximum_peers {
+            peers.retain(|_, q| !q.is_closed());
+            if peers.len() >= self.shared.config.maximum_peers {
+                metrics::counter!(crate::metrics::DROPPED_MESSAGES_TOTAL, "reason" => "too-many-peers").increment(1);
+                tracing::warn!(%to, limit = self.shared.config.maximum_peers, "not sending: too many peers");
+                return None;
+            }
+        }
+        let q = outbound::PeerQueue::spawn(to.clone(), Lane::User, Arc::clone(&self.shared));
+        let tx = q.sender();
+        peers.insert(to.clone(), q);
+        Some(tx)
+    }
+
+    /// Queues `payload` for `to`, waiting while the queue is full. False when it could not be
+    /// queued (peer cap reached, or the writer ended); the caller counts and reports that.
+    pub async fn send(&self, to: &Address, payload: bytes::Bytes) -> bool {
+        let Some(tx) = self.queue(to) else {
+            return false;
+        };
+        match tx.try_send(Outgoing::User(payload)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(msg)) => tx.send(msg).await.is_ok(),
+            Err(mpsc::error::TrySendError::Closed(msg)) => {
+                // The writer ended (idle) between lookup and send: start a new one.
+                self.peers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(to);
+                match self.queue(to) {
+                    Some(tx) => tx.send(msg).await.is_ok(),
+                    None => false,
+                }
+            }
+        }
+    }
+
+    /// Stops the writer of a peer that is gone.
+    pub fn forget_peer(&self, address: &Address) {
+        self.peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(address);
     }
 }
 

@@ -44,6 +44,11 @@ impl PeerQueue {
         self.tx.is_closed()
     }
 
+    /// The queue's sending end, for callers that wait for room instead of dropping.
+    pub(super) fn sender(&self) -> mpsc::Sender<Outgoing> {
+        self.tx.clone()
+    }
+
     /// Queues a message; false if the queue is full (the message is dropped and counted).
     pub(super) fn push(&self, msg: Outgoing) -> bool {
         match self.tx.try_send(msg) {

@@ -220,9 +220,9 @@ mod tests {
             .with_region("A", Some(up(1)), shards(1..51))
             .with_region("B", Some(up(2)), shards(0..0))
             .with_region("C", Some(up(3)), shards(51..101));
-        let mut first: Vec<String> = shards(1..17);
+        let mut first: Vec<ShardId> = shards(1..17);
         first.extend(shards(51..67));
-        let first: Vec<&str> = first.iter().map(String::as_str).collect();
+        let first: Vec<&str> = first.iter().map(|s| &**s).collect();
         let next = round(&mut s, &start, &first, &[34, 32, 34]);
         round(&mut s, &next, &["017"], &[33, 33, 34]);
     }

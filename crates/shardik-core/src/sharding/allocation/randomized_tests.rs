@@ -17,7 +17,9 @@ fn snapshot(counts: &[usize]) -> AllocationSnapshot<u16> {
         s.insert(RegionEntry {
             region,
             member: Some(up(region)),
-            shards: (1..=count).map(|n| format!("R{region}-{n:03}")).collect(),
+            shards: (1..=count)
+                .map(|n| format!("R{region}-{n:03}").into())
+                .collect(),
         });
     }
     s
@@ -134,7 +136,7 @@ proptest! {
         busy in prop::collection::btree_set(1usize..50, 0..6),
     ) {
         let current = snapshot(&c);
-        let in_progress: BTreeSet<ShardId> = busy.iter().map(|n| format!("R1-{n:03}")).collect();
+        let in_progress: BTreeSet<ShardId> = busy.iter().map(|n| format!("R1-{n:03}").into()).collect();
         let mut s = ThresholdShardAllocationStrategy::new(threshold, max);
         let moved = s.rebalance(&current, &in_progress);
         prop_assert!(moved.is_disjoint(&in_progress));

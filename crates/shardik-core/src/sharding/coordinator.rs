@@ -1,0 +1,721 @@
+//! The shard coordinator for one entity kind (digest §1.3–1.4): decides where each shard
+//! lives, moves shards (rebalance, graceful shutdown) with the hand-off protocol, and
+//! re-homes the shards of regions that are gone.
+//!
+//! One runs per kind, on the node [`ShardingView::coordinator_node`] names, while that node
+//! [hosts it](ShardingView::self_hosts_coordinator).
+//!
+//! ## State after a crash
+//!
+//! The coordinator keeps its table in memory only. A new coordinator starts empty and rebuilds
+//! the table from the regions' registrations, each of which lists the shards the region runs.
+//! Until every region that may run shards has registered ([`ShardingView::expected_regions`]:
+//! members with the role that are WeaklyUp, Up, Leaving, Exiting, Down, or removed but within
+//! the down-removal margin), it answers only for shards it already knows and allocates none, so
+//! no shard can get a second home while an unheard region still runs it. A downed member holds
+//! allocation back until its margin has passed; an unreachable one until it is reachable or
+//! downed. See `docs/ARCHITECTURE.md` for why we rebuild rather than replicate.
+
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+pub use state::{CoordinatorState, StateError, StateEvent};
+
+use crate::Instant;
+use crate::membership::UniqueAddress;
+
+use super::allocation::{AllocationSnapshot, RegionEntry, ShardAllocationStrategy};
+use super::protocol::Protocol;
+use super::shard_id::ShardId;
+use super::view::ShardingView;
+
+/// Coordinator settings (a subset of `cluster.sharding`).
+#[derive(Clone, Debug)]
+pub struct CoordinatorSettings {
+    /// How often to ask the strategy for shards to rebalance.
+    pub rebalance_interval: Duration,
+    /// Limit on one hand-off, from `BeginHandOff` to `ShardStopped`.
+    pub handoff_timeout: Duration,
+    /// `HostShard` is resent after this until acknowledged.
+    pub shard_start_timeout: Duration,
+    /// No shard is allocated until this many regions on Up members have registered (the
+    /// cluster's or the role's `min-nr-of-members`).
+    pub min_members: usize,
+    /// Hand-off forwards the old home's buffered messages: the new home is told its
+    /// predecessor.
+    pub forward_handoff: bool,
+}
+
+impl Default for CoordinatorSettings {
+    fn default() -> Self {
+        CoordinatorSettings {
+            rebalance_interval: Duration::from_secs(10),
+            handoff_timeout: Duration::from_secs(60),
+            shard_start_timeout: Duration::from_secs(10),
+            min_members: 1,
+            forward_handoff: true,
+        }
+    }
+}
+
+/// Something worth logging or checking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoordinatorEvent {
+    /// The table changed.
+    State(StateEvent),
+    /// A region reported a shard that another region already hosts (should never happen; the
+    /// first claim is kept and the conflict reported).
+    ConflictingClaim {
+        /// The shard.
+        shard: ShardId,
+        /// The recorded home.
+        home: UniqueAddress,
+        /// The region that also claimed it.
+        claimant: UniqueAddress,
+    },
+    /// A registration from a node that is not a member in a registrable status was ignored.
+    RegistrationRefused(UniqueAddress),
+    /// Every region that may run shards has registered: allocation may begin.
+    StateComplete,
+    /// A hand-off started.
+    HandOffStarted {
+        /// The shard.
+        shard: ShardId,
+        /// Its home.
+        from: UniqueAddress,
+        /// Rebalance (true) or graceful shutdown of its region (false).
+        rebalance: bool,
+    },
+    /// A hand-off ended; `ok` false when it timed out (the shard stays where it was).
+    HandOffDone {
+        /// The shard.
+        shard: ShardId,
+        /// Whether it completed.
+        ok: bool,
+    },
+}
+
+/// What the coordinator asks its runtime to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoordinatorEffect {
+    /// Send a message to a region's node (may be this node).
+    Send {
+        /// Destination.
+        to: UniqueAddress,
+        /// The message.
+        msg: Protocol,
+    },
+    /// Log or check.
+    Event(CoordinatorEvent),
+}
+
+#[derive(Debug)]
+struct HandOff {
+    from: UniqueAddress,
+    acks_pending: BTreeSet<UniqueAddress>,
+    drained: Vec<UniqueAddress>,
+    stopping: bool,
+    deadline: Instant,
+    /// Regions that asked for the shard's home meanwhile; answered when it is re-homed.
+    deferred: BTreeSet<UniqueAddress>,
+}
+
+/// The coordinator of one entity kind.
+pub struct Coordinator<S> {
+    me: UniqueAddress,
+    settings: CoordinatorSettings,
+    strategy: S,
+    state: CoordinatorState,
+    /// Regions and proxies registered with this incarnation.
+    registered: BTreeSet<UniqueAddress>,
+    complete: bool,
+    min_members_reached: bool,
+    handoffs: BTreeMap<ShardId, HandOff>,
+    unacked_hosts: BTreeMap<ShardId, (UniqueAddress, Instant)>,
+    graceful: BTreeSet<UniqueAddress>,
+    /// The old home of shards handed off in forwarding mode, until they are hosted again.
+    predecessors: BTreeMap<ShardId, UniqueAddress>,
+    next_rebalance: Instant,
+}
+
+impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
+    /// A coordinator starting with an empty table on node `me`.
+    pub fn new(
+        me: UniqueAddress,
+        settings: CoordinatorSettings,
+        strategy: S,
+        now: Instant,
+    ) -> Self {
+        Coordinator {
+            me,
+            next_rebalance: now + settings.rebalance_interval,
+            settings,
+            strategy,
+            state: CoordinatorState::default(),
+            registered: BTreeSet::new(),
+            complete: false,
+            min_members_reached: false,
+            handoffs: BTreeMap::new(),
+            unacked_hosts: BTreeMap::new(),
+            graceful: BTreeSet::new(),
+            predecessors: BTreeMap::new(),
+        }
+    }
+
+    /// The allocation table.
+    pub fn state(&self) -> &CoordinatorState {
+        &self.state
+    }
+
+    /// Whether every region that may run shards has registered.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Shards being handed off.
+    pub fn handoffs_in_progress(&self) -> impl Iterator<Item = &ShardId> {
+        self.handoffs.keys()
+    }
+
+    /// Regions registered with this coordinator (not proxies).
+    pub fn alive_regions(&self) -> impl Iterator<Item = &UniqueAddress> {
+        self.registered.iter().filter(|r| self.state.has_region(r))
+    }
+
+    fn send(&self, to: &UniqueAddress, msg: Protocol, out: &mut Vec<CoordinatorEffect>) {
+        out.push(CoordinatorEffect::Send {
+            to: to.clone(),
+            msg,
+        });
+    }
+
+    fn apply(&mut self, event: StateEvent, out: &mut Vec<CoordinatorEffect>) -> bool {
+        match self.state.apply(&event) {
+            Ok(()) => {
+                out.push(CoordinatorEffect::Event(CoordinatorEvent::State(event)));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Handles a message from the region on node `from`.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        from: &UniqueAddress,
+        msg: Protocol,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        match msg {
+            Protocol::Register { hosted, proxy } => {
+                self.register(now, from, hosted, proxy, view, out)
+            }
+            Protocol::GetShardHome { shard } => self.get_shard_home(now, from, shard, view, out),
+            Protocol::ShardStarted { shard } => {
+                if self
+                    .unacked_hosts
+                    .get(&shard)
+                    .is_some_and(|(r, _)| r == from)
+                {
+                    self.unacked_hosts.remove(&shard);
+                }
+            }
+            Protocol::BeginHandOffAck { shard, drained } => {
+                if let Some(h) = self.handoffs.get_mut(&shard) {
+                    if h.acks_pending.remove(from) && drained {
+                        h.drained.push(from.clone());
+                    }
+                }
+                self.progress_hand_off(now, &shard, view, out);
+            }
+            Protocol::ShardStopped { shard } => {
+                if self.handoffs.get(&shard).is_some_and(|h| &h.from == from) {
+                    self.hand_off_done(now, &shard, true, view, out);
+                } else if self.state.home(&shard) == Some(from) {
+                    // A hand-off that finished after the coordinator that asked for it went
+                    // away: the shard no longer runs there.
+                    self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
+                    if self.settings.forward_handoff {
+                        self.predecessors.insert(shard, from.clone());
+                    }
+                }
+            }
+            Protocol::GracefulShutdownReq => {
+                if self.state.has_region(from) && self.graceful.insert(from.clone()) {
+                    let shards = self.state.regions()[from].clone();
+                    for shard in shards {
+                        self.start_hand_off(now, shard, false, view, out);
+                    }
+                }
+            }
+            Protocol::RegionStopped => self.region_terminated(now, from, view, out),
+            // Region-bound messages never reach the coordinator.
+            Protocol::RegisterAck
+            | Protocol::ShardHome { .. }
+            | Protocol::ShardHomes { .. }
+            | Protocol::HostShard { .. }
+            | Protocol::BeginHandOff { .. }
+            | Protocol::HandOff { .. }
+            | Protocol::HandOffDrained { .. }
+            | Protocol::HandOverDone { .. } => {}
+        }
+    }
+
+    fn register(
+        &mut self,
+        now: Instant,
+        from: &UniqueAddress,
+        hosted: Vec<ShardId>,
+        proxy: bool,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        if *from != self.me && !view.can_register(from) {
+            out.push(CoordinatorEffect::Event(
+                CoordinatorEvent::RegistrationRefused(from.clone()),
+            ));
+            return;
+        }
+        if proxy {
+            if !self.state.proxies().contains(from) {
+                self.apply(StateEvent::ProxyRegistered(from.clone()), out);
+            }
+        } else {
+            if !self.state.has_region(from) {
+                self.apply(StateEvent::RegionRegistered(from.clone()), out);
+            }
+            self.graceful.remove(from);
+            for shard in hosted {
+                match self.state.home(&shard) {
+                    None => {
+                        self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
+                    }
+                    Some(home) if home == from => {}
+                    Some(home) => out.push(CoordinatorEffect::Event(
+                        CoordinatorEvent::ConflictingClaim {
+                            shard,
+                            home: home.clone(),
+                            claimant: from.clone(),
+                        },
+                    )),
+                }
+            }
+        }
+        self.registered.insert(from.clone());
+        self.send(from, Protocol::RegisterAck, out);
+        let homes: Vec<(UniqueAddress, Vec<ShardId>)> = self
+            .state
+            .regions()
+            .iter()
+            .map(|(r, shards)| {
+                let shards: Vec<ShardId> = shards
+                    .iter()
+                    .filter(|s| !self.handoffs.contains_key(*s))
+                    .cloned()
+                    .collect();
+                (r.clone(), shards)
+            })
+            .filter(|(r, shards)| !shards.is_empty() && !view.is_terminating(r))
+            .collect();
+        if !homes.is_empty() {
+            self.send(from, Protocol::ShardHomes { homes }, out);
+        }
+        self.update_readiness(now, view, out);
+    }
+
+    /// Re-evaluates whether allocation may begin.
+    fn update_readiness(
+        &mut self,
+        _now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        if !self.complete {
+            let missing = view
+                .expected_regions()
+                .into_iter()
+                .any(|r| !self.registered.contains(&r));
+            if !missing {
+                self.complete = true;
+                out.push(CoordinatorEffect::Event(CoordinatorEvent::StateComplete));
+            }
+        }
+        if !self.min_members_reached {
+            let up_regions = self.alive_regions().filter(|r| view.can_host(r)).count();
+            self.min_members_reached = up_regions >= self.settings.min_members.max(1);
+        }
+    }
+
+    /// Whether new shards may be allocated now.
+    pub fn may_allocate(&self) -> bool {
+        self.complete && self.min_members_reached
+    }
+
+    fn get_shard_home(
+        &mut self,
+        now: Instant,
+        requester: &UniqueAddress,
+        shard: ShardId,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        if let Some(h) = self.handoffs.get_mut(&shard) {
+            h.deferred.insert(requester.clone());
+            return;
+        }
+        if let Some(home) = self.state.home(&shard) {
+            if !view.is_terminating(home) {
+                let msg = Protocol::ShardHome {
+                    shard,
+                    region: home.clone(),
+                };
+                self.send(requester, msg, out);
+            }
+            return;
+        }
+        if !self.may_allocate() {
+            return; // the region asks again
+        }
+        let Some(home) = self.allocate(requester, &shard, view) else {
+            return;
+        };
+        if !self.apply(
+            StateEvent::ShardHomeAllocated(shard.clone(), home.clone()),
+            out,
+        ) {
+            return;
+        }
+        let predecessor = self.predecessors.remove(&shard);
+        self.send(
+            &home,
+            Protocol::HostShard {
+                shard: shard.clone(),
+                predecessor: predecessor.clone(),
+            },
+            out,
+        );
+        self.unacked_hosts.insert(
+            shard.clone(),
+            (home.clone(), now + self.settings.shard_start_timeout),
+        );
+        let answer = Protocol::ShardHome {
+            shard,
+            region: home.clone(),
+        };
+        if let Some(p) = predecessor.filter(|p| *p != home && p != requester) {
+            self.send(&p, answer.clone(), out);
+        }
+        if *requester != home {
+            self.send(requester, answer, out);
+        }
+    }
+
+    /// Regions that may receive new shards: registered here, on an Up member with the role,
+    /// not shutting down.
+    fn allocation_snapshot(
+        &self,
+        view: &ShardingView,
+        candidates_only: bool,
+    ) -> AllocationSnapshot<UniqueAddress> {
+        let mut snapshot = AllocationSnapshot::new()
+            .with_unreachable_members(view.any_unreachable())
+            .with_joining_members(view.any_joining());
+        for (region, shards) in self.state.regions() {
+            let usable = self.registered.contains(region)
+                && view.can_host(region)
+                && !self.graceful.contains(region);
+            if candidates_only && !usable {
+                continue;
+            }
+            snapshot.insert(RegionEntry {
+                region: region.clone(),
+                member: view.member(region).cloned(),
+                shards: shards.clone(),
+            });
+        }
+        snapshot
+    }
+
+    fn allocate(
+        &mut self,
+        requester: &UniqueAddress,
+        shard: &ShardId,
+        view: &ShardingView,
+    ) -> Option<UniqueAddress> {
+        let snapshot = self.allocation_snapshot(view, true);
+        if snapshot.is_empty() {
+            return None;
+        }
+        let chosen = self.strategy.allocate_shard(requester, shard, &snapshot)?;
+        // A custom strategy must pick one of the offered regions.
+        snapshot.region(&chosen).map(|_| chosen)
+    }
+
+    fn start_hand_off(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        rebalance: bool,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        if self.handoffs.contains_key(&shard) {
+            return;
+        }
+        let Some(from) = self.state.home(&shard).cloned() else {
+            return;
+        };
+        let acks_pending: BTreeSet<UniqueAddress> = self
+            .registered
+            .iter()
+            .filter(|r| view.may_be_alive(r))
+            .cloned()
+            .collect();
+        for r in &acks_pending {
+            self.send(
+                r,
+                Protocol::BeginHandOff {
+                    shard: shard.clone(),
+                },
+                out,
+            );
+        }
+        out.push(CoordinatorEffect::Event(CoordinatorEvent::HandOffStarted {
+            shard: shard.clone(),
+            from: from.clone(),
+            rebalance,
+        }));
+        self.unacked_hosts.remove(&shard);
+        self.handoffs.insert(
+            shard.clone(),
+            HandOff {
+                from,
+                acks_pending,
+                drained: Vec::new(),
+                stopping: false,
+                deadline: now + self.settings.handoff_timeout,
+                deferred: BTreeSet::new(),
+            },
+        );
+        self.progress_hand_off(now, &shard, view, out);
+    }
+
+    fn progress_hand_off(
+        &mut self,
+        _now: Instant,
+        shard: &ShardId,
+        _view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let Some(h) = self.handoffs.get_mut(shard) else {
+            return;
+        };
+        if h.stopping || !h.acks_pending.is_empty() {
+            return;
+        }
+        h.stopping = true;
+        let msg = Protocol::HandOff {
+            shard: shard.clone(),
+            drained_from: h.drained.clone(),
+        };
+        let to = h.from.clone();
+        self.send(&to, msg, out);
+    }
+
+    fn hand_off_done(
+        &mut self,
+        now: Instant,
+        shard: &ShardId,
+        ok: bool,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let Some(h) = self.handoffs.remove(shard) else {
+            return;
+        };
+        out.push(CoordinatorEffect::Event(CoordinatorEvent::HandOffDone {
+            shard: shard.clone(),
+            ok,
+        }));
+        if ok {
+            if self.state.home(shard).is_some() {
+                self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
+            }
+            if self.settings.forward_handoff && view.may_be_alive(&h.from) {
+                self.predecessors.insert(shard.clone(), h.from.clone());
+            }
+            for requester in &h.deferred {
+                self.get_shard_home(now, requester, shard.clone(), view, out);
+            }
+            // Re-home at once, as the reference does, so the shard is running again before
+            // its next message (and the predecessor learns where to forward).
+            if self.state.home(shard).is_none() {
+                let me = self.me.clone();
+                let before = out.len();
+                self.get_shard_home(now, &me, shard.clone(), view, out);
+                // Our own region learns the home from HostShard or from its own request; drop a
+                // ShardHome addressed to ourselves only if nothing else was sent.
+                let _ = before;
+            }
+        } else {
+            self.graceful.remove(&h.from);
+            for requester in &h.deferred {
+                self.get_shard_home(now, requester, shard.clone(), view, out);
+            }
+        }
+    }
+
+    fn region_terminated(
+        &mut self,
+        now: Instant,
+        region: &UniqueAddress,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        self.registered.remove(region);
+        self.graceful.remove(region);
+        self.predecessors.retain(|_, p| p != region);
+        // Hand-offs waiting on it: its ack counts as given; if it was the home, the shard is
+        // stopped (its node is gone).
+        let affected: Vec<ShardId> = self.handoffs.keys().cloned().collect();
+        for shard in affected {
+            let from_gone = self.handoffs.get_mut(&shard).is_some_and(|h| {
+                h.acks_pending.remove(region);
+                h.from == *region
+            });
+            if from_gone {
+                self.hand_off_done(now, &shard, true, view, out);
+            } else {
+                self.progress_hand_off(now, &shard, view, out);
+            }
+        }
+        if self.state.proxies().contains(region) {
+            self.apply(StateEvent::ProxyTerminated(region.clone()), out);
+        }
+        let orphaned = self
+            .state
+            .regions()
+            .get(region)
+            .cloned()
+            .unwrap_or_default();
+        if self.state.has_region(region) {
+            self.apply(StateEvent::RegionTerminated(region.clone()), out);
+        }
+        for shard in orphaned {
+            self.unacked_hosts.remove(&shard);
+            let me = self.me.clone();
+            self.get_shard_home(now, &me, shard, view, out);
+        }
+        self.update_readiness(now, view, out);
+    }
+
+    /// Applies a new membership view: regions whose nodes are gone are terminated, and
+    /// readiness is re-evaluated.
+    pub fn view_changed(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let gone: Vec<UniqueAddress> = self
+            .state
+            .regions()
+            .keys()
+            .chain(self.state.proxies().iter())
+            .chain(self.registered.iter())
+            .filter(|r| !view.may_be_alive(r))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for r in gone {
+            self.region_terminated(now, &r, view, out);
+        }
+        // Hand-offs waiting for acks from regions that are now terminating: count them.
+        let shards: Vec<ShardId> = self.handoffs.keys().cloned().collect();
+        for shard in shards {
+            if let Some(h) = self.handoffs.get_mut(&shard) {
+                h.acks_pending.retain(|r| !view.is_terminating(r));
+            }
+            self.progress_hand_off(now, &shard, view, out);
+        }
+        self.update_readiness(now, view, out);
+    }
+
+    /// The next instant [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut next = self.next_rebalance;
+        for h in self.handoffs.values() {
+            next = next.min(h.deadline);
+        }
+        for (_, at) in self.unacked_hosts.values() {
+            next = next.min(*at);
+        }
+        Some(next)
+    }
+
+    /// Runs what is due: hand-off limits, `HostShard` resends, the rebalance round.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let expired: Vec<ShardId> = self
+            .handoffs
+            .iter()
+            .filter(|(_, h)| h.deadline <= now)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for shard in expired {
+            self.hand_off_done(now, &shard, false, view, out);
+        }
+        let resend: Vec<(ShardId, UniqueAddress)> = self
+            .unacked_hosts
+            .iter()
+            .filter(|(_, (_, at))| *at <= now)
+            .map(|(s, (r, _))| (s.clone(), r.clone()))
+            .collect();
+        for (shard, region) in resend {
+            if self.state.home(&shard) == Some(&region) {
+                self.send(
+                    &region,
+                    Protocol::HostShard {
+                        shard: shard.clone(),
+                        predecessor: None,
+                    },
+                    out,
+                );
+                self.unacked_hosts
+                    .insert(shard, (region, now + self.settings.shard_start_timeout));
+            } else {
+                self.unacked_hosts.remove(&shard);
+            }
+        }
+        if self.next_rebalance <= now {
+            self.next_rebalance = now + self.settings.rebalance_interval;
+            self.rebalance(now, view, out);
+        }
+    }
+
+    fn rebalance(&mut self, now: Instant, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
+        if !self.may_allocate() || self.state.regions().is_empty() {
+            return;
+        }
+        let snapshot = self.allocation_snapshot(view, false);
+        let in_progress: BTreeSet<ShardId> = self.handoffs.keys().cloned().collect();
+        let chosen = self.strategy.rebalance(&snapshot, &in_progress);
+        for shard in chosen {
+            if self.state.home(&shard).is_some() {
+                self.start_hand_off(now, shard, true, view, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! The messages regions and the coordinator exchange for one entity kind (digest §1.2).
+//!
+//! A region is identified by the [`UniqueAddress`] of its node: there is one region (or proxy)
+//! per entity kind per node, so the node's incarnation names it, and a restarted node is a new
+//! region. The entity kind itself travels beside these messages on the wire, not inside them.
+//!
+//! Compared with the reference, three messages are new, all for the hand-off mode that forwards
+//! instead of dropping (see [`HandOffMode`](super::region::HandOffMode)):
+//! [`Protocol::HandOffDrained`], [`Protocol::HandOverDone`], and the `predecessor` of
+//! [`Protocol::HostShard`].
+
+use crate::membership::UniqueAddress;
+
+use super::shard_id::ShardId;
+
+/// One sharding protocol message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    // ---- region → coordinator ----
+    /// A region (or, with `proxy`, a proxy-only region) registers. `hosted` lists the shards
+    /// it runs right now: a coordinator that took over after a crash rebuilds its allocation
+    /// table from these reports (see `docs/ARCHITECTURE.md`). Retried until acknowledged.
+    Register {
+        /// Shards running in that region (always empty for a proxy).
+        hosted: Vec<ShardId>,
+        /// A proxy-only region: routes messages, never hosts shards.
+        proxy: bool,
+    },
+    /// Where does this shard live? The coordinator may stay silent (not ready, shard being
+    /// handed off); the region asks again every `retry-interval`.
+    GetShardHome {
+        /// The shard.
+        shard: ShardId,
+    },
+    /// The region forgot the shard's home and buffers its messages from now on.
+    BeginHandOffAck {
+        /// The shard.
+        shard: ShardId,
+        /// The region sent [`Protocol::HandOffDrained`] to the shard's old home, which must
+        /// wait for it before stopping the shard (forwarding mode only).
+        drained: bool,
+    },
+    /// A shard has stopped (hand-off done) in the sending region.
+    ShardStopped {
+        /// The shard.
+        shard: ShardId,
+    },
+    /// The sending region is shutting down: hand off all its shards.
+    GracefulShutdownReq,
+    /// The sending region has stopped; forget it at once.
+    RegionStopped,
+    /// The region has started a shard the coordinator asked it to host.
+    ShardStarted {
+        /// The shard.
+        shard: ShardId,
+    },
+
+    // ---- coordinator → region ----
+    /// The registration was accepted; the sender is the coordinator.
+    RegisterAck,
+    /// The shard lives in `region`.
+    ShardHome {
+        /// The shard.
+        shard: ShardId,
+        /// Its home.
+        region: UniqueAddress,
+    },
+    /// Every known home, sent on registration so a region does not have to ask shard by shard.
+    ShardHomes {
+        /// Each region with shards it hosts.
+        homes: Vec<(UniqueAddress, Vec<ShardId>)>,
+    },
+    /// Start hosting this shard. Resent until acknowledged with [`Protocol::ShardStarted`].
+    HostShard {
+        /// The shard.
+        shard: ShardId,
+        /// The region that hosted it before a forwarding hand-off: the new home delivers
+        /// messages from other senders only after the predecessor's [`Protocol::HandOverDone`],
+        /// so per-sender order survives the move.
+        predecessor: Option<UniqueAddress>,
+    },
+    /// Stop routing to this shard's home: forget it and buffer until told the new one.
+    BeginHandOff {
+        /// The shard.
+        shard: ShardId,
+    },
+    /// Stop the shard (to its home region).
+    HandOff {
+        /// The shard.
+        shard: ShardId,
+        /// Regions that sent [`Protocol::HandOffDrained`] (forwarding mode): every message they
+        /// routed here before is in front of their marker, so once all markers are in, nothing
+        /// more is in flight to this region for the shard.
+        drained_from: Vec<UniqueAddress>,
+    },
+
+    // ---- region → region ----
+    /// From a region that was routing to the shard's old home: nothing more follows from it.
+    HandOffDrained {
+        /// The shard.
+        shard: ShardId,
+    },
+    /// From the shard's old home to its new one, after the messages it had buffered during the
+    /// hand-off: the new home may now deliver what it held back from everyone else.
+    HandOverDone {
+        /// The shard.
+        shard: ShardId,
+    },
+}
+
+impl Protocol {
+    /// Whether the message is for the coordinator (the rest are for regions).
+    pub fn is_for_coordinator(&self) -> bool {
+        matches!(
+            self,
+            Protocol::Register { .. }
+                | Protocol::GetShardHome { .. }
+                | Protocol::BeginHandOffAck { .. }
+                | Protocol::ShardStopped { .. }
+                | Protocol::GracefulShutdownReq
+                | Protocol::RegionStopped
+                | Protocol::ShardStarted { .. }
+        )
+    }
+
+    /// A short name, for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Protocol::Register { proxy: false, .. } => "Register",
+            Protocol::Register { proxy: true, .. } => "RegisterProxy",
+            Protocol::GetShardHome { .. } => "GetShardHome",
+            Protocol::BeginHandOffAck { .. } => "BeginHandOffAck",
+            Protocol::ShardStopped { .. } => "ShardStopped",
+            Protocol::GracefulShutdownReq => "GracefulShutdownReq",
+            Protocol::RegionStopped => "RegionStopped",
+            Protocol::ShardStarted { .. } => "ShardStarted",
+            Protocol::RegisterAck => "RegisterAck",
+            Protocol::ShardHome { .. } => "ShardHome",
+            Protocol::ShardHomes { .. } => "ShardHomes",
+            Protocol::HostShard { .. } => "HostShard",
+            Protocol::BeginHandOff { .. } => "BeginHandOff",
+            Protocol::HandOff { .. } => "HandOff",
+            Protocol::HandOffDrained { .. } => "HandOffDrained",
+            Protocol::HandOverDone { .. } => "HandOverDone",
+        }
+    }
+}

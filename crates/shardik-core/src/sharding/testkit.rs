@@ -1,0 +1,411 @@
+//! A small in-memory cluster of regions and coordinators for the core's tests.
+//!
+//! Membership is given (every node sees the same member list, changed by the test); messages
+//! travel in FIFO order per pair of nodes, with pairs interleaved by a seeded generator; the
+//! entity layer is modelled by recording deliveries. After every step the harness checks
+//! that no shard runs on two nodes at once.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use crate::Instant;
+use crate::membership::{Address, Member, MemberStatus, UniqueAddress};
+
+use super::allocation::LeastShardAllocationStrategy;
+use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorSettings};
+use super::protocol::Protocol;
+use super::region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
+use super::shard_id::{EntityId, ShardId, shard_id_for};
+use super::view::ShardingView;
+
+/// A test message: who sent it and its sequence number for that sender.
+pub(crate) type Msg = (UniqueAddress, u64);
+
+pub(crate) fn node(i: u16) -> UniqueAddress {
+    UniqueAddress::new(Address::new("n", i), u64::from(i))
+}
+
+enum Wire {
+    Proto(Protocol),
+    User(Envelope<Msg>),
+    EntitiesStopped(ShardId),
+}
+
+struct TestNode {
+    view: ShardingView,
+    region: Region<Msg>,
+    coordinator: Option<Coordinator<LeastShardAllocationStrategy>>,
+    alive: bool,
+}
+
+pub(crate) struct Net {
+    pub now: Instant,
+    rng: u64,
+    nodes: BTreeMap<UniqueAddress, TestNode>,
+    members: BTreeMap<UniqueAddress, Member>,
+    queues: BTreeMap<(UniqueAddress, UniqueAddress), VecDeque<Wire>>,
+    pub region_settings: RegionSettings,
+    pub coordinator_settings: CoordinatorSettings,
+    pub number_of_shards: u32,
+    /// (node, entity, message) in delivery order.
+    pub delivered: Vec<(UniqueAddress, EntityId, Msg)>,
+    pub dropped: Vec<(Msg, DropReason)>,
+    hosting: BTreeMap<ShardId, BTreeSet<UniqueAddress>>,
+    /// Shards whose entities are stopping; they finish at the next timer run, so messages
+    /// keep arriving meanwhile (as with entities that take time to stop).
+    stopping: Vec<(UniqueAddress, ShardId)>,
+    pub violations: Vec<String>,
+    next_up: u32,
+}
+
+impl Net {
+    pub fn new(seed: u64, mode: HandOffMode) -> Self {
+        Net {
+            now: Instant::from_millis(1),
+            rng: seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+                | 1,
+            nodes: BTreeMap::new(),
+            members: BTreeMap::new(),
+            queues: BTreeMap::new(),
+            region_settings: RegionSettings {
+                handoff_mode: mode,
+                ..RegionSettings::default()
+            },
+            coordinator_settings: CoordinatorSettings {
+                forward_handoff: mode == HandOffMode::Forward,
+                ..CoordinatorSettings::default()
+            },
+            number_of_shards: 10,
+            delivered: Vec::new(),
+            dropped: Vec::new(),
+            hosting: BTreeMap::new(),
+            stopping: Vec::new(),
+            violations: Vec::new(),
+            next_up: 1,
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: deterministic and good enough to interleave queues.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Adds an Up member (with a region, or a proxy).
+    pub fn add(&mut self, i: u16, proxy: bool) -> UniqueAddress {
+        let n = node(i);
+        let mut m = Member::joining(n.clone(), BTreeSet::new(), "1.0");
+        m.status = MemberStatus::Up;
+        m.up_number = self.next_up;
+        self.next_up += 1;
+        self.members.insert(n.clone(), m);
+        let view = ShardingView::new(n.clone(), None, Duration::from_secs(5));
+        let region = Region::new(n.clone(), proxy, self.region_settings.clone(), self.now);
+        self.nodes.insert(
+            n.clone(),
+            TestNode {
+                view,
+                region,
+                coordinator: None,
+                alive: true,
+            },
+        );
+        self.views_changed();
+        n
+    }
+
+    pub fn set_status(&mut self, n: &UniqueAddress, status: MemberStatus) {
+        if status == MemberStatus::Removed {
+            self.members.remove(n);
+        } else if let Some(m) = self.members.get_mut(n) {
+            m.status = status;
+        }
+        self.views_changed();
+    }
+
+    /// The node stops dead: its messages are lost, its shards with it.
+    pub fn crash(&mut self, n: &UniqueAddress) {
+        if let Some(t) = self.nodes.get_mut(n) {
+            t.alive = false;
+            t.coordinator = None;
+        }
+        self.queues.retain(|(from, to), _| from != n && to != n);
+        for homes in self.hosting.values_mut() {
+            homes.remove(n);
+        }
+    }
+
+    pub fn graceful_shutdown(&mut self, n: &UniqueAddress) {
+        let mut out = Vec::new();
+        if let Some(t) = self.nodes.get_mut(n) {
+            t.region.graceful_shutdown(&mut out);
+        }
+        self.region_effects(n, out);
+    }
+
+    pub fn region(&self, n: &UniqueAddress) -> &Region<Msg> {
+        &self.nodes[n].region
+    }
+
+    pub fn coordinator(
+        &self,
+        n: &UniqueAddress,
+    ) -> Option<&Coordinator<LeastShardAllocationStrategy>> {
+        self.nodes[n].coordinator.as_ref()
+    }
+
+    fn views_changed(&mut self) {
+        let now = self.now;
+        let members: Vec<Member> = self.members.values().cloned().collect();
+        let ids: Vec<UniqueAddress> = self.nodes.keys().cloned().collect();
+        for id in ids {
+            let (mut rout, mut cout) = (Vec::new(), Vec::new());
+            {
+                let t = self.nodes.get_mut(&id).unwrap();
+                if !t.alive {
+                    continue;
+                }
+                t.view.update(now, members.clone(), BTreeSet::new());
+                let hosts = t.view.self_hosts_coordinator();
+                if hosts && t.coordinator.is_none() {
+                    t.coordinator = Some(Coordinator::new(
+                        id.clone(),
+                        self.coordinator_settings.clone(),
+                        LeastShardAllocationStrategy::new(20, 0.1),
+                        now,
+                    ));
+                } else if !hosts {
+                    t.coordinator = None;
+                }
+                if let Some(c) = &mut t.coordinator {
+                    c.view_changed(now, &t.view, &mut cout);
+                }
+                t.region.view_changed(now, &t.view, &mut rout);
+            }
+            self.coordinator_effects(&id, cout);
+            self.region_effects(&id, rout);
+        }
+    }
+
+    /// A local sender on `at` tells `entity` message number `seq`.
+    pub fn tell(&mut self, at: &UniqueAddress, entity: &str, seq: u64) {
+        let shard = shard_id_for(entity, self.number_of_shards).unwrap();
+        let env = Envelope {
+            entity: entity.into(),
+            shard,
+            msg: (at.clone(), seq),
+        };
+        let mut out = Vec::new();
+        let now = self.now;
+        let t = self.nodes.get_mut(at).unwrap();
+        t.region.route(now, None, env, &mut out);
+        self.region_effects(at, out);
+    }
+
+    fn push(&mut self, from: &UniqueAddress, to: &UniqueAddress, w: Wire) {
+        if !self.nodes.get(to).is_some_and(|t| t.alive) {
+            return;
+        }
+        self.queues
+            .entry((from.clone(), to.clone()))
+            .or_default()
+            .push_back(w);
+    }
+
+    fn region_effects(&mut self, at: &UniqueAddress, out: Vec<RegionEffect<Msg>>) {
+        for e in out {
+            match e {
+                RegionEffect::Send { to, msg } => self.push(at, &to, Wire::Proto(msg)),
+                RegionEffect::Forward { to, env } => self.push(at, &to, Wire::User(env)),
+                RegionEffect::Deliver(env) => {
+                    let homes = self.hosting.get(&env.shard).cloned().unwrap_or_default();
+                    if homes.len() != 1 || !homes.contains(at) {
+                        self.violations.push(format!(
+                            "{:?}: delivered {} on {at} while hosts are {homes:?}",
+                            self.now, env.entity
+                        ));
+                    }
+                    self.delivered.push((at.clone(), env.entity, env.msg));
+                }
+                RegionEffect::ShardStarted(shard) => {
+                    let homes = self.hosting.entry(shard.clone()).or_default();
+                    homes.insert(at.clone());
+                    if homes.len() > 1 {
+                        self.violations
+                            .push(format!("{:?}: shard {shard} hosted on {homes:?}", self.now));
+                    }
+                }
+                RegionEffect::StopEntities(shard) => self.stopping.push((at.clone(), shard)),
+                RegionEffect::ForceStopEntities(_) => {}
+                RegionEffect::ShardStopped(shard) => {
+                    if let Some(h) = self.hosting.get_mut(&shard) {
+                        h.remove(at);
+                    }
+                }
+                RegionEffect::Dropped { env, reason } => self.dropped.push((env.msg, reason)),
+                RegionEffect::ShutdownComplete => {}
+            }
+        }
+    }
+
+    fn coordinator_effects(&mut self, at: &UniqueAddress, out: Vec<CoordinatorEffect>) {
+        for e in out {
+            if let CoordinatorEffect::Send { to, msg } = e {
+                self.push(at, &to, Wire::Proto(msg));
+            }
+        }
+    }
+
+    /// Delivers one queued message; false when nothing is queued.
+    pub fn step(&mut self) -> bool {
+        let keys: Vec<(UniqueAddress, UniqueAddress)> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if keys.is_empty() {
+            return false;
+        }
+        let pick = (self.next_random() % keys.len() as u64) as usize;
+        let (from, to) = keys[pick].clone();
+        let w = self
+            .queues
+            .get_mut(&(from.clone(), to.clone()))
+            .and_then(VecDeque::pop_front)
+            .unwrap();
+        self.now += Duration::from_micros(100);
+        let now = self.now;
+        let (mut rout, mut cout) = (Vec::new(), Vec::new());
+        {
+            let Some(t) = self.nodes.get_mut(&to) else {
+                return true;
+            };
+            if !t.alive {
+                return true;
+            }
+            match w {
+                Wire::User(env) => t.region.route(now, Some(&from), env, &mut rout),
+                Wire::EntitiesStopped(shard) => t.region.entities_stopped(&shard, &mut rout),
+                Wire::Proto(msg) if msg.is_for_coordinator() => {
+                    if let Some(c) = &mut t.coordinator {
+                        c.handle(now, &from, msg, &t.view, &mut cout);
+                    }
+                }
+                Wire::Proto(msg) => t.region.handle(now, &from, msg, &t.view, &mut rout),
+            }
+        }
+        self.coordinator_effects(&to, cout);
+        self.region_effects(&to, rout);
+        true
+    }
+
+    /// Runs until no message is queued (bounded, to catch livelocks).
+    pub fn settle(&mut self) {
+        for _ in 0..1_000_000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("the network did not settle");
+    }
+
+    /// Advances time by `d`, running timers, and settles after each.
+    pub fn advance(&mut self, d: Duration) {
+        self.run_timers(d, true);
+    }
+
+    /// Advances time by `d` and runs due timers, leaving queued messages in flight.
+    pub fn tick(&mut self, d: Duration) {
+        self.run_timers(d, false);
+    }
+
+    fn run_timers(&mut self, d: Duration, settle: bool) {
+        let end = self.now + d;
+        if settle {
+            self.settle();
+        }
+        for (at, shard) in std::mem::take(&mut self.stopping) {
+            self.push(&at, &at, Wire::EntitiesStopped(shard));
+        }
+        if settle {
+            self.settle();
+        }
+        loop {
+            let next = self
+                .nodes
+                .values()
+                .filter(|t| t.alive)
+                .flat_map(|t| {
+                    [
+                        t.region.poll_timeout(),
+                        t.coordinator.as_ref().and_then(|c| c.poll_timeout()),
+                        t.view.next_expiry(),
+                    ]
+                })
+                .flatten()
+                .min();
+            let Some(at) = next.filter(|t| *t <= end) else {
+                break;
+            };
+            self.now = self.now.max(at);
+            let now = self.now;
+            let ids: Vec<UniqueAddress> = self.nodes.keys().cloned().collect();
+            let mut expired = false;
+            for id in &ids {
+                let t = self.nodes.get_mut(id).unwrap();
+                if t.alive && t.view.expire(now) {
+                    expired = true;
+                }
+            }
+            if expired {
+                self.views_changed();
+            }
+            for id in ids {
+                let (mut rout, mut cout) = (Vec::new(), Vec::new());
+                {
+                    let t = self.nodes.get_mut(&id).unwrap();
+                    if !t.alive {
+                        continue;
+                    }
+                    if let Some(c) = &mut t.coordinator {
+                        if c.poll_timeout().is_some_and(|x| x <= now) {
+                            c.handle_timeout(now, &t.view, &mut cout);
+                        }
+                    }
+                    if t.region.poll_timeout().is_some_and(|x| x <= now) {
+                        t.region.handle_timeout(now, &t.view, &mut rout);
+                    }
+                }
+                self.coordinator_effects(&id, cout);
+                self.region_effects(&id, rout);
+            }
+            if settle {
+                self.settle();
+            }
+        }
+        self.now = self.now.max(end);
+    }
+
+    /// Where each shard runs now.
+    pub fn hosts(&self) -> BTreeMap<ShardId, BTreeSet<UniqueAddress>> {
+        self.hosting
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(s, h)| (s.clone(), h.clone()))
+            .collect()
+    }
+
+    /// Messages delivered per (sender, entity), in delivery order.
+    pub fn per_sender(&self) -> BTreeMap<(UniqueAddress, EntityId), Vec<u64>> {
+        let mut out: BTreeMap<(UniqueAddress, EntityId), Vec<u64>> = BTreeMap::new();
+        for (_, e, (from, seq)) in &self.delivered {
+            out.entry((from.clone(), e.clone())).or_default().push(*seq);
+        }
+        out
+    }
+}

@@ -1,0 +1,387 @@
+//! What sharding reads from the membership view.
+//!
+//! Two decisions depend on the cluster: which node hosts a kind's coordinator, and which
+//! regions are alive. Both must be made conservatively around crashes: a member that was
+//! downed may still be running (on the other side of a partition, until its own split-brain
+//! resolver stops it), so its shards must not get a second home the moment it is removed. As in
+//! the reference, such a member lingers for the *down-removal margin* after its removal: it
+//! still counts as the coordinator's host (so nobody else starts one) and its region as
+//! terminating (its shards are neither answered for nor re-homed). A member that left
+//! gracefully (seen Leaving or Exiting, and reachable) does not linger: it handed its shards
+//! off before it went.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::Instant;
+use crate::membership::{Member, MemberStatus, UniqueAddress};
+
+/// The membership facts sharding needs for one entity kind, with the margin applied.
+#[derive(Clone, Debug)]
+pub struct ShardingView {
+    self_node: UniqueAddress,
+    role: Option<String>,
+    margin: Duration,
+    members: BTreeMap<UniqueAddress, Member>,
+    unreachable: BTreeSet<UniqueAddress>,
+    /// Removed members still treated as possibly alive, until the instant given.
+    lingering: BTreeMap<UniqueAddress, (Member, Instant)>,
+}
+
+impl ShardingView {
+    /// An empty view for the kind whose shards live on members with `role` (`None`: all).
+    pub fn new(self_node: UniqueAddress, role: Option<String>, margin: Duration) -> Self {
+        ShardingView {
+            self_node,
+            role: role.filter(|r| !r.is_empty()),
+            margin,
+            members: BTreeMap::new(),
+            unreachable: BTreeSet::new(),
+            lingering: BTreeMap::new(),
+        }
+    }
+
+    /// This node.
+    pub fn self_node(&self) -> &UniqueAddress {
+        &self.self_node
+    }
+
+    /// The kind's role, if any.
+    pub fn role(&self) -> Option<&str> {
+        self.role.as_deref()
+    }
+
+    /// Replaces the membership with `members` (every member the node sees, any status) and
+    /// the set of unreachable ones. Members that disappeared start lingering when they may
+    /// still be running. Returns whether anything sharding cares about changed.
+    pub fn update(
+        &mut self,
+        now: Instant,
+        members: impl IntoIterator<Item = Member>,
+        unreachable: BTreeSet<UniqueAddress>,
+    ) -> bool {
+        let new: BTreeMap<UniqueAddress, Member> = members
+            .into_iter()
+            .filter(|m| m.status != MemberStatus::Removed)
+            .map(|m| (m.addr.clone(), m))
+            .collect();
+        let mut changed = new != self.members || unreachable != self.unreachable;
+        for (addr, old) in &self.members {
+            if new.contains_key(addr) {
+                continue;
+            }
+            let graceful = matches!(old.status, MemberStatus::Leaving | MemberStatus::Exiting)
+                && !self.unreachable.contains(addr);
+            if !graceful && !self.margin.is_zero() {
+                self.lingering
+                    .insert(addr.clone(), (old.clone(), now + self.margin));
+            }
+        }
+        // A member that is back in the view (it cannot be, with the same uid) stops lingering.
+        let before = self.lingering.len();
+        self.lingering.retain(|a, _| !new.contains_key(a));
+        changed |= before != self.lingering.len();
+        self.members = new;
+        self.unreachable = unreachable;
+        changed | self.expire(now)
+    }
+
+    /// Forgets lingering members whose margin has passed. Returns whether any did.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let before = self.lingering.len();
+        self.lingering.retain(|_, (_, until)| *until > now);
+        before != self.lingering.len()
+    }
+
+    /// When the next lingering member expires.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.lingering.values().map(|(_, t)| *t).min()
+    }
+
+    /// The member `node` as currently seen (not lingering ones).
+    pub fn member(&self, node: &UniqueAddress) -> Option<&Member> {
+        self.members.get(node)
+    }
+
+    /// This node's own status, if it is a member.
+    pub fn self_status(&self) -> Option<MemberStatus> {
+        self.members.get(&self.self_node).map(|m| m.status)
+    }
+
+    /// Whether this node has the kind's role (hosts shards rather than only proxying).
+    pub fn self_has_role(&self) -> bool {
+        match (&self.role, self.members.get(&self.self_node)) {
+            (None, _) => true,
+            (Some(r), Some(m)) => m.has_role(r),
+            (Some(_), None) => false,
+        }
+    }
+
+    fn with_role(&self, m: &Member) -> bool {
+        self.role.as_ref().is_none_or(|r| m.has_role(r))
+    }
+
+    /// Whether `node` may still be running: a member in any status, or a lingering one.
+    pub fn may_be_alive(&self, node: &UniqueAddress) -> bool {
+        self.members.contains_key(node) || self.lingering.contains_key(node)
+    }
+
+    /// Whether `node` is on its way out after a failure: Down, or removed and lingering.
+    /// Its region's shards are neither answered for nor re-homed until it is gone.
+    pub fn is_terminating(&self, node: &UniqueAddress) -> bool {
+        self.lingering.contains_key(node)
+            || self
+                .members
+                .get(node)
+                .is_some_and(|m| m.status == MemberStatus::Down)
+    }
+
+    /// Whether shards may be allocated to `node`: an Up member with the role, reachable.
+    pub fn can_host(&self, node: &UniqueAddress) -> bool {
+        self.members.get(node).is_some_and(|m| {
+            m.status == MemberStatus::Up && self.with_role(m) && !self.unreachable.contains(node)
+        })
+    }
+
+    /// Whether a region on `node` may register with the coordinator: a member that is
+    /// WeaklyUp, Up, Leaving or Exiting (the coordinator hears what it hosts; it only allocates
+    /// to Up ones).
+    pub fn can_register(&self, node: &UniqueAddress) -> bool {
+        self.members.get(node).is_some_and(|m| {
+            matches!(
+                m.status,
+                MemberStatus::WeaklyUp
+                    | MemberStatus::Up
+                    | MemberStatus::Leaving
+                    | MemberStatus::Exiting
+            )
+        })
+    }
+
+    /// Members with the role whose regions a coordinator taking over must hear from before it
+    /// knows every live shard: all that may host shards or may still be running (WeaklyUp, Up,
+    /// Leaving, Exiting, Down, and lingering ones, which never answer and so hold allocation
+    /// back until their margin has passed).
+    pub fn expected_regions(&self) -> BTreeSet<UniqueAddress> {
+        let mut out: BTreeSet<UniqueAddress> = self
+            .members
+            .values()
+            .filter(|m| self.with_role(m) && m.status != MemberStatus::Joining)
+            .map(|m| m.addr.clone())
+            .collect();
+        out.extend(
+            self.lingering
+                .values()
+                .filter(|(m, _)| self.with_role(m))
+                .map(|(m, _)| m.addr.clone()),
+        );
+        out
+    }
+
+    /// Members with the role that have been Up, oldest first, including ones on their way out
+    /// (and lingering ones): the order in which the coordinator's home is chosen.
+    fn by_age(&self) -> Vec<&Member> {
+        let mut v: Vec<&Member> = self
+            .members
+            .values()
+            .chain(self.lingering.values().map(|(m, _)| m))
+            .filter(|m| {
+                self.with_role(m)
+                    && matches!(
+                        m.status,
+                        MemberStatus::Up
+                            | MemberStatus::Leaving
+                            | MemberStatus::Exiting
+                            | MemberStatus::Down
+                            | MemberStatus::Removed
+                    )
+                    && m.up_number != crate::membership::member::NOT_YET_UP
+            })
+            .collect();
+        v.sort_by(|a, b| a.age_cmp(b));
+        v
+    }
+
+    /// The node that hosts (or is about to host, or may still host) the coordinator: the oldest
+    /// member with the role that has been Up and is not gone (lingering counts as not gone).
+    pub fn coordinator_node(&self) -> Option<&UniqueAddress> {
+        self.by_age().first().map(|m| &m.addr)
+    }
+
+    /// Whether this node should run the coordinator now: it is the coordinator node and is Up
+    /// or Leaving (a leaving node keeps it until its own region has handed off; the next one
+    /// starts only after this one is removed).
+    pub fn self_hosts_coordinator(&self) -> bool {
+        self.coordinator_node() == Some(&self.self_node)
+            && matches!(
+                self.self_status(),
+                Some(MemberStatus::Up | MemberStatus::Leaving)
+            )
+    }
+
+    /// Where a region sends `Register`: from the oldest, every member up to and including the
+    /// first one that is Up (older ones that are leaving may still host the coordinator).
+    pub fn registration_targets(&self) -> Vec<UniqueAddress> {
+        let mut out = Vec::new();
+        for m in self.by_age() {
+            if matches!(m.status, MemberStatus::Down | MemberStatus::Removed)
+                || !self.members.contains_key(&m.addr)
+            {
+                continue;
+            }
+            out.push(m.addr.clone());
+            if m.status == MemberStatus::Up {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Members with the kind's role (for allocation snapshots).
+    pub fn members_with_role(&self) -> impl Iterator<Item = &Member> {
+        self.members.values().filter(|m| self.with_role(m))
+    }
+
+    /// Whether any member is unreachable (no rebalancing then).
+    pub fn any_unreachable(&self) -> bool {
+        !self.unreachable.is_empty()
+    }
+
+    /// Whether any member is Joining or WeaklyUp (no rebalancing then).
+    pub fn any_joining(&self) -> bool {
+        self.members
+            .values()
+            .any(|m| matches!(m.status, MemberStatus::Joining | MemberStatus::WeaklyUp))
+    }
+
+    /// How many members with the role are Up.
+    pub fn up_count(&self) -> usize {
+        self.members_with_role()
+            .filter(|m| m.status == MemberStatus::Up)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::membership::Address;
+
+    fn ua(port: u16) -> UniqueAddress {
+        UniqueAddress::new(Address::new("h", port), u64::from(port))
+    }
+
+    fn member(port: u16, status: MemberStatus, up: u32, roles: &[&str]) -> Member {
+        let mut m = Member::joining(
+            ua(port),
+            roles.iter().map(|r| r.to_string()).collect(),
+            "1.0",
+        );
+        m.status = status;
+        m.up_number = up;
+        m
+    }
+
+    const MARGIN: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn coordinator_is_the_oldest_with_the_role() {
+        let mut v = ShardingView::new(ua(2), Some("b".into()), MARGIN);
+        v.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::Up, 1, &["a"]),
+                member(2, MemberStatus::Up, 2, &["b"]),
+                member(3, MemberStatus::Up, 3, &["b"]),
+            ],
+            BTreeSet::new(),
+        );
+        assert_eq!(v.coordinator_node(), Some(&ua(2)));
+        assert!(v.self_hosts_coordinator());
+        assert_eq!(v.registration_targets(), vec![ua(2)]);
+        assert_eq!(v.expected_regions(), [ua(2), ua(3)].into());
+    }
+
+    #[test]
+    fn a_crashed_coordinator_lingers_for_the_margin() {
+        let mut v = ShardingView::new(ua(2), None, MARGIN);
+        let t0 = Instant::from_millis(1000);
+        v.update(
+            t0,
+            [
+                member(1, MemberStatus::Up, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+            ],
+            [ua(1)].into(),
+        );
+        v.update(
+            t0,
+            [
+                member(1, MemberStatus::Down, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+            ],
+            [ua(1)].into(),
+        );
+        assert!(v.is_terminating(&ua(1)));
+        assert!(!v.self_hosts_coordinator(), "the downed one may still run");
+        v.update(t0, [member(2, MemberStatus::Up, 2, &[])], BTreeSet::new());
+        assert!(v.is_terminating(&ua(1)), "removed but within the margin");
+        assert_eq!(v.coordinator_node(), Some(&ua(1)));
+        assert!(!v.self_hosts_coordinator());
+        assert_eq!(v.next_expiry(), Some(t0 + MARGIN));
+        assert!(v.expire(t0 + MARGIN));
+        assert!(!v.may_be_alive(&ua(1)));
+        assert!(v.self_hosts_coordinator());
+    }
+
+    #[test]
+    fn a_graceful_leaver_does_not_linger_and_keeps_the_coordinator_while_leaving() {
+        let mut v = ShardingView::new(ua(1), None, MARGIN);
+        v.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::Leaving, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+            ],
+            BTreeSet::new(),
+        );
+        assert!(v.self_hosts_coordinator());
+        assert_eq!(v.registration_targets(), vec![ua(1), ua(2)]);
+        let mut other = ShardingView::new(ua(2), None, MARGIN);
+        other.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::Exiting, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+            ],
+            BTreeSet::new(),
+        );
+        assert!(!other.self_hosts_coordinator());
+        other.update(
+            Instant::ZERO,
+            [member(2, MemberStatus::Up, 2, &[])],
+            BTreeSet::new(),
+        );
+        assert!(other.self_hosts_coordinator(), "no margin after a leave");
+    }
+
+    #[test]
+    fn joining_and_weakly_up_members_cannot_host() {
+        let mut v = ShardingView::new(ua(1), None, MARGIN);
+        v.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::Up, 1, &[]),
+                member(2, MemberStatus::WeaklyUp, u32::MAX, &[]),
+                member(3, MemberStatus::Joining, u32::MAX, &[]),
+            ],
+            BTreeSet::new(),
+        );
+        assert!(v.can_host(&ua(1)));
+        assert!(!v.can_host(&ua(2)));
+        assert!(v.can_register(&ua(2)));
+        assert!(!v.can_register(&ua(3)));
+        assert_eq!(v.expected_regions(), [ua(1), ua(2)].into());
+        assert!(v.any_joining());
+    }
+}
