@@ -19,9 +19,11 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
+use shardik_core::membership::config::NUMBER_OF_SHARDS_JOIN_KEY;
 use shardik_core::membership::phi::PhiAccrualConfig;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
+use shardik_core::sharding::AllocationSettings;
 
 use crate::logging::LogFormat;
 
@@ -210,8 +212,30 @@ pub struct ClusterSettings {
     pub failure_detector: FailureDetectorSettings,
     /// `downing-provider`.
     pub downing_provider: DowningProvider,
+    /// `down-removal-margin`: how long after a crashed member is removed its shards stay where
+    /// they were (and the coordinator stays put). `None` when "off": see
+    /// [`effective_down_removal_margin`](Self::effective_down_removal_margin).
+    #[serde(deserialize_with = "de_down_removal_margin")]
+    pub down_removal_margin: Option<Duration>,
     /// `split-brain-resolver.*`.
     pub split_brain_resolver: SplitBrainResolverSettings,
+    /// `sharding.*`.
+    pub sharding: ShardingSettings,
+}
+
+impl ClusterSettings {
+    /// The down-removal margin in force, as the reference resolves it: the configured
+    /// `down-removal-margin` if set; otherwise the split-brain resolver's `stable-after` when
+    /// the resolver does the downing (so that the downed side has had time to stop its shards
+    /// before they start elsewhere); otherwise (manual downing, an operator vouches that the
+    /// member is gone) zero.
+    pub fn effective_down_removal_margin(&self) -> Duration {
+        match (self.down_removal_margin, self.downing_provider) {
+            (Some(margin), _) => margin,
+            (None, DowningProvider::SplitBrainResolver) => self.split_brain_resolver.stable_after,
+            (None, DowningProvider::Off) => Duration::ZERO,
+        }
+    }
 }
 
 /// `cluster.role.<name>.*`.
@@ -365,6 +389,188 @@ pub struct LeaseMajoritySettings {
     pub release_after: Duration,
 }
 
+/// `cluster.sharding.*`: cluster sharding, for every entity kind.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ShardingSettings {
+    /// `number-of-shards`: entity ids map to this many shards; at least 1, and the same on
+    /// every node (checked when a node joins).
+    pub number_of_shards: u32,
+    /// `role`: only nodes with this role host shards; empty = every node.
+    #[serde(deserialize_with = "de_string")]
+    pub role: String,
+    /// `buffer-size`: most messages a region holds, over all shards, while their homes are
+    /// unknown; at least 1.
+    pub buffer_size: usize,
+    /// `retry-interval`: how often a region retries registering and asking for shard homes.
+    #[serde(deserialize_with = "de_duration")]
+    pub retry_interval: Duration,
+    /// `handoff-timeout`: the longest a shard hand-off may take before it is abandoned.
+    #[serde(deserialize_with = "de_duration")]
+    pub handoff_timeout: Duration,
+    /// `shard-start-timeout`: how long the coordinator waits for a region to confirm that it
+    /// started a shard before telling it again.
+    #[serde(deserialize_with = "de_duration")]
+    pub shard_start_timeout: Duration,
+    /// `rebalance-interval`: how often the coordinator asks the allocation strategy what to move.
+    #[serde(deserialize_with = "de_duration")]
+    pub rebalance_interval: Duration,
+    /// `shard-region-query-timeout`: how long a region waits for its shards' answers to a
+    /// state or statistics query.
+    #[serde(deserialize_with = "de_duration")]
+    pub shard_region_query_timeout: Duration,
+    /// `coordinator-failure-backoff`: the delay before a failed coordinator is started again.
+    #[serde(deserialize_with = "de_duration")]
+    pub coordinator_failure_backoff: Duration,
+    /// `handoff-mode`: what happens to messages buffered at a shard's old home during a
+    /// hand-off.
+    pub handoff_mode: HandOffModeSetting,
+    /// `least-shard-allocation-strategy.*`.
+    pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
+    /// `passivation.*`.
+    pub passivation: ShardingPassivationSettings,
+    /// `healthcheck.*`.
+    pub healthcheck: ShardingHealthCheckSettings,
+}
+
+impl ShardingSettings {
+    /// The allocation core's settings from `least-shard-allocation-strategy.*`.
+    pub fn allocation_settings(&self) -> AllocationSettings {
+        let a = &self.least_shard_allocation_strategy;
+        AllocationSettings {
+            rebalance_absolute_limit: a.rebalance_absolute_limit,
+            rebalance_relative_limit: a.rebalance_relative_limit,
+            rebalance_threshold: a.rebalance_threshold,
+            max_simultaneous_rebalance: a.max_simultaneous_rebalance,
+        }
+    }
+
+    /// The role that hosts shards, or `None` when every node does (`role = ""`).
+    pub fn host_role(&self) -> Option<&str> {
+        (!self.role.is_empty()).then_some(self.role.as_str())
+    }
+}
+
+/// `cluster.sharding.handoff-mode`: the fate of messages that a shard's old home buffered
+/// between the start of a hand-off and the shard's stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandOffModeSetting {
+    /// `forward` (default): they are delivered to the new home, without reordering any
+    /// sender's messages.
+    Forward,
+    /// `drop`: they are dropped (each counted and logged), as the reference does, which keeps
+    /// per-sender order without any further protocol.
+    Drop,
+}
+
+impl HandOffModeSetting {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandOffModeSetting::Forward => "forward",
+            HandOffModeSetting::Drop => "drop",
+        }
+    }
+}
+
+/// `cluster.sharding.least-shard-allocation-strategy.*`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LeastShardAllocationStrategySettings {
+    /// `rebalance-absolute-limit`: most shards moved per rebalance round; 0 selects the older
+    /// threshold algorithm.
+    pub rebalance_absolute_limit: u32,
+    /// `rebalance-relative-limit`: most shards moved per round as a fraction of all shards,
+    /// in (0, 1].
+    pub rebalance_relative_limit: f64,
+    /// `rebalance-threshold` (threshold algorithm only): the difference in shard counts above
+    /// which shards are moved; at least 1.
+    pub rebalance_threshold: u32,
+    /// `max-simultaneous-rebalance` (threshold algorithm only): most shards moving at once; at
+    /// least 1.
+    pub max_simultaneous_rebalance: u32,
+}
+
+/// `cluster.sharding.passivation.strategy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PassivationStrategySetting {
+    /// `default-idle-strategy` (default): stop entities idle for longer than
+    /// `default-idle-strategy.idle-entity.timeout`.
+    DefaultIdleStrategy,
+    /// `none` (or `off`): entities are only stopped when they ask to be.
+    #[serde(alias = "off")]
+    None,
+}
+
+impl PassivationStrategySetting {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassivationStrategySetting::DefaultIdleStrategy => "default-idle-strategy",
+            PassivationStrategySetting::None => "none",
+        }
+    }
+}
+
+/// `cluster.sharding.passivation.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ShardingPassivationSettings {
+    /// `strategy`.
+    pub strategy: PassivationStrategySetting,
+    /// `default-idle-strategy.*`.
+    pub default_idle_strategy: DefaultIdleStrategySettings,
+}
+
+impl ShardingPassivationSettings {
+    /// How long an entity may stay idle before it is passivated, or `None` when the strategy
+    /// does not passivate idle entities.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        match self.strategy {
+            PassivationStrategySetting::DefaultIdleStrategy => {
+                Some(self.default_idle_strategy.idle_entity.timeout)
+            }
+            PassivationStrategySetting::None => None,
+        }
+    }
+}
+
+/// `cluster.sharding.passivation.default-idle-strategy.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DefaultIdleStrategySettings {
+    /// `idle-entity.*`.
+    pub idle_entity: IdleEntitySettings,
+}
+
+/// `cluster.sharding.passivation.default-idle-strategy.idle-entity.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IdleEntitySettings {
+    /// `timeout`: an entity that received no message for this long is passivated.
+    #[serde(deserialize_with = "de_duration")]
+    pub timeout: Duration,
+}
+
+/// `cluster.sharding.healthcheck.*`: the sharding part of the readiness check.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ShardingHealthCheckSettings {
+    /// `names`: entity kinds whose region must have registered with its coordinator for the
+    /// node to be ready; empty = no sharding check.
+    #[serde(deserialize_with = "de_string_list")]
+    pub names: Vec<String>,
+    /// `timeout`: how long the check waits for a region's answer.
+    #[serde(deserialize_with = "de_duration")]
+    pub timeout: Duration,
+    /// `disabled-after`: the check passes unconditionally once this long has passed since the
+    /// node was first seen Up (or WeaklyUp).
+    #[serde(deserialize_with = "de_duration")]
+    pub disabled_after: Duration,
+}
+
 /// `transport.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -490,7 +696,12 @@ impl Settings {
         let fd = &c.failure_detector;
         MembershipConfig {
             cluster_name: c.name.clone(),
-            join_must_match: BTreeMap::new(),
+            // Every node must map entity ids to the same shards (the reference checks this
+            // key at join too).
+            join_must_match: BTreeMap::from([(
+                NUMBER_OF_SHARDS_JOIN_KEY.to_string(),
+                c.sharding.number_of_shards.to_string(),
+            )]),
             roles: c.roles.clone(),
             app_version: c.app_version.clone(),
             seed_node_timeout: c.seed_node_timeout,
@@ -835,6 +1046,86 @@ fn positive_count(key: &str, n: usize) -> Result<(), ConfigError> {
     Ok(())
 }
 
+fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
+    if s.number_of_shards == 0 {
+        return Err(invalid(
+            "cluster.sharding.number-of-shards",
+            0,
+            "a whole number of at least 1, the same on every node (1000 by default; about ten \
+             times the largest planned number of nodes is a good choice)",
+        ));
+    }
+    positive_count("cluster.sharding.buffer-size", s.buffer_size)?;
+    for (key, d) in [
+        ("cluster.sharding.retry-interval", s.retry_interval),
+        ("cluster.sharding.handoff-timeout", s.handoff_timeout),
+        (
+            "cluster.sharding.shard-start-timeout",
+            s.shard_start_timeout,
+        ),
+        ("cluster.sharding.rebalance-interval", s.rebalance_interval),
+        (
+            "cluster.sharding.shard-region-query-timeout",
+            s.shard_region_query_timeout,
+        ),
+        (
+            "cluster.sharding.coordinator-failure-backoff",
+            s.coordinator_failure_backoff,
+        ),
+        (
+            "cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout",
+            s.passivation.default_idle_strategy.idle_entity.timeout,
+        ),
+        (
+            "cluster.sharding.healthcheck.timeout",
+            s.healthcheck.timeout,
+        ),
+        (
+            "cluster.sharding.healthcheck.disabled-after",
+            s.healthcheck.disabled_after,
+        ),
+    ] {
+        positive_duration(key, d)?;
+    }
+    let a = &s.least_shard_allocation_strategy;
+    let relative = a.rebalance_relative_limit;
+    let relative_ok = relative > 0.0 && relative <= 1.0;
+    if !relative_ok {
+        return Err(invalid(
+            "cluster.sharding.least-shard-allocation-strategy.rebalance-relative-limit",
+            relative,
+            "a fraction of all shards greater than 0 and at most 1 (0.1 by default)",
+        ));
+    }
+    for (key, n) in [
+        (
+            "cluster.sharding.least-shard-allocation-strategy.rebalance-threshold",
+            a.rebalance_threshold,
+        ),
+        (
+            "cluster.sharding.least-shard-allocation-strategy.max-simultaneous-rebalance",
+            a.max_simultaneous_rebalance,
+        ),
+    ] {
+        if n == 0 {
+            return Err(invalid(
+                key,
+                n,
+                "a number greater than zero (with 0 the threshold algorithm would never move a \
+                 shard)",
+            ));
+        }
+    }
+    if s.healthcheck.names.iter().any(|n| n.trim().is_empty()) {
+        return Err(invalid(
+            "cluster.sharding.healthcheck.names",
+            format!("{:?}", s.healthcheck.names),
+            "a list of entity kind names, none of them empty",
+        ));
+    }
+    Ok(())
+}
+
 impl Settings {
     /// Range and consistency checks that the types alone cannot express. The first problem
     /// found is reported.
@@ -944,6 +1235,15 @@ impl Settings {
                 "a duration greater than zero, \"on\" or \"off\"",
             ));
         }
+
+        if c.down_removal_margin == Some(Duration::ZERO) {
+            return Err(invalid(
+                "cluster.down-removal-margin",
+                "0s",
+                DOWN_REMOVAL_MARGIN_EXPECTED,
+            ));
+        }
+        validate_sharding(&c.sharding)?;
 
         let t = &self.transport;
         if t.maximum_frame_size < MIN_FRAME_SIZE {
@@ -1111,6 +1411,57 @@ fn de_down_all_when_unstable<'de, D: Deserializer<'de>>(
     )
 }
 
+const DOWN_REMOVAL_MARGIN_EXPECTED: &str =
+    "a duration greater than zero like `20s`, or \"off\" (derived from the downing provider)";
+
+/// A duration or "off" (`None`); "on" has no meaning here and is refused.
+fn de_down_removal_margin<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = Option<Duration>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str(DOWN_REMOVAL_MARGIN_EXPECTED)
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "off" | "false" => Ok(None),
+                _ => humantime::parse_duration(s.trim()).map(Some).map_err(|_| {
+                    E::invalid_value(Unexpected::Str(s), &DOWN_REMOVAL_MARGIN_EXPECTED)
+                }),
+            }
+        }
+        fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+            if b {
+                Err(E::invalid_value(
+                    Unexpected::Bool(b),
+                    &DOWN_REMOVAL_MARGIN_EXPECTED,
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Err(E::invalid_value(
+                Unexpected::Unsigned(v),
+                &DOWN_REMOVAL_MARGIN_EXPECTED,
+            ))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(E::invalid_value(
+                Unexpected::Signed(v),
+                &DOWN_REMOVAL_MARGIN_EXPECTED,
+            ))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Err(E::invalid_value(
+                Unexpected::Float(v),
+                &DOWN_REMOVAL_MARGIN_EXPECTED,
+            ))
+        }
+    }
+    d.deserialize_any(V)
+}
+
 const SWITCH_EXPECTED: &str = "true/false or \"on\"/\"off\"";
 
 fn de_switch<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -1250,6 +1601,10 @@ fn de_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Address>, D::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shardik_core::membership::{
+        Command, Effect, Input, Membership, Message, ShutdownReason, UniqueAddress,
+    };
+    use shardik_core::time::Instant;
 
     #[test]
     fn env_var_names_map_to_keys_and_back() {
@@ -1273,6 +1628,456 @@ mod tests {
         assert_eq!(parse_bytes("64kB"), Some(64_000));
         assert_eq!(parse_bytes("lots"), None);
         assert_eq!(parse_bytes("12 parsecs"), None);
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err_text(toml: &str) -> (ConfigError, String) {
+        let e = Settings::from_toml_str(toml).expect_err("configuration should be refused");
+        let text = e.to_string();
+        (e, text)
+    }
+
+    #[test]
+    fn sharding_defaults_are_the_reference_values() {
+        let s = Settings::reference();
+        let sh = &s.cluster.sharding;
+        assert_eq!(sh.number_of_shards, 1000);
+        assert_eq!(sh.role, "");
+        assert_eq!(sh.host_role(), None);
+        assert_eq!(sh.buffer_size, 100_000);
+        assert_eq!(sh.retry_interval, Duration::from_secs(2));
+        assert_eq!(sh.handoff_timeout, Duration::from_secs(60));
+        assert_eq!(sh.shard_start_timeout, Duration::from_secs(10));
+        assert_eq!(sh.rebalance_interval, Duration::from_secs(10));
+        assert_eq!(sh.shard_region_query_timeout, Duration::from_secs(3));
+        assert_eq!(sh.coordinator_failure_backoff, Duration::from_secs(5));
+        assert_eq!(sh.handoff_mode, HandOffModeSetting::Forward);
+        assert_eq!(sh.handoff_mode.as_str(), "forward");
+        let a = &sh.least_shard_allocation_strategy;
+        assert_eq!(a.rebalance_absolute_limit, 20);
+        assert_eq!(a.rebalance_relative_limit, 0.1);
+        assert_eq!(a.rebalance_threshold, 1);
+        assert_eq!(a.max_simultaneous_rebalance, 3);
+        // Our documented difference (new algorithm by default) lives in the core's defaults;
+        // the reference file must agree with them.
+        assert_eq!(sh.allocation_settings(), AllocationSettings::default());
+        assert_eq!(
+            sh.passivation.strategy,
+            PassivationStrategySetting::DefaultIdleStrategy
+        );
+        assert_eq!(
+            sh.passivation.default_idle_strategy.idle_entity.timeout,
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            sh.passivation.idle_timeout(),
+            Some(Duration::from_secs(120))
+        );
+        assert!(sh.healthcheck.names.is_empty());
+        assert_eq!(sh.healthcheck.timeout, Duration::from_secs(5));
+        assert_eq!(sh.healthcheck.disabled_after, Duration::from_secs(10));
+        assert_eq!(s.cluster.down_removal_margin, None);
+        assert_eq!(
+            s.membership_config().join_must_match,
+            BTreeMap::from([(NUMBER_OF_SHARDS_JOIN_KEY.to_string(), "1000".to_string())])
+        );
+    }
+
+    #[test]
+    fn down_removal_margin_follows_the_reference_rule() {
+        // "off" with the split-brain resolver: its `stable-after`.
+        let s = Settings::from_toml_str("[cluster.split-brain-resolver]\nstable-after = \"8s\"")
+            .unwrap();
+        assert_eq!(
+            s.cluster.effective_down_removal_margin(),
+            Duration::from_secs(8)
+        );
+        assert_eq!(
+            Settings::reference()
+                .cluster
+                .effective_down_removal_margin(),
+            Duration::from_secs(20)
+        );
+        // "off" with manual downing: no margin.
+        let s = Settings::from_toml_str("[cluster]\ndowning-provider = \"off\"").unwrap();
+        assert_eq!(s.cluster.effective_down_removal_margin(), Duration::ZERO);
+        // Set explicitly: used whoever downs.
+        for downing in ["off", "split-brain-resolver"] {
+            let s = Settings::from_toml_str(&format!(
+                "[cluster]\ndown-removal-margin = \"7s\"\ndowning-provider = \"{downing}\""
+            ))
+            .unwrap();
+            assert_eq!(s.cluster.down_removal_margin, Some(Duration::from_secs(7)));
+            assert_eq!(
+                s.cluster.effective_down_removal_margin(),
+                Duration::from_secs(7),
+                "{downing}"
+            );
+        }
+        let s = Settings::from_toml_str("[cluster]\ndown-removal-margin = false").unwrap();
+        assert_eq!(s.cluster.down_removal_margin, None);
+    }
+
+    #[test]
+    fn sharding_keys_are_read_from_a_file() {
+        let s = Settings::from_toml_str(
+            r#"
+[cluster]
+down-removal-margin = "30s"
+
+[cluster.sharding]
+number-of-shards = 128
+role = "backend"
+buffer-size = 50
+retry-interval = "500ms"
+handoff-mode = "drop"
+
+[cluster.sharding.least-shard-allocation-strategy]
+rebalance-absolute-limit = 0
+rebalance-relative-limit = 1.0
+rebalance-threshold = 2
+max-simultaneous-rebalance = 5
+
+[cluster.sharding.passivation]
+strategy = "none"
+
+[cluster.sharding.healthcheck]
+names = ["counter", "cart"]
+"#,
+        )
+        .unwrap();
+        let sh = &s.cluster.sharding;
+        assert_eq!(sh.number_of_shards, 128);
+        assert_eq!(sh.host_role(), Some("backend"));
+        assert_eq!(sh.buffer_size, 50);
+        assert_eq!(sh.retry_interval, Duration::from_millis(500));
+        assert_eq!(sh.handoff_mode, HandOffModeSetting::Drop);
+        assert_eq!(
+            sh.allocation_settings(),
+            AllocationSettings {
+                rebalance_absolute_limit: 0,
+                rebalance_relative_limit: 1.0,
+                rebalance_threshold: 2,
+                max_simultaneous_rebalance: 5,
+            }
+        );
+        assert_eq!(sh.passivation.strategy, PassivationStrategySetting::None);
+        assert_eq!(sh.passivation.idle_timeout(), None);
+        assert_eq!(sh.healthcheck.names, ["counter", "cart"]);
+        assert_eq!(
+            s.cluster.effective_down_removal_margin(),
+            Duration::from_secs(30)
+        );
+        // Untouched keys keep their defaults.
+        assert_eq!(sh.handoff_timeout, Duration::from_secs(60));
+        assert_eq!(
+            s.membership_config().join_must_match[NUMBER_OF_SHARDS_JOIN_KEY],
+            "128"
+        );
+        // Akka's "off" is accepted for "none".
+        let s =
+            Settings::from_toml_str("[cluster.sharding.passivation]\nstrategy = \"off\"").unwrap();
+        assert_eq!(
+            s.cluster.sharding.passivation.strategy,
+            PassivationStrategySetting::None
+        );
+    }
+
+    #[test]
+    fn sharding_keys_are_overridden_from_the_environment() {
+        let vars = env(&[
+            ("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", "500"),
+            ("SHARDIK_CLUSTER__SHARDING__HANDOFF_MODE", "drop"),
+            ("SHARDIK_CLUSTER__SHARDING__ROLE", "backend"),
+            (
+                "SHARDIK_CLUSTER__SHARDING__LEAST_SHARD_ALLOCATION_STRATEGY__REBALANCE_RELATIVE_LIMIT",
+                "0.5",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_IDLE_STRATEGY__IDLE_ENTITY__TIMEOUT",
+                "30s",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__HEALTHCHECK__NAMES",
+                "counter,cart",
+            ),
+            ("SHARDIK_CLUSTER__DOWN_REMOVAL_MARGIN", "15s"),
+        ]);
+        let s = Settings::load_with_env(None, &vars).unwrap();
+        let sh = &s.cluster.sharding;
+        assert_eq!(sh.number_of_shards, 500);
+        assert_eq!(sh.handoff_mode, HandOffModeSetting::Drop);
+        assert_eq!(sh.role, "backend");
+        assert_eq!(
+            sh.least_shard_allocation_strategy.rebalance_relative_limit,
+            0.5
+        );
+        assert_eq!(sh.passivation.idle_timeout(), Some(Duration::from_secs(30)));
+        assert_eq!(sh.healthcheck.names, ["counter", "cart"]);
+        assert_eq!(s.cluster.down_removal_margin, Some(Duration::from_secs(15)));
+        assert_eq!(
+            s.membership_config().join_must_match[NUMBER_OF_SHARDS_JOIN_KEY],
+            "500"
+        );
+        assert_eq!(
+            env_var_to_key("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS").as_deref(),
+            Some("cluster.sharding.number-of-shards")
+        );
+    }
+
+    #[test]
+    fn bad_sharding_values_name_the_key_and_what_is_allowed() {
+        let cases = [
+            (
+                "[cluster.sharding]\nhandoff-mode = \"sideways\"",
+                "`cluster.sharding.handoff-mode` = `sideways`",
+                "one of `forward`, `drop`",
+            ),
+            (
+                "[cluster.sharding]\nnumber-of-shards = 0",
+                "`cluster.sharding.number-of-shards` = `0`",
+                "at least 1",
+            ),
+            (
+                "[cluster.sharding]\nnumber-of-shards = -5",
+                "`cluster.sharding.number-of-shards` = `-5`",
+                "a whole number from 0 to 4294967295",
+            ),
+            (
+                "[cluster.sharding]\nbuffer-size = 0",
+                "`cluster.sharding.buffer-size` = `0`",
+                "greater than zero",
+            ),
+            (
+                "[cluster.sharding.least-shard-allocation-strategy]\nrebalance-relative-limit = 2.0",
+                "`cluster.sharding.least-shard-allocation-strategy.rebalance-relative-limit` = `2`",
+                "greater than 0 and at most 1",
+            ),
+            (
+                "[cluster.sharding.least-shard-allocation-strategy]\nrebalance-relative-limit = 0.0",
+                "`cluster.sharding.least-shard-allocation-strategy.rebalance-relative-limit` = `0`",
+                "greater than 0 and at most 1",
+            ),
+            (
+                "[cluster.sharding.least-shard-allocation-strategy]\nrebalance-threshold = 0",
+                "`cluster.sharding.least-shard-allocation-strategy.rebalance-threshold` = `0`",
+                "greater than zero",
+            ),
+            (
+                "[cluster.sharding]\nhandoff-timeout = \"0s\"",
+                "`cluster.sharding.handoff-timeout` = `0s`",
+                "greater than zero",
+            ),
+            (
+                "[cluster.sharding]\nretry-interval = \"soon\"",
+                "`cluster.sharding.retry-interval` = `soon`",
+                "a duration like `1s`",
+            ),
+            (
+                "[cluster.sharding.passivation]\nstrategy = \"lru\"",
+                "`cluster.sharding.passivation.strategy` = `lru`",
+                "`default-idle-strategy`, `none`",
+            ),
+            (
+                "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ntimeout = \"0s\"",
+                "`cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout` = `0s`",
+                "greater than zero",
+            ),
+            (
+                "[cluster.sharding.healthcheck]\nnames = [\"counter\", \"\"]",
+                "`cluster.sharding.healthcheck.names`",
+                "none of them empty",
+            ),
+            (
+                "[cluster]\ndown-removal-margin = \"on\"",
+                "`cluster.down-removal-margin` = `on`",
+                "\"off\"",
+            ),
+            (
+                "[cluster]\ndown-removal-margin = \"0s\"",
+                "`cluster.down-removal-margin` = `0s`",
+                "greater than zero",
+            ),
+            (
+                "[cluster]\ndown-removal-margin = 20",
+                "`cluster.down-removal-margin` = `20`",
+                "like `20s`",
+            ),
+        ];
+        for (toml, head, allowed) in cases {
+            let (e, text) = err_text(toml);
+            assert!(
+                matches!(e, ConfigError::InvalidValue { .. }),
+                "{toml}: {e:?}"
+            );
+            assert!(text.starts_with(head), "{toml}: {text}");
+            assert!(text.contains(allowed), "{toml}: {text}");
+        }
+        // From the environment, the variable is named.
+        let text = Settings::load_with_env(
+            None,
+            &env(&[("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", "0")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            text.contains("`cluster.sharding.number-of-shards` = `0`")
+                && text.contains("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_sharding_keys_are_refused() {
+        let (e, text) = err_text("[cluster.sharding]\nnumber-of-shard = 10");
+        assert!(matches!(e, ConfigError::UnknownKey { .. }), "{e:?}");
+        assert!(
+            text.contains("unknown key `cluster.sharding.number-of-shard`")
+                && text.contains("did you mean `cluster.sharding.number-of-shards`"),
+            "{text}"
+        );
+        for (toml, key) in [
+            (
+                "[cluster.sharding]\nremember-entities = true",
+                "cluster.sharding.remember-entities",
+            ),
+            (
+                "[cluster.sharding.least-shard-allocation-strategy]\nlimit = 3",
+                "cluster.sharding.least-shard-allocation-strategy.limit",
+            ),
+            (
+                "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ninterval = \"1s\"",
+                "cluster.sharding.passivation.default-idle-strategy.idle-entity.interval",
+            ),
+            (
+                "[cluster.sharding.healthcheck]\nname = []",
+                "cluster.sharding.healthcheck.name",
+            ),
+            (
+                // Its path in Akka is `cluster.down-removal-margin`, not under sharding.
+                "[cluster.sharding]\ndown-removal-margin = \"5s\"",
+                "cluster.sharding.down-removal-margin",
+            ),
+        ] {
+            let (e, text) = err_text(toml);
+            assert!(matches!(e, ConfigError::UnknownKey { .. }), "{toml}: {e:?}");
+            assert!(
+                text.contains(&format!("unknown key `{key}`")),
+                "{toml}: {text}"
+            );
+        }
+    }
+
+    /// Drives two membership cores configured from `seed` and `joiner` through the join
+    /// handshake and returns what the joiner does with the seed's verdict.
+    fn join_attempt(seed: &Settings, joiner: &Settings) -> Vec<Effect> {
+        let t0 = Instant::ZERO;
+        let seed_node = UniqueAddress::new(Address::new("127.0.0.1", 2551), 1);
+        let joiner_node = UniqueAddress::new(Address::new("127.0.0.1", 2552), 2);
+        let mut a = Membership::new(seed.membership_config(), seed_node.clone(), 1, t0);
+        let mut b = Membership::new(joiner.membership_config(), joiner_node, 2, t0);
+        let mut out = Vec::new();
+        a.handle(
+            t0,
+            Input::Command(Command::Join(seed_node.address.clone())),
+            &mut out,
+        );
+        assert!(a.is_member());
+
+        let mut out = Vec::new();
+        b.handle(
+            t0,
+            Input::Command(Command::JoinSeedNodes(vec![seed_node.address.clone()])),
+            &mut out,
+        );
+        let init_join = out
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Send {
+                    msg: msg @ Message::InitJoin { .. },
+                    ..
+                } => Some(msg),
+                _ => None,
+            })
+            .expect("the joiner asks the seed");
+
+        let mut out = Vec::new();
+        a.handle(
+            t0,
+            Input::Message {
+                msg: init_join,
+                received_at: t0,
+            },
+            &mut out,
+        );
+        let ack = out
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Send {
+                    msg: msg @ Message::InitJoinAck { .. },
+                    ..
+                } => Some(msg),
+                _ => None,
+            })
+            .expect("the seed answers");
+
+        let mut out = Vec::new();
+        b.handle(
+            t0,
+            Input::Message {
+                msg: ack,
+                received_at: t0,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    #[test]
+    fn joiner_with_another_number_of_shards_is_refused() {
+        let cluster = Settings::reference();
+        let joiner = Settings::from_toml_str("[cluster.sharding]\nnumber-of-shards = 500").unwrap();
+        let out = join_attempt(&cluster, &joiner);
+        let why = out
+            .iter()
+            .find_map(|e| match e {
+                Effect::Shutdown(ShutdownReason::IncompatibleConfig(why)) => Some(why.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the joiner must stop: {out:?}"));
+        assert!(
+            why.contains("`cluster.sharding.number-of-shards` differs")
+                && why.contains("`1000`")
+                && why.contains("`500`"),
+            "{why}"
+        );
+
+        // The same number (with other sharding keys differing) joins.
+        let joiner = Settings::from_toml_str(
+            "[cluster.sharding]\nnumber-of-shards = 1000\nhandoff-mode = \"drop\"",
+        )
+        .unwrap();
+        let out = join_attempt(&cluster, &joiner);
+        assert!(
+            out.iter().any(|e| matches!(
+                e,
+                Effect::Send {
+                    msg: Message::Join { .. },
+                    ..
+                }
+            )),
+            "{out:?}"
+        );
+        assert!(
+            !out.iter().any(|e| matches!(e, Effect::Shutdown(_))),
+            "{out:?}"
+        );
     }
 
     #[test]

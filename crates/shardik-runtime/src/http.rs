@@ -31,6 +31,7 @@ use shardik_core::membership::{Address, CommandError, Member, UniqueAddress};
 
 use crate::handle::{ControlError, MembershipSnapshot, NodeHandle};
 use crate::metrics::MetricsHandle;
+use crate::sharding::Sharding;
 
 /// The content type of the Prometheus text exposition format.
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
@@ -127,15 +128,23 @@ struct AppState {
     handle: NodeHandle,
     metrics: Option<MetricsHandle>,
     read_only: bool,
+    sharding: Option<Sharding>,
 }
 
 /// The management routes over `handle`. `/metrics` answers 404 without a metrics handle;
-/// with `read_only` the state-changing routes answer 405.
-pub fn router(handle: NodeHandle, metrics: Option<MetricsHandle>, read_only: bool) -> Router {
+/// with `read_only` the state-changing routes answer 405; `/cluster/shards/{type}` answers
+/// from `sharding` (404 for every type without it).
+pub fn router(
+    handle: NodeHandle,
+    metrics: Option<MetricsHandle>,
+    read_only: bool,
+    sharding: Option<Sharding>,
+) -> Router {
     let state = AppState {
         handle,
         metrics,
         read_only,
+        sharding,
     };
     Router::new()
         .route("/cluster/members", get(get_members))
@@ -330,11 +339,74 @@ fn read_only_refusal() -> Response {
     response
 }
 
-async fn get_shards(Path(entity_type): Path<String>) -> Response {
-    message(
-        StatusCode::NOT_FOUND,
-        format!("no shard region for entity type [{entity_type}] on this node"),
-    )
+/// `GET /cluster/shards/{type}`: Akka Management's answer for this node's region
+/// (`regions`: each shard with `shardId` and `numEntities`), plus `selfNode`, the entity ids
+/// per shard (`shards`), whether the region is registered with its coordinator, and the
+/// cluster-wide statistics (`cluster.regions` per node, `cluster.failed` for nodes that did not
+/// answer in time).
+async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) -> Response {
+    let not_found = || {
+        message(
+            StatusCode::NOT_FOUND,
+            format!("no shard region for entity type [{entity_type}] on this node"),
+        )
+    };
+    let Some(sharding) = &s.sharding else {
+        return not_found();
+    };
+    if !sharding.kinds().contains(&entity_type) {
+        return not_found();
+    }
+    let Some(state) = sharding
+        .region_state(&entity_type, std::time::Duration::from_secs(3))
+        .await
+    else {
+        return message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the shard region for [{entity_type}] did not answer within 3 s"),
+        );
+    };
+    let regions: Vec<serde_json::Value> = state
+        .shards
+        .iter()
+        .map(|(shard, ids)| serde_json::json!({"shardId": shard.to_string(), "numEntities": ids.len()}))
+        .collect();
+    let shards: Vec<serde_json::Value> = state
+        .shards
+        .iter()
+        .map(|(shard, ids)| {
+            serde_json::json!({
+                "shardId": shard.to_string(),
+                "entityIds": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let cluster = sharding
+        .cluster_stats(&entity_type, std::time::Duration::from_secs(3))
+        .await
+        .unwrap_or_default();
+    let cluster_regions: Vec<serde_json::Value> = cluster
+        .regions
+        .iter()
+        .map(|(node, shards)| {
+            serde_json::json!({
+                "node": node,
+                "shards": shards
+                    .iter()
+                    .map(|(s, n)| serde_json::json!({"shardId": s.to_string(), "numEntities": n}))
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Json(serde_json::json!({
+        "selfNode": sharding.self_node().address.to_string(),
+        "regions": regions,
+        "shards": shards,
+        "registered": state.registered,
+        "buffered": state.buffered,
+        "cluster": {"regions": cluster_regions, "failed": cluster.failed},
+    }))
+    .into_response()
 }
 
 async fn ready(State(s): State<AppState>) -> Response {

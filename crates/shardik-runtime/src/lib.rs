@@ -9,6 +9,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod node;
+pub mod sharding;
 pub mod transport;
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -106,7 +106,7 @@ async fn start(
         }
     });
     let handle = NodeHandle::new(snap_rx, cmd_tx);
-    let router = http::router(handle, metrics, read_only);
+    let router = http::router(handle, metrics, read_only, None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();

@@ -8,9 +8,9 @@
 //!   protobuf (`proto/membership.proto`), gossip states gzip-compressed, every decoded input
 //!   validated.
 //! * [`sharding`]: sharding traffic inside user frames (`proto/sharding.proto`): envelopes to
-//!   entities, replies to asks and the region/coordinator
-//!   [`Protocol`](shardik_core::sharding::Protocol), with a copy-free envelope encoder and
-//!   validated decoding.
+//!   entities, replies to asks, the region/coordinator
+//!   [`Protocol`](shardik_core::sharding::Protocol) and shard statistics requests and
+//!   replies, with a copy-free envelope encoder and validated decoding.
 //!
 //! Nothing here panics on input: every decode path returns a typed error, and no decode
 //! allocates more than the configured maxima.
@@ -36,6 +36,6 @@ pub use handshake::{
 };
 pub use sharding::{
     DEFAULT_MAX_ID_LEN, DEFAULT_MAX_SHARDS_PER_MESSAGE, ReplyError, ReplyErrorKind, ShardingBody,
-    ShardingFrame, ShardingLimits, WireEnvelope, WireReply, decode_sharding, decode_sharding_bytes,
-    encode_envelope, encode_sharding, envelope_encoded_len,
+    ShardingFrame, ShardingLimits, WireEnvelope, WireReply, WireStats, decode_sharding,
+    decode_sharding_bytes, encode_envelope, encode_sharding, envelope_encoded_len,
 };

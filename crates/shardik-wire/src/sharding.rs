@@ -2,8 +2,9 @@
 //! (`proto/sharding.proto`).
 //!
 //! One [`ShardingFrame`] per user frame: the entity kind it concerns and one body, which is a
-//! user message to an entity ([`WireEnvelope`]), the answer to an ask ([`WireReply`]), or a
-//! message of the region/coordinator [`Protocol`].
+//! user message to an entity ([`WireEnvelope`]), the answer to an ask ([`WireReply`]), a
+//! message of the region/coordinator [`Protocol`], or a request for a region's shard statistics
+//! ([`ShardingBody::StatsRequest`]) and its answer ([`WireStats`]).
 //!
 //! Envelopes are the hot path, so they have their own encoder, [`encode_envelope`], which
 //! writes the protobuf straight from borrowed ids and payload into the caller's buffer
@@ -51,7 +52,7 @@ pub struct ShardingLimits {
     /// The longest entity kind, entity id or shard id accepted, in bytes (UTF-8).
     pub max_id_len: usize,
     /// The most shards one protocol message may list (`Register.hosted`, all shards of
-    /// `ShardHomes` together).
+    /// `ShardHomes` together, `StatsReply.shards`).
     pub max_shards_per_message: usize,
 }
 
@@ -82,6 +83,14 @@ pub enum ShardingBody {
     Reply(WireReply),
     /// A region/coordinator protocol message.
     Protocol(Protocol),
+    /// Asks the receiving node's region of [`ShardingFrame::kind`] how many entities each shard
+    /// it hosts has; answered with a [`ShardingBody::StatsReply`].
+    StatsRequest {
+        /// The asker's correlation id, echoed in [`WireStats::request_id`].
+        request_id: NonZeroU64,
+    },
+    /// The answer to a [`ShardingBody::StatsRequest`], back to the asking node.
+    StatsReply(WireStats),
 }
 
 /// A user message to one entity, as it travels between nodes.
@@ -104,6 +113,17 @@ pub struct WireReply {
     pub ask_id: u64,
     /// The answer (serialized by the kind's codec), or why there is none.
     pub result: Result<Bytes, ReplyError>,
+}
+
+/// A region's shard statistics for one entity kind: the answer to a
+/// [`ShardingBody::StatsRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireStats {
+    /// The request's [`ShardingBody::StatsRequest::request_id`].
+    pub request_id: NonZeroU64,
+    /// Each shard the region hosts, with its number of live entities. No shard appears twice,
+    /// and there are at most [`ShardingLimits::max_shards_per_message`] on decode.
+    pub shards: Vec<(ShardId, u32)>,
 }
 
 /// Why an ask produced no answer.
@@ -325,9 +345,13 @@ fn protocol_to_pb(p: &Protocol) -> pb::ProtocolMessage {
                 drained: *drained,
             })
         }
-        Protocol::ShardStopped { shard: s } => {
-            PM::ShardStopped(pb::ShardStopped { shard: shard(s) })
-        }
+        Protocol::ShardStopped {
+            shard: s,
+            forwarding,
+        } => PM::ShardStopped(pb::ShardStopped {
+            shard: shard(s),
+            forwarding: *forwarding,
+        }),
         Protocol::GracefulShutdownReq => PM::GracefulShutdownReq(pb::GracefulShutdownReq {}),
         Protocol::RegionStopped => PM::RegionStopped(pb::RegionStopped {}),
         Protocol::ShardStarted { shard: s } => {
@@ -391,6 +415,20 @@ fn reply_to_pb(r: &WireReply) -> pb::Reply {
     }
 }
 
+fn stats_to_pb(s: &WireStats) -> pb::StatsReply {
+    pb::StatsReply {
+        request_id: s.request_id.get(),
+        shards: s
+            .shards
+            .iter()
+            .map(|(shard, entities)| pb::ShardStats {
+                shard: shard.to_string(),
+                entities: *entities,
+            })
+            .collect(),
+    }
+}
+
 /// Encodes a sharding frame as a `ShardingFrame` protobuf (the payload of a
 /// [`Frame::User`](crate::Frame::User)).
 ///
@@ -412,6 +450,10 @@ pub fn encode_sharding(frame: &ShardingFrame) -> Bytes {
         }
         ShardingBody::Reply(r) => Body::Reply(reply_to_pb(r)),
         ShardingBody::Protocol(p) => Body::Protocol(protocol_to_pb(p)),
+        ShardingBody::StatsRequest { request_id } => Body::StatsRequest(pb::StatsRequest {
+            request_id: request_id.get(),
+        }),
+        ShardingBody::StatsReply(s) => Body::StatsReply(stats_to_pb(s)),
     };
     let m = pb::ShardingFrame {
         kind: frame.kind.to_string(),
@@ -538,6 +580,7 @@ fn protocol_from_pb(
         },
         PM::ShardStopped(m) => Protocol::ShardStopped {
             shard: shard(m.shard, limits, "ShardStopped")?,
+            forwarding: m.forwarding,
         },
         PM::GracefulShutdownReq(pb::GracefulShutdownReq {}) => Protocol::GracefulShutdownReq,
         PM::RegionStopped(pb::RegionStopped {}) => Protocol::RegionStopped,
@@ -622,6 +665,31 @@ fn reply_from_pb(r: pb::Reply) -> Result<WireReply, DecodeError> {
     })
 }
 
+/// A stats request id, which must not be 0 (the proto3 default, so also what an unset field
+/// decodes to).
+fn request_id(v: u64, field: &'static str) -> Result<NonZeroU64, DecodeError> {
+    NonZeroU64::new(v)
+        .ok_or_else(|| DecodeError::Invalid(format!("{field} is 0, which no stats request uses")))
+}
+
+fn stats_from_pb(r: pb::StatsReply, limits: &ShardingLimits) -> Result<WireStats, DecodeError> {
+    let request_id = request_id(r.request_id, "StatsReply.request_id")?;
+    check_shard_count("StatsReply.shards", r.shards.len(), limits)?;
+    let (ids, entities): (Vec<String>, Vec<u32>) =
+        r.shards.into_iter().map(|s| (s.shard, s.entities)).unzip();
+    let mut seen = HashSet::with_capacity(ids.len());
+    let ids = shard_list(
+        ids,
+        limits,
+        |i| format!("StatsReply.shards[{i}].shard"),
+        &mut seen,
+    )?;
+    Ok(WireStats {
+        request_id,
+        shards: ids.into_iter().zip(entities).collect(),
+    })
+}
+
 fn envelope_from_pb(e: pb::Envelope, limits: &ShardingLimits) -> Result<WireEnvelope, DecodeError> {
     Ok(WireEnvelope {
         entity_id: id(e.entity_id, limits, || "Envelope.entity_id".into())?,
@@ -644,6 +712,10 @@ fn frame_from_pb(
         Body::Envelope(e) => ShardingBody::Envelope(envelope_from_pb(e, limits)?),
         Body::Reply(r) => ShardingBody::Reply(reply_from_pb(r)?),
         Body::Protocol(p) => ShardingBody::Protocol(protocol_from_pb(p, limits)?),
+        Body::StatsRequest(r) => ShardingBody::StatsRequest {
+            request_id: request_id(r.request_id, "StatsRequest.request_id")?,
+        },
+        Body::StatsReply(r) => ShardingBody::StatsReply(stats_from_pb(r, limits)?),
     };
     Ok(ShardingFrame { kind, body })
 }
@@ -652,8 +724,8 @@ fn frame_from_pb(
 ///
 /// Never panics: malformed protobuf or UTF-8, an empty or over-long kind or id, too many
 /// shards, a repeated shard or region, a missing or unknown `oneof` variant, an unknown
-/// enumeration value, a missing address, a port over 65535 and a reply to ask id 0 are all
-/// reported as a [`DecodeError`] naming the field.
+/// enumeration value, a missing address, a port over 65535, a reply to ask id 0 and a stats
+/// request or reply with request id 0 are all reported as a [`DecodeError`] naming the field.
 ///
 /// The payload of an envelope or reply is copied out of `bytes`; a receiver holding the
 /// frame as [`Bytes`] avoids that copy with [`decode_sharding_bytes`].
@@ -741,7 +813,14 @@ mod tests {
                 shard: s("42"),
                 drained: true,
             },
-            Protocol::ShardStopped { shard: s("7") },
+            Protocol::ShardStopped {
+                shard: s("7"),
+                forwarding: false,
+            },
+            Protocol::ShardStopped {
+                shard: s("8"),
+                forwarding: true,
+            },
             Protocol::GracefulShutdownReq,
             Protocol::RegionStopped,
             Protocol::ShardStarted { shard: s("9") },
@@ -844,6 +923,39 @@ mod tests {
         out
     }
 
+    fn stats_requests() -> Vec<ShardingBody> {
+        [1, 128, u64::MAX]
+            .into_iter()
+            .map(|n| ShardingBody::StatsRequest {
+                request_id: NonZeroU64::new(n).unwrap(),
+            })
+            .collect()
+    }
+
+    fn stats() -> Vec<WireStats> {
+        vec![
+            // A region hosting nothing (yet) answers with no shards.
+            WireStats {
+                request_id: NonZeroU64::MIN,
+                shards: vec![],
+            },
+            // Order is kept; zero entities (omitted by proto3) and the extremes survive.
+            WireStats {
+                request_id: NonZeroU64::new(42).unwrap(),
+                shards: vec![
+                    (s("17"), 3),
+                    (s("0"), 0),
+                    (s("žluťoučký"), u32::MAX),
+                    (s("5"), 1),
+                ],
+            },
+            WireStats {
+                request_id: NonZeroU64::MAX,
+                shards: vec![(Arc::from("y".repeat(DEFAULT_MAX_ID_LEN)), 128)],
+            },
+        ]
+    }
+
     fn all_frames() -> Vec<ShardingFrame> {
         let mut out: Vec<ShardingFrame> = all_protocol()
             .into_iter()
@@ -855,8 +967,27 @@ mod tests {
                 .map(|e| frame(ShardingBody::Envelope(e))),
         );
         out.extend(replies().into_iter().map(|r| frame(ShardingBody::Reply(r))));
+        out.extend(stats_requests().into_iter().map(frame));
+        out.extend(
+            stats()
+                .into_iter()
+                .map(|st| frame(ShardingBody::StatsReply(st))),
+        );
         out
     }
+
+    /// Which body, by an exhaustive match: a new `ShardingBody` variant fails to compile here
+    /// until it is added to [`all_frames`] (and, through the compiler, to the codec).
+    fn body_index(b: &ShardingBody) -> usize {
+        match b {
+            ShardingBody::Envelope(_) => 0,
+            ShardingBody::Reply(_) => 1,
+            ShardingBody::Protocol(_) => 2,
+            ShardingBody::StatsRequest { .. } => 3,
+            ShardingBody::StatsReply(_) => 4,
+        }
+    }
+    const BODIES: usize = 5;
 
     fn decode(b: &[u8]) -> Result<ShardingFrame, DecodeError> {
         decode_sharding(b, &ShardingLimits::default())
@@ -867,6 +998,15 @@ mod tests {
         let mut hit = [false; VARIANTS];
         for p in all_protocol() {
             hit[variant_index(&p)] = true;
+        }
+        assert!(hit.iter().all(|h| *h), "{hit:?}");
+    }
+
+    #[test]
+    fn every_body_variant_is_in_the_table() {
+        let mut hit = [false; BODIES];
+        for f in all_frames() {
+            hit[body_index(&f.body)] = true;
         }
         assert!(hit.iter().all(|h| *h), "{hit:?}");
     }
@@ -1003,7 +1143,9 @@ mod tests {
             let p = match decoded.body {
                 ShardingBody::Envelope(e) => e.payload,
                 ShardingBody::Reply(r) => r.result.unwrap(),
-                ShardingBody::Protocol(_) => unreachable!(),
+                ShardingBody::Protocol(_)
+                | ShardingBody::StatsRequest { .. }
+                | ShardingBody::StatsReply(_) => unreachable!(),
             };
             assert_eq!(p, payload);
             assert!(range.contains(&p.as_ptr()), "payload was copied");
@@ -1035,6 +1177,22 @@ mod tests {
                 shard_id: shard.into(),
                 payload: Bytes::new(),
                 ask_id: 0,
+            }),
+        )
+    }
+
+    fn pb_stats(request_id: u64, shards: &[(&str, u32)]) -> Vec<u8> {
+        pb_frame(
+            "counter",
+            pb::sharding_frame::Body::StatsReply(pb::StatsReply {
+                request_id,
+                shards: shards
+                    .iter()
+                    .map(|(shard, entities)| pb::ShardStats {
+                        shard: (*shard).into(),
+                        entities: *entities,
+                    })
+                    .collect(),
             }),
         )
     }
@@ -1108,6 +1266,15 @@ mod tests {
                 }],
             }))),
             "ShardHomes.homes[0].shards[1] is 1025 bytes long, more than the maximum of 1024"
+        );
+        assert!(decode(&pb_stats(1, &[("1", 1), (&max, 2)])).is_ok());
+        assert_eq!(
+            err(&pb_stats(1, &[("1", 1), ("", 2)])),
+            "StatsReply.shards[1].shard is empty"
+        );
+        assert_eq!(
+            err(&pb_stats(1, &[(&over, 1)])),
+            "StatsReply.shards[0].shard is 1025 bytes long, more than the maximum of 1024"
         );
     }
 
@@ -1201,6 +1368,35 @@ mod tests {
         );
         assert!(matches!(decode(&b), Err(DecodeError::Invalid(_))));
         assert!(err(&b).starts_with("Reply.ask_id is 0"), "{}", err(&b));
+    }
+
+    #[test]
+    fn stats_with_request_id_zero_are_rejected() {
+        let request = |request_id| {
+            pb_frame(
+                "k",
+                pb::sharding_frame::Body::StatsRequest(pb::StatsRequest { request_id }),
+            )
+        };
+        assert!(decode(&request(1)).is_ok());
+        assert!(matches!(decode(&request(0)), Err(DecodeError::Invalid(_))));
+        assert_eq!(
+            err(&request(0)),
+            "StatsRequest.request_id is 0, which no stats request uses"
+        );
+        // Proto3 omits the 0 but still writes the (empty) oneof member, so a zero id arrives
+        // as a StatsRequest, not as a missing body.
+        assert_eq!(request(0), [0x0a, 0x01, b'k', (5 << 3) | 2, 0x00]);
+
+        assert!(decode(&pb_stats(1, &[])).is_ok());
+        assert!(matches!(
+            decode(&pb_stats(0, &[("1", 1)])),
+            Err(DecodeError::Invalid(_))
+        ));
+        assert_eq!(
+            err(&pb_stats(0, &[])),
+            "StatsReply.request_id is 0, which no stats request uses"
+        );
     }
 
     #[test]
@@ -1301,6 +1497,11 @@ mod tests {
             }))),
             format!("HandOff.drained_from[2] repeats region {}", node(1))
         );
+        // The same shard twice is rejected even with the same count.
+        assert_eq!(
+            err(&pb_stats(1, &[("1", 4), ("2", 0), ("1", 4)])),
+            "StatsReply.shards[2].shard repeats shard `1`"
+        );
     }
 
     #[test]
@@ -1357,6 +1558,20 @@ mod tests {
                 max: 3
             })
         );
+        let stats = |n: usize| {
+            let ids = ids(n);
+            let shards: Vec<(&str, u32)> = ids.iter().map(|i| (i.as_str(), 1)).collect();
+            pb_stats(1, &shards)
+        };
+        assert!(decode_sharding(&stats(3), &limits).is_ok());
+        assert_eq!(
+            decode_sharding(&stats(4), &limits),
+            Err(DecodeError::TooMany {
+                field: "StatsReply.shards",
+                count: 4,
+                max: 3
+            })
+        );
     }
 
     #[test]
@@ -1401,7 +1616,8 @@ mod tests {
             arb_id().prop_map(|shard| Protocol::GetShardHome { shard }),
             (arb_id(), any::<bool>())
                 .prop_map(|(shard, drained)| Protocol::BeginHandOffAck { shard, drained }),
-            arb_id().prop_map(|shard| Protocol::ShardStopped { shard }),
+            (arb_id(), any::<bool>())
+                .prop_map(|(shard, forwarding)| Protocol::ShardStopped { shard, forwarding }),
             Just(Protocol::GracefulShutdownReq),
             Just(Protocol::RegionStopped),
             arb_id().prop_map(|shard| Protocol::ShardStarted { shard }),
@@ -1465,11 +1681,27 @@ mod tests {
         (1..=u64::MAX, result).prop_map(|(ask_id, result)| WireReply { ask_id, result })
     }
 
+    fn arb_request_id() -> impl Strategy<Value = NonZeroU64> {
+        (1..=u64::MAX).prop_map(|n| NonZeroU64::new(n).unwrap())
+    }
+
+    fn arb_stats() -> impl Strategy<Value = WireStats> {
+        (
+            arb_request_id(),
+            proptest::collection::btree_map(arb_id(), any::<u32>(), 0..16)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+                .prop_shuffle(),
+        )
+            .prop_map(|(request_id, shards)| WireStats { request_id, shards })
+    }
+
     fn arb_frame() -> impl Strategy<Value = ShardingFrame> {
         let body = prop_oneof![
             arb_envelope().prop_map(ShardingBody::Envelope),
             arb_reply().prop_map(ShardingBody::Reply),
             arb_protocol().prop_map(ShardingBody::Protocol),
+            arb_request_id().prop_map(|request_id| ShardingBody::StatsRequest { request_id }),
+            arb_stats().prop_map(ShardingBody::StatsReply),
         ];
         (arb_id(), body).prop_map(|(kind, body)| ShardingFrame { kind, body })
     }

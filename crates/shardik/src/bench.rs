@@ -15,7 +15,7 @@
 //! ([`TAG_COUNT`] or [`TAG_ECHO`]), the sequence number (u64 BE), the send time in
 //! nanoseconds since the sender's epoch (u64 BE), then zero filler.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -857,22 +857,9 @@ impl Drop for IdleNode {
     }
 }
 
-/// A tiny HTTP/1.1 GET of the management API; the body, or None if it failed.
+/// A GET of a node's management API answered with 200: its body.
 fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    Some(body.to_string())
+    crate::mgmt_client::get_ok(port, path)
 }
 
 /// Sum of `shardik_transport_bytes_total` samples with `direction="<dir>"` (all lanes).

@@ -1,10 +1,13 @@
 //! `shardik demo`: a local cluster of real node processes, narrated.
 //!
-//! Starts three `shardik node` processes on free loopback ports, prints each membership change
-//! as the first node sees it, kills one with SIGKILL and shows it become unreachable, downed by
-//! the split-brain resolver and removed, starts a replacement that joins, and stops everything
-//! with SIGTERM (graceful leave). Timeouts are shortened through environment overrides so the
-//! whole run takes well under a minute; `--simulated` runs the same story in the simulator.
+//! Starts three `shardik node --demo-counters` processes on free loopback ports, prints each
+//! membership change as the first node sees it, drives increments to a few thousand `counter`
+//! entities through all nodes, prints where the shards live, adds a fourth node and shows
+//! shards rebalancing to it, kills one node with SIGKILL and shows its shards re-homed once it
+//! is downed and removed, and stops everything with SIGTERM (hand-off, then graceful leave).
+//! It ends with a summary of messages sent, delivered and dropped (with reasons). Timeouts are
+//! shortened through environment overrides so the whole run takes about a minute;
+//! `--simulated` runs the membership story in the simulator.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -48,10 +51,18 @@ const FAST: &[(&str, &str)] = &[
         "500ms",
     ),
     ("SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__STABLE_AFTER", "3s"),
+    ("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", "100"),
+    ("SHARDIK_CLUSTER__SHARDING__REBALANCE_INTERVAL", "1s"),
+    ("SHARDIK_CLUSTER__SHARDING__RETRY_INTERVAL", "500ms"),
+    ("SHARDIK_CLUSTER__SHARDING__HANDOFF_TIMEOUT", "10s"),
 ];
+
+/// Counters the demo drives.
+const COUNTERS: usize = 3000;
 
 struct DemoNode {
     name: String,
+    mgmt: u16,
     child: Child,
 }
 
@@ -83,6 +94,7 @@ fn spawn_node(
     let exe = std::env::current_exe().context("cannot find the shardik executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("node")
+        .arg("--demo-counters")
         .arg("--bind")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--management")
@@ -115,7 +127,7 @@ fn spawn_node(
             }
         }
     });
-    Ok(DemoNode { name, child })
+    Ok(DemoNode { name, mgmt, child })
 }
 
 fn sigterm(node: &DemoNode) {
@@ -159,6 +171,115 @@ impl Narrator {
     }
 }
 
+impl Narrator {
+    /// Prints what the observer logged so far, without waiting.
+    fn drain(&self) {
+        while let Ok(seen) = self.rx.try_recv() {
+            if seen.node == self.observer {
+                println!(
+                    "{:>6.2}s  {}  {}",
+                    self.start.elapsed().as_secs_f64(),
+                    seen.node,
+                    seen.text
+                );
+            }
+        }
+    }
+
+    fn say(&self, text: &str) {
+        println!("{:>6.2}s  {text}", self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// What the demo's traffic achieved.
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    delivered: u64,
+    failed: std::collections::BTreeMap<String, u64>,
+}
+
+impl Tally {
+    /// One increment of every counter, spread round-robin over `nodes`.
+    fn round(&mut self, nodes: &[&DemoNode]) {
+        for i in 0..COUNTERS {
+            let node = nodes[i % nodes.len()];
+            self.sent += 1;
+            match crate::mgmt_client::request(
+                node.mgmt,
+                "POST",
+                &format!("/demo/counter/c{i}/increment"),
+            ) {
+                Some((200, _)) => self.delivered += 1,
+                Some((status, body)) => {
+                    let why = serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v["message"].as_str().map(str::to_string))
+                        .unwrap_or_else(|| format!("HTTP {status}"));
+                    *self.failed.entry(why).or_default() += 1;
+                }
+                None => *self.failed.entry("no HTTP answer".into()).or_default() += 1,
+            }
+        }
+    }
+}
+
+/// Shards and entities of `counter` per node, from `GET /cluster/shards/counter`.
+fn distribution(nodes: &[&DemoNode]) -> Vec<(String, usize, usize)> {
+    nodes
+        .iter()
+        .map(|n| {
+            let v = crate::mgmt_client::get_ok(n.mgmt, "/cluster/shards/counter")
+                .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+            let regions = v
+                .as_ref()
+                .and_then(|v| v["regions"].as_array().cloned())
+                .unwrap_or_default();
+            let entities = regions
+                .iter()
+                .filter_map(|r| r["numEntities"].as_u64())
+                .sum::<u64>() as usize;
+            (n.name.clone(), regions.len(), entities)
+        })
+        .collect()
+}
+
+fn print_distribution(nodes: &[&DemoNode]) -> Vec<(String, usize, usize)> {
+    let d = distribution(nodes);
+    for (name, shards, entities) in &d {
+        println!("          {name}: {shards:>3} shards, {entities:>5} counters");
+    }
+    d
+}
+
+/// Sum of `shardik_sharding_dropped_total` per reason over the nodes' metrics.
+fn dropped_by_reason(nodes: &[&DemoNode]) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for n in nodes {
+        let Some(text) = crate::mgmt_client::get_ok(n.mgmt, "/metrics") else {
+            continue;
+        };
+        for line in text.lines() {
+            if !line.starts_with("shardik_sharding_dropped_total{") {
+                continue;
+            }
+            let reason = line
+                .split("reason=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("?")
+                .to_string();
+            let value = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0) as u64;
+            *out.entry(reason).or_default() += value;
+        }
+    }
+    out
+}
+
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if args.simulated {
@@ -185,26 +306,68 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let third = nodes[2].name.clone();
     narrator.wait_for(&format!("member {third} is Up"), Duration::from_secs(30))?;
-    println!("\n-> the cluster is formed. Now {third} is killed with SIGKILL.\n");
-    let mut victim = nodes.pop().context("three nodes")?;
+    let mut tally = Tally::default();
+    println!(
+        "\n-> the cluster is formed. Incrementing {COUNTERS} counters, round-robin through all three nodes...\n"
+    );
+    {
+        let live: Vec<&DemoNode> = nodes.iter().collect();
+        tally.round(&live);
+        narrator.drain();
+        narrator.say(&format!(
+            "{} increments answered; where the 100 shards of `counter` live:",
+            tally.delivered
+        ));
+        print_distribution(&live);
+    }
+
+    println!("\n-> a fourth node joins; traffic goes on while shards rebalance to it.\n");
+    let fourth_port = free_port()?;
+    nodes.push(spawn_node(fourth_port, mgmt[3], &seeds, &tx)?);
+    let fourth = nodes[3].name.clone();
+    narrator.wait_for(&format!("member {fourth} is Up"), Duration::from_secs(30))?;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let live: Vec<&DemoNode> = nodes.iter().collect();
+        tally.round(&live);
+        let d = distribution(&live);
+        let on_fourth = d.last().map_or(0, |x| x.1);
+        narrator.say(&format!("{fourth} hosts {on_fourth} shards"));
+        if on_fourth >= 20 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    narrator.say("after rebalancing:");
+    print_distribution(&nodes.iter().collect::<Vec<_>>());
+
+    println!(
+        "\n-> {third} is killed with SIGKILL; its shards are re-homed once it is downed and removed.\n"
+    );
+    let mut victim = nodes.remove(2);
     let _ = victim.child.kill();
     let _ = victim.child.wait();
     narrator.wait_for(
         &format!("member {third} is Removed"),
         Duration::from_secs(40),
     )?;
-    println!(
-        "\n-> {third} was detected, downed by the split-brain resolver (keep-majority) and removed."
-    );
-    println!("   A replacement starts on the same address (a new incarnation).\n");
-    nodes.push(spawn_node(ports[2], mgmt[3], &seeds, &tx)?);
-    narrator.wait_for(&format!("member {third} is Up"), Duration::from_secs(30))?;
-    println!("\n-> the replacement is Up. Now every node leaves gracefully (SIGTERM).\n");
+    // Its shards move after the down-removal margin (the resolver's stable-after here).
+    std::thread::sleep(Duration::from_secs(4));
+    {
+        let live: Vec<&DemoNode> = nodes.iter().collect();
+        tally.round(&live);
+        narrator.drain();
+        narrator.say("every counter answered again; the shards now live on:");
+        print_distribution(&live);
+    }
+    let dropped = dropped_by_reason(&nodes.iter().collect::<Vec<_>>());
+
+    println!("\n-> every node hands off its shards and leaves gracefully (SIGTERM).\n");
     // The newest first, so that the observer narrates their leaving before it leaves itself.
     let mut codes = Vec::new();
     for node in nodes.iter_mut().rev() {
         sigterm(node);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
             if let Some(s) = node.child.try_wait()? {
                 break Some(s);
@@ -214,16 +377,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        while let Ok(seen) = narrator.rx.try_recv() {
-            if seen.node == narrator.observer {
-                println!(
-                    "{:>6.2}s  {}  {}",
-                    narrator.start.elapsed().as_secs_f64(),
-                    seen.node,
-                    seen.text
-                );
-            }
-        }
+        narrator.drain();
         let code = status.and_then(|s| s.code());
         println!(
             "          {} exited with {}",
@@ -232,9 +386,34 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         );
         codes.push(code);
     }
+    let failed: u64 = tally.failed.values().sum();
+    let reasons = tally
+        .failed
+        .iter()
+        .map(|(why, n)| format!("{n} {why}"))
+        .chain(
+            dropped
+                .iter()
+                .map(|(why, n)| format!("{n} dropped inside the cluster ({why})")),
+        )
+        .collect::<Vec<_>>();
+    println!(
+        "\nSummary: {} increments sent, {} delivered and answered, {} not answered{}.",
+        tally.sent,
+        tally.delivered,
+        failed,
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", reasons.join("; "))
+        }
+    );
+    println!(
+        "(Counters live in memory: a counter that moved or whose node died starts again from zero.)"
+    );
     let clean = codes.iter().all(|c| *c == Some(0));
     println!(
-        "\nDone in {:.1}s: formed, lost a node, healed, and left gracefully ({}).",
+        "\nDone in {:.1}s: formed, served, rebalanced, lost a node, re-homed its shards, and left gracefully ({}).",
         narrator.start.elapsed().as_secs_f64(),
         if clean {
             "every node exited with 0"

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod demo;
 mod demo_sim;
+mod mgmt_client;
 mod node;
 mod passivation;
 mod ports;

@@ -14,6 +14,8 @@ use shardik_core::membership::{Address, ShutdownReason};
 use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::{self, NodeOptions, StopRequest};
+use shardik_runtime::sharding::counter::{counter_kind, counter_routes};
+use shardik_runtime::sharding::{Sharding, ShardingConfig};
 use shardik_runtime::{http, logging};
 use tracing::{info, warn};
 
@@ -38,6 +40,10 @@ pub struct NodeArgs {
     /// Directory for this node's durable data (created if missing).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Register the built-in demo entity kind `counter` and serve
+    /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}` on the management API.
+    #[arg(long)]
+    demo_counters: bool,
 }
 
 /// Runs the command.
@@ -64,10 +70,14 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_node(args.bind, settings))
+    runtime.block_on(run_node(args.bind, settings, args.demo_counters))
 }
 
-async fn run_node(bind: Address, settings: Settings) -> anyhow::Result<ExitCode> {
+async fn run_node(
+    bind: Address,
+    settings: Settings,
+    demo_counters: bool,
+) -> anyhow::Result<ExitCode> {
     let metrics = Metrics::install().ok();
     let opts = NodeOptions {
         bind: bind.clone(),
@@ -87,16 +97,32 @@ async fn run_node(bind: Address, settings: Settings) -> anyhow::Result<ExitCode>
     let running = node::start(opts)
         .await
         .with_context(|| format!("cannot start the node on {bind}"))?;
-    // No user-level protocol consumes payloads yet (sharding will): discard them as they come,
-    // so that the bounded queue never fills with stale traffic.
-    let mut user_messages = running.user_messages;
-    tokio::spawn(async move { while user_messages.recv().await.is_some() {} });
+    let mut running = running;
+    let (_, closed) = tokio::sync::mpsc::channel(1);
+    let user_messages = std::mem::replace(&mut running.user_messages, closed);
+    let sharding = Sharding::start(
+        running.handle.clone(),
+        running.self_node.clone(),
+        user_messages,
+        running.user_sender.clone(),
+        ShardingConfig::from_settings(&settings),
+    );
     info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
-    let router = http::router(
+    let mut router = http::router(
         running.handle.clone(),
         metrics,
         settings.management.http.route_providers_read_only,
+        Some(sharding.clone()),
     );
+    if demo_counters {
+        let region = sharding
+            .init(counter_kind())
+            .context("cannot register the demo counters")?;
+        router = router.merge(counter_routes(region));
+        info!(
+            "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}"
+        );
+    }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(http::serve(listener, router, async move {
         let _ = http_stop_rx.await;
@@ -113,9 +139,20 @@ async fn run_node(bind: Address, settings: Settings) -> anyhow::Result<ExitCode>
                 _ = tokio::signal::ctrl_c() => {}
             }
             if first {
-                info!("signal received: leaving the cluster (send it again to exit at once)");
-                let _ = stop.send(StopRequest::Leave).await;
                 first = false;
+                info!(
+                    "signal received: handing off shards, then leaving the cluster (send it again to exit at once)"
+                );
+                let stop = stop.clone();
+                let sharding = sharding.clone();
+                tokio::spawn(async move {
+                    // The reference's order: shards first (while this node can still be
+                    // reached and the coordinator can re-home them), then the cluster.
+                    if !sharding.shutdown().await {
+                        warn!("shard hand-off did not finish in time; leaving anyway");
+                    }
+                    let _ = stop.send(StopRequest::Leave).await;
+                });
             } else {
                 warn!("second signal: exiting at once");
                 std::process::exit(130);

@@ -31,12 +31,19 @@ impl Default for FailureDetectorConfig {
     }
 }
 
+/// The join-compatibility key carrying the number of shards, in
+/// [`MembershipConfig::join_must_match`]. Entity ids map to shards by a hash modulo this
+/// number, so a node that counts shards differently would look for entities in the wrong
+/// shards: it must not join.
+pub const NUMBER_OF_SHARDS_JOIN_KEY: &str = "cluster.sharding.number-of-shards";
+
 /// Everything the membership core needs to know (`cluster.*`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MembershipConfig {
     /// Cluster name; only nodes with the same name form a cluster.
     pub cluster_name: String,
-    /// Further join-compatibility keys (for example the number of shards).
+    /// Further keys whose values a joining node must share with the cluster (key → value as
+    /// configured). Default: [`NUMBER_OF_SHARDS_JOIN_KEY`] at its default of 1000.
     pub join_must_match: BTreeMap<String, String>,
     /// This node's roles.
     pub roles: BTreeSet<String>,
@@ -79,7 +86,10 @@ impl Default for MembershipConfig {
     fn default() -> Self {
         MembershipConfig {
             cluster_name: "shardik".to_string(),
-            join_must_match: BTreeMap::new(),
+            join_must_match: BTreeMap::from([(
+                NUMBER_OF_SHARDS_JOIN_KEY.to_string(),
+                "1000".to_string(),
+            )]),
             roles: BTreeSet::new(),
             app_version: "0.0.0".to_string(),
             seed_node_timeout: Duration::from_secs(5),

@@ -60,6 +60,26 @@ pub trait ShardAllocationStrategy<R> {
     ) -> BTreeSet<ShardId>;
 }
 
+/// A boxed strategy is a strategy (so the coordinator can hold one chosen by configuration).
+impl<R, S: ShardAllocationStrategy<R> + ?Sized> ShardAllocationStrategy<R> for Box<S> {
+    fn allocate_shard(
+        &mut self,
+        requester: &R,
+        shard: &ShardId,
+        current: &AllocationSnapshot<R>,
+    ) -> Option<R> {
+        (**self).allocate_shard(requester, shard, current)
+    }
+
+    fn rebalance(
+        &mut self,
+        current: &AllocationSnapshot<R>,
+        in_progress: &BTreeSet<ShardId>,
+    ) -> BTreeSet<ShardId> {
+        (**self).rebalance(current, in_progress)
+    }
+}
+
 /// One shard region as the strategy sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegionEntry<R> {

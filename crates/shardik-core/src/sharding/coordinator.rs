@@ -232,16 +232,16 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 }
                 self.progress_hand_off(now, &shard, view, out);
             }
-            Protocol::ShardStopped { shard } => {
+            Protocol::ShardStopped { shard, forwarding } => {
+                if forwarding && self.settings.forward_handoff {
+                    self.predecessors.insert(shard.clone(), from.clone());
+                }
                 if self.handoffs.get(&shard).is_some_and(|h| &h.from == from) {
                     self.hand_off_done(now, &shard, true, view, out);
                 } else if self.state.home(&shard) == Some(from) {
                     // A hand-off that finished after the coordinator that asked for it went
                     // away: the shard no longer runs there.
-                    self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
-                    if self.settings.forward_handoff {
-                        self.predecessors.insert(shard, from.clone());
-                    }
+                    self.apply(StateEvent::ShardHomeDeallocated(shard), out);
                 }
             }
             Protocol::GracefulShutdownReq => {
@@ -545,8 +545,8 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             if self.state.home(shard).is_some() {
                 self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
             }
-            if self.settings.forward_handoff && view.may_be_alive(&h.from) {
-                self.predecessors.insert(shard.clone(), h.from.clone());
+            if !view.may_be_alive(&h.from) {
+                self.predecessors.remove(shard);
             }
             for requester in &h.deferred {
                 self.get_shard_home(now, requester, shard.clone(), view, out);

@@ -44,6 +44,10 @@ pub enum Protocol {
     ShardStopped {
         /// The shard.
         shard: ShardId,
+        /// The region holds messages for the shard that it will forward to the next home
+        /// (forwarding mode): the next home must wait for its [`Protocol::HandOverDone`]. When
+        /// false, nothing from other senders is pending there and the next home starts at once.
+        forwarding: bool,
     },
     /// The sending region is shutting down: hand off all its shards.
     GracefulShutdownReq,

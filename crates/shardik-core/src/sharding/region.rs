@@ -611,7 +611,10 @@ impl<M> Region<M> {
         let Some(state) = self.hosted.get_mut(&shard) else {
             out.push(RegionEffect::Send {
                 to: coordinator.clone(),
-                msg: Protocol::ShardStopped { shard },
+                msg: Protocol::ShardStopped {
+                    shard,
+                    forwarding: false,
+                },
             });
             return;
         };
@@ -689,13 +692,19 @@ impl<M> Region<M> {
         };
         self.hosted.remove(shard);
         out.push(RegionEffect::ShardStopped(shard.clone()));
+        // Every drain marker is in, so nothing more arrives from other regions: if nothing is
+        // buffered now, the next home has nothing to wait for (later local messages travel in
+        // order behind anything we forward, on the same connection).
+        let forwarding = self.settings.handoff_mode == HandOffMode::Forward
+            && self.buffers.get(shard).is_some_and(|b| !b.is_empty());
         out.push(RegionEffect::Send {
             to: coordinator.clone(),
             msg: Protocol::ShardStopped {
                 shard: shard.clone(),
+                forwarding,
             },
         });
-        if self.settings.handoff_mode == HandOffMode::Forward {
+        if forwarding {
             // The coordinator tells us the next home (we are its predecessor); ask too, in case
             // this coordinator is not the one that will allocate it.
             self.handover_pending.insert(shard.clone());
@@ -832,12 +841,8 @@ impl<M> Region<M> {
     }
 
     fn check_shutdown(&mut self, out: &mut Vec<RegionEffect<M>>) {
-        if self.graceful
-            && !self.stopped
-            && self.hosted.is_empty()
-            && self.buffers.is_empty()
-            && self.handover_pending.is_empty()
-        {
+        // A pending hand-over always has buffered messages, so `buffers` covers it.
+        if self.graceful && !self.stopped && self.hosted.is_empty() && self.buffers.is_empty() {
             self.stopped = true;
             if let Some(c) = self.registration.coordinator.take() {
                 out.push(RegionEffect::Send {

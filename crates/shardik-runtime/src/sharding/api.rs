@@ -1,0 +1,206 @@
+//! The types a user writes against: entities, their context, entity kinds, codecs, errors.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{EntityId, ShardId};
+
+/// A sharded entity: a plain Rust value addressed by id, created on its first message and
+/// living on exactly one node at a time.
+///
+/// Commands to one entity are handled one at a time, in arrival order; different entities run
+/// concurrently. An idle entity is just its value in a map: it has no task and no mailbox.
+pub trait Entity: Send + 'static {
+    /// What the entity is told or asked.
+    type Command: Serialize + DeserializeOwned + Send + 'static;
+    /// What it answers.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// Handles one command. `ctx` names the entity and lets it ask to be passivated.
+    fn handle(
+        &mut self,
+        cmd: Self::Command,
+        ctx: &mut EntityContext,
+    ) -> impl Future<Output = Self::Reply> + Send;
+}
+
+/// What a handler knows about its entity, and how it asks to be stopped.
+#[derive(Debug)]
+pub struct EntityContext {
+    pub(crate) entity_id: EntityId,
+    pub(crate) shard_id: ShardId,
+    pub(crate) node: UniqueAddress,
+    pub(crate) passivate: bool,
+}
+
+impl EntityContext {
+    /// The entity's id.
+    pub fn entity_id(&self) -> &str {
+        &self.entity_id
+    }
+
+    /// Its shard.
+    pub fn shard_id(&self) -> &str {
+        &self.shard_id
+    }
+
+    /// The node it runs on.
+    pub fn node(&self) -> &UniqueAddress {
+        &self.node
+    }
+
+    /// Asks to be stopped once this command is handled: commands already queued are handled
+    /// first, then the kind's stop message (if any), then the entity is dropped. Commands that
+    /// arrive later start a new incarnation.
+    pub fn passivate(&mut self) {
+        self.passivate = true;
+    }
+}
+
+/// Turns commands and replies into bytes for the network. Local messages are never encoded.
+pub trait Codec: Send + Sync + 'static {
+    /// Encodes a value.
+    fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError>;
+    /// Decodes a value.
+    fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError>;
+}
+
+/// The default codec: postcard, a compact, stable serde format.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Postcard;
+
+impl Codec for Postcard {
+    fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
+        postcard::to_allocvec(value).map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError> {
+        postcard::from_bytes(bytes).map_err(|e| CodecError(e.to_string()))
+    }
+}
+
+/// A value could not be encoded or decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("codec error: {0}")]
+pub struct CodecError(pub String);
+
+/// Chooses the shard of an entity id (a custom message extractor). The default is the fixed
+/// hash of [`shardik_core::sharding::shard_id_for`].
+pub type ShardExtractor = Arc<dyn Fn(&str) -> ShardId + Send + Sync>;
+
+/// One kind of entity: its name, how to create one, where it may run.
+pub struct EntityKind<E: Entity, C: Codec = Postcard> {
+    pub(crate) name: Arc<str>,
+    pub(crate) factory: Arc<dyn Fn(&str) -> E + Send + Sync>,
+    pub(crate) role: Option<String>,
+    pub(crate) stop_message: Option<Arc<dyn Fn() -> E::Command + Send + Sync>>,
+    pub(crate) extractor: Option<ShardExtractor>,
+    pub(crate) idle_timeout: Option<Option<Duration>>,
+    pub(crate) codec: Arc<C>,
+}
+
+impl<E: Entity> EntityKind<E, Postcard> {
+    /// A kind called `name` whose entities `factory` creates from their id.
+    pub fn new(name: &str, factory: impl Fn(&str) -> E + Send + Sync + 'static) -> Self {
+        EntityKind {
+            name: name.into(),
+            factory: Arc::new(factory),
+            role: None,
+            stop_message: None,
+            extractor: None,
+            idle_timeout: None,
+            codec: Arc::new(Postcard),
+        }
+    }
+}
+
+impl<E: Entity, C: Codec> EntityKind<E, C> {
+    /// Entities run only on nodes with `role`; other nodes get a proxy that routes to them.
+    pub fn with_role(mut self, role: &str) -> Self {
+        self.role = Some(role.to_string()).filter(|r| !r.is_empty());
+        self
+    }
+
+    /// The command an entity receives before it is stopped (passivation, hand-off): its last
+    /// chance to flush state. Without one, the entity is simply dropped.
+    pub fn with_stop_message(
+        mut self,
+        make: impl Fn() -> E::Command + Send + Sync + 'static,
+    ) -> Self {
+        self.stop_message = Some(Arc::new(make));
+        self
+    }
+
+    /// Chooses shards with `extractor` instead of the default hash. Every node must use the
+    /// same function.
+    pub fn with_shard_extractor(
+        mut self,
+        extractor: impl Fn(&str) -> ShardId + Send + Sync + 'static,
+    ) -> Self {
+        self.extractor = Some(Arc::new(extractor));
+        self
+    }
+
+    /// Passivates entities idle for `timeout` (`None`: never), instead of the configured
+    /// `cluster.sharding.passivation` default.
+    pub fn with_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// Uses `codec` for commands and replies that cross the network.
+    pub fn with_codec<C2: Codec>(self, codec: C2) -> EntityKind<E, C2> {
+        EntityKind {
+            name: self.name,
+            factory: self.factory,
+            role: self.role,
+            stop_message: self.stop_message,
+            extractor: self.extractor,
+            idle_timeout: self.idle_timeout,
+            codec: Arc::new(codec),
+        }
+    }
+
+    /// The kind's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Why a message could not be sent or answered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardingError {
+    /// No answer within the ask's timeout. The command may or may not have been handled.
+    #[error("no reply within {0:?}; the command may or may not have been handled")]
+    Timeout(Duration),
+    /// The region's queue is full; slow down or use `tell_wait`.
+    #[error("the region's queue is full; retry later or use tell_wait")]
+    BufferFull,
+    /// The message was dropped on the way, for the reason given (see metrics
+    /// `shardik_sharding_dropped_total`).
+    #[error("message dropped: {0}")]
+    Dropped(&'static str),
+    /// The shard could not be reached (its node left or failed mid-request); retry.
+    #[error("shard unavailable: {0}")]
+    ShardUnavailable(String),
+    /// The region is stopped (the node is shutting down).
+    #[error("the region is stopped")]
+    RegionStopped,
+    /// The command or reply could not be encoded or decoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The entity's handler panicked; the entity was dropped and will be re-created by the next
+    /// command.
+    #[error("the entity failed: {0}")]
+    EntityFailed(String),
+    /// The remote node does not know this entity kind (it was not initialised there).
+    #[error("entity kind {0:?} is not running on the target node")]
+    UnknownKind(String),
+    /// A timeout of zero was given.
+    #[error("the ask timeout must be positive")]
+    InvalidTimeout,
+}

@@ -1,0 +1,440 @@
+//! The entities of one kind on one node: created on their first command, run one command at a
+//! time each, stopped on passivation or hand-off.
+//!
+//! An idle entity is its value in a map plus a few words of bookkeeping: no task, no mailbox.
+//! A command to an idle entity moves the value into a future that runs the handler (polled by
+//! the kind's task, concurrently with other entities' futures) and back when it completes;
+//! commands arriving meanwhile wait in a queue that exists only while the entity is busy.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::stream::FuturesUnordered;
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{EntityId, ShardId};
+
+use super::api::{Entity, EntityContext};
+
+/// Where a command's reply goes.
+pub(crate) enum ReplyTo<R> {
+    /// Nowhere (a tell).
+    None,
+    /// A local asker.
+    Local(tokio::sync::oneshot::Sender<Result<R, super::api::ShardingError>>),
+    /// An asker on another node.
+    Remote {
+        node: UniqueAddress,
+        ask_id: std::num::NonZeroU64,
+    },
+}
+
+/// A command waiting for or being handled by its entity.
+pub(crate) struct Job<E: Entity> {
+    pub cmd: E::Command,
+    pub reply: ReplyTo<E::Reply>,
+}
+
+enum Item<E: Entity> {
+    Job(Job<E>),
+    /// Stop after what is ahead in the queue (stop message first, if the kind has one).
+    Stop,
+}
+
+struct Slot<E: Entity> {
+    /// The value while idle; `None` while a future holds it.
+    entity: Option<E>,
+    /// Waiting work; allocated only when something waits. Boxed so that an idle entity
+    /// pays one pointer for it, not an empty deque's three words.
+    #[allow(clippy::box_collection)]
+    queue: Option<Box<VecDeque<Item<E>>>>,
+    /// Seconds (of the host's clock) when the entity last finished a command.
+    last_used: u32,
+    /// A stop is queued or running (so idle scans and further stops do nothing).
+    stopping: bool,
+}
+
+/// What a finished future hands back.
+pub(crate) struct Completed<E: Entity> {
+    shard: ShardId,
+    id: EntityId,
+    entity: Option<E>,
+    reply: ReplyTo<E::Reply>,
+    outcome: Result<Option<E::Reply>, String>,
+    passivate: bool,
+    was_stop: bool,
+}
+
+type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
+
+/// What the host asks its owner to do after a step.
+pub(crate) enum HostOutput<E: Entity> {
+    /// Send this reply.
+    Reply(ReplyTo<E::Reply>, Result<E::Reply, String>),
+    /// Every entity of the shard has stopped (after a hand-off request).
+    ShardEmpty(ShardId),
+}
+
+/// The entities of one kind on one node.
+pub(crate) struct EntityHost<E: Entity> {
+    node: UniqueAddress,
+    factory: Arc<dyn Fn(&str) -> E + Send + Sync>,
+    stop_message: Option<Arc<dyn Fn() -> E::Command + Send + Sync>>,
+    shards: HashMap<ShardId, HashMap<EntityId, Slot<E>>>,
+    /// Shards whose entities are being stopped for a hand-off.
+    draining: HashMap<ShardId, ()>,
+    running: FuturesUnordered<Running<E>>,
+    active: usize,
+    queued: usize,
+}
+
+impl<E: Entity> EntityHost<E> {
+    pub fn new(
+        node: UniqueAddress,
+        factory: Arc<dyn Fn(&str) -> E + Send + Sync>,
+        stop_message: Option<Arc<dyn Fn() -> E::Command + Send + Sync>>,
+    ) -> Self {
+        EntityHost {
+            node,
+            factory,
+            stop_message,
+            shards: HashMap::new(),
+            draining: HashMap::new(),
+            running: FuturesUnordered::new(),
+            active: 0,
+            queued: 0,
+        }
+    }
+
+    /// Entities alive (idle or busy).
+    pub fn active_entities(&self) -> usize {
+        self.active
+    }
+
+    /// Commands waiting behind busy entities.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Entity ids per shard.
+    pub fn entity_ids(&self) -> Vec<(ShardId, Vec<EntityId>)> {
+        let mut v: Vec<(ShardId, Vec<EntityId>)> = self
+            .shards
+            .iter()
+            .map(|(s, m)| {
+                let mut ids: Vec<EntityId> = m.keys().cloned().collect();
+                ids.sort();
+                (s.clone(), ids)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Live entities per shard that has any.
+    pub fn entity_counts(&self) -> Vec<(ShardId, usize)> {
+        let mut v: Vec<(ShardId, usize)> = self
+            .shards
+            .iter()
+            .map(|(s, m)| (s.clone(), m.len()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Delivers `job` to entity `id` of `shard`, creating the entity if needed.
+    pub fn deliver(&mut self, shard: &ShardId, id: &EntityId, job: Job<E>, now_s: u32) {
+        let entities = self.shards.entry(shard.clone()).or_default();
+        let slot = match entities.get_mut(id) {
+            Some(slot) => slot,
+            None => {
+                self.active += 1;
+                entities.entry(id.clone()).or_insert(Slot {
+                    entity: Some((self.factory)(id)),
+                    queue: None,
+                    last_used: now_s,
+                    stopping: false,
+                })
+            }
+        };
+        if let Some(entity) = slot.entity.take() {
+            let fut = run(
+                self.node.clone(),
+                shard.clone(),
+                id.clone(),
+                entity,
+                job,
+                false,
+            );
+            self.push_running(fut);
+        } else {
+            slot.queue
+                .get_or_insert_with(Default::default)
+                .push_back(Item::Job(job));
+            self.queued += 1;
+        }
+    }
+
+    fn push_running(&mut self, fut: Running<E>) {
+        self.running.push(fut);
+    }
+
+    /// Queues a stop of `id` behind its waiting commands. True if a stop was queued.
+    fn stop_entity(&mut self, shard: &ShardId, id: &EntityId) -> bool {
+        let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) else {
+            return false;
+        };
+        if slot.stopping {
+            return false;
+        }
+        slot.stopping = true;
+        slot.queue
+            .get_or_insert_with(Default::default)
+            .push_back(Item::Stop);
+        if slot.entity.is_some() {
+            self.advance(shard.clone(), id.clone());
+        }
+        true
+    }
+
+    /// Stops every entity of `shard` (stop message first). When none is left,
+    /// [`HostOutput::ShardEmpty`] is returned (at once if the shard has none).
+    pub fn stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
+        self.draining.insert(shard.clone(), ());
+        let ids: Vec<EntityId> = self
+            .shards
+            .get(shard)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.stop_entity(shard, &id);
+        }
+        self.check_empty(shard, out);
+    }
+
+    /// Drops every entity of `shard` now. Running handlers finish, but their entities are not
+    /// kept; waiting commands are answered with an error.
+    pub fn force_stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
+        self.draining.remove(shard);
+        if let Some(entities) = self.shards.remove(shard) {
+            for (_, slot) in entities {
+                self.active -= 1;
+                for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
+                    if let Item::Job(job) = item {
+                        self.queued -= 1;
+                        out.push(HostOutput::Reply(
+                            job.reply,
+                            Err("the shard was stopped before this command ran".into()),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_empty(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
+        let empty = self.shards.get(shard).is_none_or(|m| m.is_empty());
+        if empty {
+            self.shards.remove(shard);
+            if self.draining.remove(shard).is_some() {
+                out.push(HostOutput::ShardEmpty(shard.clone()));
+            }
+        }
+    }
+
+    /// Passivates entities idle since before `cutoff_s`. Returns how many.
+    pub fn passivate_idle(&mut self, cutoff_s: u32) -> usize {
+        let mut idle = Vec::new();
+        for (shard, entities) in &self.shards {
+            for (id, slot) in entities {
+                if slot.entity.is_some() && !slot.stopping && slot.last_used < cutoff_s {
+                    idle.push((shard.clone(), id.clone()));
+                }
+            }
+        }
+        let n = idle.len();
+        for (shard, id) in idle {
+            self.stop_entity(&shard, &id);
+        }
+        n
+    }
+
+    /// Whether any handler is running.
+    pub fn has_running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// The running handlers, to poll for completions.
+    pub fn running_mut(&mut self) -> &mut FuturesUnordered<Running<E>> {
+        &mut self.running
+    }
+
+    /// Takes a finished handler back: the entity is idle again (or stopped), its next waiting
+    /// item starts, and the reply is handed out.
+    pub fn completed(&mut self, done: Completed<E>, now_s: u32, out: &mut Vec<HostOutput<E>>) {
+        let Completed {
+            shard,
+            id,
+            entity,
+            reply,
+            outcome,
+            passivate,
+            was_stop,
+        } = done;
+        match outcome {
+            Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
+            Ok(None) => {}
+            Err(panic) => {
+                tracing::error!(entity = %id, shard = %shard, %panic, "entity handler panicked; entity dropped");
+                metrics::counter!(crate::metrics::ENTITY_FAILURES_TOTAL).increment(1);
+                out.push(HostOutput::Reply(
+                    reply,
+                    Err(format!("handler panicked: {panic}")),
+                ));
+            }
+        }
+        let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+            // Force-stopped meanwhile: the entity is not kept.
+            return;
+        };
+        slot.last_used = now_s;
+        match entity {
+            Some(e) if !was_stop => slot.entity = Some(e),
+            _ => {
+                // Stopped (stop message handled) or failed: drop this incarnation. What waits
+                // goes to a new one.
+                slot.stopping = false;
+                let waiting = slot.queue.as_ref().is_some_and(|q| !q.is_empty());
+                if waiting && !self.draining.contains_key(&shard) {
+                    slot.entity = Some((self.factory)(&id));
+                } else {
+                    let slot = self
+                        .shards
+                        .get_mut(&shard)
+                        .and_then(|m| m.remove(&id))
+                        .expect("slot present");
+                    self.active -= 1;
+                    for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
+                        if let Item::Job(job) = item {
+                            self.queued -= 1;
+                            out.push(HostOutput::Reply(
+                                job.reply,
+                                Err("the entity stopped before this command ran".into()),
+                            ));
+                        }
+                    }
+                    self.check_empty(&shard, out);
+                    return;
+                }
+            }
+        }
+        if passivate {
+            self.stop_entity(&shard, &id);
+            return;
+        }
+        self.advance(shard, id);
+    }
+
+    /// Starts the next waiting item of an idle entity.
+    fn advance(&mut self, shard: ShardId, id: EntityId) {
+        let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+            return;
+        };
+        let Some(queue) = slot.queue.as_mut() else {
+            return;
+        };
+        let Some(item) = queue.pop_front() else {
+            slot.queue = None;
+            return;
+        };
+        if queue.is_empty() {
+            slot.queue = None;
+        }
+        let Some(entity) = slot.entity.take() else {
+            return;
+        };
+        match item {
+            Item::Job(job) => {
+                self.queued -= 1;
+                let fut = run(self.node.clone(), shard, id, entity, job, false);
+                self.push_running(fut);
+            }
+            Item::Stop => match &self.stop_message {
+                Some(make) => {
+                    let job = Job {
+                        cmd: make(),
+                        reply: ReplyTo::None,
+                    };
+                    let fut = run(self.node.clone(), shard, id, entity, job, true);
+                    self.push_running(fut);
+                }
+                None => {
+                    // No stop message: the stop completes at once.
+                    let done = Completed {
+                        shard,
+                        id,
+                        entity: None,
+                        reply: ReplyTo::None,
+                        outcome: Ok(None),
+                        passivate: false,
+                        was_stop: true,
+                    };
+                    self.running.push(Box::pin(std::future::ready(done)));
+                }
+            },
+        }
+    }
+}
+
+/// The future that handles one command: owns the entity while it runs and hands it back.
+fn run<E: Entity>(
+    node: UniqueAddress,
+    shard: ShardId,
+    id: EntityId,
+    mut entity: E,
+    job: Job<E>,
+    was_stop: bool,
+) -> Running<E> {
+    Box::pin(async move {
+        let mut ctx = EntityContext {
+            entity_id: id.clone(),
+            shard_id: shard.clone(),
+            node,
+            passivate: false,
+        };
+        let Job { cmd, reply } = job;
+        let result = AssertUnwindSafe(entity.handle(cmd, &mut ctx))
+            .catch_unwind()
+            .await;
+        match result {
+            Ok(r) => Completed {
+                shard,
+                id,
+                entity: Some(entity),
+                reply,
+                outcome: Ok(if was_stop { None } else { Some(r) }),
+                passivate: ctx.passivate,
+                was_stop,
+            },
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Completed {
+                    shard,
+                    id,
+                    entity: None,
+                    reply,
+                    outcome: Err(msg),
+                    passivate: false,
+                    was_stop,
+                }
+            }
+        }
+    })
+}

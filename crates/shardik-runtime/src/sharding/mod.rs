@@ -1,0 +1,749 @@
+//! Cluster sharding on a running node: entity kinds, regions, entity refs.
+//!
+//! [`Sharding::start`] attaches sharding to a [`RunningNode`](crate::node::RunningNode): it
+//! takes the node's inbound user traffic and dispatches it to the entity kinds registered
+//! with [`Sharding::init`]. Each kind runs in one task per node (see [`kind`]), which owns the
+//! kind's region, its entities, and the coordinator while this node hosts it.
+
+mod api;
+pub mod counter;
+mod host;
+mod kind;
+mod pending;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{
+    AllocationSettings, CoordinatorSettings, EntityId, HandOffMode, RegionSettings, ShardId,
+    shard_number_for,
+};
+use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+pub use api::{
+    Codec, CodecError, Entity, EntityContext, EntityKind, Postcard, ShardExtractor, ShardingError,
+};
+pub use kind::RegionState;
+
+use crate::handle::NodeHandle;
+use crate::metrics as m;
+use crate::transport::{InboundUser, UserSender};
+use kind::{Control, KindSettings, KindTask, LocalMsg, LocalReply};
+use pending::PendingAsks;
+
+/// Sharding settings of a node (`cluster.sharding`).
+#[derive(Clone, Debug)]
+pub struct ShardingConfig {
+    /// Shards per kind; every node must agree.
+    pub number_of_shards: u32,
+    /// Role whose nodes host shards (`None`: all).
+    pub role: Option<String>,
+    /// Region settings.
+    pub region: RegionSettings,
+    /// Coordinator settings.
+    pub coordinator: CoordinatorSettings,
+    /// Allocation strategy settings.
+    pub allocation: AllocationSettings,
+    /// How long a crashed member counts as possibly alive after its removal.
+    pub down_removal_margin: Duration,
+    /// Entities idle this long are passivated (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// How long a graceful shutdown of all regions may take.
+    pub shutdown_timeout: Duration,
+    /// This node's roles (decides region or proxy before the node has joined).
+    pub self_roles: std::collections::BTreeSet<String>,
+}
+
+impl Default for ShardingConfig {
+    fn default() -> Self {
+        ShardingConfig {
+            number_of_shards: 1000,
+            role: None,
+            region: RegionSettings::default(),
+            coordinator: CoordinatorSettings::default(),
+            allocation: AllocationSettings::default(),
+            down_removal_margin: Duration::from_secs(20),
+            idle_timeout: Some(Duration::from_secs(120)),
+            shutdown_timeout: Duration::from_secs(60),
+            self_roles: Default::default(),
+        }
+    }
+}
+
+impl ShardingConfig {
+    /// The sharding settings of a node's configuration (`cluster.sharding.*`, with
+    /// `cluster.down-removal-margin`, `cluster.roles` and the min-nr-of-members settings).
+    pub fn from_settings(s: &crate::config::Settings) -> Self {
+        let sh = &s.cluster.sharding;
+        let mode = match sh.handoff_mode {
+            crate::config::HandOffModeSetting::Forward => HandOffMode::Forward,
+            crate::config::HandOffModeSetting::Drop => HandOffMode::Drop,
+        };
+        let membership = s.membership_config();
+        let min_members = match sh.host_role() {
+            Some(role) => membership
+                .role_min_nr_of_members
+                .get(role)
+                .copied()
+                .unwrap_or(1),
+            None => membership.min_nr_of_members,
+        };
+        ShardingConfig {
+            number_of_shards: sh.number_of_shards,
+            role: sh.host_role().map(str::to_string),
+            region: RegionSettings {
+                buffer_size: sh.buffer_size,
+                retry_interval: sh.retry_interval,
+                handoff_timeout: sh.handoff_timeout,
+                handoff_mode: mode,
+            },
+            coordinator: CoordinatorSettings {
+                rebalance_interval: sh.rebalance_interval,
+                handoff_timeout: sh.handoff_timeout,
+                shard_start_timeout: sh.shard_start_timeout,
+                min_members,
+                forward_handoff: mode == HandOffMode::Forward,
+            },
+            allocation: sh.allocation_settings(),
+            down_removal_margin: s.cluster.effective_down_removal_margin(),
+            idle_timeout: sh.passivation.idle_timeout(),
+            // The reference gives the region's shutdown phase 10 s; a hand-off may take up to
+            // handoff-timeout, so allow that.
+            shutdown_timeout: sh.handoff_timeout,
+            self_roles: membership.roles.clone(),
+        }
+    }
+
+    /// Sets the hand-off mode in both the region and coordinator settings.
+    pub fn with_handoff_mode(mut self, mode: HandOffMode) -> Self {
+        self.region.handoff_mode = mode;
+        self.coordinator.forward_handoff = mode == HandOffMode::Forward;
+        self
+    }
+}
+
+/// Why an entity kind could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// A kind of that name is already registered on this node.
+    #[error("entity kind {0:?} is already registered on this node")]
+    AlreadyRegistered(String),
+    /// The name is empty or too long.
+    #[error("invalid entity kind name {0:?}: it must be 1 to 255 bytes")]
+    InvalidName(String),
+}
+
+struct KindEntry {
+    control: mpsc::Sender<Control>,
+}
+
+struct Inner {
+    node: NodeHandle,
+    self_node: UniqueAddress,
+    sender: UserSender,
+    config: ShardingConfig,
+    kinds: Mutex<HashMap<Arc<str>, KindEntry>>,
+    pending: PendingAsks,
+    stats_waiters: Mutex<HashMap<u64, mpsc::UnboundedSender<StatsAnswer>>>,
+    next_stats_request: std::sync::atomic::AtomicU64,
+}
+
+/// One region's answer to a stats request: its node and each hosted shard's entity count.
+type StatsAnswer = (UniqueAddress, Vec<(ShardId, u32)>);
+
+/// Entities per shard per region over the cluster, for one entity kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterShardingStats {
+    /// Each region that answered (by node `host:port`) with its shards and entity counts.
+    pub regions: std::collections::BTreeMap<String, Vec<(ShardId, u32)>>,
+    /// Nodes expected to host the kind that did not answer in time.
+    pub failed: Vec<String>,
+}
+
+/// Sharding on one node: registers entity kinds and routes their traffic.
+#[derive(Clone)]
+pub struct Sharding {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Sharding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sharding")
+            .field("node", &self.inner.self_node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sharding {
+    /// Attaches sharding to a node: `user_messages` and `sender` are the node's user-lane
+    /// receiver and sender (from [`RunningNode`](crate::node::RunningNode)).
+    pub fn start(
+        node: NodeHandle,
+        self_node: UniqueAddress,
+        user_messages: mpsc::Receiver<InboundUser>,
+        sender: UserSender,
+        config: ShardingConfig,
+    ) -> Sharding {
+        let inner = Arc::new(Inner {
+            node,
+            self_node,
+            sender,
+            config,
+            kinds: Mutex::new(HashMap::new()),
+            pending: PendingAsks::default(),
+            stats_waiters: Mutex::new(HashMap::new()),
+            next_stats_request: std::sync::atomic::AtomicU64::new(1),
+        });
+        tokio::spawn(dispatch(Arc::clone(&inner), user_messages));
+        Sharding { inner }
+    }
+
+    /// This node.
+    pub fn self_node(&self) -> &UniqueAddress {
+        &self.inner.self_node
+    }
+
+    /// Registers an entity kind and returns its region: a full region when this node has the
+    /// kind's role, a proxy that only routes otherwise.
+    pub fn init<E: Entity, C: Codec>(
+        &self,
+        kind: EntityKind<E, C>,
+    ) -> Result<EntityRegion<E>, InitError> {
+        if kind.name.is_empty() || kind.name.len() > 255 {
+            return Err(InitError::InvalidName(kind.name.to_string()));
+        }
+        let cfg = &self.inner.config;
+        let role = kind.role.clone().or_else(|| cfg.role.clone());
+        let snapshot = self.inner.node.snapshot();
+        let self_roles = snapshot
+            .members
+            .iter()
+            .find(|m| m.addr == self.inner.self_node)
+            .map(|m| m.roles.clone());
+        // Before the node joined, its roles are not in the snapshot yet; the node's own
+        // configured roles decide, which the caller passes via the membership config. A node
+        // that lacks the role runs a proxy.
+        let proxy = match (&role, self_roles) {
+            (None, _) => false,
+            (Some(r), Some(roles)) => !roles.contains(r),
+            (Some(r), None) => !cfg.self_roles.contains(r),
+        };
+        let (local_tx, local_rx) = mpsc::channel(cfg.region.buffer_size.clamp(1, 1 << 20));
+        let (control_tx, control_rx) = mpsc::channel(4096);
+        {
+            let mut kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());
+            if kinds.contains_key(&kind.name) {
+                return Err(InitError::AlreadyRegistered(kind.name.to_string()));
+            }
+            kinds.insert(
+                kind.name.clone(),
+                KindEntry {
+                    control: control_tx.clone(),
+                },
+            );
+        }
+        let task = KindTask {
+            name: kind.name.clone(),
+            me: self.inner.self_node.clone(),
+            codec: Arc::clone(&kind.codec),
+            settings: KindSettings {
+                region: cfg.region.clone(),
+                coordinator: cfg.coordinator.clone(),
+                allocation: cfg.allocation,
+                down_removal_margin: cfg.down_removal_margin,
+                idle_timeout: kind.idle_timeout.unwrap_or(cfg.idle_timeout),
+                proxy,
+                role,
+            },
+            host: host::EntityHost::new(
+                self.inner.self_node.clone(),
+                Arc::clone(&kind.factory),
+                kind.stop_message.clone(),
+            ),
+            sender: self.inner.sender.clone(),
+            pending: self.inner.pending.clone(),
+            local: local_rx,
+            control: control_rx,
+            membership: self.inner.node.watch(),
+        };
+        tokio::spawn(task.run());
+        Ok(EntityRegion {
+            name: kind.name,
+            local: local_tx,
+            control: control_tx,
+            shards: ShardIds::new(cfg.number_of_shards, kind.extractor),
+        })
+    }
+
+    /// Names of the entity kinds registered on this node.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The state of this node's region of `kind` (shards and entity ids), or `None` if the
+    /// kind is not registered here or did not answer within `timeout`.
+    pub async fn region_state(&self, kind: &str, timeout: Duration) -> Option<RegionState> {
+        let control = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(kind)?
+            .control
+            .clone();
+        let (tx, rx) = oneshot::channel();
+        control.send(Control::State(tx)).await.ok()?;
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+
+    /// This node's region statistics of `kind`: each hosted shard with its live entity count,
+    /// or `None` if the kind is not registered here or did not answer within `timeout`.
+    pub async fn region_stats(
+        &self,
+        kind: &str,
+        timeout: Duration,
+    ) -> Option<Vec<(ShardId, usize)>> {
+        let control = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(kind)?
+            .control
+            .clone();
+        let (tx, rx) = oneshot::channel();
+        control.send(Control::Stats(tx)).await.ok()?;
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+
+    /// Entities per shard per region of `kind` over the whole cluster: every member that may
+    /// host the kind (Up, WeaklyUp or Leaving, with the kind's role) is asked; those that do
+    /// not answer within `timeout` are listed in `failed`, never silently left out.
+    pub async fn cluster_stats(
+        &self,
+        kind: &str,
+        timeout: Duration,
+    ) -> Option<ClusterShardingStats> {
+        use shardik_core::membership::MemberStatus;
+        if !self.kinds().iter().any(|k| k == kind) {
+            return None;
+        }
+        let role = self.inner.config.role.clone();
+        let snapshot = self.inner.node.snapshot();
+        let targets: Vec<UniqueAddress> = snapshot
+            .members
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.status,
+                    MemberStatus::Up | MemberStatus::WeaklyUp | MemberStatus::Leaving
+                ) && role.as_ref().is_none_or(|r| m.has_role(r))
+            })
+            .map(|m| m.addr.clone())
+            .collect();
+        let id = self
+            .inner
+            .next_stats_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let request_id = std::num::NonZeroU64::new(id).unwrap_or(std::num::NonZeroU64::MIN);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.inner
+            .stats_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let mut out = ClusterShardingStats::default();
+        let mut waiting: std::collections::BTreeSet<UniqueAddress> =
+            std::collections::BTreeSet::new();
+        for t in &targets {
+            if *t == self.inner.self_node {
+                continue;
+            }
+            let frame = shardik_wire::ShardingFrame {
+                kind: kind.into(),
+                body: ShardingBody::StatsRequest { request_id },
+            };
+            if self
+                .inner
+                .sender
+                .send(&t.address, shardik_wire::encode_sharding(&frame))
+                .await
+            {
+                waiting.insert(t.clone());
+            } else {
+                out.failed.push(t.address.to_string());
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        if targets.contains(&self.inner.self_node) {
+            match self.region_stats(kind, timeout).await {
+                Some(shards) => {
+                    out.regions.insert(
+                        self.inner.self_node.address.to_string(),
+                        shards
+                            .into_iter()
+                            .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
+                            .collect(),
+                    );
+                }
+                None => out.failed.push(self.inner.self_node.address.to_string()),
+            }
+        }
+        while !waiting.is_empty() {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((from, shards))) => {
+                    if waiting.remove(&from) {
+                        out.regions.insert(from.address.to_string(), shards);
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.inner
+            .stats_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        out.failed
+            .extend(waiting.into_iter().map(|n| n.address.to_string()));
+        out.failed.sort();
+        Some(out)
+    }
+
+    /// Hands off every shard of every kind on this node (graceful shutdown), waiting at most
+    /// the configured `shutdown_timeout`. Returns whether every region finished in time.
+    pub async fn shutdown(&self) -> bool {
+        let controls: Vec<mpsc::Sender<Control>> = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|k| k.control.clone())
+            .collect();
+        let mut waits = Vec::new();
+        for c in controls {
+            let (tx, rx) = oneshot::channel();
+            if c.send(Control::Shutdown(tx)).await.is_ok() {
+                waits.push(rx);
+            }
+        }
+        let all = async {
+            for w in waits {
+                let _ = w.await;
+            }
+        };
+        tokio::time::timeout(self.inner.config.shutdown_timeout, all)
+            .await
+            .is_ok()
+    }
+}
+
+/// Shard ids for entity ids: the fixed hash (with the decimal ids pre-rendered, so routing
+/// does not allocate) or a custom extractor.
+#[derive(Clone)]
+struct ShardIds {
+    number_of_shards: std::num::NonZeroU32,
+    rendered: Arc<[ShardId]>,
+    extractor: Option<ShardExtractor>,
+}
+
+impl ShardIds {
+    fn new(number_of_shards: u32, extractor: Option<ShardExtractor>) -> Self {
+        let n = std::num::NonZeroU32::new(number_of_shards).unwrap_or(std::num::NonZeroU32::MIN);
+        // Pre-render up to 65 536 ids; beyond that, render per message.
+        let rendered: Arc<[ShardId]> = if extractor.is_none() && n.get() <= 65_536 {
+            (0..n.get()).map(|i| ShardId::from(i.to_string())).collect()
+        } else {
+            Arc::from(Vec::new())
+        };
+        ShardIds {
+            number_of_shards: n,
+            rendered,
+            extractor,
+        }
+    }
+
+    fn shard_of(&self, entity: &str) -> ShardId {
+        if let Some(x) = &self.extractor {
+            return x(entity);
+        }
+        let i = shard_number_for(entity, self.number_of_shards) as usize;
+        match self.rendered.get(i) {
+            Some(s) => s.clone(),
+            None => ShardId::from(i.to_string()),
+        }
+    }
+}
+
+/// A node's region (or proxy) for one entity kind: the way to reach its entities.
+pub struct EntityRegion<E: Entity> {
+    name: Arc<str>,
+    local: mpsc::Sender<LocalMsg<E>>,
+    control: mpsc::Sender<Control>,
+    shards: ShardIds,
+}
+
+impl<E: Entity> Clone for EntityRegion<E> {
+    fn clone(&self) -> Self {
+        EntityRegion {
+            name: self.name.clone(),
+            local: self.local.clone(),
+            control: self.control.clone(),
+            shards: self.shards.clone(),
+        }
+    }
+}
+
+impl<E: Entity> std::fmt::Debug for EntityRegion<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntityRegion")
+            .field("kind", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Entity> EntityRegion<E> {
+    /// The kind's name.
+    pub fn kind(&self) -> &str {
+        &self.name
+    }
+
+    /// A reference to the entity `id` (cheap; nothing is created until a message arrives).
+    pub fn entity_ref(&self, id: &str) -> EntityRef<E> {
+        EntityRef {
+            region: self.clone(),
+            shard: self.shards.shard_of(id),
+            id: id.into(),
+        }
+    }
+
+    /// The shard of entity `id`.
+    pub fn shard_of(&self, id: &str) -> ShardId {
+        self.shards.shard_of(id)
+    }
+
+    /// Sends `cmd` to entity `id` (the raw envelope form, for callers that route themselves).
+    pub fn tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
+        self.entity_ref(id).tell(cmd)
+    }
+
+    /// This node's region state: hosted shards and their entity ids.
+    pub async fn state(&self, timeout: Duration) -> Option<RegionState> {
+        let (tx, rx) = oneshot::channel();
+        self.control.send(Control::State(tx)).await.ok()?;
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+}
+
+/// The address of one entity.
+pub struct EntityRef<E: Entity> {
+    region: EntityRegion<E>,
+    shard: ShardId,
+    id: EntityId,
+}
+
+impl<E: Entity> Clone for EntityRef<E> {
+    fn clone(&self) -> Self {
+        EntityRef {
+            region: self.region.clone(),
+            shard: self.shard.clone(),
+            id: self.id.clone(),
+        }
+    }
+}
+
+impl<E: Entity> EntityRef<E> {
+    /// The entity's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn msg(&self, cmd: E::Command, reply: Option<LocalReply<E::Reply>>) -> LocalMsg<E> {
+        LocalMsg {
+            entity: self.id.clone(),
+            shard: self.shard.clone(),
+            cmd,
+            reply,
+        }
+    }
+
+    /// Sends `cmd` without waiting for an answer. Fails at once with
+    /// [`ShardingError::BufferFull`] when the region's queue is full.
+    pub fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+        self.region
+            .local
+            .try_send(self.msg(cmd, None))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => ShardingError::BufferFull,
+                mpsc::error::TrySendError::Closed(_) => ShardingError::RegionStopped,
+            })
+    }
+
+    /// Sends `cmd`, waiting while the region's queue is full.
+    pub async fn tell_wait(&self, cmd: E::Command) -> Result<(), ShardingError> {
+        self.region
+            .local
+            .send(self.msg(cmd, None))
+            .await
+            .map_err(|_| ShardingError::RegionStopped)
+    }
+
+    /// Sends `cmd` and waits at most `timeout` for the entity's reply.
+    pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
+        if timeout.is_zero() {
+            return Err(ShardingError::InvalidTimeout);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        let msg = self.msg(cmd, Some(LocalReply { tx, deadline }));
+        match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(ShardingError::RegionStopped),
+            Err(_) => return Err(ShardingError::Timeout(timeout)),
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ShardingError::ShardUnavailable(
+                "the request was lost with its shard (node failure or force stop)".into(),
+            )),
+            Err(_) => Err(ShardingError::Timeout(timeout)),
+        }
+    }
+}
+
+/// Reads the node's inbound user traffic and hands each frame to its kind.
+async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
+    let limits = ShardingLimits::default();
+    while let Some(msg) = inbound.recv().await {
+        let frame = match decode_sharding_bytes(msg.payload.clone(), &limits) {
+            Ok(f) => f,
+            Err(e) => {
+                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")
+                    .increment(1);
+                warn!(from = %msg.from, error = %e, "malformed sharding frame dropped");
+                continue;
+            }
+        };
+        let control = match frame.body {
+            ShardingBody::Reply(reply) => {
+                let result = reply.result.map_err(|e| match e.kind {
+                    ReplyErrorKind::UnknownKind => {
+                        ShardingError::UnknownKind(frame.kind.to_string())
+                    }
+                    ReplyErrorKind::BufferFull => ShardingError::BufferFull,
+                    ReplyErrorKind::RegionStopped => ShardingError::RegionStopped,
+                    ReplyErrorKind::EntityFailed => ShardingError::EntityFailed(e.message),
+                    ReplyErrorKind::DecodeFailed => ShardingError::Codec(CodecError(e.message)),
+                    ReplyErrorKind::ShardUnavailable => ShardingError::ShardUnavailable(e.message),
+                });
+                if !inner.pending.complete(reply.ask_id, result) {
+                    debug!(
+                        ask_id = reply.ask_id,
+                        "reply for an ask that is no longer waiting"
+                    );
+                }
+                continue;
+            }
+            ShardingBody::Envelope(env) => Control::Remote {
+                from: msg.from.clone(),
+                env,
+            },
+            ShardingBody::Protocol(p) => Control::Protocol {
+                from: msg.from.clone(),
+                msg: p,
+            },
+            ShardingBody::StatsRequest { request_id } => {
+                // Answered from a task of its own, so a slow region never stalls the reader.
+                let inner = Arc::clone(&inner);
+                let (kind, to) = (frame.kind.clone(), msg.from.clone());
+                tokio::spawn(async move {
+                    let sharding = Sharding { inner };
+                    let shards = sharding
+                        .region_stats(&kind, Duration::from_secs(3))
+                        .await
+                        .unwrap_or_default();
+                    let reply = shardik_wire::ShardingFrame {
+                        kind,
+                        body: ShardingBody::StatsReply(shardik_wire::WireStats {
+                            request_id,
+                            shards: shards
+                                .into_iter()
+                                .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
+                                .collect(),
+                        }),
+                    };
+                    sharding
+                        .inner
+                        .sender
+                        .send(&to.address, shardik_wire::encode_sharding(&reply))
+                        .await;
+                });
+                continue;
+            }
+            ShardingBody::StatsReply(stats) => {
+                let waiter = inner
+                    .stats_waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&stats.request_id.get())
+                    .cloned();
+                if let Some(tx) = waiter {
+                    let _ = tx.send((msg.from.clone(), stats.shards));
+                }
+                continue;
+            }
+        };
+        let target = inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&frame.kind)
+            .map(|k| k.control.clone());
+        match target {
+            // Waiting here stops reading the connection: back-pressure to the sender.
+            Some(tx) => {
+                let _ = tx.send(control).await;
+            }
+            None => {
+                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => frame.kind.to_string(), "reason" => "unknown-kind")
+                    .increment(1);
+                debug!(kind = %frame.kind, from = %msg.from, "message for an entity kind not running here");
+                if let Control::Remote { env, .. } = control {
+                    if let Some(ask_id) = env.ask_id {
+                        let reply = shardik_wire::ShardingFrame {
+                            kind: frame.kind.clone(),
+                            body: ShardingBody::Reply(shardik_wire::WireReply {
+                                ask_id: ask_id.get(),
+                                result: Err(shardik_wire::ReplyError {
+                                    kind: ReplyErrorKind::UnknownKind,
+                                    message: format!(
+                                        "entity kind {} is not running on {}",
+                                        frame.kind, inner.self_node.address
+                                    ),
+                                }),
+                            }),
+                        };
+                        inner
+                            .sender
+                            .send(&msg.from.address, shardik_wire::encode_sharding(&reply))
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Sharding on real nodes in one process, over loopback TCP: entities are created on their
+//! first message, answer asks from any node, live on one node, and move on graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use shardik_core::membership::{Address, MembershipConfig};
+use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::sharding::counter::{Counter, CounterCommand, counter_kind};
+use shardik_runtime::sharding::{EntityRegion, Sharding, ShardingConfig};
+use shardik_runtime::transport::TransportConfig;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn membership() -> MembershipConfig {
+    MembershipConfig {
+        cluster_name: "sharding-test".into(),
+        seed_node_timeout: Duration::from_millis(500),
+        periodic_tasks_initial_delay: Duration::from_millis(100),
+        gossip_interval: Duration::from_millis(200),
+        leader_actions_interval: Duration::from_millis(200),
+        ..MembershipConfig::default()
+    }
+}
+
+fn sharding_config() -> ShardingConfig {
+    let mut c = ShardingConfig {
+        number_of_shards: 20,
+        down_removal_margin: Duration::from_secs(1),
+        shutdown_timeout: Duration::from_secs(20),
+        ..ShardingConfig::default()
+    };
+    c.region.retry_interval = Duration::from_millis(200);
+    c.coordinator.rebalance_interval = Duration::from_millis(500);
+    c
+}
+
+struct TestNode {
+    running: RunningNode,
+    sharding: Sharding,
+    counters: EntityRegion<Counter>,
+}
+
+async fn start(port: u16, seed: u16) -> TestNode {
+    let mut running = node::start(NodeOptions {
+        bind: Address::new("127.0.0.1", port),
+        seeds: vec![Address::new("127.0.0.1", seed)],
+        membership: membership(),
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    let (_, dummy) = tokio::sync::mpsc::channel(1);
+    let user = std::mem::replace(&mut running.user_messages, dummy);
+    let sharding = Sharding::start(
+        running.handle.clone(),
+        running.self_node.clone(),
+        user,
+        running.user_sender.clone(),
+        sharding_config(),
+    );
+    let counters = sharding.init(counter_kind()).expect("kind registers");
+    TestNode {
+        running,
+        sharding,
+        counters,
+    }
+}
+
+async fn wait_up(nodes: &[&TestNode], n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let all = nodes.iter().all(|t| {
+            let s = t.running.handle.snapshot();
+            s.members
+                .iter()
+                .filter(|m| m.status == shardik_core::membership::MemberStatus::Up)
+                .count()
+                == n
+        });
+        if all {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cluster did not form"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_answer_from_every_node_and_live_on_one() {
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    let a = start(p1, p1).await;
+    let b = start(p2, p1).await;
+    let c = start(p3, p1).await;
+    wait_up(&[&a, &b, &c], 3).await;
+    let ids: Vec<String> = (0..60).map(|i| format!("c{i}")).collect();
+    // Each counter is incremented once through every node.
+    for node in [&a, &b, &c] {
+        for id in &ids {
+            let r = node
+                .counters
+                .entity_ref(id)
+                .ask(CounterCommand::Increment, Duration::from_secs(10))
+                .await
+                .expect("answered");
+            assert!(r.value >= 1);
+        }
+    }
+    let mut homes: BTreeMap<String, String> = BTreeMap::new();
+    for id in &ids {
+        let r = a
+            .counters
+            .entity_ref(id)
+            .ask(CounterCommand::Get, Duration::from_secs(10))
+            .await
+            .expect("answered");
+        assert_eq!(r.value, 3, "{id}: one entity saw all three increments");
+        homes.insert(id.clone(), r.node);
+    }
+    let nodes: std::collections::BTreeSet<&String> = homes.values().collect();
+    assert_eq!(nodes.len(), 3, "entities spread over the three nodes");
+    // Region state agrees: every entity is listed on exactly the node that answered.
+    let mut listed = BTreeMap::new();
+    for node in [&a, &b, &c] {
+        let state = node
+            .counters
+            .state(Duration::from_secs(5))
+            .await
+            .expect("state");
+        for (_, entities) in state.shards {
+            for e in entities {
+                assert!(
+                    listed
+                        .insert(e.to_string(), node.running.self_node.address.to_string())
+                        .is_none(),
+                    "{e} listed twice"
+                );
+            }
+        }
+    }
+    assert_eq!(listed, homes);
+    // Cluster-wide statistics: every region answered, and the counts add up.
+    let stats = b
+        .sharding
+        .cluster_stats("counter", Duration::from_secs(5))
+        .await
+        .expect("kind registered");
+    assert!(stats.failed.is_empty(), "{:?}", stats.failed);
+    assert_eq!(stats.regions.len(), 3);
+    let total: u32 = stats.regions.values().flatten().map(|(_, n)| *n).sum();
+    assert_eq!(total as usize, ids.len());
+
+    // Graceful shutdown of one node hands its shards to the others; every counter still
+    // answers (values restart where entities moved: they are in memory only).
+    assert!(c.sharding.shutdown().await, "hand-off completed");
+    let state = c.counters.state(Duration::from_secs(5)).await;
+    assert!(state.is_none_or(|s| s.shards.is_empty()));
+    for id in &ids {
+        let r = a
+            .counters
+            .entity_ref(id)
+            .ask(CounterCommand::Get, Duration::from_secs(10))
+            .await
+            .expect("answered after hand-off");
+        assert_ne!(r.node, c.running.self_node.address.to_string());
+    }
+}
