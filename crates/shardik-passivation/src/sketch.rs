@@ -53,6 +53,11 @@ impl EntityHash for String {
         java_string_hash(self)
     }
 }
+impl EntityHash for std::sync::Arc<str> {
+    fn entity_hash(&self) -> i32 {
+        java_string_hash(self)
+    }
+}
 impl EntityHash for &str {
     fn entity_hash(&self) -> i32 {
         java_string_hash(self)

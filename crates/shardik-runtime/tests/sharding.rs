@@ -174,3 +174,53 @@ async fn counters_answer_from_every_node_and_live_on_one() {
         assert_ne!(r.node, c.running.self_node.address.to_string());
     }
 }
+
+/// A limit-based passivation strategy keeps the number of live entities near its limit while
+/// thousands of ids are touched, and every message is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_entity_limit_bounds_live_entities() {
+    use shardik_passivation::{ReplacementPolicy, ResolvedStrategy};
+    let port = free_port();
+    let node = start(port, port).await;
+    wait_up(&[&node], 1).await;
+    const LIMIT: usize = 100;
+    let limited = node
+        .sharding
+        .init(
+            shardik_runtime::sharding::EntityKind::new("limited", |_| Counter::default())
+                .with_passivation(ResolvedStrategy::Limit {
+                    per_region_limit: LIMIT,
+                    policy: ReplacementPolicy::LeastRecentlyUsed,
+                    idle: None,
+                }),
+        )
+        .expect("kind registers");
+    let mut most = 0;
+    for i in 0..3000 {
+        let r = limited
+            .entity_ref(&format!("e{i}"))
+            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .await
+            .expect("every message answered");
+        assert_eq!(r.value, 1, "a fresh entity each time");
+        if i % 100 == 99 {
+            let state = limited.state(Duration::from_secs(5)).await.expect("state");
+            let live: usize = state.shards.iter().map(|(_, ids)| ids.len()).sum();
+            most = most.max(live);
+        }
+    }
+    // The per-region limit is split over the 20 shards (5 each), so at most 100 stay live,
+    // plus the one just touched per shard while its victim stops.
+    assert!(most <= LIMIT + 20, "at most about {LIMIT} live, saw {most}");
+    assert!(
+        most >= LIMIT / 2,
+        "the limit is used, not undershot: {most}"
+    );
+    // A passivated entity comes back (as a new incarnation) on its next message.
+    let r = limited
+        .entity_ref("e0")
+        .ask(CounterCommand::Get, Duration::from_secs(10))
+        .await
+        .expect("answered");
+    assert_eq!(r.value, 0);
+}

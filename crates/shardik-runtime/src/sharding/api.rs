@@ -100,6 +100,7 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) stop_message: Option<Arc<dyn Fn() -> E::Command + Send + Sync>>,
     pub(crate) extractor: Option<ShardExtractor>,
     pub(crate) idle_timeout: Option<Option<Duration>>,
+    pub(crate) passivation: Option<shardik_passivation::ResolvedStrategy>,
     pub(crate) codec: Arc<C>,
 }
 
@@ -113,6 +114,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             stop_message: None,
             extractor: None,
             idle_timeout: None,
+            passivation: None,
             codec: Arc::new(Postcard),
         }
     }
@@ -152,6 +154,16 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         self
     }
 
+    /// Passivates automatically with a limit-based strategy from `shardik-passivation` (LRU,
+    /// SLRU, LFU, the composite W-TinyLFU `default-strategy`, …; resolve one with
+    /// `PassivationSettings::validate`). Its per-region limit is split evenly over this
+    /// node's active shards of the kind, as in the reference. The idle timeout stays in force
+    /// unless turned off with [`with_idle_timeout`](Self::with_idle_timeout)`(None)`.
+    pub fn with_passivation(mut self, strategy: shardik_passivation::ResolvedStrategy) -> Self {
+        self.passivation = Some(strategy);
+        self
+    }
+
     /// Uses `codec` for commands and replies that cross the network.
     pub fn with_codec<C2: Codec>(self, codec: C2) -> EntityKind<E, C2> {
         EntityKind {
@@ -161,6 +173,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             stop_message: self.stop_message,
             extractor: self.extractor,
             idle_timeout: self.idle_timeout,
+            passivation: self.passivation,
             codec: Arc::new(codec),
         }
     }

@@ -16,6 +16,7 @@ use futures_util::FutureExt;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
+use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 
 use super::api::{Entity, EntityContext};
 
@@ -78,15 +79,51 @@ pub(crate) enum HostOutput<E: Entity> {
     ShardEmpty(ShardId),
 }
 
+/// The entities of one shard, with the shard's passivation strategy (when a limit-based one is
+/// configured; the idle timeout alone is a scan over `last_used`, which costs 4 bytes per
+/// entity instead of a recency list).
+struct ShardEntities<E: Entity> {
+    entities: HashMap<EntityId, Slot<E>>,
+    strategy: Option<Strategy<EntityId>>,
+}
+
+impl<E: Entity> Default for ShardEntities<E> {
+    fn default() -> Self {
+        ShardEntities {
+            entities: HashMap::new(),
+            strategy: None,
+        }
+    }
+}
+
+impl<E: Entity> std::ops::Deref for ShardEntities<E> {
+    type Target = HashMap<EntityId, Slot<E>>;
+    fn deref(&self) -> &Self::Target {
+        &self.entities
+    }
+}
+
+impl<E: Entity> std::ops::DerefMut for ShardEntities<E> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.entities
+    }
+}
+
 /// The entities of one kind on one node.
 pub(crate) struct EntityHost<E: Entity> {
     node: UniqueAddress,
     factory: Arc<dyn Fn(&str) -> E + Send + Sync>,
     stop_message: Option<Arc<dyn Fn() -> E::Command + Send + Sync>>,
-    shards: HashMap<ShardId, HashMap<EntityId, Slot<E>>>,
+    /// Automatic passivation by a limit-based strategy, one instance per shard, its
+    /// per-region limit split over the active shards as in the reference.
+    passivation: Option<ResolvedStrategy>,
+    passivate_buf: Vec<EntityId>,
+    shards: HashMap<ShardId, ShardEntities<E>>,
     /// Shards whose entities are being stopped for a hand-off.
     draining: HashMap<ShardId, ()>,
     running: FuturesUnordered<Running<E>>,
+    /// Handlers that finished when first polled, for [`EntityHost::next_finished`].
+    finished: VecDeque<Completed<E>>,
     active: usize,
     queued: usize,
 }
@@ -101,11 +138,72 @@ impl<E: Entity> EntityHost<E> {
             node,
             factory,
             stop_message,
+            passivation: None,
+            passivate_buf: Vec::new(),
             shards: HashMap::new(),
             draining: HashMap::new(),
             running: FuturesUnordered::new(),
+            finished: VecDeque::new(),
             active: 0,
             queued: 0,
+        }
+    }
+
+    /// Passivates automatically with `strategy` (limit-based or composite; a plain idle timeout
+    /// is better served by the idle scan). Must be set before the first delivery.
+    pub fn set_passivation(&mut self, strategy: ResolvedStrategy) {
+        self.passivation = match strategy {
+            ResolvedStrategy::Disabled => None,
+            other => Some(other),
+        };
+    }
+
+    /// How often the strategies want [`interval_passed`](Self::interval_passed) (idle checks).
+    pub fn passivation_interval(&self) -> Option<std::time::Duration> {
+        self.shards
+            .values()
+            .find_map(|s| s.strategy.as_ref().and_then(|st| st.scheduled_interval()))
+    }
+
+    /// Runs the strategies' periodic idle checks.
+    pub fn interval_passed(&mut self, now_ms: u64) {
+        let shards: Vec<ShardId> = self.shards.keys().cloned().collect();
+        for shard in shards {
+            let mut out = std::mem::take(&mut self.passivate_buf);
+            if let Some(st) = self
+                .shards
+                .get_mut(&shard)
+                .and_then(|s| s.strategy.as_mut())
+            {
+                st.interval_passed(now_ms, &mut out);
+            }
+            for id in out.drain(..) {
+                self.stop_entity(&shard, &id);
+            }
+            self.passivate_buf = out;
+        }
+    }
+
+    /// A shard appeared or disappeared: every strategy's per-shard limit changes.
+    fn shards_changed(&mut self) {
+        if self.passivation.is_none() {
+            return;
+        }
+        let active = self.shards.len().max(1);
+        let shards: Vec<ShardId> = self.shards.keys().cloned().collect();
+        for shard in shards {
+            let mut out = std::mem::take(&mut self.passivate_buf);
+            if let Some(st) = self
+                .shards
+                .get_mut(&shard)
+                .and_then(|s| s.strategy.as_mut())
+            {
+                st.shards_updated(active, &mut out);
+            }
+            for id in out.drain(..) {
+                self.stop_entity(&shard, &id);
+            }
+            self.passivate_buf = out;
         }
     }
 
@@ -146,8 +244,38 @@ impl<E: Entity> EntityHost<E> {
     }
 
     /// Delivers `job` to entity `id` of `shard`, creating the entity if needed.
-    pub fn deliver(&mut self, shard: &ShardId, id: &EntityId, job: Job<E>, now_s: u32) {
-        let entities = self.shards.entry(shard.clone()).or_default();
+    pub fn deliver(
+        &mut self,
+        shard: &ShardId,
+        id: &EntityId,
+        job: Job<E>,
+        now_s: u32,
+        now_ms: u64,
+    ) {
+        if !self.shards.contains_key(shard) {
+            let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
+            self.shards.insert(
+                shard.clone(),
+                ShardEntities {
+                    entities: HashMap::new(),
+                    strategy,
+                },
+            );
+            self.shards_changed();
+        }
+        if self.passivation.is_some() {
+            let mut out = std::mem::take(&mut self.passivate_buf);
+            if let Some(st) = self.shards.get_mut(shard).and_then(|s| s.strategy.as_mut()) {
+                st.entity_touched(id, now_ms, &mut out);
+            }
+            for victim in out.drain(..) {
+                if victim != *id {
+                    self.stop_entity(shard, &victim);
+                }
+            }
+            self.passivate_buf = out;
+        }
+        let entities = self.shards.get_mut(shard).expect("inserted above");
         let slot = match entities.get_mut(id) {
             Some(slot) => slot,
             None => {
@@ -178,8 +306,27 @@ impl<E: Entity> EntityHost<E> {
         }
     }
 
-    fn push_running(&mut self, fut: Running<E>) {
-        self.running.push(fut);
+    /// Starts a handler. Most finish without waiting, so it is polled once here: one that
+    /// finishes costs no slot in `running` and no turn of the kind task's loop. One that
+    /// waits goes to `running`, which polls it again (with a waker of the kind task) before
+    /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
+    fn push_running(&mut self, mut fut: Running<E>) {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(done) => self.finished.push_back(done),
+            std::task::Poll::Pending => self.running.push(fut),
+        }
+    }
+
+    /// A handler that finished when it started; the owner hands it to
+    /// [`completed`](Self::completed) before waiting for anything else.
+    pub fn next_finished(&mut self) -> Option<Completed<E>> {
+        self.finished.pop_front()
+    }
+
+    /// Whether a handler finished when it started and waits for [`completed`](Self::completed).
+    pub fn has_finished(&self) -> bool {
+        !self.finished.is_empty()
     }
 
     /// Queues a stop of `id` behind its waiting commands. True if a stop was queued.
@@ -220,7 +367,8 @@ impl<E: Entity> EntityHost<E> {
     pub fn force_stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
         self.draining.remove(shard);
         if let Some(entities) = self.shards.remove(shard) {
-            for (_, slot) in entities {
+            self.shards_changed();
+            for (_, slot) in entities.entities {
                 self.active -= 1;
                 for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
                     if let Item::Job(job) = item {
@@ -238,7 +386,9 @@ impl<E: Entity> EntityHost<E> {
     fn check_empty(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
         let empty = self.shards.get(shard).is_none_or(|m| m.is_empty());
         if empty {
-            self.shards.remove(shard);
+            if self.shards.remove(shard).is_some() {
+                self.shards_changed();
+            }
             if self.draining.remove(shard).is_some() {
                 out.push(HostOutput::ShardEmpty(shard.clone()));
             }
@@ -249,7 +399,7 @@ impl<E: Entity> EntityHost<E> {
     pub fn passivate_idle(&mut self, cutoff_s: u32) -> usize {
         let mut idle = Vec::new();
         for (shard, entities) in &self.shards {
-            for (id, slot) in entities {
+            for (id, slot) in &entities.entities {
                 if slot.entity.is_some() && !slot.stopping && slot.last_used < cutoff_s {
                     idle.push((shard.clone(), id.clone()));
                 }
@@ -301,6 +451,9 @@ impl<E: Entity> EntityHost<E> {
             return;
         };
         slot.last_used = now_s;
+        // Most commands find their entity idle: then nothing waits and there is no need to
+        // look the slot up again in `advance`.
+        let nothing_waits = slot.queue.is_none();
         match entity {
             Some(e) if !was_stop => slot.entity = Some(e),
             _ => {
@@ -311,11 +464,11 @@ impl<E: Entity> EntityHost<E> {
                 if waiting && !self.draining.contains_key(&shard) {
                     slot.entity = Some((self.factory)(&id));
                 } else {
-                    let slot = self
-                        .shards
-                        .get_mut(&shard)
-                        .and_then(|m| m.remove(&id))
-                        .expect("slot present");
+                    let entities = self.shards.get_mut(&shard).expect("slot present");
+                    if let Some(st) = entities.strategy.as_mut() {
+                        st.entity_terminated(&id);
+                    }
+                    let slot = entities.remove(&id).expect("slot present");
                     self.active -= 1;
                     for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
                         if let Item::Job(job) = item {
@@ -335,7 +488,9 @@ impl<E: Entity> EntityHost<E> {
             self.stop_entity(&shard, &id);
             return;
         }
-        self.advance(shard, id);
+        if !nothing_waits {
+            self.advance(shard, id);
+        }
     }
 
     /// Starts the next waiting item of an idle entity.
@@ -382,7 +537,7 @@ impl<E: Entity> EntityHost<E> {
                         passivate: false,
                         was_stop: true,
                     };
-                    self.running.push(Box::pin(std::future::ready(done)));
+                    self.finished.push_back(done);
                 }
             },
         }

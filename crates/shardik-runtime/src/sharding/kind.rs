@@ -26,7 +26,7 @@ use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
 use super::api::{Codec, Entity, ShardingError};
-use super::host::{EntityHost, HostOutput, Job, ReplyTo};
+use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
 use super::pending::PendingAsks;
 use crate::handle::MembershipSnapshot;
 use crate::metrics as m;
@@ -99,6 +99,9 @@ pub(crate) struct KindSettings {
 
 type Strategy = Box<dyn ShardAllocationStrategy<UniqueAddress> + Send>;
 
+/// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
+const CONTROL_BATCH: usize = 256;
+
 pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub name: Arc<str>,
     pub me: UniqueAddress,
@@ -125,6 +128,9 @@ struct State<E: Entity> {
     shutdown_waiters: Vec<oneshot::Sender<()>>,
     shutdown_done: bool,
     next_idle_scan: Option<TokioInstant>,
+    /// Deliveries not yet added to the `delivered` counter (added once per loop turn).
+    delivered: u64,
+    next_strategy_tick: Option<TokioInstant>,
 }
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
@@ -155,14 +161,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             shutdown_waiters: Vec::new(),
             shutdown_done: false,
             next_idle_scan: self.settings.idle_timeout.map(|t| epoch + t / 2),
+            delivered: 0,
+            next_strategy_tick: None,
         };
         self.membership_changed(&mut st);
         let mut batch: Vec<LocalMsg<E>> = Vec::with_capacity(256);
         let queue_limit = self.settings.region.buffer_size.max(1);
+        let mut local_open = true;
         loop {
-            self.drain_loopback(&mut st);
+            self.settle(&mut st);
             self.flush(&mut st).await;
-            self.publish_gauges(&st);
+            self.publish_gauges(&mut st);
             let next = self.next_deadline(&st);
             let timer = async {
                 match next {
@@ -186,21 +195,27 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                     self.membership_changed(&mut st);
                 }
-                Some(ctl) = self.control.recv() => self.on_control(&mut st, ctl),
+                Some(ctl) = self.control.recv() => {
+                    self.on_control(&mut st, ctl);
+                    // A turn of this loop has fixed costs (deadlines, gauges, which walk the
+                    // hosted shards): take what else is queued now, each settled as after a
+                    // turn of its own; their network sends go out together below.
+                    for _ in 1..CONTROL_BATCH {
+                        self.settle(&mut st);
+                        match self.control.try_recv() {
+                            Ok(ctl) => self.on_control(&mut st, ctl),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 Some(done) = self.host.running_mut().next(), if self.host.has_running() => {
                     let now_s = self.now_secs(&st);
-                    let mut out = std::mem::take(&mut st.host_out);
-                    self.host.completed(done, now_s, &mut out);
-                    st.host_out = out;
-                    self.apply_host_outputs(&mut st);
+                    self.complete(&mut st, done, now_s);
                 }
-                n = self.local.recv_many(&mut batch, 256), if accept => {
+                n = self.local.recv_many(&mut batch, 256), if accept && local_open => {
                     if n == 0 {
                         // Every region handle is gone; keep serving remote traffic.
-                        if self.control.is_closed() {
-                            return;
-                        }
-                        std::future::pending::<()>().await;
+                        local_open = false;
                     }
                     let now = self.now(&st);
                     for msg in batch.drain(..) {
@@ -248,6 +263,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         .flatten()
         .map(|t| self.tokio_at(st, t))
         .chain(st.next_idle_scan)
+        .chain(st.next_strategy_tick)
         .min()
     }
 
@@ -305,6 +321,19 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             st.region.handle_timeout(now, &st.view, &mut out);
             st.region_effects = out;
             self.apply_region_effects(st);
+        }
+        if let Some(at) = st.next_strategy_tick {
+            if at <= TokioInstant::now() {
+                let now_ms = self.now(st).as_millis();
+                self.host.interval_passed(now_ms);
+                st.next_strategy_tick = None;
+            }
+        }
+        if st.next_strategy_tick.is_none() {
+            st.next_strategy_tick = self
+                .host
+                .passivation_interval()
+                .map(|d| TokioInstant::now() + d.max(Duration::from_millis(100)));
         }
         if let (Some(at), Some(idle)) = (st.next_idle_scan, self.settings.idle_timeout) {
             if at <= TokioInstant::now() {
@@ -400,6 +429,37 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
+    /// Hands a finished handler back to the host and carries out what follows.
+    fn complete(&mut self, st: &mut State<E>, done: Completed<E>, now_s: u32) {
+        let mut out = std::mem::take(&mut st.host_out);
+        self.host.completed(done, now_s, &mut out);
+        st.host_out = out;
+        self.apply_host_outputs(st);
+    }
+
+    /// Completes the handlers that finished when they started (completing one may start the
+    /// next command of its entity, which may finish at once too).
+    fn drain_finished(&mut self, st: &mut State<E>, now_s: u32) {
+        while let Some(done) = self.host.next_finished() {
+            self.complete(st, done, now_s);
+        }
+    }
+
+    /// Before waiting for input: nothing finished is left uncompleted and no message to this
+    /// node is left in the loopback queue (each may produce the other).
+    fn settle(&mut self, st: &mut State<E>) {
+        loop {
+            if self.host.has_finished() {
+                let now_s = self.now_secs(st);
+                self.drain_finished(st, now_s);
+            }
+            if st.loopback.is_empty() {
+                return;
+            }
+            self.drain_loopback(st);
+        }
+    }
+
     fn drain_loopback(&mut self, st: &mut State<E>) {
         while let Some((from, msg)) = st.loopback.pop_front() {
             self.protocol(st, from, msg);
@@ -481,7 +541,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn deliver(&mut self, st: &mut State<E>, env: Envelope<Payload<E>>) {
-        let now_s = self.now_secs(st);
+        // One clock read per delivery (the same clock and epoch as `now_secs`).
+        let now = self.now(st);
+        let now_s = (now.as_nanos() / 1_000_000_000) as u32;
         let job = match env.msg {
             Payload::Local { cmd, reply } => Job {
                 cmd,
@@ -514,9 +576,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             },
         };
-        metrics::counter!(m::SHARDING_DELIVERED_TOTAL, "kind" => self.name.to_string())
-            .increment(1);
-        self.host.deliver(&env.shard, &env.entity, job, now_s);
+        st.delivered += 1;
+        let now_ms = now.as_millis();
+        self.host
+            .deliver(&env.shard, &env.entity, job, now_s, now_ms);
+        self.drain_finished(st, now_s);
     }
 
     fn forward(&mut self, st: &mut State<E>, to: UniqueAddress, env: Envelope<Payload<E>>) {
@@ -696,8 +760,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
-    fn publish_gauges(&self, st: &State<E>) {
+    fn publish_gauges(&self, st: &mut State<E>) {
         let kind = self.name.to_string();
+        if st.delivered > 0 {
+            metrics::counter!(m::SHARDING_DELIVERED_TOTAL, "kind" => kind.clone())
+                .increment(std::mem::take(&mut st.delivered));
+        }
         metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.clone())
             .set(self.host.active_entities() as f64);
         metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.clone())

@@ -270,6 +270,10 @@ impl Sharding {
             control: control_rx,
             membership: self.inner.node.watch(),
         };
+        let mut task = task;
+        if let Some(p) = kind.passivation.clone() {
+            task.host.set_passivation(p);
+        }
         tokio::spawn(task.run());
         Ok(EntityRegion {
             name: kind.name,

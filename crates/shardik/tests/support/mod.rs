@@ -91,6 +91,8 @@ pub struct NodeSpec {
     pub seeds: Vec<String>,
     /// Environment on top of [`FAST`] (later entries win).
     pub env: Vec<(String, String)>,
+    /// Further command-line arguments (e.g. `--demo-counters`).
+    pub args: Vec<String>,
 }
 
 impl NodeSpec {
@@ -102,7 +104,14 @@ impl NodeSpec {
             management: free_addr(),
             seeds: seeds.to_vec(),
             env: Vec::new(),
+            args: Vec::new(),
         }
+    }
+
+    /// Adds a command-line argument.
+    pub fn arg(mut self, arg: &str) -> NodeSpec {
+        self.args.push(arg.to_string());
+        self
     }
 
     /// Adds an environment variable.
@@ -140,6 +149,7 @@ impl Node {
         for s in &spec.seeds {
             cmd.arg("--seed").arg(s);
         }
+        cmd.args(&spec.args);
         // Hermetic: nothing from the test's own environment configures the node.
         for (k, _) in std::env::vars_os() {
             if let Some(k) = k.to_str()

@@ -1,0 +1,270 @@
+//! Sharding across real `shardik node --demo-counters` processes over loopback: counters are
+//! created on first use, live on exactly one node, answer through every node, and are re-homed
+//! when their node is killed or leaves.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use support::*;
+
+/// Sharding timers shortened like the membership ones in `support::FAST`.
+const SHARDING_FAST: &[(&str, &str)] = &[
+    ("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", "50"),
+    ("SHARDIK_CLUSTER__SHARDING__RETRY_INTERVAL", "300ms"),
+    ("SHARDIK_CLUSTER__SHARDING__REBALANCE_INTERVAL", "1s"),
+    ("SHARDIK_CLUSTER__SHARDING__HANDOFF_TIMEOUT", "10s"),
+];
+
+async fn counter_cluster(http: &reqwest::Client, prefix: &str, n: usize) -> Vec<Node> {
+    let mut specs: Vec<NodeSpec> = (0..n)
+        .map(|i| {
+            SHARDING_FAST
+                .iter()
+                .fold(NodeSpec::new(&format!("{prefix}{i}"), &[]), |s, (k, v)| {
+                    s.env(k, v)
+                })
+                .arg("--demo-counters")
+        })
+        .collect();
+    let seeds: Vec<String> = specs.iter().take(2).map(|s| s.bind.clone()).collect();
+    for s in &mut specs {
+        s.seeds = seeds.clone();
+    }
+    let mut nodes: Vec<Node> = specs.into_iter().map(Node::spawn).collect();
+    let expected: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+    wait_all_up(http, &mut refs, &expected).await;
+    nodes
+}
+
+/// `POST .../increment` or `GET` of counter `id` through the node at `management`.
+async fn counter(
+    http: &reqwest::Client,
+    management: &str,
+    id: &str,
+    increment: bool,
+) -> Result<(u64, String), String> {
+    let url = if increment {
+        format!("http://{management}/demo/counter/{id}/increment")
+    } else {
+        format!("http://{management}/demo/counter/{id}")
+    };
+    let req = if increment {
+        http.post(url)
+    } else {
+        http.get(url)
+    };
+    let resp = req.send().await.map_err(|e| format!("{management}: {e}"))?;
+    let status = resp.status().as_u16();
+    let body: Value = resp
+        .json()
+        .await
+        .map_err(|e| format!("{management}: {e}"))?;
+    if status != 200 {
+        return Err(format!("{management} {id}: {status} {body}"));
+    }
+    assert_eq!(body["id"], id, "{body}");
+    Ok((
+        body["value"].as_u64().ok_or("no value")?,
+        body["node"].as_str().ok_or("no node")?.to_string(),
+    ))
+}
+
+fn ids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("c{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_live_on_one_node_and_answer_through_all() {
+    let http = client();
+    let mut nodes = counter_cluster(&http, "count", 3).await;
+    let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
+    let ids = ids(90);
+    let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+    // The first increments may meet regions that are still registering; retry until each
+    // answers, then never again.
+    eventually(
+        "every counter answers an increment",
+        BOUND,
+        &mut refs,
+        || {
+            let (http, mgmt, ids) = (&http, &mgmt, &ids);
+            async move {
+                for (i, id) in ids.iter().enumerate() {
+                    let (v, _) = counter(http, &mgmt[i % 3], id, false).await?;
+                    if v == 0 {
+                        counter(http, &mgmt[i % 3], id, true).await?;
+                    }
+                }
+                Ok(())
+            }
+        },
+    )
+    .await;
+    // Every node sees the same value and the same home for every counter.
+    let mut homes: BTreeMap<String, String> = BTreeMap::new();
+    for id in &ids {
+        let mut seen = Vec::new();
+        for m in &mgmt {
+            seen.push(counter(&http, m, id, false).await.expect("answers"));
+        }
+        assert!(seen.iter().all(|s| *s == seen[0]), "{id}: {seen:?}");
+        assert_eq!(seen[0].0, 1, "{id}: incremented once");
+        assert!(addrs.contains(&seen[0].1));
+        homes.insert(id.clone(), seen[0].1.clone());
+    }
+    let used: std::collections::BTreeSet<&String> = homes.values().collect();
+    assert_eq!(used.len(), 3, "counters spread over the three nodes");
+
+    // The management API reports the same placement, cluster-wide and per node.
+    let v: Value = http
+        .get(format!("http://{}/cluster/shards/counter", mgmt[0]))
+        .send()
+        .await
+        .expect("shards")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["cluster"]["failed"], serde_json::json!([]), "{v}");
+    let regions = v["cluster"]["regions"].as_array().expect("regions");
+    assert_eq!(regions.len(), 3, "{v}");
+    let total: u64 = regions
+        .iter()
+        .flat_map(|r| r["shards"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["numEntities"].as_u64())
+        .sum();
+    assert_eq!(total, ids.len() as u64, "{v}");
+    for (node, m) in addrs.iter().zip(&mgmt) {
+        let v: Value = http
+            .get(format!("http://{m}/cluster/shards/counter"))
+            .send()
+            .await
+            .expect("shards")
+            .json()
+            .await
+            .expect("json");
+        let listed: Vec<String> = v["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .flat_map(|s| s["entityIds"].as_array().cloned().unwrap_or_default())
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect();
+        let expected: Vec<&String> = homes
+            .iter()
+            .filter(|(_, h)| *h == node)
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(listed.len(), expected.len(), "{node}: {v}");
+        assert!(listed.iter().all(|id| homes[id] == *node), "{node}: {v}");
+    }
+    // An unknown entity type is a clear 404.
+    let s = http
+        .get(format!("http://{}/cluster/shards/nothing", mgmt[1]))
+        .send()
+        .await
+        .expect("answer")
+        .status()
+        .as_u16();
+    assert_eq!(s, 404);
+}
+
+/// Kills a node with SIGKILL (`graceful = false`) or stops it with SIGTERM; every counter
+/// answers afterwards from a survivor, and counters that did not live on the stopped node keep
+/// their values.
+async fn stop_one_and_check_rehoming(prefix: &str, graceful: bool) {
+    let http = client();
+    let mut nodes = counter_cluster(&http, prefix, 3).await;
+    let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
+    let ids = ids(60);
+    let mut homes: BTreeMap<String, String> = BTreeMap::new();
+    {
+        let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+        let found = std::sync::Mutex::new(BTreeMap::new());
+        eventually(
+            "every counter answers an increment",
+            BOUND,
+            &mut refs,
+            || {
+                let (http, mgmt, ids, found) = (&http, &mgmt, &ids, &found);
+                async move {
+                    for id in ids {
+                        if found.lock().unwrap().contains_key(id) {
+                            continue;
+                        }
+                        let (_, home) = counter(http, &mgmt[0], id, true).await?;
+                        found.lock().unwrap().insert(id.clone(), home);
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .await;
+        homes.extend(found.into_inner().unwrap());
+    }
+    let mut victim = nodes.remove(2);
+    let victim_addr = victim.addr().to_string();
+    assert!(
+        homes.values().any(|h| *h == victim_addr),
+        "the victim hosts some counters"
+    );
+    if graceful {
+        victim.signal("TERM");
+        let status = victim.wait_exit(BOUND).await;
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            victim.report()
+        );
+        assert!(
+            victim.stderr().contains("hand-off") || victim.stderr().contains("handing off shards"),
+            "the node handed off before leaving:\n{}",
+            victim.stderr_tail(30)
+        );
+    } else {
+        victim.kill9();
+    }
+    let survivors: Vec<String> = mgmt[..2].to_vec();
+    let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+    eventually(
+        "every counter answers from a survivor",
+        BOUND,
+        &mut refs,
+        || {
+            let (http, survivors, ids, victim) = (&http, &survivors, &ids, &victim_addr);
+            async move {
+                for (i, id) in ids.iter().enumerate() {
+                    let (_, home) = counter(http, &survivors[i % 2], id, false).await?;
+                    if home == *victim {
+                        return Err(format!("{id} still answered by {victim}"));
+                    }
+                }
+                Ok(())
+            }
+        },
+    )
+    .await;
+    for id in &ids {
+        let (value, _) = counter(&http, &survivors[0], id, false)
+            .await
+            .expect("answers");
+        if homes[id] != victim_addr {
+            assert_eq!(value, 1, "{id} did not move and keeps its value");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_rehomes_the_dead_nodes_counters() {
+    stop_one_and_check_rehoming("kill", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_off_then_exits_zero() {
+    stop_one_and_check_rehoming("term", true).await;
+}
