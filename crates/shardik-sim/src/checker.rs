@@ -1,7 +1,8 @@
 //! Invariant checks run during every simulation.
 //!
 //! Per event: as seen by any one node incarnation, a member's status only moves forward along
-//! the allowed transitions, and a removed member never comes back. Per state (optional, costs
+//! the allowed transitions (possibly skipping states that observer never saw), and a removed
+//! member never comes back. Per state (optional, costs
 //! O(members) per step): the gossip invariants of digest §4.3 hold on every node.
 
 use std::collections::BTreeMap;
@@ -54,7 +55,7 @@ impl Checker {
         };
         let seen = self.last_status.entry((id, incarnation)).or_default();
         if let Some(prev) = seen.get(&member.addr) {
-            if *prev == MemberStatus::Removed || !prev.can_move_to(status) {
+            if *prev == MemberStatus::Removed || !moves_forward(*prev, status) {
                 self.violations.push(format!(
                     "{now} node-{id:05}: {} moved backwards {prev} -> {status}",
                     member.addr
@@ -72,5 +73,44 @@ impl Checker {
         if let Err(e) = core.gossip().check_invariants() {
             self.violations.push(format!("{now} node-{id:05}: {e}"));
         }
+    }
+}
+
+/// Whether a member may be seen going from `from` to `to`: along any path of allowed
+/// transitions, not only a single one. An observer can miss intermediate states (a node that
+/// was partitioned or joined late may learn of a leave only once the member is Exiting, so it
+/// sees Up then Exiting), exactly as gossip merges allow.
+fn moves_forward(from: MemberStatus, to: MemberStatus) -> bool {
+    let mut reached = vec![from];
+    let mut i = 0;
+    while i < reached.len() {
+        if reached[i] == to {
+            return true;
+        }
+        for next in MemberStatus::ALL {
+            if reached[i].can_move_to(next) && !reached.contains(&next) {
+                reached.push(next);
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_states_still_move_forward_but_nothing_moves_back() {
+        use MemberStatus::*;
+        assert!(moves_forward(Up, Exiting), "Leaving missed");
+        assert!(moves_forward(Joining, Exiting));
+        assert!(moves_forward(WeaklyUp, Removed));
+        assert!(moves_forward(Up, Up));
+        assert!(!moves_forward(Exiting, Up));
+        assert!(!moves_forward(Leaving, Up));
+        assert!(!moves_forward(Down, Exiting));
+        assert!(!moves_forward(Up, Joining));
     }
 }

@@ -300,6 +300,27 @@ impl World {
         &self.checker
     }
 
+    /// The settings this world runs with.
+    pub fn config(&self) -> &WorldConfig {
+        &self.cfg
+    }
+
+    /// Which incarnation of slot `id` runs (0 for the first, one more per restart).
+    pub fn incarnation(&self, id: NodeId) -> u32 {
+        self.nodes[id].incarnation
+    }
+
+    /// Until when node `id` is frozen, if it is paused now.
+    pub fn paused_until(&self, id: NodeId) -> Option<Instant> {
+        self.nodes[id].paused_until.filter(|p| *p > self.now)
+    }
+
+    /// Whether a message sent now from `from` would reach `to` (same partition group and no
+    /// one-way block). Layers above membership use it for their own traffic.
+    pub fn can_reach(&self, from: NodeId, to: NodeId) -> bool {
+        self.linked(from, to)
+    }
+
     /// Sends a local command to node `id` now.
     pub fn command(&mut self, id: NodeId, cmd: Command) {
         if !self.nodes[id].alive {

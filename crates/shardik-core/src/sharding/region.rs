@@ -312,12 +312,22 @@ impl<M> Region<M> {
                     reason: DropReason::HandOff,
                 }),
             },
+            // A message another region sent here believing this is the shard's home: the
+            // coordinator has (or had) just chosen us, and our cached home is older than the
+            // sender's. Bouncing it back along our stale entry could put it behind the sender's
+            // later messages; hold it and ask instead (HostShard or ShardHome settles it, in
+            // arrival order).
             None => match self.homes.get(&env.shard) {
-                Some(home) if *home != self.me && !self.buffers.contains_key(&env.shard) => out
-                    .push(RegionEffect::Forward {
+                Some(home)
+                    if from.is_none()
+                        && *home != self.me
+                        && !self.buffers.contains_key(&env.shard) =>
+                {
+                    out.push(RegionEffect::Forward {
                         to: home.clone(),
                         env,
-                    }),
+                    })
+                }
                 _ => self.buffer(now, from.cloned(), env, out),
             },
         }

@@ -70,8 +70,11 @@ impl ShardingView {
             if new.contains_key(addr) {
                 continue;
             }
-            let graceful = matches!(old.status, MemberStatus::Leaving | MemberStatus::Exiting)
-                && !self.unreachable.contains(addr);
+            // Exiting means it handed off and left, whatever reachability said at the end (a
+            // leaving node stops answering heartbeats as it goes); a Leaving one that went
+            // unreachable may have been downed without our seeing it.
+            let graceful = old.status == MemberStatus::Exiting
+                || (old.status == MemberStatus::Leaving && !self.unreachable.contains(addr));
             if !graceful && !self.margin.is_zero() {
                 self.lingering
                     .insert(addr.clone(), (old.clone(), now + self.margin));

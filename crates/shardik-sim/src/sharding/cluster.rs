@@ -1,0 +1,779 @@
+//! [`ShardingWorld`]: the membership [`World`] with a sharding layer on every node, one
+//! virtual clock for both, the sharding network, simulated clients and the checker.
+//!
+//! The world's membership events and the sharding layer's events (messages, timers, client
+//! bursts) are taken in time order; on a tie membership goes first. After every step each
+//! node's layer is brought up to date with its membership core: a new incarnation gets a fresh
+//! layer, a node that died (crash, or shutdown after being downed or leaving) loses its
+//! entities and shards at that instant, and a changed gossip state is fed to the views.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use shardik_core::Instant;
+use shardik_core::membership::{Command, Gossip, MemberStatus, MembershipConfig, UniqueAddress};
+use shardik_core::sharding::{CoordinatorEvent, EntityId, Envelope, ShardId, shard_id_for};
+
+use super::checker::ShardingChecker;
+use super::config::ShardingConfig;
+use super::net::{Net, NetStats, Packet};
+use super::node::{Output, ShardNode, SimMsg, Wire};
+use super::traffic::{Ledger, TrafficConfig, entity_name};
+use crate::world::{NodeId, TimelineEntry, World, WorldConfig};
+
+/// How long [`ShardingWorld::form_cluster`] waits for the members to agree.
+const FORMATION_LIMIT: Duration = Duration::from_secs(120);
+
+/// A region started or stopped hosting a shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostEvent {
+    /// When.
+    pub at: Instant,
+    /// Which node slot.
+    pub node: NodeId,
+    /// Entity kind.
+    pub kind: usize,
+    /// The shard.
+    pub shard: ShardId,
+    /// Started (`true`) or stopped.
+    pub started: bool,
+}
+
+/// A node slot's sharding layer.
+#[derive(Default)]
+struct Slot {
+    /// The incarnation the layer belongs (or belonged) to.
+    uid: Option<UniqueAddress>,
+    /// The layer, while that incarnation runs.
+    layer: Option<ShardNode>,
+    /// The gossip state last fed to the layer's views.
+    gossip: Option<Arc<Gossip>>,
+}
+
+/// A membership world whose nodes also run sharding.
+pub struct ShardingWorld {
+    world: World,
+    cfg: ShardingConfig,
+    /// Latency draws of sharding messages (separate from the world's, so traffic does not
+    /// change the membership timeline).
+    rng: ChaCha8Rng,
+    /// Client choices.
+    traffic_rng: ChaCha8Rng,
+    slots: Vec<Slot>,
+    by_node: BTreeMap<UniqueAddress, NodeId>,
+    net: Net,
+    timers: BTreeSet<(Instant, NodeId)>,
+    timer_of: Vec<Option<Instant>>,
+    checker: ShardingChecker,
+    ledger: Ledger,
+    traffic: Option<(TrafficConfig, Instant)>,
+    timeline: Vec<TimelineEntry>,
+    host_events: Vec<HostEvent>,
+    scratch: Vec<Output>,
+}
+
+impl ShardingWorld {
+    /// An empty world; every node added later runs the sharding layer `cfg` describes.
+    pub fn new(world: WorldConfig, cfg: ShardingConfig) -> Self {
+        let seed = world.seed;
+        ShardingWorld {
+            world: World::new(world),
+            cfg,
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_4a2d_0001),
+            traffic_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_4a2d_0002),
+            slots: Vec::new(),
+            by_node: BTreeMap::new(),
+            net: Net::default(),
+            timers: BTreeSet::new(),
+            timer_of: Vec::new(),
+            checker: ShardingChecker::new(),
+            ledger: Ledger::default(),
+            traffic: None,
+            timeline: Vec::new(),
+            host_events: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    // ----- the membership world -----
+
+    /// The membership world underneath.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The membership world, for actions this type does not wrap. The sharding layer catches
+    /// up with what was done (new nodes, crashes, restarts) at the next step.
+    pub fn world_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+
+    /// The sharding settings.
+    pub fn config(&self) -> &ShardingConfig {
+        &self.cfg
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Instant {
+        self.world.now()
+    }
+
+    /// Adds a node with the world's membership settings (not yet joined).
+    pub fn add_node(&mut self) -> NodeId {
+        let cfg = self.world.config().membership.clone();
+        self.add_node_with(cfg)
+    }
+
+    /// Adds a node with its own membership settings (roles decide which kinds it hosts).
+    pub fn add_node_with(&mut self, cfg: MembershipConfig) -> NodeId {
+        let id = self.world.add_node_with(cfg);
+        self.sync();
+        id
+    }
+
+    /// Tells node `id` to join through `seeds`.
+    pub fn join(&mut self, id: NodeId, seeds: &[NodeId]) {
+        self.world.join(id, seeds);
+        self.sync();
+    }
+
+    /// Adds a node per configuration, all joining through the first three at once, and runs
+    /// until all are Up and agree. Returns their ids and when they agreed.
+    pub fn form_cluster_with(
+        &mut self,
+        configs: Vec<MembershipConfig>,
+    ) -> (Vec<NodeId>, Option<Instant>) {
+        let ids: Vec<NodeId> = configs.into_iter().map(|c| self.add_node_with(c)).collect();
+        let seeds: Vec<NodeId> = ids.iter().copied().take(3).collect();
+        for &id in &ids {
+            self.join(id, &seeds);
+        }
+        let all = ids.clone();
+        let at = self.run_until_pred(FORMATION_LIMIT, |s| {
+            s.world.all_up(&all) && s.world.agreed()
+        });
+        (ids, at)
+    }
+
+    /// [`form_cluster_with`](Self::form_cluster_with) `n` nodes of the world's settings.
+    pub fn form_cluster(&mut self, n: usize) -> (Vec<NodeId>, Option<Instant>) {
+        let cfg = self.world.config().membership.clone();
+        self.form_cluster_with(vec![cfg; n])
+    }
+
+    /// Kills node `id` without warning: its entities, shards, buffers and messages in flight
+    /// to or from it are gone.
+    pub fn crash(&mut self, id: NodeId) {
+        self.world.crash(id);
+        self.sync();
+    }
+
+    /// Restarts slot `id` as a new incarnation (not yet joined) with a fresh sharding layer.
+    pub fn restart(&mut self, id: NodeId) {
+        self.world.restart(id);
+        self.sync();
+    }
+
+    /// Freezes node `id` for `d`: its membership and sharding inputs wait, in order.
+    pub fn pause(&mut self, id: NodeId, d: Duration) {
+        self.world.pause(id, d);
+        self.reschedule(id);
+    }
+
+    /// Splits the network (sharding traffic included) into `groups`.
+    pub fn partition(&mut self, groups: &[&[NodeId]]) {
+        self.world.partition(groups);
+    }
+
+    /// Heals every partition.
+    pub fn heal(&mut self) {
+        self.world.heal();
+    }
+
+    /// Leaves gracefully: every region of the node hands its shards off, and once all have
+    /// stopped (or the shutdown timeout passed and they were stopped) the node leaves the
+    /// cluster, as the runtime's shutdown does. Meant for members: the membership `Leave` of a
+    /// node that is not (yet) a member fails, and the node stays with its regions stopped.
+    pub fn leave(&mut self, id: NodeId) {
+        if self.node(id).is_none() {
+            return;
+        }
+        self.note(
+            Some(id),
+            "graceful leave: shutting regions down".to_string(),
+        );
+        let now = self.now();
+        let mut out = std::mem::take(&mut self.scratch);
+        let layer = self.slots[id].layer.as_mut().expect("checked above");
+        layer.begin_leave(now, &mut out);
+        self.dispatch(id, &mut out);
+        self.scratch = out;
+    }
+
+    // ----- clients -----
+
+    /// A client on node `via` sends to `entity` of `kind` through the node's region. Returns
+    /// the message id, or `None` when the node is dead or paused.
+    pub fn tell(&mut self, via: NodeId, kind: usize, entity: &str) -> Option<u64> {
+        if self.world.paused_until(via).is_some() {
+            return None;
+        }
+        let now = self.now();
+        let layer = self.slots.get_mut(via)?.layer.as_mut()?;
+        let sender = layer.me().clone();
+        let entity: EntityId = entity.into();
+        let (id, seq) = self.ledger.send(now, kind, via, &sender, &entity);
+        let shard =
+            shard_id_for(&entity, self.cfg.number_of_shards).expect("number of shards above 0");
+        let env = Envelope {
+            entity,
+            shard,
+            msg: SimMsg { id, sender, seq },
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        layer.tell(now, kind, env, &mut out);
+        self.dispatch(via, &mut out);
+        self.scratch = out;
+        Some(id)
+    }
+
+    /// Sends one message to each of the first `entities` entities of `kind` through `via`.
+    pub fn tell_all(&mut self, via: NodeId, kind: usize, entities: usize) -> Vec<u64> {
+        (0..entities)
+            .filter_map(|i| self.tell(via, kind, &entity_name(i)))
+            .collect()
+    }
+
+    /// Runs until every message of `ids` was delivered, for at most `max`. Returns whether
+    /// they all were.
+    pub fn run_until_delivered(&mut self, ids: &[u64], max: Duration) -> bool {
+        self.run_until_pred(max, |s| ids.iter().all(|id| s.ledger.is_delivered(*id)))
+            .is_some()
+    }
+
+    /// Starts (or with `None` stops) the traffic generator; the first burst is now.
+    pub fn set_traffic(&mut self, traffic: Option<TrafficConfig>) {
+        let now = self.now();
+        self.traffic = traffic.map(|t| (t, now));
+    }
+
+    /// Nodes a client of `kind` may send through now: running, not paused, Up, and with a
+    /// region that is neither stopped nor shutting down.
+    pub fn senders(&self, kind: usize) -> Vec<NodeId> {
+        (0..self.slots.len())
+            .filter(|&id| {
+                let Some(layer) = self.slots[id].layer.as_ref() else {
+                    return false;
+                };
+                self.world.paused_until(id).is_none()
+                    && self.world.core(id).self_status() == Some(MemberStatus::Up)
+                    && !layer.is_leaving()
+                    && !layer.region(kind).is_stopped()
+                    && !layer.region(kind).is_shutting_down()
+            })
+            .collect()
+    }
+
+    fn traffic_burst(&mut self) {
+        let Some((cfg, next)) = self.traffic.clone() else {
+            return;
+        };
+        self.traffic = Some((cfg.clone(), next + cfg.interval));
+        for _ in 0..cfg.per_tick {
+            let kind = cfg.kinds[self.traffic_rng.random_range(0..cfg.kinds.len())];
+            let mut senders = self.senders(kind);
+            if let Some(only) = &cfg.senders {
+                senders.retain(|s| only.contains(s));
+            }
+            if senders.is_empty() || cfg.entities == 0 {
+                continue;
+            }
+            let via = senders[self.traffic_rng.random_range(0..senders.len())];
+            let entity = entity_name(self.traffic_rng.random_range(0..cfg.entities));
+            self.tell(via, kind, &entity);
+        }
+    }
+
+    // ----- running -----
+
+    fn next_own_event_at(&self) -> Option<Instant> {
+        [
+            self.net.next_at(),
+            self.timers.first().map(|(t, _)| *t),
+            self.traffic.as_ref().map(|(_, t)| *t),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// When the next thing happens, membership or sharding.
+    pub fn next_event_at(&self) -> Option<Instant> {
+        match (self.world.next_event_at(), self.next_own_event_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Processes everything due at the next event time. Returns false when nothing is left.
+    pub fn step(&mut self) -> bool {
+        self.sync();
+        let membership_first = match (self.world.next_event_at(), self.next_own_event_at()) {
+            (None, None) => return false,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(a), Some(b)) => a <= b,
+        };
+        if membership_first {
+            self.world.step();
+        } else {
+            let at = self.next_own_event_at().expect("checked above");
+            // Nothing of the world's is due before `at`: this only moves its clock.
+            self.world.run_until(at);
+            self.own_events();
+        }
+        self.sync();
+        self.check_coordinators();
+        true
+    }
+
+    /// Runs until virtual time `until` (events at exactly `until` included).
+    pub fn run_until(&mut self, until: Instant) {
+        while self.next_event_at().is_some_and(|t| t <= until) {
+            self.step();
+        }
+        self.world.run_until(until);
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let until = self.now() + d;
+        self.run_until(until);
+    }
+
+    /// Runs until `pred` holds (checked after every step) or `max` virtual time passed.
+    /// Returns the instant it first held.
+    pub fn run_until_pred(
+        &mut self,
+        max: Duration,
+        mut pred: impl FnMut(&ShardingWorld) -> bool,
+    ) -> Option<Instant> {
+        let deadline = self.now() + max;
+        loop {
+            if pred(self) {
+                return Some(self.now());
+            }
+            match self.next_event_at() {
+                Some(t) if t <= deadline => {
+                    self.step();
+                }
+                _ => {
+                    self.world.run_until(deadline);
+                    return pred(self).then_some(self.now());
+                }
+            }
+        }
+    }
+
+    /// Sharding messages, node timers and client bursts due now, in that order.
+    fn own_events(&mut self) {
+        let now = self.now();
+        while let Some(p) = self.net.pop_due(now) {
+            self.arrive(p);
+        }
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            self.timer_of[id] = None;
+            self.node_timer(id);
+        }
+        if self.traffic.as_ref().is_some_and(|(_, t)| *t <= now) {
+            self.traffic_burst();
+        }
+    }
+
+    fn is_current(&self, id: NodeId, node: &UniqueAddress) -> bool {
+        self.slots[id]
+            .layer
+            .as_ref()
+            .is_some_and(|l| l.me() == node)
+    }
+
+    fn arrive(&mut self, p: Packet) {
+        let linked = self.world.can_reach(p.from_id, p.to_id);
+        if !linked || !self.is_current(p.to_id, &p.to) || !self.is_current(p.from_id, &p.from) {
+            self.lose(&p);
+            return;
+        }
+        if self.world.paused_until(p.to_id).is_some() || self.net.has_held(p.to_id) {
+            let to = p.to_id;
+            self.net.hold(p);
+            self.reschedule(to);
+            return;
+        }
+        self.handle_packet(p);
+    }
+
+    fn lose(&mut self, p: &Packet) {
+        self.net.lost(p);
+        if let Wire::User(env) = &p.wire {
+            self.ledger.lost(env.msg.id);
+        }
+    }
+
+    fn handle_packet(&mut self, p: Packet) {
+        let now = self.now();
+        let Some(layer) = self.slots[p.to_id].layer.as_mut() else {
+            return;
+        };
+        self.net.delivered();
+        let mut out = std::mem::take(&mut self.scratch);
+        layer.receive(now, &p.from, p.kind, p.wire, &mut out);
+        self.dispatch(p.to_id, &mut out);
+        self.scratch = out;
+    }
+
+    fn node_timer(&mut self, id: NodeId) {
+        if self.world.paused_until(id).is_some() {
+            self.reschedule(id);
+            return;
+        }
+        // What waited out a pause is handled first, in arrival order.
+        for p in self.net.take_held(id) {
+            if self.is_current(p.to_id, &p.to) && self.is_current(p.from_id, &p.from) {
+                self.handle_packet(p);
+            } else {
+                self.lose(&p);
+            }
+        }
+        let now = self.now();
+        let Some(layer) = self.slots[id].layer.as_mut() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        layer.timer(now, &mut out);
+        self.dispatch(id, &mut out);
+        self.scratch = out;
+    }
+
+    fn unschedule(&mut self, id: NodeId) {
+        if let Some(t) = self.timer_of[id].take() {
+            self.timers.remove(&(t, id));
+        }
+    }
+
+    fn reschedule(&mut self, id: NodeId) {
+        self.unschedule(id);
+        let Some(layer) = self.slots[id].layer.as_ref() else {
+            return;
+        };
+        let now = self.now();
+        let mut next = layer.poll_timeout();
+        if self.net.has_held(id) {
+            next = Some(now);
+        }
+        let Some(mut t) = next else {
+            return;
+        };
+        t = t.max(now);
+        if let Some(p) = self.world.paused_until(id) {
+            t = t.max(p);
+        }
+        self.timers.insert((t, id));
+        self.timer_of[id] = Some(t);
+    }
+
+    /// Brings every slot's layer in line with its membership core.
+    fn sync(&mut self) {
+        let now = self.now();
+        for id in 0..self.world.len() {
+            if id == self.slots.len() {
+                self.slots.push(Slot::default());
+                self.timer_of.push(None);
+            }
+            let uid = self.world.core(id).self_node().clone();
+            let alive = self.world.is_alive(id);
+            if self.slots[id].uid.as_ref() != Some(&uid) {
+                if self.slots[id].layer.is_some() {
+                    self.kill(id, "replaced by a new incarnation");
+                }
+                let roles = self.world.core(id).config().roles.clone();
+                self.by_node.insert(uid.clone(), id);
+                let slot = &mut self.slots[id];
+                slot.uid = Some(uid.clone());
+                slot.gossip = None;
+                slot.layer = alive.then(|| ShardNode::new(uid, &roles, &self.cfg, now));
+                self.reschedule(id);
+            } else if !alive && self.slots[id].layer.is_some() {
+                let why = match self.world.shutdown_reason(id) {
+                    Some(r) => format!("shut down ({r:?})"),
+                    None => "crashed".to_string(),
+                };
+                self.kill(id, &why);
+                continue;
+            }
+            let gossip = self.world.core(id).gossip();
+            let slot = &mut self.slots[id];
+            let Some(layer) = slot.layer.as_mut() else {
+                continue;
+            };
+            if slot.gossip.as_ref().is_some_and(|g| Arc::ptr_eq(g, gossip)) {
+                continue;
+            }
+            slot.gossip = Some(gossip.clone());
+            let members: Vec<_> = gossip.members.values().cloned().collect();
+            let unreachable = gossip.unreachable_members();
+            let mut out = std::mem::take(&mut self.scratch);
+            layer.membership_changed(now, &members, &unreachable, &mut out);
+            self.dispatch(id, &mut out);
+            self.scratch = out;
+        }
+    }
+
+    fn kill(&mut self, id: NodeId, why: &str) {
+        let Some(mut layer) = self.slots[id].layer.take() else {
+            return;
+        };
+        self.note(Some(id), format!("sharding layer gone: {why}"));
+        let mut out = std::mem::take(&mut self.scratch);
+        layer.kill(&mut out);
+        self.dispatch_as(id, layer.me().clone(), &mut out);
+        self.scratch = out;
+        for p in self.net.take_held(id) {
+            self.lose(&p);
+        }
+        self.unschedule(id);
+    }
+
+    /// Routes, checks and records what node `id`'s layer did, then reschedules it.
+    fn dispatch(&mut self, id: NodeId, out: &mut Vec<Output>) {
+        let Some(me) = self.slots[id].layer.as_ref().map(|l| l.me().clone()) else {
+            out.clear();
+            return;
+        };
+        self.dispatch_as(id, me, out);
+        let leave_now = self.slots[id]
+            .layer
+            .as_ref()
+            .is_some_and(|l| l.is_leaving() && !l.leave_sent && l.all_regions_stopped());
+        if leave_now {
+            if let Some(l) = self.slots[id].layer.as_mut() {
+                l.leave_sent = true;
+            }
+            self.world
+                .command(id, Command::Leave(World::address_of(id)));
+        }
+        self.reschedule(id);
+    }
+
+    fn dispatch_as(&mut self, id: NodeId, me: UniqueAddress, out: &mut Vec<Output>) {
+        let now = self.now();
+        for o in out.drain(..) {
+            match o {
+                Output::Send { kind, to, wire } => {
+                    let Some(&to_id) = self.by_node.get(&to) else {
+                        continue;
+                    };
+                    let p = Packet {
+                        from_id: id,
+                        from: me.clone(),
+                        to_id,
+                        to,
+                        kind,
+                        wire,
+                    };
+                    let latency = self.world.config().latency;
+                    self.net.send(now, latency, &mut self.rng, p);
+                }
+                Output::Delivered { kind, env } => {
+                    self.checker.delivered(now, kind, &me, &env);
+                    self.ledger.delivered(env.msg.id, now, &me);
+                }
+                Output::EntityStarted {
+                    kind,
+                    shard,
+                    entity,
+                } => self.checker.entity_started(now, kind, &me, &shard, &entity),
+                Output::EntityStopped {
+                    kind,
+                    shard,
+                    entity,
+                } => self.checker.entity_stopped(kind, &me, &shard, &entity),
+                Output::ShardStarted { kind, shard } => {
+                    self.checker.shard_started(now, kind, &me, &shard);
+                    self.note(Some(id), format!("kind {kind}: shard {shard} started"));
+                    self.host_events.push(HostEvent {
+                        at: now,
+                        node: id,
+                        kind,
+                        shard,
+                        started: true,
+                    });
+                }
+                Output::ShardStopped { kind, shard } => {
+                    self.checker.shard_stopped(now, kind, &me, &shard);
+                    self.note(Some(id), format!("kind {kind}: shard {shard} stopped"));
+                    self.host_events.push(HostEvent {
+                        at: now,
+                        node: id,
+                        kind,
+                        shard,
+                        started: false,
+                    });
+                }
+                Output::Dropped { env, reason, .. } => {
+                    self.ledger.dropped(env.msg.id, now, reason);
+                }
+                Output::Coordinator { kind, running } => {
+                    let what = if running { "started" } else { "stopped" };
+                    self.note(Some(id), format!("kind {kind}: coordinator {what}"));
+                }
+                Output::CoordinatorEvent { kind, event } => match event {
+                    CoordinatorEvent::ConflictingClaim {
+                        shard,
+                        home,
+                        claimant,
+                    } => self
+                        .checker
+                        .conflicting_claim(now, kind, &me, &shard, &home, &claimant),
+                    CoordinatorEvent::State(_) => {}
+                    other => self.note(Some(id), format!("kind {kind}: {other:?}")),
+                },
+                Output::LostWithNode { ids } => {
+                    for msg in ids {
+                        self.ledger.record_lost_with_node(msg);
+                    }
+                }
+                Output::RegionStopped { kind } => {
+                    self.note(Some(id), format!("kind {kind}: region stopped"));
+                }
+            }
+        }
+    }
+
+    /// Checks (d) of the [checker](super::checker): coordinators nobody has disowned.
+    fn check_coordinators(&mut self) {
+        let now = self.now();
+        for kind in 0..self.cfg.kinds.len() {
+            let running: Vec<(NodeId, UniqueAddress)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(id, s)| {
+                    let l = s.layer.as_ref()?;
+                    l.coordinator(kind).map(|_| (id, l.me().clone()))
+                })
+                .collect();
+            if running.len() < 2 {
+                self.checker.coordinators(now, kind, BTreeSet::new());
+                continue;
+            }
+            let legitimate = running
+                .into_iter()
+                .filter(|(_, node)| self.undisputed(node))
+                .map(|(_, node)| node)
+                .collect();
+            self.checker.coordinators(now, kind, legitimate);
+        }
+    }
+
+    /// Whether no node has removed `node` and no live node sees it Down.
+    fn undisputed(&self, node: &UniqueAddress) -> bool {
+        if self.world.stats().removed_members.contains(node) {
+            return false;
+        }
+        self.world.alive_nodes().into_iter().all(|i| {
+            self.world
+                .core(i)
+                .gossip()
+                .member(node)
+                .is_none_or(|m| m.status != MemberStatus::Down)
+        })
+    }
+
+    fn note(&mut self, node: Option<NodeId>, what: String) {
+        if self.cfg.record_events {
+            self.timeline.push(TimelineEntry {
+                at: self.now(),
+                node,
+                what,
+            });
+        }
+    }
+
+    // ----- what tests look at -----
+
+    /// The sharding checker.
+    pub fn checker(&self) -> &ShardingChecker {
+        &self.checker
+    }
+
+    /// Every violation found so far, membership's and sharding's.
+    pub fn violations(&self) -> Vec<String> {
+        let mut v = self.world.checker().violations().to_vec();
+        v.extend(self.checker.violations().iter().cloned());
+        v
+    }
+
+    /// Every client message and its fate.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Sharding network totals.
+    pub fn net_stats(&self) -> &NetStats {
+        self.net.stats()
+    }
+
+    /// Sharding events (shards, coordinators, layers), in order.
+    pub fn timeline(&self) -> &[TimelineEntry] {
+        &self.timeline
+    }
+
+    /// Every start and stop of a shard in a region, in order (kept even without
+    /// `record_events`).
+    pub fn host_events(&self) -> &[HostEvent] {
+        &self.host_events
+    }
+
+    /// Node `id`'s sharding layer, while its incarnation runs.
+    pub fn node(&self, id: NodeId) -> Option<&ShardNode> {
+        self.slots.get(id).and_then(|s| s.layer.as_ref())
+    }
+
+    /// Which running nodes host each shard of `kind` right now (by their regions).
+    pub fn hosts(&self, kind: usize) -> BTreeMap<ShardId, Vec<NodeId>> {
+        let mut out: BTreeMap<ShardId, Vec<NodeId>> = BTreeMap::new();
+        for (id, s) in self.slots.iter().enumerate() {
+            if let Some(l) = &s.layer {
+                for shard in l.region(kind).hosted_shards() {
+                    out.entry(shard.clone()).or_default().push(id);
+                }
+            }
+        }
+        out
+    }
+
+    /// How many shards of `kind` each running node hosts.
+    pub fn shard_counts(&self, kind: usize) -> BTreeMap<NodeId, usize> {
+        let mut out = BTreeMap::new();
+        for (id, s) in self.slots.iter().enumerate() {
+            if let Some(l) = &s.layer {
+                out.insert(id, l.region(kind).hosted_shards().count());
+            }
+        }
+        out
+    }
+
+    /// Running nodes that run `kind`'s coordinator now.
+    pub fn coordinator_nodes(&self, kind: usize) -> Vec<NodeId> {
+        (0..self.slots.len())
+            .filter(|&id| self.node(id).is_some_and(|l| l.coordinator(kind).is_some()))
+            .collect()
+    }
+}

@@ -1,0 +1,129 @@
+//! Settings of the simulated sharding layer, with timers short enough for tests.
+
+use std::time::Duration;
+
+use shardik_core::membership::MembershipConfig;
+use shardik_core::membership::sbr::{SbrSettings, Strategy};
+use shardik_core::sharding::{CoordinatorSettings, HandOffMode, RegionSettings};
+
+use crate::world::WorldConfig;
+
+/// One entity kind the simulated cluster shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindSpec {
+    /// The kind's name (for messages and the timeline).
+    pub name: String,
+    /// Nodes with this role host the kind's shards; the others run a proxy. `None`: all host.
+    pub role: Option<String>,
+}
+
+impl KindSpec {
+    /// A kind hosted on every node.
+    pub fn new(name: &str) -> Self {
+        KindSpec {
+            name: name.to_string(),
+            role: None,
+        }
+    }
+
+    /// A kind hosted only on nodes with `role`.
+    pub fn with_role(name: &str, role: &str) -> Self {
+        KindSpec {
+            name: name.to_string(),
+            role: Some(role.to_string()),
+        }
+    }
+}
+
+/// How every node's sharding layer is set up.
+#[derive(Clone, Debug)]
+pub struct ShardingConfig {
+    /// The entity kinds; a kind is named by its index in this list.
+    pub kinds: Vec<KindSpec>,
+    /// Shards per kind.
+    pub number_of_shards: u32,
+    /// Region settings for every region (the hand-off mode among them).
+    pub region: RegionSettings,
+    /// Coordinator settings (`forward_handoff` must agree with the region's hand-off mode).
+    pub coordinator: CoordinatorSettings,
+    /// How long a member removed after a failure still counts as possibly running.
+    pub down_removal_margin: Duration,
+    /// How long a shard's entities take to stop after `StopEntities` (they keep "running"
+    /// meanwhile, which is what makes hand-offs overlap with traffic).
+    pub entity_stop_delay: Duration,
+    /// How long a graceful leave waits for the regions to hand off before stopping them and
+    /// leaving anyway (the runtime's `shutdown_timeout`): a region holding messages for shards
+    /// that cannot get a home (no other region can host them) would otherwise wait forever.
+    pub shutdown_timeout: Duration,
+    /// Record shard, coordinator and node events in the sharding timeline.
+    pub record_events: bool,
+}
+
+/// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
+/// reference's 20 s. It must stay well above the failure detector's detection time, which
+/// adapts to the heartbeat history: after one node has gone silent for a few seconds (a short
+/// partition), the phi detector takes longer to flag that node the next time (11 s was seen).
+/// A resolver that decides before every unreachable node is flagged counts some of the far
+/// side as its own and can keep both sides; with 5 s the random scenario found such a split.
+pub const FAST_STABLE_AFTER: Duration = Duration::from_secs(10);
+
+impl ShardingConfig {
+    /// One kind on every node, in the given hand-off mode, with timers scaled down so that a
+    /// crash is handled in seconds of simulated time rather than a minute.
+    pub fn fast(mode: HandOffMode) -> Self {
+        ShardingConfig {
+            kinds: vec![KindSpec::new("counter")],
+            number_of_shards: 24,
+            region: RegionSettings {
+                buffer_size: 100_000,
+                retry_interval: Duration::from_millis(500),
+                handoff_timeout: Duration::from_secs(10),
+                handoff_mode: mode,
+            },
+            coordinator: CoordinatorSettings {
+                rebalance_interval: Duration::from_secs(2),
+                handoff_timeout: Duration::from_secs(10),
+                shard_start_timeout: Duration::from_secs(2),
+                min_members: 1,
+                forward_handoff: mode == HandOffMode::Forward,
+            },
+            // As the runtime does with the resolver on: the margin equals stable-after, so a
+            // downed minority has stopped before its shards start elsewhere.
+            down_removal_margin: FAST_STABLE_AFTER,
+            entity_stop_delay: Duration::from_millis(50),
+            shutdown_timeout: Duration::from_secs(10),
+            record_events: true,
+        }
+    }
+
+    /// Replaces the kinds.
+    pub fn with_kinds(mut self, kinds: Vec<KindSpec>) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// The hand-off mode the regions use.
+    pub fn mode(&self) -> HandOffMode {
+        self.region.handoff_mode
+    }
+}
+
+/// Membership settings matching [`ShardingConfig::fast`]: keep-majority downing with a
+/// stable-after of [`FAST_STABLE_AFTER`] (down-all-when-unstable at its derived default);
+/// failure detection and gossip keep the reference's values.
+pub fn fast_membership() -> MembershipConfig {
+    MembershipConfig {
+        downing: Some(SbrSettings::new(
+            Strategy::KeepMajority { role: None },
+            FAST_STABLE_AFTER,
+        )),
+        ..MembershipConfig::default()
+    }
+}
+
+/// A world configuration with [`fast_membership`] and the given seed.
+pub fn fast_world(seed: u64) -> WorldConfig {
+    let mut cfg = WorldConfig::new(seed);
+    cfg.membership = fast_membership();
+    cfg
+}

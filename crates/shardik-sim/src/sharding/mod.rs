@@ -1,0 +1,30 @@
+//! Sharding on top of membership, simulated whole: every node of a membership [`World`]
+//! runs the real sharding cores (a [`ShardingView`] fed from its own membership state, a
+//! [`Region`] per entity kind, the [`Coordinator`] while it hosts it) and a model of the
+//! entities, over a sharding network with the world's latency, partitions, pauses and crashes.
+//! Simulated clients send numbered messages; a [`ShardingChecker`] watches every event.
+//!
+//! * [`config`]: settings, with timers short enough for tests;
+//! * [`node`]: one node's sharding layer and the entity model;
+//! * [`net`]: the sharding network (FIFO per ordered pair of nodes);
+//! * [`traffic`]: the client generator and the ledger of every message's fate;
+//! * [`checker`]: the invariants;
+//! * [`cluster`]: [`ShardingWorld`], which ties them to the membership world.
+//!
+//! [`World`]: crate::world::World
+//! [`ShardingView`]: shardik_core::sharding::ShardingView
+//! [`Region`]: shardik_core::sharding::Region
+//! [`Coordinator`]: shardik_core::sharding::Coordinator
+
+pub mod checker;
+pub mod cluster;
+pub mod config;
+pub mod net;
+pub mod node;
+pub mod traffic;
+
+pub use checker::ShardingChecker;
+pub use cluster::{HostEvent, ShardingWorld};
+pub use config::{KindSpec, ShardingConfig, fast_membership, fast_world};
+pub use node::{ShardNode, SimMsg};
+pub use traffic::{Ledger, SentRecord, TrafficConfig, entity_name};

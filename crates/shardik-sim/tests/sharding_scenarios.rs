@@ -1,0 +1,954 @@
+//! Whole-cluster sharding scenarios: the real membership and sharding cores on every node of
+//! a simulated cluster, with clients sending numbered messages and the sharding checker
+//! watching every event. Every run is seeded; a failure names the seed, and the same seed
+//! replays the same run.
+//!
+//! Timers are the fast ones of [`ShardingConfig::fast`] and [`fast_world`]: stable-after and
+//! the down-removal margin are 10 s, so a crash is handled in well under a minute of simulated
+//! time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use shardik_core::Instant;
+use shardik_core::membership::sbr::{SbrSettings, Strategy};
+use shardik_core::membership::{
+    MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
+};
+use shardik_core::sharding::{DropReason, HandOffMode, ShardId};
+use shardik_sim::sharding::config::FAST_STABLE_AFTER;
+use shardik_sim::sharding::{
+    KindSpec, ShardingConfig, ShardingWorld, TrafficConfig, entity_name, fast_membership,
+    fast_world,
+};
+use shardik_sim::world::NodeId;
+
+/// Entities per kind in most scenarios (enough to touch nearly all 24 shards).
+const ENTITIES: usize = 60;
+
+fn sim(seed: u64, cfg: ShardingConfig) -> ShardingWorld {
+    ShardingWorld::new(fast_world(seed), cfg)
+}
+
+/// A formed cluster of `n` nodes of the default settings.
+fn cluster(seed: u64, cfg: ShardingConfig, n: usize) -> ShardingWorld {
+    let mut s = sim(seed, cfg);
+    let (_, at) = s.form_cluster(n);
+    assert!(at.is_some(), "seed {seed}: the cluster did not form");
+    s
+}
+
+fn with_roles(roles: &[&str]) -> MembershipConfig {
+    let mut m = fast_membership();
+    m.roles = roles.iter().map(|r| r.to_string()).collect();
+    m
+}
+
+/// The last sharding and membership events, for failure messages.
+fn tail(s: &ShardingWorld) -> String {
+    let mut lines: Vec<(Instant, String)> = s
+        .timeline()
+        .iter()
+        .chain(s.world().timeline().iter().filter(|e| {
+            e.node.is_none()
+                || e.what.starts_with("Member")
+                || e.what.contains("eachable")
+                || e.what.starts_with("shutdown")
+        }))
+        .map(|e| (e.at, format!("{:?} {:?} {}", e.at, e.node, e.what)))
+        .collect();
+    lines.sort();
+    let lines: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
+    let keep: usize = std::env::var("SHARDIK_SIM_TAIL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    lines[lines.len().saturating_sub(keep)..].join("\n")
+}
+
+fn assert_clean(s: &ShardingWorld, seed: u64) {
+    let v = s.violations();
+    assert!(v.is_empty(), "seed {seed}: {v:#?}\n{}", tail(s));
+}
+
+/// Sends one message to each of the first `entities` entities of `kind` through `via` and runs
+/// until each was delivered, sending again any a region reported dropped (as a client would
+/// on that error: drop mode drops what a hand-off catches). Returns the entities that did not
+/// answer within `max`.
+fn unanswered(
+    s: &mut ShardingWorld,
+    via: NodeId,
+    kind: usize,
+    entities: usize,
+    max: Duration,
+) -> Vec<String> {
+    let deadline = s.now() + max;
+    let mut pending: BTreeMap<String, Option<u64>> = (0..entities)
+        .map(|i| {
+            let e = entity_name(i);
+            let id = s.tell(via, kind, &e);
+            (e, id)
+        })
+        .collect();
+    loop {
+        pending.retain(|_, id| !id.is_some_and(|id| s.ledger().is_delivered(id)));
+        if pending.is_empty() || s.now() >= deadline {
+            return pending.into_keys().collect();
+        }
+        for (e, id) in pending.iter_mut() {
+            if id.is_none_or(|id| s.ledger().is_dropped(id)) {
+                *id = s.tell(via, kind, e);
+            }
+        }
+        let ids: Vec<u64> = pending.values().flatten().copied().collect();
+        let step = (deadline - s.now()).min(Duration::from_secs(1));
+        let before = s.now();
+        s.run_until_pred(step, |s| {
+            ids.iter()
+                .all(|id| s.ledger().is_delivered(*id) || s.ledger().is_dropped(*id))
+        });
+        if s.now() == before {
+            // Dropped at once: back off before trying again, as a client would.
+            s.run_for(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Whether every entity of `kind` answers a message sent through `via` within a minute.
+fn every_entity_answers(s: &mut ShardingWorld, via: NodeId, kind: usize, entities: usize) -> bool {
+    unanswered(s, via, kind, entities, Duration::from_secs(60)).is_empty()
+}
+
+/// Starts every entity of kind 0 (so each of their shards has a home) and waits for it.
+fn warm_up(s: &mut ShardingWorld, seed: u64, via: NodeId, entities: usize) {
+    assert!(
+        every_entity_answers(s, via, 0, entities),
+        "seed {seed}: warm-up did not reach every entity\n{}",
+        tail(s)
+    );
+}
+
+fn traffic(per_tick: usize) -> TrafficConfig {
+    TrafficConfig::new(Duration::from_millis(20), per_tick, ENTITIES)
+}
+
+/// Stops the clients and lets everything in flight settle.
+fn quiesce(s: &mut ShardingWorld) {
+    s.set_traffic(None);
+    s.run_for(Duration::from_secs(15));
+}
+
+/// Every message was delivered exactly once; none dropped, none lost.
+fn assert_all_delivered_once(s: &ShardingWorld, seed: u64) {
+    let l = s.ledger();
+    let missing = l.unaccounted();
+    assert!(
+        missing.is_empty(),
+        "seed {seed}: {} of {} messages never arrived, e.g. {:?}\n{}",
+        missing.len(),
+        l.sent_count(),
+        missing
+            .iter()
+            .take(5)
+            .map(|id| &l.sent()[id])
+            .collect::<Vec<_>>(),
+        tail(s)
+    );
+    assert_eq!(
+        l.dropped_count(),
+        0,
+        "seed {seed}: {:?}",
+        l.drops_by_reason()
+    );
+    assert!(l.duplicates().is_empty(), "seed {seed}: duplicates");
+    assert_eq!(l.delivered_count(), l.sent_count(), "seed {seed}");
+}
+
+/// Shards of `kind` each node hosts now, as node → shards.
+fn shards_by_node(s: &ShardingWorld, kind: usize) -> BTreeMap<NodeId, BTreeSet<ShardId>> {
+    let mut out: BTreeMap<NodeId, BTreeSet<ShardId>> = BTreeMap::new();
+    for (shard, nodes) in s.hosts(kind) {
+        for n in nodes {
+            out.entry(n).or_default().insert(shard.clone());
+        }
+    }
+    out
+}
+
+fn hand_offs_started(s: &ShardingWorld) -> usize {
+    s.timeline()
+        .iter()
+        .filter(|e| e.what.contains("HandOffStarted"))
+        .count()
+}
+
+#[test]
+fn same_seed_same_run() {
+    let run = |seed| {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 3);
+        s.set_traffic(Some(traffic(2)));
+        s.run_for(Duration::from_secs(5));
+        s.crash(2);
+        s.run_for(Duration::from_secs(20));
+        (
+            s.timeline().to_vec(),
+            s.host_events().to_vec(),
+            s.ledger().delivered_count(),
+        )
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7).0, run(8).0);
+}
+
+#[test]
+fn coordinator_node_crash_moves_the_coordinator_and_its_shards() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 5);
+        warm_up(&mut s, seed, 2, ENTITIES);
+        assert_eq!(
+            s.coordinator_nodes(0),
+            vec![0],
+            "seed {seed}: oldest runs it"
+        );
+        let lost_shards = shards_by_node(&s, 0).remove(&0).unwrap_or_default();
+        assert!(
+            !lost_shards.is_empty(),
+            "seed {seed}: node 0 hosted nothing"
+        );
+        s.set_traffic(Some(traffic(2)));
+        s.run_for(Duration::from_secs(2));
+        s.crash(0);
+        let moved = s.run_until_pred(Duration::from_secs(60), |s| {
+            s.coordinator_nodes(0) == vec![1]
+                && s.node(1)
+                    .is_some_and(|n| n.coordinator(0).is_some_and(|c| c.may_allocate()))
+        });
+        assert!(
+            moved.is_some(),
+            "seed {seed}: no new coordinator\n{}",
+            tail(&s)
+        );
+        quiesce(&mut s);
+        for via in 1..5 {
+            assert!(
+                every_entity_answers(&mut s, via, 0, ENTITIES),
+                "seed {seed}: an entity did not answer through node {via}\n{}",
+                tail(&s)
+            );
+        }
+        let hosts = s.hosts(0);
+        for shard in &lost_shards {
+            let h = &hosts[shard];
+            assert!(
+                h.len() == 1 && h[0] != 0,
+                "seed {seed}: shard {shard} on {h:?}"
+            );
+        }
+        assert_eq!(s.coordinator_nodes(0), vec![1]);
+        assert_clean(&s, seed);
+    }
+}
+
+#[test]
+fn region_crash_re_homes_its_shards_and_keeps_the_coordinator() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 5);
+        warm_up(&mut s, seed, 0, ENTITIES);
+        let lost_shards = shards_by_node(&s, 0).remove(&3).unwrap_or_default();
+        assert!(
+            !lost_shards.is_empty(),
+            "seed {seed}: node 3 hosted nothing"
+        );
+        s.set_traffic(Some(traffic(2)));
+        s.run_for(Duration::from_secs(2));
+        let crash_at = s.now();
+        s.crash(3);
+        s.run_for(Duration::from_secs(30));
+        quiesce(&mut s);
+        for via in [0, 1, 2, 4] {
+            assert!(
+                every_entity_answers(&mut s, via, 0, ENTITIES),
+                "seed {seed}: an entity did not answer through node {via}\n{}",
+                tail(&s)
+            );
+        }
+        let hosts = s.hosts(0);
+        for shard in &lost_shards {
+            assert!(
+                hosts[shard] != vec![3],
+                "seed {seed}: shard {shard} not moved"
+            );
+        }
+        let restarted = s
+            .timeline()
+            .iter()
+            .any(|e| e.at >= crash_at && e.what.contains("coordinator started"));
+        assert!(!restarted, "seed {seed}: the coordinator moved");
+        assert_eq!(s.coordinator_nodes(0), vec![0]);
+        assert_clean(&s, seed);
+    }
+}
+
+/// A fourth node joins a loaded cluster of three; rebalancing moves shards to it while
+/// clients keep sending through every node.
+fn rebalance_under_load(seed: u64, mode: HandOffMode) -> ShardingWorld {
+    let mut s = cluster(seed, ShardingConfig::fast(mode), 3);
+    warm_up(&mut s, seed, 0, ENTITIES);
+    s.set_traffic(Some(traffic(4)));
+    s.run_for(Duration::from_secs(3));
+    let joiner = s.add_node();
+    s.join(joiner, &[0]);
+    let balanced = s.run_until_pred(Duration::from_secs(60), |s| {
+        s.shard_counts(0).get(&joiner).is_some_and(|n| *n >= 5)
+    });
+    assert!(
+        balanced.is_some(),
+        "seed {seed}: the new node got {:?} shards\n{}",
+        s.shard_counts(0),
+        tail(&s)
+    );
+    s.run_for(Duration::from_secs(3));
+    quiesce(&mut s);
+    assert!(hand_offs_started(&s) >= 5, "seed {seed}: no rebalance");
+    s
+}
+
+#[test]
+fn rebalance_to_a_new_node_under_load_loses_nothing_in_forward_mode() {
+    for seed in 1..=8 {
+        let s = rebalance_under_load(seed, HandOffMode::Forward);
+        assert!(
+            s.ledger().sent_count() > 1000,
+            "seed {seed}: too little load"
+        );
+        assert_all_delivered_once(&s, seed);
+        assert_clean(&s, seed);
+    }
+}
+
+#[test]
+fn rebalance_in_drop_mode_reports_every_message_it_does_not_deliver() {
+    let mut dropped = 0;
+    for seed in 1..=8 {
+        let s = rebalance_under_load(seed, HandOffMode::Drop);
+        let l = s.ledger();
+        let missing = l.unaccounted();
+        assert!(
+            missing.is_empty(),
+            "seed {seed}: {} messages neither delivered nor reported\n{}",
+            missing.len(),
+            tail(&s)
+        );
+        assert!(l.duplicates().is_empty(), "seed {seed}");
+        assert_eq!(l.delivered_count() + l.dropped_count(), l.sent_count());
+        dropped += l.dropped_count();
+        assert_clean(&s, seed);
+    }
+    // Drop mode drops what the old home buffered during a hand-off; under this load some
+    // message always is.
+    assert!(
+        dropped > 0,
+        "drop mode never dropped anything: the scenario lacks load"
+    );
+}
+
+#[test]
+fn two_nodes_leaving_at_once_including_the_coordinator_lose_nothing() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 5);
+        warm_up(&mut s, seed, 2, ENTITIES);
+        let before: BTreeSet<ShardId> = s.hosts(0).into_keys().collect();
+        s.set_traffic(Some(traffic(3)));
+        s.run_for(Duration::from_secs(2));
+        s.leave(0);
+        s.leave(1);
+        let rest = [2, 3, 4];
+        let left = s.run_until_pred(Duration::from_secs(60), |s| {
+            s.world().all_up(&rest) && s.coordinator_nodes(0) == vec![2]
+        });
+        assert!(
+            left.is_some(),
+            "seed {seed}: the leave did not finish\n{}",
+            tail(&s)
+        );
+        for id in [0, 1] {
+            assert_eq!(
+                s.world().shutdown_reason(id),
+                Some(&ShutdownReason::Left),
+                "seed {seed}"
+            );
+        }
+        quiesce(&mut s);
+        let after = s.hosts(0);
+        for shard in &before {
+            let h = after.get(shard).cloned().unwrap_or_default();
+            assert!(
+                h.len() == 1 && rest.contains(&h[0]),
+                "seed {seed}: shard {shard} is on {h:?}"
+            );
+        }
+        assert_all_delivered_once(&s, seed);
+        for via in rest {
+            assert!(
+                every_entity_answers(&mut s, via, 0, ENTITIES),
+                "seed {seed}"
+            );
+        }
+        assert_clean(&s, seed);
+    }
+}
+
+#[test]
+fn min_nr_of_members_holds_allocation_back_then_spreads_over_all() {
+    let seed = 3;
+    let mut cfg = ShardingConfig::fast(HandOffMode::Forward);
+    cfg.coordinator.min_members = 3;
+    let mut s = sim(seed, cfg);
+    let (first, at) = s.form_cluster(1);
+    assert!(at.is_some());
+    let mut t = TrafficConfig::new(Duration::from_millis(100), 2, 30);
+    t.senders = Some(first.clone());
+    s.set_traffic(Some(t));
+    s.run_for(Duration::from_secs(8));
+    let second = s.add_node();
+    s.join(second, &[0]);
+    s.run_for(Duration::from_secs(10));
+    assert!(s.world().all_up(&[0, 1]), "seed {seed}: two nodes are Up");
+    assert!(
+        s.hosts(0).is_empty(),
+        "seed {seed}: allocated with two regions"
+    );
+    assert_eq!(s.ledger().delivered_count(), 0);
+    assert!(s.ledger().sent_count() > 100);
+    let third = s.add_node();
+    s.join(third, &[0]);
+    s.run_for(Duration::from_secs(10));
+    quiesce(&mut s);
+    // Everything buffered while waiting arrives, and the shards are spread over all three.
+    assert_all_delivered_once(&s, seed);
+    let counts = s.shard_counts(0);
+    let (lo, hi) = (
+        counts.values().min().copied().unwrap_or(0),
+        counts.values().max().copied().unwrap_or(0),
+    );
+    assert_eq!(counts.len(), 3);
+    assert!(lo >= 3 && hi - lo <= 2, "seed {seed}: {counts:?}");
+    assert_clean(&s, seed);
+}
+
+#[test]
+fn a_node_without_the_role_routes_through_a_proxy_and_hosts_nothing() {
+    let seed = 5;
+    let cfg = ShardingConfig::fast(HandOffMode::Forward)
+        .with_kinds(vec![KindSpec::with_role("counter", "worker")]);
+    let mut s = sim(seed, cfg);
+    // The oldest node (and leader) has no role: the coordinator runs on the oldest worker.
+    let (ids, at) = s.form_cluster_with(vec![
+        with_roles(&[]),
+        with_roles(&["worker"]),
+        with_roles(&["worker"]),
+        with_roles(&["worker"]),
+    ]);
+    assert!(at.is_some());
+    assert!(s.node(0).is_some_and(|n| n.region(0).is_proxy()));
+    let mut t = traffic(3);
+    t.senders = Some(vec![0]);
+    s.set_traffic(Some(t));
+    s.run_for(Duration::from_secs(10));
+    quiesce(&mut s);
+    assert!(s.ledger().sent_count() > 1000);
+    assert_all_delivered_once(&s, seed);
+    assert_eq!(s.coordinator_nodes(0), vec![1]);
+    let counts = s.shard_counts(0);
+    assert_eq!(counts[&0], 0, "the proxy hosts nothing");
+    assert!(s.node(0).is_some_and(|n| n.entities(0).is_empty()));
+    assert!(ids[1..].iter().all(|w| counts[w] > 0), "{counts:?}");
+    assert_clean(&s, seed);
+}
+
+#[test]
+fn roles_keep_two_kinds_on_their_own_nodes() {
+    let seed = 9;
+    let cfg = ShardingConfig::fast(HandOffMode::Forward).with_kinds(vec![
+        KindSpec::with_role("alpha", "a"),
+        KindSpec::with_role("beta", "b"),
+    ]);
+    let mut s = sim(seed, cfg);
+    let (_, at) = s.form_cluster_with(vec![
+        with_roles(&["a"]),
+        with_roles(&["b"]),
+        with_roles(&["a"]),
+        with_roles(&["b"]),
+    ]);
+    assert!(at.is_some());
+    let mut t = traffic(4);
+    t.kinds = vec![0, 1];
+    s.set_traffic(Some(t));
+    s.run_for(Duration::from_secs(10));
+    quiesce(&mut s);
+    assert_all_delivered_once(&s, seed);
+    let a = shards_by_node(&s, 0);
+    let b = shards_by_node(&s, 1);
+    assert_eq!(
+        a.keys().copied().collect::<Vec<_>>(),
+        vec![0, 2],
+        "alpha on {a:?}"
+    );
+    assert_eq!(
+        b.keys().copied().collect::<Vec<_>>(),
+        vec![1, 3],
+        "beta on {b:?}"
+    );
+    assert_eq!(s.coordinator_nodes(0), vec![0]);
+    assert_eq!(s.coordinator_nodes(1), vec![1]);
+    for id in 0..4 {
+        let n = s.node(id).expect("running");
+        assert_eq!(n.region(0).is_proxy(), id % 2 == 1);
+        assert_eq!(n.region(1).is_proxy(), id % 2 == 0);
+    }
+    assert_clean(&s, seed);
+}
+
+#[test]
+fn a_3_2_partition_re_homes_the_minority_shards_only_after_the_margin() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 5);
+        warm_up(&mut s, seed, 3, ENTITIES);
+        // The minority holds the coordinator (node 0, the oldest) and node 1.
+        let minority: BTreeSet<ShardId> = shards_by_node(&s, 0)
+            .into_iter()
+            .filter(|(n, _)| *n < 2)
+            .flat_map(|(_, shards)| shards)
+            .collect();
+        assert!(!minority.is_empty());
+        s.set_traffic(Some(traffic(2)));
+        s.run_for(Duration::from_secs(2));
+        let cut_at = s.now();
+        s.partition(&[&[0, 1], &[2, 3, 4]]);
+        let settled = s.run_until_pred(Duration::from_secs(90), |s| {
+            s.world().all_up(&[2, 3, 4]) && s.coordinator_nodes(0) == vec![2]
+        });
+        assert!(
+            settled.is_some(),
+            "seed {seed}: the majority did not recover\n{}",
+            tail(&s)
+        );
+        quiesce(&mut s);
+        for via in [2, 3, 4] {
+            assert!(
+                every_entity_answers(&mut s, via, 0, ENTITIES),
+                "seed {seed}: an entity did not answer\n{}",
+                tail(&s)
+            );
+        }
+        for id in [0, 1] {
+            assert_eq!(
+                s.world().shutdown_reason(id),
+                Some(&ShutdownReason::Downed),
+                "seed {seed}"
+            );
+        }
+        // When the majority first removed a minority member, and when the minority died.
+        let removed_at = s
+            .world()
+            .timeline()
+            .iter()
+            .filter(|e| e.node.is_some_and(|n| n >= 2))
+            .filter(|e| {
+                e.what.starts_with("MemberRemoved node-00000")
+                    || e.what.starts_with("MemberRemoved node-00001")
+            })
+            .map(|e| e.at)
+            .min()
+            .expect("the majority removed the minority");
+        let margin = s.config().down_removal_margin;
+        let rehomed: Vec<_> = s
+            .host_events()
+            .iter()
+            .filter(|e| e.started && e.at > cut_at && e.node >= 2 && minority.contains(&e.shard))
+            .collect();
+        assert!(!rehomed.is_empty(), "seed {seed}: nothing re-homed");
+        for e in rehomed {
+            assert!(
+                e.at >= removed_at + margin,
+                "seed {seed}: shard {} re-homed at {:?}, removal at {removed_at:?}",
+                e.shard,
+                e.at
+            );
+        }
+        assert_clean(&s, seed);
+    }
+}
+
+/// What the random scenario waits for, after healing, before it cuts a new partition.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Settle {
+    /// A clean cluster: every running member is Up, sees exactly the running members, agrees
+    /// with the others, and has no unreachability record left (at most 40 s; the partition is
+    /// skipped if that does not happen). The default.
+    Clean,
+    /// Only that no running node sees another running node as unreachable (at most 20 s).
+    /// This lets a node that the others removed while it could not hear them (a "zombie")
+    /// still run when the next partition cuts it off again; see
+    /// `a_brief_heal_lets_a_removed_node_outlive_the_down_removal_margin`.
+    Reachability,
+}
+
+/// Heals the network and waits as `settle` says. Returns whether a partition may be cut now.
+///
+/// Partitions are only ever cut from a settled network, because this very test found that
+/// cutting a network that is still sorting out earlier faults goes wrong in ways sharding
+/// cannot defend against on its own:
+///
+/// * stale "unreachable" records (from observers that have since recovered, or that are then
+///   cut off themselves) make the split-brain resolver's indirectly-connected rule (the
+///   reference's) keep both sides alive: a split brain (seeds 497 and 3747, reproduced by
+///   `membership_scenarios::reshaped_partition_before_reachability_recovers_*`);
+/// * cutting again right after a heal can leave a node that the majority removed, and whose
+///   own resolver clock the heal restarted, running past the down-removal margin
+///   ([`Settle::Reachability`]).
+fn heal_and_settle(s: &mut ShardingWorld, settle: Settle) -> bool {
+    s.heal();
+    match settle {
+        Settle::Clean => s
+            .run_until_pred(Duration::from_secs(40), |s| {
+                let w = s.world();
+                let members: Vec<NodeId> = w
+                    .alive_nodes()
+                    .into_iter()
+                    .filter(|&i| w.core(i).is_member())
+                    .collect();
+                !members.is_empty()
+                    && w.all_up(&members)
+                    && w.agreed()
+                    && members.iter().all(|&i| {
+                        w.core(i)
+                            .gossip()
+                            .reachability
+                            .records()
+                            .all(|(_, _, st)| st == ReachabilityStatus::Reachable)
+                    })
+            })
+            .is_some(),
+        Settle::Reachability => {
+            s.run_until_pred(Duration::from_secs(20), |s| {
+                let w = s.world();
+                let alive = w.alive_nodes();
+                alive.iter().all(|&i| {
+                    w.core(i)
+                        .gossip()
+                        .unreachable_members()
+                        .iter()
+                        .all(|u| !alive.iter().any(|&j| w.core(j).self_node() == u))
+                })
+            });
+            true
+        }
+    }
+}
+
+/// Random faults under traffic: crashes, short pauses, partitions and heals, joins of new
+/// nodes and graceful leaves, in either hand-off mode. Afterwards the network heals, every
+/// slot that is no longer a member comes back as a new incarnation, and every entity must
+/// answer; the checker must have found nothing, and every message must be delivered,
+/// reported dropped, or lost to a crash or a cut link.
+fn chaos(seed: u64) {
+    chaos_with(seed, Settle::Clean, Timing::FAST)
+}
+
+/// The timing of the random scenario.
+#[derive(Copy, Clone, Debug)]
+struct Timing {
+    /// The resolver's stable-after, and the down-removal margin.
+    stable_after: Duration,
+    /// Longest time between two faults.
+    longest_phase: Duration,
+}
+
+impl Timing {
+    /// What the tests run: [`FAST_STABLE_AFTER`], phases up to 20 s.
+    const FAST: Timing = Timing {
+        stable_after: FAST_STABLE_AFTER,
+        longest_phase: Duration::from_secs(20),
+    };
+    /// What the scenario first ran with: 5 s (too short for the failure detector; see
+    /// [`FAST_STABLE_AFTER`]), phases up to 12 s. Kept to replay the seeds it found.
+    const FIRST: Timing = Timing {
+        stable_after: Duration::from_secs(5),
+        longest_phase: Duration::from_secs(12),
+    };
+}
+
+fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
+    let mode = if seed % 2 == 0 {
+        HandOffMode::Forward
+    } else {
+        HandOffMode::Drop
+    };
+    let mut wcfg = fast_world(seed);
+    wcfg.check_states = false;
+    wcfg.membership.downing = Some(SbrSettings::new(
+        Strategy::KeepMajority { role: None },
+        timing.stable_after,
+    ));
+    let mut cfg = ShardingConfig::fast(mode);
+    cfg.down_removal_margin = timing.stable_after;
+    let mut s = ShardingWorld::new(wcfg, cfg);
+    let n = rng.random_range(3..6);
+    let (_, at) = s.form_cluster(n);
+    assert!(at.is_some(), "seed {seed}: no cluster");
+    s.set_traffic(Some(TrafficConfig::new(Duration::from_millis(50), 2, 40)));
+    s.run_for(Duration::from_secs(3));
+    for _ in 0..rng.random_range(3..8) {
+        let slots = s.world().len();
+        let victim = rng.random_range(0..slots);
+        match rng.random_range(0..6) {
+            0 => s.crash(victim),
+            1 => s.pause(victim, Duration::from_millis(rng.random_range(200..2500))),
+            2 | 3 if slots >= 3 => {
+                let cut = rng.random_range(1..slots);
+                if heal_and_settle(&mut s, settle) {
+                    let all: Vec<NodeId> = (0..slots).collect();
+                    let (a, b) = all.split_at(cut);
+                    s.partition(&[a, b]);
+                }
+            }
+            4 if slots < 7 => {
+                let id = s.add_node();
+                let seeds: Vec<NodeId> = s.world().alive_nodes().into_iter().take(3).collect();
+                s.join(id, &seeds);
+            }
+            _ if s.world().core(victim).self_status() == Some(MemberStatus::Up) => s.leave(victim),
+            _ => {}
+        }
+        let longest = timing.longest_phase.as_millis() as u64;
+        s.run_for(Duration::from_millis(rng.random_range(1000..longest)));
+        if rng.random_bool(0.6) {
+            s.heal();
+        }
+    }
+    s.heal();
+    // Let the resolver, the leader and pending leaves finish what the faults started.
+    s.run_for(Duration::from_secs(30));
+    let slots = s.world().len();
+    let members: Vec<NodeId> = s
+        .world()
+        .alive_nodes()
+        .into_iter()
+        .filter(|&i| s.world().core(i).is_member() && !s.node(i).is_some_and(|n| n.is_leaving()))
+        .collect();
+    let seeds: Vec<NodeId> = if members.is_empty() {
+        (0..slots.min(3)).collect()
+    } else {
+        members.iter().copied().take(3).collect()
+    };
+    for id in 0..slots {
+        if !members.contains(&id) {
+            s.restart(id);
+            s.join(id, &seeds);
+        }
+    }
+    let all: Vec<NodeId> = (0..slots).collect();
+    let up = s.run_until_pred(Duration::from_secs(120), |s| {
+        s.world().all_up(&all) && s.world().agreed()
+    });
+    assert!(
+        up.is_some(),
+        "seed {seed}: the cluster did not recover; violations {:#?}\n{}",
+        s.violations(),
+        tail(&s)
+    );
+    s.run_for(Duration::from_secs(10));
+    s.set_traffic(None);
+    s.run_for(Duration::from_secs(10));
+    let via = all[rng.random_range(0..all.len())];
+    let missing = unanswered(&mut s, via, 0, 40, Duration::from_secs(60));
+    assert!(
+        missing.is_empty(),
+        "seed {seed}: entities {missing:?} did not answer through node {via}; hosts {:?}\n{}",
+        s.hosts(0),
+        tail(&s)
+    );
+    let l = s.ledger();
+    assert!(l.duplicates().is_empty(), "seed {seed}: duplicates");
+    // Crashes and cut links lose messages; nothing else may.
+    let vanished = l.vanished();
+    assert!(
+        vanished.is_empty(),
+        "seed {seed}: {} messages vanished, e.g. {:?}",
+        vanished.len(),
+        vanished
+            .iter()
+            .take(5)
+            .map(|id| &l.sent()[id])
+            .collect::<Vec<_>>()
+    );
+    if mode == HandOffMode::Forward {
+        let drops = l.drops_by_reason();
+        assert!(
+            !drops.contains_key(&DropReason::HandOff),
+            "seed {seed}: forward mode dropped at hand-off: {drops:?}"
+        );
+    }
+    assert_clean(&s, seed);
+}
+
+/// Found by the random scenario (seeds 82, 670 and 871 with [`Settle::Reachability`] and
+/// [`Timing::FIRST`]); seed 670 is the simplest, three nodes:
+///
+/// 1. {0,1} | {2}. Node 0 downs 2 (t22.3); 2's own resolver would down itself about a second
+///    later (its last reachability change came later).
+/// 2. The network heals in between (t22.6). Node 2 hears heartbeats again and marks 0 and 1
+///    reachable (t23.3), which restarts its stable-after clock; it does not learn that it is
+///    Down (nobody gossips with a node they still mark unreachable). Node 0 removes 2 (t23.3).
+/// 3. The network splits the same way again (t23.4). Node 2 sees 0 and 1 unreachable again
+///    and would down itself at about t34.
+/// 4. At removal + margin (t28.3) nodes 0 and 1 re-home node 2's shards while 2 still hosts
+///    them: two homes and two live instances until t30, when a heal tells 2 it was removed.
+///
+/// The down-removal margin assumes the removed side stops within the margin after the
+/// removal; a brief heal can restart that side's clock, so no fixed margin is enough. The
+/// reference has the same exposure. Fencing (leases with tokens, on the roadmap) would close
+/// it. Ignored: it fails today, by design of the margin.
+#[test]
+#[ignore = "the down-removal margin is outlived after a brief heal; see doc"]
+fn a_brief_heal_lets_a_removed_node_outlive_the_down_removal_margin() {
+    chaos_with(670, Settle::Reachability, Timing::FIRST);
+}
+
+/// Found by the random scenario (seed 2111, drop mode; nothing on the path depends on the
+/// mode). A message forwarded to a shard's new home overtakes the `HostShard` that makes it
+/// the home, and the new home forwards it along a stale home entry; it comes back after the
+/// same sender's later messages:
+///
+/// 1. Node 0, the coordinator, is cut off and crashes. When its margin passes, node 1 starts
+///    the new coordinator (t31.72) with a graceful leave pending, so it hands its own shards
+///    off at once, shard 19 among them. Only its own region has registered yet, so node 3
+///    gets no `BeginHandOff` and keeps "19 lives on node 1".
+/// 2. Node 2 has buffered its messages to e-11 (shard 19, seq 1..15) since the partition. It
+///    registers, asks, and is told node 3 (t32.215); the coordinator sends `HostShard` to
+///    node 3 in the same instant, on another connection.
+/// 3. Seq 1 reaches node 3 before `HostShard`: node 3 forwards it to node 1 (stale entry).
+///    Seq 2..15 arrive after `HostShard` and are delivered. Node 1 sends seq 1 back; it is
+///    delivered last (t32.219).
+///
+/// The reference sends `ShardHome` and `HostShard` at once too. Possible fixes, for the core:
+/// answer requesters only after the new home's `ShardStarted`; or have a region forget its
+/// cached homes when its coordinator changes (they may have moved without it hearing); or
+/// buffer, rather than forward, a message another region sent here for a shard not hosted
+/// here (the sender's information is the newer one). Fixed the last way: the region holds
+/// such a message and asks the coordinator.
+#[test]
+fn a_message_overtaking_host_shard_at_a_region_with_a_stale_home_keeps_its_order() {
+    chaos(2111);
+}
+
+#[test]
+fn random_faults_under_traffic_keep_one_home_and_order() {
+    for seed in 1..=200 {
+        chaos(seed);
+    }
+}
+
+/// Random joins and graceful leaves (the coordinator's node among them) under heavy traffic,
+/// without failures: every shard move is a hand-off. Returns the world after quiescence.
+fn membership_churn(seed: u64, mode: HandOffMode) -> ShardingWorld {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x10_1ea7e5);
+    let mut s = sim(seed, ShardingConfig::fast(mode));
+    let (_, at) = s.form_cluster(rng.random_range(2..5));
+    assert!(at.is_some(), "seed {seed}: no cluster");
+    s.set_traffic(Some(TrafficConfig::new(Duration::from_millis(10), 2, 60)));
+    s.run_for(Duration::from_secs(2));
+    for _ in 0..rng.random_range(3..7) {
+        let staying: Vec<NodeId> = s.senders(0);
+        if staying.len() > 2 && rng.random_bool(0.5) {
+            s.leave(staying[rng.random_range(0..staying.len())]);
+        } else if s.world().len() < 8 {
+            let id = s.add_node();
+            s.join(id, &staying[..staying.len().min(3)]);
+        }
+        s.run_for(Duration::from_millis(rng.random_range(500..8_000)));
+    }
+    s.run_for(Duration::from_secs(10));
+    quiesce(&mut s);
+    s.run_for(Duration::from_secs(10));
+    s
+}
+
+/// Graceful churn keeps every invariant, delivers nothing twice, and loses nothing silently:
+/// every message is delivered, reported dropped, or lost on the way to a node that had left.
+/// (That last kind should not exist in forward mode; see
+/// `graceful_churn_in_forward_mode_loses_nothing`.)
+#[test]
+fn random_joins_and_leaves_keep_every_invariant() {
+    for seed in 1..=24 {
+        let mode = if seed % 2 == 0 {
+            HandOffMode::Forward
+        } else {
+            HandOffMode::Drop
+        };
+        let s = membership_churn(seed, mode);
+        let l = s.ledger();
+        assert!(l.duplicates().is_empty(), "seed {seed}: duplicates");
+        assert!(
+            l.vanished().is_empty(),
+            "seed {seed}: {} vanished",
+            l.vanished().len()
+        );
+        assert!(l.sent_count() > 1000, "seed {seed}: too little load");
+        assert_clean(&s, seed);
+    }
+}
+
+/// Found by the churn scenario (seeds 8, 31, 56, 57, 110, 112 of 150, either mode): messages
+/// are forwarded to nodes that left, because a region kept homes that moved while it was not
+/// registered with the coordinator. Seed 8:
+///
+/// 1. Node 0 leaves; nodes 1 and 4 ask to leave while no coordinator runs. (Node 0 was
+///    removed only after it was flagged unreachable, so the view treats it as crashed and it
+///    lingers for the down-removal margin: no coordinator for 10 s after a graceful leave.)
+/// 2. Node 1 starts the new coordinator (t34.3) and at once hands off its own and node 4's
+///    shards, before regions 2 and 5 have registered. Those two get no `BeginHandOff`;
+///    nothing can take the shards (the only registered region is shutting down), so they
+///    stay unallocated, and the `ShardHomes` node 2 receives when it registers does not
+///    mention them.
+/// 3. Node 2 keeps forwarding to nodes 1 and 4: dropped there (`RegionStopped`) until they
+///    exit (t36.3), then lost on the wire until they are no longer "possibly alive" (t51.9).
+///
+/// Possible fixes, for the core: a region forgets its cached homes when its coordinator
+/// changes (as for the reordering above); and the view treats a member removed from Exiting
+/// as gone gracefully even if it was flagged unreachable first (the reference decides the
+/// margin on the previous status being Down). The second is done, which fixes these seeds; a
+/// region can still miss a `BeginHandOff` sent before it registered (see the closing note of
+/// the sharding issue).
+#[test]
+fn graceful_churn_in_forward_mode_loses_nothing() {
+    let s = membership_churn(8, HandOffMode::Forward);
+    assert_all_delivered_once(&s, 8);
+    assert_clean(&s, 8);
+}
+
+/// Runs the random scenario over a range of seeds given as `SHARDIK_SIM_SEEDS=FROM..TO`
+/// (default `1..500`) and lists those that fail; the variant `SHARDIK_SIM_SETTLE=reachability`
+/// runs [`Settle::Reachability`]. For hunting: `cargo test -p shardik-sim --test
+/// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
+#[test]
+#[ignore = "a search over many seeds, run by hand"]
+fn many_seeds() {
+    let range = std::env::var("SHARDIK_SIM_SEEDS").unwrap_or_else(|_| "1..500".into());
+    let (from, to) = range.split_once("..").expect("FROM..TO");
+    let (from, to): (u64, u64) = (from.parse().expect("FROM"), to.parse().expect("TO"));
+    let settle = match std::env::var("SHARDIK_SIM_SETTLE").as_deref() {
+        Ok("reachability") => Settle::Reachability,
+        _ => Settle::Clean,
+    };
+    let failed: Vec<u64> = (from..to)
+        .filter(|&seed| {
+            std::panic::catch_unwind(|| chaos_with(seed, settle, Timing::FAST)).is_err()
+        })
+        .collect();
+    assert!(failed.is_empty(), "failing seeds: {failed:?}");
+}
