@@ -1,4 +1,6 @@
-//! `shardik bench`: measurements of the transport (issue 3).
+//! `shardik bench`: measurements of the transport (issue 3); `bench sharding` lives in
+//! [`crate::bench_sharding`] and reuses the helpers here (runtime choice, peer processes, the
+//! open-loop sender, quantiles).
 //!
 //! - `bench transport`: one-way throughput of user messages and request/response latency at a
 //!   fixed rate between this process and a second process of the same binary on loopback,
@@ -60,6 +62,8 @@ enum BenchCmd {
     Transport(TransportArgs),
     /// CPU and network cost of idle nodes in a real cluster of node processes.
     Idle(IdleArgs),
+    /// Cluster sharding: local and remote tells and asks, entity memory, first-message latency.
+    Sharding(crate::bench_sharding::ShardingArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -141,21 +145,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             if a.rate == 0 || a.messages == 0 || a.duration_s == 0 {
                 bail!("--messages, --rate and --duration-s must be positive");
             }
-            let _ = RUNTIME_KIND.set(a.runtime.clone());
+            set_runtime_kind(&a.runtime);
             runtime()?.block_on(transport_bench(a))
         }
         BenchCmd::Idle(a) => idle_bench(a),
+        BenchCmd::Sharding(a) => crate::bench_sharding::run(a),
     }
+}
+
+/// Chooses the runtime of this process and of the peers it starts (`multi` or `current`).
+pub(crate) fn set_runtime_kind(kind: &str) {
+    let _ = RUNTIME_KIND.set(kind.to_string());
+}
+
+/// The runtime chosen with [`set_runtime_kind`] (or inherited by a peer), `multi` by default.
+fn runtime_kind() -> String {
+    RUNTIME_KIND
+        .get()
+        .cloned()
+        .or_else(|| std::env::var(RUNTIME_ENV).ok())
+        .unwrap_or_else(|| "multi".to_string())
 }
 
 /// By default the same runtime shape as `shardik node` (two workers, for a two-core machine);
 /// `--runtime current` runs everything on one thread.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    let kind = RUNTIME_KIND
-        .get()
-        .cloned()
-        .or_else(|| std::env::var(RUNTIME_ENV).ok())
-        .unwrap_or_else(|| "multi".to_string());
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    let kind = runtime_kind();
     let mut builder = if kind == "current" {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -169,13 +184,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn unix_ns() -> u64 {
+pub(crate) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(crate::ports::free_port()?)
 }
 
@@ -209,18 +224,23 @@ fn put_frame(buf: &mut BytesMut, payload: &[u8]) {
 
 /// Runs the hidden `shardik bench-peer`.
 pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
-    // The parent holds our stdin; when it goes away (even killed), so do we.
-    std::thread::spawn(|| {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        std::process::exit(0);
-    });
+    exit_with_parent();
     runtime()?.block_on(async move {
         match args.mode {
             PeerMode::Shardik => shardik_peer(args).await,
             PeerMode::Raw => raw_peer(args).await,
         }
     })
+}
+
+/// Exits this (peer) process when its parent goes away, even if the parent was killed: the
+/// parent holds our stdin, so reading it ends then.
+pub(crate) fn exit_with_parent() {
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        std::process::exit(0);
+    });
 }
 
 /// Counts one-way messages and prints `DONE` once, when all arrived or they stopped coming.
@@ -356,32 +376,33 @@ async fn raw_peer_connection(mut stream: TcpStream, expect: u64) -> anyhow::Resu
 // The measuring side.
 
 /// A running peer process, killed when dropped.
-struct Peer {
+pub(crate) struct Peer {
     child: tokio::process::Child,
     lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    addr: Address,
+    pub(crate) addr: Address,
 }
 
 impl Peer {
     async fn spawn(mode: PeerMode, expect: u64) -> anyhow::Result<Peer> {
+        let mode = match mode {
+            PeerMode::Shardik => "shardik",
+            PeerMode::Raw => "raw",
+        };
+        let expect = expect.to_string();
+        Peer::start("bench-peer", &["--mode", mode, "--expect", &expect]).await
+    }
+
+    /// Starts `shardik <subcommand> --bind 127.0.0.1:<free port> <args>` with this process's
+    /// runtime choice, and waits for its `READY` line.
+    pub(crate) async fn start(subcommand: &str, args: &[&str]) -> anyhow::Result<Peer> {
         let port = free_port()?;
         let exe = std::env::current_exe().context("cannot find the shardik executable")?;
-        let kind = RUNTIME_KIND
-            .get()
-            .cloned()
-            .unwrap_or_else(|| "multi".to_string());
         let mut child = tokio::process::Command::new(exe)
-            .env(RUNTIME_ENV, kind)
-            .arg("bench-peer")
+            .env(RUNTIME_ENV, runtime_kind())
+            .arg(subcommand)
             .arg("--bind")
             .arg(format!("127.0.0.1:{port}"))
-            .arg("--mode")
-            .arg(match mode {
-                PeerMode::Shardik => "shardik",
-                PeerMode::Raw => "raw",
-            })
-            .arg("--expect")
-            .arg(expect.to_string())
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -394,7 +415,7 @@ impl Peer {
             lines: tokio::io::BufReader::new(stdout).lines(),
             addr: Address::new("127.0.0.1", port),
         };
-        let ready = peer.line(Duration::from_secs(10)).await?;
+        let ready = peer.line(Duration::from_secs(30)).await?;
         if ready != "READY" {
             bail!("peer said {ready:?} instead of READY");
         }
@@ -411,7 +432,7 @@ impl Peer {
     }
 
     /// Waits for the peer's `DONE count first last` line.
-    async fn done(&mut self) -> anyhow::Result<(u64, u64, u64)> {
+    pub(crate) async fn done(&mut self) -> anyhow::Result<(u64, u64, u64)> {
         let line = self.line(Duration::from_secs(120)).await?;
         let f: Vec<u64> = line
             .strip_prefix("DONE ")
@@ -426,25 +447,25 @@ impl Peer {
         }
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
 }
 
 /// One throughput measurement.
-struct Throughput {
-    sent: u64,
-    received: u64,
-    /// From the first send to the last message counted by the peer.
-    elapsed: Duration,
+pub(crate) struct Throughput {
+    pub(crate) sent: u64,
+    pub(crate) received: u64,
+    /// From the first send to the last message counted by the receiver.
+    pub(crate) elapsed: Duration,
     /// How long the sender took to hand every message over (queue or socket).
-    send_time: Duration,
-    /// Times `Transport::send` refused because the lane's queue was full (then retried).
-    retries: u64,
+    pub(crate) send_time: Duration,
+    /// Times a send was refused because a bounded queue was full (then retried).
+    pub(crate) retries: u64,
 }
 
 impl Throughput {
-    fn per_second(&self) -> f64 {
+    pub(crate) fn per_second(&self) -> f64 {
         self.received as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
@@ -461,23 +482,29 @@ struct Latency {
 }
 
 /// A request sent this long after its slot means the open-loop scheduler fell behind.
-const LATE: Duration = Duration::from_millis(1);
+pub(crate) const LATE: Duration = Duration::from_millis(1);
 
 impl Latency {
     fn quantile_us(&self, q: f64) -> f64 {
-        if self.rtts.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((q * self.rtts.len() as f64).ceil() as usize).clamp(1, self.rtts.len()) - 1;
-        self.rtts[i] as f64 / 1000.0
+        quantile_us(&self.rtts, q)
     }
+}
+
+/// The `q` quantile (0..=1; 1 is the maximum) of `sorted` nanosecond samples, in microseconds;
+/// NaN without samples.
+pub(crate) fn quantile_us(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
 }
 
 /// Sends `rate` requests per second for `duration` on their own thread, in an open loop: each
 /// request goes at its slot whether or not earlier answers came back. `send` gets the sequence
 /// number and the send time (ns since `epoch`). `thread::sleep` is used because tokio's timer
 /// has a 1 ms resolution, ten times the 100 µs period at 10 000/s.
-fn open_loop(
+pub(crate) fn open_loop(
     rate: u64,
     duration: Duration,
     epoch: Instant,

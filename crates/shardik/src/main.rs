@@ -5,13 +5,15 @@
 //! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
 //! - `passivation-sim`: replays access traces through passivation strategies.
-//! - `bench`: transport throughput/latency against a raw TCP baseline, and idle cost.
+//! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, and cluster
+//!   sharding (local and remote throughput, ask latency, memory per entity, first message).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_sharding;
 mod demo;
 mod demo_sim;
 mod mgmt_client;
@@ -42,11 +44,14 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure the transport (throughput, latency) and the idle cost of a cluster.
+    /// Measure the transport, the idle cost of a cluster, and cluster sharding.
     Bench(bench::BenchArgs),
     /// The far side of `bench transport` (started by it; not for direct use).
     #[command(name = "bench-peer", hide = true)]
     BenchPeer(bench::PeerArgs),
+    /// The far side of `bench sharding remote|first-message --remote` (started by them).
+    #[command(name = "bench-sharding-peer", hide = true)]
+    BenchShardingPeer(bench_sharding::PeerArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
         Cmd::PassivationSim { args } => passivation::run(&args),
         Cmd::Bench(args) => bench::run(args),
         Cmd::BenchPeer(args) => bench::run_peer(args),
+        Cmd::BenchShardingPeer(args) => bench_sharding::run_peer(args),
     };
     match result {
         Ok(code) => code,

@@ -769,8 +769,18 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.clone())
             .set(self.host.active_entities() as f64);
         metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.clone())
-            .set(st.region.hosted_shards().count() as f64);
+            .set(exact_len(st.region.hosted_shards()) as f64);
         metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind).set(st.region.buffered() as f64);
+    }
+}
+
+/// How many items `it` yields: O(1) when it knows exactly (the keys of a map), else counted.
+/// Gauges are published every turn of the loop, so walking every hosted shard for them is
+/// a cost per message when messages come one at a time.
+fn exact_len(it: impl Iterator) -> usize {
+    match it.size_hint() {
+        (lo, Some(hi)) if lo == hi => lo,
+        _ => it.count(),
     }
 }
 

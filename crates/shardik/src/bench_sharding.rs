@@ -1,0 +1,1039 @@
+//! `shardik bench sharding`: measurements of cluster sharding on real nodes.
+//!
+//! - `local`: `tell` throughput to already-active entities on a single-node cluster, against
+//!   a raw tokio baseline doing the same work (a bounded channel into one task that looks the
+//!   entity up in a `HashMap` and increments it).
+//! - `remote`: one-way `tell` throughput and `ask` latency at a fixed rate from a node that
+//!   runs only a proxy to a second process that hosts the entities, so every message crosses
+//!   loopback TCP.
+//! - `memory`: resident memory per idle entity (u64 state, passivation off) and the rate at
+//!   which entities are created in shards that already run.
+//! - `first-message`: latency of the first message to an entity whose shard is not allocated
+//!   yet (a coordinator round trip), against the second message to the same entity.
+//!
+//! Every benchmark prints one human-readable line, or one JSON object with `--json`. Nodes use
+//! the built-in configuration of `shardik node` (with `SHARDIK_…` environment overrides) and,
+//! like it, record metrics into the Prometheus recorder.
+//!
+//! The remote peer is `shardik bench-sharding-peer` (hidden). It hosts the entities (it alone
+//! has the role [`HOST_ROLE`]) and reports on its stdout, one line each: `READY` once its node
+//! is Up, and `DONE <count> <first-unix-ns> <last-unix-ns>` once its entities have handled the
+//! expected number of tells.
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use shardik_core::membership::{Address, MemberStatus};
+use shardik_runtime::config::Settings;
+use shardik_runtime::metrics::Metrics;
+use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::sharding::{
+    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig,
+    ShardingError,
+};
+use tokio::sync::{Notify, mpsc};
+
+use crate::bench::{
+    LATE, Peer, Throughput, exit_with_parent, free_port, open_loop, quantile_us, runtime,
+    set_runtime_kind, unix_ns,
+};
+
+/// The role only the remote peer has: entities of the remote kinds run there alone.
+const HOST_ROLE: &str = "bench-host";
+const LOCAL_KIND: &str = "bench-local";
+const REMOTE_KIND: &str = "bench-remote";
+const FIRST_KIND: &str = "bench-first";
+const MEMORY_KIND: &str = "bench-memory";
+/// Cluster name of the benchmark nodes (never the default, so they cannot meet real nodes).
+const CLUSTER: &str = "shardik-bench-sharding";
+/// Timeout of every ask the benchmarks make.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for all tells of a throughput run to be handled.
+const DONE_LIMIT: Duration = Duration::from_secs(300);
+/// Batch size of the raw baseline's consumer (the same as the entity kind task's).
+const RAW_BATCH: usize = 256;
+
+/// Arguments of `shardik bench sharding`.
+#[derive(Args, Debug)]
+pub struct ShardingArgs {
+    #[command(subcommand)]
+    what: ShardingCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum ShardingCmd {
+    /// Local tell throughput to active entities, against a raw tokio channel baseline.
+    Local(LocalArgs),
+    /// Tell throughput and ask latency through a proxy to entities in another process.
+    Remote(RemoteArgs),
+    /// Memory per idle entity and the entity creation rate.
+    Memory(MemoryArgs),
+    /// Latency of the first message to an entity in a shard that is not allocated yet.
+    FirstMessage(FirstArgs),
+}
+
+/// Options every sharding benchmark takes.
+#[derive(Args, Debug)]
+struct Common {
+    /// Print one JSON object instead of a line of text.
+    #[arg(long)]
+    json: bool,
+    /// Runtime of every process: `multi` (two worker threads, as `shardik node`) or `current`
+    /// (one thread).
+    #[arg(long, default_value = "multi", value_parser = ["multi", "current"])]
+    runtime: String,
+}
+
+/// Arguments of `shardik bench sharding local`.
+#[derive(Args, Debug)]
+struct LocalArgs {
+    /// Entities, activated before the measurement.
+    #[arg(long, default_value_t = 1000)]
+    entities: u64,
+    /// Tells, spread round-robin over the entities from one producer task.
+    #[arg(long, default_value_t = 5_000_000)]
+    messages: u64,
+    /// How the producer waits when the queue is full.
+    #[arg(long, value_enum, default_value = "retry")]
+    send: SendMode,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// How a producer meets a full queue.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SendMode {
+    /// `tell` (`try_send` for the baseline); on `BufferFull` yield and retry (counted).
+    Retry,
+    /// `tell_wait` (`send().await` for the baseline): wait for room.
+    Wait,
+}
+
+impl SendMode {
+    fn name(self) -> &'static str {
+        match self {
+            SendMode::Retry => "retry",
+            SendMode::Wait => "wait",
+        }
+    }
+}
+
+/// Arguments of `shardik bench sharding remote`.
+#[derive(Args, Debug)]
+struct RemoteArgs {
+    /// Entities on the peer, activated before the measurements.
+    #[arg(long, default_value_t = 1000)]
+    entities: u64,
+    /// One-way tells of the throughput measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    messages: u64,
+    /// How the producer waits when the queue is full.
+    #[arg(long, value_enum, default_value = "retry")]
+    send: SendMode,
+    /// Asks per second of the latency measurement (open loop).
+    #[arg(long, default_value_t = 10_000)]
+    rate: u64,
+    /// Seconds of the latency measurement.
+    #[arg(long = "duration-s", default_value_t = 10)]
+    duration_s: u64,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Arguments of `shardik bench sharding memory`.
+#[derive(Args, Debug)]
+struct MemoryArgs {
+    /// Entities created (one tell each).
+    #[arg(long, default_value_t = 1_000_000)]
+    entities: u64,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Arguments of `shardik bench sharding first-message`.
+#[derive(Args, Debug)]
+struct FirstArgs {
+    /// Fresh shards measured (each gets one entity).
+    #[arg(long, default_value_t = 300)]
+    shards: usize,
+    /// Measure from a proxy node to a coordinator in a second process instead of on one node.
+    #[arg(long)]
+    remote: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Arguments of the hidden `shardik bench-sharding-peer`.
+#[derive(Args, Debug)]
+pub struct PeerArgs {
+    /// HOST:PORT of the peer's node.
+    #[arg(long)]
+    bind: Address,
+    /// Tells to count before reporting `DONE` (0: never report).
+    #[arg(long)]
+    expect: u64,
+}
+
+/// Runs `shardik bench sharding ...`.
+pub fn run(args: ShardingArgs) -> anyhow::Result<ExitCode> {
+    let common = match &args.what {
+        ShardingCmd::Local(a) => &a.common,
+        ShardingCmd::Remote(a) => &a.common,
+        ShardingCmd::Memory(a) => &a.common,
+        ShardingCmd::FirstMessage(a) => &a.common,
+    };
+    set_runtime_kind(&common.runtime);
+    let rt = runtime()?;
+    match args.what {
+        ShardingCmd::Local(a) => rt.block_on(local_bench(a)),
+        ShardingCmd::Remote(a) => rt.block_on(remote_bench(a)),
+        ShardingCmd::Memory(a) => rt.block_on(memory_bench(a)),
+        ShardingCmd::FirstMessage(a) => rt.block_on(first_message_bench(a)),
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark entity.
+
+/// Told `n > 0`: adds `n`. Asked `0`: reads. The reply is the value. `P` observes handled
+/// tells; `()` observes nothing and takes no space, so `Tally<()>` is a plain u64 counter.
+struct Tally<P> {
+    value: u64,
+    probe: P,
+}
+
+/// What a [`Tally`] reports each handled tell to.
+trait Probe: Clone + Send + Sync + 'static {
+    fn told(&self);
+}
+
+impl Probe for () {
+    fn told(&self) {}
+}
+
+impl Probe for Arc<Progress> {
+    fn told(&self) {
+        self.hit();
+    }
+}
+
+impl<P: Probe> Entity for Tally<P> {
+    type Command = u64;
+    type Reply = u64;
+
+    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext) -> u64 {
+        if add > 0 {
+            self.value += add;
+            self.probe.told();
+        }
+        self.value
+    }
+}
+
+/// The kind `name` of [`Tally`] entities that report to `probe`, never passivated.
+fn tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<Tally<P>> {
+    EntityKind::new(name, move |_| Tally {
+        value: 0,
+        probe: probe.clone(),
+    })
+    .with_idle_timeout(None)
+}
+
+/// Counts handled messages towards a target and wakes a waiter when it is reached.
+struct Progress {
+    target: u64,
+    handled: AtomicU64,
+    first_ns: AtomicU64,
+    last_ns: AtomicU64,
+    done: Notify,
+}
+
+impl Progress {
+    fn new(target: u64) -> Arc<Progress> {
+        Arc::new(Progress {
+            target,
+            handled: AtomicU64::new(0),
+            first_ns: AtomicU64::new(0),
+            last_ns: AtomicU64::new(0),
+            done: Notify::new(),
+        })
+    }
+
+    fn hit(&self) {
+        let n = self.handled.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == 1 {
+            self.first_ns.store(unix_ns(), Ordering::Relaxed);
+        }
+        if n == self.target {
+            self.last_ns.store(unix_ns(), Ordering::Release);
+            self.done.notify_one();
+        }
+    }
+
+    /// Waits until the target is reached; the unix time (ns) the last message was handled.
+    async fn wait(&self, limit: Duration) -> anyhow::Result<u64> {
+        if tokio::time::timeout(limit, self.done.notified())
+            .await
+            .is_err()
+        {
+            bail!(
+                "only {} of {} messages handled after {limit:?}",
+                self.handled.load(Ordering::Relaxed),
+                self.target
+            );
+        }
+        Ok(self.last_ns.load(Ordering::Acquire))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes.
+
+/// A node with sharding attached, configured as `shardik node` is by default.
+struct BenchNode {
+    running: RunningNode,
+    sharding: Sharding,
+    config: ShardingConfig,
+}
+
+impl BenchNode {
+    /// Starts a node on a free loopback port that joins `seeds` (none: it forms a cluster of
+    /// its own), with `roles`.
+    async fn start(seeds: Vec<Address>, roles: &[&str]) -> anyhow::Result<BenchNode> {
+        let bind = Address::new("127.0.0.1", free_port()?);
+        BenchNode::start_at(bind, seeds, roles).await
+    }
+
+    async fn start_at(
+        bind: Address,
+        seeds: Vec<Address>,
+        roles: &[&str],
+    ) -> anyhow::Result<BenchNode> {
+        // As `shardik node` does; the recorder is process-wide, so a second call is a no-op.
+        let _ = Metrics::install();
+        let mut settings = Settings::load(None).context("invalid configuration")?;
+        settings.cluster.name = CLUSTER.to_string();
+        settings.cluster.roles = roles.iter().map(|r| r.to_string()).collect();
+        let seeds = if seeds.is_empty() {
+            vec![bind.clone()]
+        } else {
+            seeds
+        };
+        settings.cluster.seed_nodes = seeds.clone();
+        let mut running = node::start(NodeOptions {
+            bind: bind.clone(),
+            seeds,
+            membership: settings.membership_config(),
+            transport: node::transport_config(&settings.transport),
+            leave_timeout: Duration::from_secs(10),
+        })
+        .await
+        .with_context(|| format!("cannot start a node on {bind}"))?;
+        let (_, closed) = mpsc::channel(1);
+        let user_messages = std::mem::replace(&mut running.user_messages, closed);
+        let config = ShardingConfig::from_settings(&settings);
+        let sharding = Sharding::start(
+            running.handle.clone(),
+            running.self_node.clone(),
+            user_messages,
+            running.user_sender.clone(),
+            config.clone(),
+        );
+        Ok(BenchNode {
+            running,
+            sharding,
+            config,
+        })
+    }
+
+    /// Waits until this node is Up and sees `members` members Up.
+    async fn wait_up(&self, members: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = self.running.handle.snapshot();
+            let up = s
+                .members
+                .iter()
+                .filter(|m| m.status == MemberStatus::Up)
+                .count();
+            if s.self_status == Some(MemberStatus::Up) && up >= members {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the cluster did not reach {members} members Up within 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Registers `kind`.
+    fn init<P: Probe>(&self, kind: EntityKind<Tally<P>>) -> anyhow::Result<Region<P>> {
+        Ok(self.sharding.init(kind)?)
+    }
+}
+
+type Region<P> = EntityRegion<Tally<P>>;
+type Ref<P> = EntityRef<Tally<P>>;
+
+/// A proxy node joined to a peer process that hosts the entities.
+struct RemoteSetup {
+    peer: Peer,
+    node: BenchNode,
+}
+
+impl RemoteSetup {
+    /// Starts the peer (which counts `expect` tells) and a node without the host role that
+    /// joins it.
+    async fn start(expect: u64) -> anyhow::Result<RemoteSetup> {
+        let expect = expect.to_string();
+        let peer = Peer::start("bench-sharding-peer", &["--expect", &expect]).await?;
+        let node = BenchNode::start(vec![peer.addr.clone()], &[]).await?;
+        node.wait_up(2).await?;
+        Ok(RemoteSetup { peer, node })
+    }
+
+    /// The proxy of a kind that runs on the peer only.
+    fn proxy(&self, name: &str) -> anyhow::Result<Region<()>> {
+        self.node.init(tally_kind(name, ()).with_role(HOST_ROLE))
+    }
+}
+
+/// Runs the hidden `shardik bench-sharding-peer`.
+pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
+    exit_with_parent();
+    runtime()?.block_on(async move {
+        let node = BenchNode::start_at(args.bind.clone(), Vec::new(), &[HOST_ROLE]).await?;
+        node.wait_up(1).await?;
+        let progress = Progress::new(args.expect);
+        // The regions are kept: the peer serves remote traffic only, but a kind whose local
+        // handles are all gone is not what a node normally runs.
+        let _remote =
+            node.init(tally_kind(REMOTE_KIND, Arc::clone(&progress)).with_role(HOST_ROLE))?;
+        let _first = node.init(tally_kind(FIRST_KIND, ()).with_role(HOST_ROLE))?;
+        println!("READY");
+        if args.expect > 0 {
+            let last = progress.wait(Duration::MAX).await?;
+            let first = progress.first_ns.load(Ordering::Relaxed);
+            println!("DONE {} {first} {last}", args.expect);
+        }
+        // Serve until the parent goes away (exit_with_parent ends the process).
+        std::future::pending::<anyhow::Result<ExitCode>>().await
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+/// References to entities `<prefix>0 .. <prefix><n-1>`.
+fn entity_refs<P: Probe>(region: &Region<P>, prefix: &str, n: u64) -> Vec<Ref<P>> {
+    (0..n)
+        .map(|i| region.entity_ref(&format!("{prefix}{i}")))
+        .collect()
+}
+
+/// Asks every entity once (read only): creates them and allocates their shards.
+async fn activate<P: Probe>(refs: &[Ref<P>]) -> anyhow::Result<()> {
+    for r in refs {
+        r.ask(0, ASK_TIMEOUT)
+            .await
+            .with_context(|| format!("entity {} did not answer", r.id()))?;
+    }
+    Ok(())
+}
+
+/// Tells of a round-robin run of `messages` over `entities` that entity `k` gets.
+fn share(k: u64, entities: u64, messages: u64) -> u64 {
+    messages / entities + u64::from(k < messages % entities)
+}
+
+/// Checks that every entity handled exactly its share of the round-robin tells.
+async fn verify_shares<P: Probe>(refs: &[Ref<P>], messages: u64) -> anyhow::Result<()> {
+    let n = refs.len() as u64;
+    for (k, r) in refs.iter().enumerate() {
+        let value = r.ask(0, ASK_TIMEOUT).await?;
+        let want = share(k as u64, n, messages);
+        if value != want {
+            bail!("entity {} handled {value} tells, expected {want}", r.id());
+        }
+    }
+    Ok(())
+}
+
+/// Sends `messages` one after the other: `send(i)` returns false when a bounded queue is full,
+/// and is then retried after yielding. Returns the number of retries.
+async fn produce(
+    messages: u64,
+    mut send: impl FnMut(u64) -> anyhow::Result<bool>,
+) -> anyhow::Result<u64> {
+    let mut retries = 0;
+    for i in 0..messages {
+        while !send(i)? {
+            retries += 1;
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(retries)
+}
+
+/// Sends `messages` one after the other, each waiting for room in its queue.
+async fn produce_waiting<F: Future<Output = anyhow::Result<()>>>(
+    messages: u64,
+    mut send: impl FnMut(u64) -> F,
+) -> anyhow::Result<u64> {
+    for i in 0..messages {
+        send(i).await?;
+    }
+    Ok(0)
+}
+
+/// A `tell` as [`produce`] wants it: false when the region's queue is full.
+fn tell<P: Probe>(r: &Ref<P>, add: u64) -> anyhow::Result<bool> {
+    match r.tell(add) {
+        Ok(()) => Ok(true),
+        Err(ShardingError::BufferFull) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Tells `messages` round-robin to `refs` from one spawned producer task; returns the refs,
+/// the unix time (ns) of the first tell, how long sending took and the retries.
+async fn tell_round_robin<P: Probe>(
+    refs: Vec<Ref<P>>,
+    messages: u64,
+    mode: SendMode,
+) -> anyhow::Result<(Vec<Ref<P>>, u64, Duration, u64)> {
+    let producer = tokio::spawn(async move {
+        let n = refs.len() as u64;
+        let pick = |i: u64| &refs[(i % n) as usize];
+        let first = unix_ns();
+        let started = Instant::now();
+        let retries = match mode {
+            SendMode::Retry => produce(messages, |i| tell(pick(i), 1)).await?,
+            SendMode::Wait => {
+                produce_waiting(messages, |i| async move { Ok(pick(i).tell_wait(1).await?) })
+                    .await?
+            }
+        };
+        anyhow::Ok((refs, first, started.elapsed(), retries))
+    });
+    producer.await?
+}
+
+/// The one-minute load average (from `/proc/loadavg`), recorded with each result.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).
+fn rss_bytes() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("no VmRSS in /proc/self/status")?;
+    Ok(kb * 1024)
+}
+
+/// Sorted latency samples (ns) summarised in microseconds.
+fn summary(sorted: &[u64]) -> serde_json::Value {
+    json!({
+        "samples": sorted.len(),
+        "p50_us": quantile_us(sorted, 0.5),
+        "p99_us": quantile_us(sorted, 0.99),
+        "p999_us": quantile_us(sorted, 0.999),
+        "max_us": quantile_us(sorted, 1.0),
+    })
+}
+
+fn sorted(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v
+}
+
+/// Prints `value` as one JSON object, or `line` as text.
+fn report(json: bool, value: serde_json::Value, line: String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{line}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `local`
+
+async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
+    if a.entities == 0 || a.messages == 0 {
+        bail!("--entities and --messages must be positive");
+    }
+    let load = load_average();
+    let node = BenchNode::start(Vec::new(), &[]).await?;
+    node.wait_up(1).await?;
+    let sharding = sharding_local(&node, &a).await?;
+    let raw = raw_local(&a, node.config.region.buffer_size.max(1)).await?;
+    let ratio = sharding.per_second() / raw.per_second();
+    let value = json!({
+        "benchmark": "sharding-local",
+        "runtime": a.common.runtime,
+        "send": a.send.name(),
+        "entities": a.entities,
+        "messages": a.messages,
+        "sharding_msgs_per_s": sharding.per_second(),
+        "sharding_elapsed_s": sharding.elapsed.as_secs_f64(),
+        "sharding_send_s": sharding.send_time.as_secs_f64(),
+        "sharding_buffer_full_retries": sharding.retries,
+        "raw_msgs_per_s": raw.per_second(),
+        "raw_elapsed_s": raw.elapsed.as_secs_f64(),
+        "raw_full_retries": raw.retries,
+        "ratio_to_raw": ratio,
+        "verified": true,
+        "load1_before": load,
+    });
+    let line = format!(
+        "sharding local ({}, {}): {} tells to {} entities: sharding {:.0} msgs/s ({} BufferFull retries), raw tokio {:.0} msgs/s, ratio {ratio:.3} (load {load:.2})",
+        a.common.runtime,
+        a.send.name(),
+        a.messages,
+        a.entities,
+        sharding.per_second(),
+        sharding.retries,
+        raw.per_second(),
+    );
+    report(a.common.json, value, line);
+    Ok(())
+}
+
+/// Tells through sharding to active entities on `node`; every entity's count is checked.
+async fn sharding_local(node: &BenchNode, a: &LocalArgs) -> anyhow::Result<Throughput> {
+    let progress = Progress::new(a.messages);
+    let region = node.init(tally_kind(LOCAL_KIND, Arc::clone(&progress)))?;
+    let refs = entity_refs(&region, "e", a.entities);
+    activate(&refs).await?;
+    let (refs, first, send_time, retries) = tell_round_robin(refs, a.messages, a.send).await?;
+    let last = progress.wait(DONE_LIMIT).await?;
+    verify_shares(&refs, a.messages).await?;
+    Ok(Throughput {
+        sent: a.messages,
+        received: a.messages,
+        elapsed: Duration::from_nanos(last.saturating_sub(first)),
+        send_time,
+        retries,
+    })
+}
+
+/// The same work without sharding: (entity id, command) through a bounded channel of the
+/// region's capacity into one task that keeps the states in a `HashMap`.
+async fn raw_local(a: &LocalArgs, capacity: usize) -> anyhow::Result<Throughput> {
+    let ids: Vec<Arc<str>> = (0..a.entities)
+        .map(|i| Arc::from(format!("e{i}")))
+        .collect();
+    let (tx, rx) = mpsc::channel::<(Arc<str>, u64)>(capacity);
+    let progress = Progress::new(a.messages);
+    let consumer = tokio::spawn(raw_consumer(rx, Arc::clone(&progress)));
+    for id in &ids {
+        tx.send((Arc::clone(id), 0)).await?;
+    }
+    let (messages, mode) = (a.messages, a.send);
+    let producer = tokio::spawn(async move {
+        let n = ids.len() as u64;
+        let pick = |i: u64| (Arc::clone(&ids[(i % n) as usize]), 1);
+        let first = unix_ns();
+        let started = Instant::now();
+        let retries = match mode {
+            SendMode::Retry => {
+                produce(messages, |i| match tx.try_send(pick(i)) {
+                    Ok(()) => Ok(true),
+                    Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
+                    Err(mpsc::error::TrySendError::Closed(_)) => bail!("the consumer stopped"),
+                })
+                .await?
+            }
+            SendMode::Wait => {
+                let tx = &tx;
+                produce_waiting(messages, |i| async move {
+                    tx.send(pick(i)).await.context("the consumer stopped")
+                })
+                .await?
+            }
+        };
+        anyhow::Ok((ids, first, started.elapsed(), retries))
+    });
+    let (ids, first, send_time, retries) = producer.await??;
+    let last = progress.wait(DONE_LIMIT).await?;
+    let states = consumer.await?;
+    for (k, id) in ids.iter().enumerate() {
+        let want = share(k as u64, ids.len() as u64, a.messages);
+        if states.get(id) != Some(&want) {
+            bail!(
+                "raw baseline: {id} counted {:?}, expected {want}",
+                states.get(id)
+            );
+        }
+    }
+    Ok(Throughput {
+        sent: a.messages,
+        received: a.messages,
+        elapsed: Duration::from_nanos(last.saturating_sub(first)),
+        send_time,
+        retries,
+    })
+}
+
+async fn raw_consumer(
+    mut rx: mpsc::Receiver<(Arc<str>, u64)>,
+    progress: Arc<Progress>,
+) -> HashMap<Arc<str>, u64> {
+    let mut states: HashMap<Arc<str>, u64> = HashMap::new();
+    let mut batch = Vec::with_capacity(RAW_BATCH);
+    while rx.recv_many(&mut batch, RAW_BATCH).await > 0 {
+        for (id, add) in batch.drain(..) {
+            *states.entry(id).or_insert(0) += add;
+            if add > 0 {
+                progress.hit();
+            }
+        }
+    }
+    states
+}
+
+// ---------------------------------------------------------------------------------------------
+// `remote`
+
+async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
+    if a.entities == 0 || a.messages == 0 || a.rate == 0 || a.duration_s == 0 {
+        bail!("--entities, --messages, --rate and --duration-s must be positive");
+    }
+    let load = load_average();
+    let mut setup = RemoteSetup::start(a.messages).await?;
+    let region = setup.proxy(REMOTE_KIND)?;
+    let refs = entity_refs(&region, "e", a.entities);
+    activate(&refs).await?;
+
+    let (refs, first, send_time, retries) = tell_round_robin(refs, a.messages, a.send).await?;
+    let (count, _, last) = setup.peer.done().await?;
+    let elapsed = Duration::from_nanos(last.saturating_sub(first));
+    let tells = Throughput {
+        sent: a.messages,
+        received: count,
+        elapsed,
+        send_time,
+        retries,
+    };
+    verify_shares(&refs, a.messages).await?;
+
+    let asks = ask_latency(refs, a.rate, Duration::from_secs(a.duration_s)).await?;
+    setup.peer.stop().await;
+    let (ask, from_send) = (sorted(asks.ask_ns), sorted(asks.from_send_ns));
+    let value = json!({
+        "benchmark": "sharding-remote",
+        "runtime": a.common.runtime,
+        "send": a.send.name(),
+        "entities": a.entities,
+        "messages": a.messages,
+        "tell_msgs_per_s": tells.per_second(),
+        "tell_elapsed_s": tells.elapsed.as_secs_f64(),
+        "tell_send_s": tells.send_time.as_secs_f64(),
+        "tell_buffer_full_retries": tells.retries,
+        "ask_rate": a.rate,
+        "ask_duration_s": a.duration_s,
+        "asks_sent": asks.sent,
+        "asks_failed": asks.failed,
+        "asks_late": asks.late,
+        "late_threshold_ms": LATE.as_millis() as u64,
+        "ask": summary(&ask),
+        "ask_from_send": summary(&from_send),
+        "verified": true,
+        "load1_before": load,
+    });
+    let line = format!(
+        "sharding remote ({}, {}): tell {:.0} msgs/s ({} retries); ask at {}/s: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs (from the open-loop send, incl. task spawn: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs), {} failed, {} late (load {load:.2})",
+        a.common.runtime,
+        a.send.name(),
+        tells.per_second(),
+        tells.retries,
+        a.rate,
+        quantile_us(&ask, 0.5),
+        quantile_us(&ask, 0.99),
+        quantile_us(&ask, 0.999),
+        quantile_us(&from_send, 0.5),
+        quantile_us(&from_send, 0.99),
+        quantile_us(&from_send, 0.999),
+        asks.failed,
+        asks.late,
+    );
+    report(a.common.json, value, line);
+    Ok(())
+}
+
+/// Asks at a fixed rate.
+struct AskLatency {
+    sent: u64,
+    failed: u64,
+    late: u64,
+    /// From the `ask` call to its answer, ns.
+    ask_ns: Vec<u64>,
+    /// From the open-loop sender's send time (before the task that asks is spawned), ns.
+    from_send_ns: Vec<u64>,
+}
+
+/// Asks (reads) round-robin over `refs` at `rate` per second for `duration`, in an open loop:
+/// the sending thread spawns one task per ask at its slot, whatever earlier asks are doing.
+async fn ask_latency<P: Probe>(
+    refs: Vec<Ref<P>>,
+    rate: u64,
+    duration: Duration,
+) -> anyhow::Result<AskLatency> {
+    let epoch = Instant::now();
+    let handle = tokio::runtime::Handle::current();
+    let (sent, late, tasks) = tokio::task::spawn_blocking(move || {
+        let n = refs.len() as u64;
+        let mut tasks = Vec::new();
+        let (sent, late, _) = open_loop(rate, duration, epoch, |seq, sent_ns| {
+            let r = refs[(seq % n) as usize].clone();
+            tasks.push(handle.spawn(async move {
+                let asked = Instant::now();
+                let answered = r.ask(0, ASK_TIMEOUT).await.is_ok();
+                let end = Instant::now();
+                let from_send = ((end - epoch).as_nanos() as u64).saturating_sub(sent_ns);
+                answered.then(|| ((end - asked).as_nanos() as u64, from_send))
+            }));
+        });
+        (sent, late, tasks)
+    })
+    .await?;
+    let mut out = AskLatency {
+        sent,
+        failed: 0,
+        late,
+        ask_ns: Vec::with_capacity(tasks.len()),
+        from_send_ns: Vec::with_capacity(tasks.len()),
+    };
+    for t in tasks {
+        match t.await? {
+            Some((ask, from_send)) => {
+                out.ask_ns.push(ask);
+                out.from_send_ns.push(from_send);
+            }
+            None => out.failed += 1,
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// `memory`
+
+async fn memory_bench(a: MemoryArgs) -> anyhow::Result<()> {
+    if a.entities == 0 {
+        bail!("--entities must be positive");
+    }
+    let load = load_average();
+    let node = BenchNode::start(Vec::new(), &[]).await?;
+    node.wait_up(1).await?;
+    let region = node.init(tally_kind(MEMORY_KIND, ()))?;
+    // Warm every shard with one entity, so that only entities are created below.
+    let shards = node.config.number_of_shards as usize;
+    let warm: Vec<Ref<()>> = ids_in_distinct_shards(&region, "w", shards, &BTreeSet::new())?
+        .iter()
+        .map(|id| region.entity_ref(id))
+        .collect();
+    activate(&warm).await?;
+    let expected = a.entities as usize + warm.len();
+    drop(warm);
+    settle().await;
+    let before = rss_bytes()?;
+
+    let started = Instant::now();
+    let entities = a.entities;
+    let creator = region.clone();
+    let retries = tokio::spawn(async move {
+        produce(entities, |i| tell(&creator.entity_ref(&format!("m{i}")), 1)).await
+    })
+    .await??;
+    // Commands of one sender are handled in order: once the last entity answers, every
+    // entity exists.
+    region
+        .entity_ref(&format!("m{}", a.entities - 1))
+        .ask(0, ASK_TIMEOUT)
+        .await?;
+    let creation = started.elapsed();
+    let live = wait_entities(&node.sharding, expected).await?;
+    settle().await;
+    let after = rss_bytes()?;
+
+    let per_entity = after.saturating_sub(before) as f64 / a.entities as f64;
+    let rate = a.entities as f64 / creation.as_secs_f64();
+    let value = json!({
+        "benchmark": "sharding-memory",
+        "runtime": a.common.runtime,
+        "entities": a.entities,
+        "live_entities": live,
+        "shards": shards,
+        "rss_before_bytes": before,
+        "rss_after_bytes": after,
+        "bytes_per_entity": per_entity,
+        "creation_s": creation.as_secs_f64(),
+        "entities_per_s": rate,
+        "buffer_full_retries": retries,
+        "load1_before": load,
+    });
+    let line = format!(
+        "sharding memory ({}): {} entities in {shards} warm shards: {per_entity:.1} bytes per entity (RSS {:.1} -> {:.1} MB), created at {rate:.0} entities/s ({retries} retries) (load {load:.2})",
+        a.common.runtime,
+        a.entities,
+        before as f64 / 1e6,
+        after as f64 / 1e6,
+    );
+    report(a.common.json, value, line);
+    Ok(())
+}
+
+/// Lets finished work settle (freed buffers, idle handlers) before reading RSS.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Waits until `sharding` reports `expected` live entities of the memory kind.
+async fn wait_entities(sharding: &Sharding, expected: usize) -> anyhow::Result<usize> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let live: usize = sharding
+            .region_stats(MEMORY_KIND, Duration::from_secs(10))
+            .await
+            .context("the memory kind did not report its statistics")?
+            .iter()
+            .map(|(_, n)| n)
+            .sum();
+        if live >= expected {
+            return Ok(live);
+        }
+        if Instant::now() > deadline {
+            bail!("only {live} of {expected} entities alive after 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Entity ids `<prefix><i>`, one in each of `n` distinct shards none of which is in `exclude`.
+fn ids_in_distinct_shards<P: Probe>(
+    region: &Region<P>,
+    prefix: &str,
+    n: usize,
+    exclude: &BTreeSet<String>,
+) -> anyhow::Result<Vec<String>> {
+    let mut seen = BTreeSet::new();
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..10_000_000u64 {
+        if ids.len() == n {
+            return Ok(ids);
+        }
+        let id = format!("{prefix}{i}");
+        let shard = region.shard_of(&id).to_string();
+        if !exclude.contains(&shard) && seen.insert(shard) {
+            ids.push(id);
+        }
+    }
+    bail!("could not find {n} distinct shards (is --shards above number-of-shards?)")
+}
+
+// ---------------------------------------------------------------------------------------------
+// `first-message`
+
+async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
+    if a.shards == 0 {
+        bail!("--shards must be positive");
+    }
+    let load = load_average();
+    let (first, second) = if a.remote {
+        let setup = RemoteSetup::start(0).await?;
+        let region = setup.proxy(FIRST_KIND)?;
+        let samples = first_and_second(&region, a.shards).await?;
+        setup.peer.stop().await;
+        samples
+    } else {
+        let node = BenchNode::start(Vec::new(), &[]).await?;
+        node.wait_up(1).await?;
+        let region = node.init(tally_kind(FIRST_KIND, ()))?;
+        first_and_second(&region, a.shards).await?
+    };
+    let (first, second) = (sorted(first), sorted(second));
+    let place = if a.remote {
+        "proxy, remote coordinator"
+    } else {
+        "one node, local coordinator"
+    };
+    let value = json!({
+        "benchmark": "sharding-first-message",
+        "runtime": a.common.runtime,
+        "where": place,
+        "shards": a.shards,
+        "first": summary(&first),
+        "second": summary(&second),
+        "load1_before": load,
+    });
+    let line = format!(
+        "sharding first-message ({}, {place}): {} fresh shards: first ask p50 {:.1} / p99 {:.1} / max {:.1} µs; second ask to the same entity p50 {:.1} / p99 {:.1} µs (load {load:.2})",
+        a.common.runtime,
+        a.shards,
+        quantile_us(&first, 0.5),
+        quantile_us(&first, 0.99),
+        quantile_us(&first, 1.0),
+        quantile_us(&second, 0.5),
+        quantile_us(&second, 0.99),
+    );
+    report(a.common.json, value, line);
+    Ok(())
+}
+
+/// Asks one entity in each of `shards` fresh shards twice, one after the other: the first ask
+/// waits for the shard's allocation, the second finds it running. Round trips in ns.
+async fn first_and_second<P: Probe>(
+    region: &Region<P>,
+    shards: usize,
+) -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
+    // The region registers with its coordinator first; this ask waits for that, and its
+    // shard is left out of the measurement.
+    let warm = region.entity_ref("warm-up");
+    warm.ask(0, ASK_TIMEOUT).await?;
+    let exclude = BTreeSet::from([region.shard_of("warm-up").to_string()]);
+    let ids = ids_in_distinct_shards(region, "f", shards, &exclude)?;
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for id in ids {
+        let r = region.entity_ref(&id);
+        for samples in [&mut first, &mut second] {
+            let t = Instant::now();
+            r.ask(0, ASK_TIMEOUT).await?;
+            samples.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    Ok((first, second))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_messages() {
+        for (n, m) in [(1, 5), (3, 10), (1000, 5_000_000), (7, 3)] {
+            let total: u64 = (0..n).map(|k| share(k, n, m)).sum();
+            assert_eq!(total, m);
+        }
+    }
+
+    #[test]
+    fn a_plain_tally_is_one_u64() {
+        assert_eq!(std::mem::size_of::<Tally<()>>(), 8);
+    }
+}
