@@ -555,11 +555,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             // its next message (and the predecessor learns where to forward).
             if self.state.home(shard).is_none() {
                 let me = self.me.clone();
-                let before = out.len();
                 self.get_shard_home(now, &me, shard.clone(), view, out);
-                // Our own region learns the home from HostShard or from its own request; drop a
-                // ShardHome addressed to ourselves only if nothing else was sent.
-                let _ = before;
             }
         } else {
             self.graceful.remove(&h.from);

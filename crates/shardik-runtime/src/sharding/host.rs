@@ -167,21 +167,7 @@ impl<E: Entity> EntityHost<E> {
 
     /// Runs the strategies' periodic idle checks.
     pub fn interval_passed(&mut self, now_ms: u64) {
-        let shards: Vec<ShardId> = self.shards.keys().cloned().collect();
-        for shard in shards {
-            let mut out = std::mem::take(&mut self.passivate_buf);
-            if let Some(st) = self
-                .shards
-                .get_mut(&shard)
-                .and_then(|s| s.strategy.as_mut())
-            {
-                st.interval_passed(now_ms, &mut out);
-            }
-            for id in out.drain(..) {
-                self.stop_entity(&shard, &id);
-            }
-            self.passivate_buf = out;
-        }
+        self.ask_strategies(|st, out| st.interval_passed(now_ms, out));
     }
 
     /// A shard appeared or disappeared: every strategy's per-shard limit changes.
@@ -190,6 +176,11 @@ impl<E: Entity> EntityHost<E> {
             return;
         }
         let active = self.shards.len().max(1);
+        self.ask_strategies(|st, out| st.shards_updated(active, out));
+    }
+
+    /// Runs `f` on every shard's strategy and stops the entities it names.
+    fn ask_strategies(&mut self, mut f: impl FnMut(&mut Strategy<EntityId>, &mut Vec<EntityId>)) {
         let shards: Vec<ShardId> = self.shards.keys().cloned().collect();
         for shard in shards {
             let mut out = std::mem::take(&mut self.passivate_buf);
@@ -198,7 +189,7 @@ impl<E: Entity> EntityHost<E> {
                 .get_mut(&shard)
                 .and_then(|s| s.strategy.as_mut())
             {
-                st.shards_updated(active, &mut out);
+                f(st, &mut out);
             }
             for id in out.drain(..) {
                 self.stop_entity(&shard, &id);

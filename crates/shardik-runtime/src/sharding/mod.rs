@@ -300,17 +300,7 @@ impl Sharding {
     /// The state of this node's region of `kind` (shards and entity ids), or `None` if the
     /// kind is not registered here or did not answer within `timeout`.
     pub async fn region_state(&self, kind: &str, timeout: Duration) -> Option<RegionState> {
-        let control = self
-            .inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(kind)?
-            .control
-            .clone();
-        let (tx, rx) = oneshot::channel();
-        control.send(Control::State(tx)).await.ok()?;
-        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+        self.query(kind, Control::State, timeout).await
     }
 
     /// This node's region statistics of `kind`: each hosted shard with its live entity count,
@@ -320,6 +310,16 @@ impl Sharding {
         kind: &str,
         timeout: Duration,
     ) -> Option<Vec<(ShardId, usize)>> {
+        self.query(kind, Control::Stats, timeout).await
+    }
+
+    /// Asks `kind`'s task one question and waits at most `timeout` for the answer.
+    async fn query<T>(
+        &self,
+        kind: &str,
+        ask: impl FnOnce(oneshot::Sender<T>) -> Control,
+        timeout: Duration,
+    ) -> Option<T> {
         let control = self
             .inner
             .kinds
@@ -329,7 +329,7 @@ impl Sharding {
             .control
             .clone();
         let (tx, rx) = oneshot::channel();
-        control.send(Control::Stats(tx)).await.ok()?;
+        control.send(ask(tx)).await.ok()?;
         tokio::time::timeout(timeout, rx).await.ok()?.ok()
     }
 
