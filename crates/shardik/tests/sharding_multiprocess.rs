@@ -37,6 +37,35 @@ async fn counter_cluster(http: &reqwest::Client, prefix: &str, n: usize) -> Vec<
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
     let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
     wait_all_up(http, &mut refs, &expected).await;
+    // Every region must be known to the coordinator before the first counter is touched;
+    // otherwise shards allocated meanwhile all land on the regions that registered first and
+    // the tests' placement assumptions (every node hosts some counters) race registration.
+    let mgmt: Vec<String> = refs.iter().map(|n| n.spec.management.clone()).collect();
+    eventually(
+        "every region is registered with the coordinator",
+        BOUND,
+        &mut refs,
+        || {
+            let mgmt = &mgmt;
+            async move {
+                for m in mgmt {
+                    let v: Value = http
+                        .get(format!("http://{m}/cluster/shards/counter"))
+                        .send()
+                        .await
+                        .map_err(|e| format!("{m}: {e}"))?
+                        .json()
+                        .await
+                        .map_err(|e| format!("{m}: {e}"))?;
+                    if v["registered"] != Value::Bool(true) {
+                        return Err(format!("{m} not registered yet: {v}"));
+                    }
+                }
+                Ok(())
+            }
+        },
+    )
+    .await;
     nodes
 }
 
