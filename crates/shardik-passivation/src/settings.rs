@@ -54,6 +54,14 @@ pub enum DurationSetting {
 }
 
 impl DurationSetting {
+    /// The value as the user wrote it, for error messages.
+    pub fn as_written(&self) -> String {
+        match self {
+            DurationSetting::Millis(ms) => ms.to_string(),
+            DurationSetting::Text(t) => t.clone(),
+        }
+    }
+
     /// Parse; `Ok(None)` means "off".
     pub fn parse(&self, key: &str) -> Result<Option<Duration>, SettingsError> {
         match self {
@@ -637,6 +645,13 @@ fn positive(v: Option<f64>, key: &str) -> Result<f64, SettingsError> {
 
 fn resolve(c: &StrategyConfig, prefix: &str) -> Result<ResolvedStrategy, SettingsError> {
     let limit = match &c.active_entity_limit {
+        Some(LimitSetting::Limit(0)) => {
+            return Err(err(
+                &format!("{prefix}.active-entity-limit"),
+                0,
+                "expected at least 1 (or off): a limit of 0 would stop every entity at once",
+            ));
+        }
         Some(LimitSetting::Limit(n)) => Some(*n as usize),
         Some(LimitSetting::Text(t)) if is_off(t) => None,
         Some(LimitSetting::Text(t)) => {
@@ -656,7 +671,16 @@ fn resolve(c: &StrategyConfig, prefix: &str) -> Result<ResolvedStrategy, Setting
     let idle = match timeout {
         None => None,
         Some(t) if t.is_zero() => {
-            return Err(err(&tkey, "0", "idle timeout must be positive (or off)"));
+            let written = c
+                .idle_entity
+                .timeout
+                .as_ref()
+                .map(DurationSetting::as_written);
+            return Err(err(
+                &tkey,
+                written.unwrap_or_default(),
+                "idle timeout must be positive (or off)",
+            ));
         }
         Some(t) => {
             let ikey = format!("{prefix}.idle-entity.interval");

@@ -24,6 +24,7 @@ use shardik_core::membership::phi::PhiAccrualConfig;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
 use shardik_core::sharding::AllocationSettings;
+use shardik_passivation::ResolvedStrategy;
 
 use crate::logging::LogFormat;
 
@@ -96,6 +97,19 @@ pub enum ConfigError {
         /// The full dotted key path.
         key: String,
         /// The provider that was being read, if known.
+        origin: Option<String>,
+    },
+    /// A value the type allows but the setting does not (the passivation settings explain
+    /// their refusals in a sentence rather than as an expectation).
+    #[error("`{key}` = `{value}`: {reason}{}", set_in(origin))]
+    Refused {
+        /// The full dotted key path.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// Why it is refused and what would be accepted.
+        reason: String,
+        /// Where the key was set, if known.
         origin: Option<String>,
     },
     /// Any other problem reported while merging the layers.
@@ -427,8 +441,11 @@ pub struct ShardingSettings {
     pub handoff_mode: HandOffModeSetting,
     /// `least-shard-allocation-strategy.*`.
     pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
-    /// `passivation.*`.
-    pub passivation: ShardingPassivationSettings,
+    /// `passivation.*`: the strategy that stops entities automatically. The keys, their
+    /// merging over built-in blocks and their validation are those of
+    /// [`shardik_passivation::PassivationSettings`]; [`Settings::validate`] resolves them, so
+    /// a loaded configuration always names a valid strategy.
+    pub passivation: shardik_passivation::PassivationSettings,
     /// `healthcheck.*`.
     pub healthcheck: ShardingHealthCheckSettings,
 }
@@ -443,6 +460,13 @@ impl ShardingSettings {
             rebalance_threshold: a.rebalance_threshold,
             max_simultaneous_rebalance: a.max_simultaneous_rebalance,
         }
+    }
+
+    /// The passivation strategy that `passivation.strategy` selects, resolved (blocks merged,
+    /// values checked). Errors name the full key, e.g.
+    /// `cluster.sharding.passivation.default-strategy.active-entity-limit`.
+    pub fn passivation_strategy(&self) -> Result<ResolvedStrategy, ConfigError> {
+        self.passivation.validate().map_err(passivation_error)
     }
 
     /// The role that hosts shards, or `None` when every node does (`role = ""`).
@@ -490,68 +514,6 @@ pub struct LeastShardAllocationStrategySettings {
     /// `max-simultaneous-rebalance` (threshold algorithm only): most shards moving at once; at
     /// least 1.
     pub max_simultaneous_rebalance: u32,
-}
-
-/// `cluster.sharding.passivation.strategy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PassivationStrategySetting {
-    /// `default-idle-strategy` (default): stop entities idle for longer than
-    /// `default-idle-strategy.idle-entity.timeout`.
-    DefaultIdleStrategy,
-    /// `none` (or `off`): entities are only stopped when they ask to be.
-    #[serde(alias = "off")]
-    None,
-}
-
-impl PassivationStrategySetting {
-    /// The configuration spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PassivationStrategySetting::DefaultIdleStrategy => "default-idle-strategy",
-            PassivationStrategySetting::None => "none",
-        }
-    }
-}
-
-/// `cluster.sharding.passivation.*`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ShardingPassivationSettings {
-    /// `strategy`.
-    pub strategy: PassivationStrategySetting,
-    /// `default-idle-strategy.*`.
-    pub default_idle_strategy: DefaultIdleStrategySettings,
-}
-
-impl ShardingPassivationSettings {
-    /// How long an entity may stay idle before it is passivated, or `None` when the strategy
-    /// does not passivate idle entities.
-    pub fn idle_timeout(&self) -> Option<Duration> {
-        match self.strategy {
-            PassivationStrategySetting::DefaultIdleStrategy => {
-                Some(self.default_idle_strategy.idle_entity.timeout)
-            }
-            PassivationStrategySetting::None => None,
-        }
-    }
-}
-
-/// `cluster.sharding.passivation.default-idle-strategy.*`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct DefaultIdleStrategySettings {
-    /// `idle-entity.*`.
-    pub idle_entity: IdleEntitySettings,
-}
-
-/// `cluster.sharding.passivation.default-idle-strategy.idle-entity.*`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct IdleEntitySettings {
-    /// `timeout`: an entity that received no message for this long is passivated.
-    #[serde(deserialize_with = "de_duration")]
-    pub timeout: Duration,
 }
 
 /// `cluster.sharding.healthcheck.*`: the sharding part of the readiness check.
@@ -882,9 +844,12 @@ impl Provider for EnvVar {
 }
 
 fn finish(figment: &Figment) -> Result<Settings, ConfigError> {
+    check_passivation_names(figment)?;
     let settings: Settings = figment.extract().map_err(|e| convert_error(figment, e))?;
     settings.validate().map_err(|mut e| {
-        if let ConfigError::InvalidValue { key, origin, .. } = &mut e {
+        if let ConfigError::InvalidValue { key, origin, .. }
+        | ConfigError::Refused { key, origin, .. } = &mut e
+        {
             *origin = figment.find_metadata(key).map(describe_origin);
         }
         e
@@ -1073,10 +1038,6 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
             s.coordinator_failure_backoff,
         ),
         (
-            "cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout",
-            s.passivation.default_idle_strategy.idle_entity.timeout,
-        ),
-        (
             "cluster.sharding.healthcheck.timeout",
             s.healthcheck.timeout,
         ),
@@ -1116,6 +1077,7 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
             ));
         }
     }
+    validate_passivation(s)?;
     if s.healthcheck.names.iter().any(|n| n.trim().is_empty()) {
         return Err(invalid(
             "cluster.sharding.healthcheck.names",
@@ -1124,6 +1086,80 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+fn passivation_error(e: shardik_passivation::SettingsError) -> ConfigError {
+    ConfigError::Refused {
+        key: format!("cluster.sharding.{}", e.key),
+        value: e.value,
+        reason: e.reason,
+        origin: None,
+    }
+}
+
+/// Key names directly under `cluster.sharding.passivation` that are not strategy blocks.
+const PASSIVATION_KEYS: &[&str] = &["strategy", "default-idle-strategy", "default-strategy"];
+
+/// Any table under `cluster.sharding.passivation` other than the built-in ones is a custom
+/// strategy block (as in the reference), so serde cannot refuse unknown keys there. Check the
+/// names before extraction: a misspelt built-in name would otherwise become an unused block,
+/// and a misspelt `strategy` a confusing type error about the whole table.
+fn check_passivation_names(figment: &Figment) -> Result<(), ConfigError> {
+    const PATH: &str = "cluster.sharding.passivation";
+    let Ok(Value::Dict(_, dict)) = figment.find_value(PATH) else {
+        return Ok(());
+    };
+    for (name, value) in &dict {
+        if PASSIVATION_KEYS.contains(&name.as_str()) {
+            continue;
+        }
+        let meant = closest(name, PASSIVATION_KEYS);
+        if meant.is_some() || !matches!(value, Value::Dict(..)) {
+            let key = format!("{PATH}.{name}");
+            return Err(ConfigError::UnknownKey {
+                origin: figment.find_metadata(&key).map(describe_origin),
+                suggestion: meant.map(|m| format!("{PATH}.{m}")),
+                key,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn validate_passivation(s: &ShardingSettings) -> Result<(), ConfigError> {
+    let p = &s.passivation;
+    // The passivation crate reads a bare number as milliseconds; every other duration of the
+    // node configuration refuses a number without a unit, and so does this one.
+    let blocks = [
+        ("default-idle-strategy", &p.default_idle_strategy),
+        ("default-strategy", &p.default_strategy),
+    ];
+    let custom = p.custom.iter().map(|(k, v)| (k.as_str(), v));
+    for (name, block) in blocks.into_iter().chain(custom) {
+        let idle = &block.idle_entity;
+        for (leaf, value) in [("timeout", &idle.timeout), ("interval", &idle.interval)] {
+            if let Some(shardik_passivation::DurationSetting::Millis(ms)) = value {
+                return Err(invalid(
+                    &format!("cluster.sharding.passivation.{name}.idle-entity.{leaf}"),
+                    ms,
+                    &format!("{DURATION_EXPECTED}, or `off`"),
+                ));
+            }
+        }
+    }
+    // Check every block, not only the selected one, so that a mistake surfaces when it is
+    // made rather than on the day someone switches strategies.
+    for name in PASSIVATION_KEYS[1..]
+        .iter()
+        .copied()
+        .chain(p.custom.keys().map(String::as_str))
+    {
+        p.clone()
+            .with_strategy(name)
+            .validate()
+            .map_err(passivation_error)?;
+    }
+    s.passivation_strategy().map(|_| ())
 }
 
 impl Settings {
@@ -1605,6 +1641,7 @@ mod tests {
         Command, Effect, Input, Membership, Message, ShutdownReason, UniqueAddress,
     };
     use shardik_core::time::Instant;
+    use shardik_passivation::{IdleCheck, PassivationSettings, ReplacementPolicy};
 
     #[test]
     fn env_var_names_map_to_keys_and_back() {
@@ -1667,17 +1704,23 @@ mod tests {
         // Our documented difference (new algorithm by default) lives in the core's defaults;
         // the reference file must agree with them.
         assert_eq!(sh.allocation_settings(), AllocationSettings::default());
+        assert_eq!(sh.passivation.strategy, "default-idle-strategy");
         assert_eq!(
-            sh.passivation.strategy,
-            PassivationStrategySetting::DefaultIdleStrategy
+            sh.passivation_strategy().unwrap(),
+            ResolvedStrategy::Idle(IdleCheck::new(Duration::from_secs(120)))
         );
+        // The documented default-strategy block resolves to the reference's recommended
+        // composite strategy, exactly as the passivation crate's built-in block does.
         assert_eq!(
-            sh.passivation.default_idle_strategy.idle_entity.timeout,
-            Duration::from_secs(120)
-        );
-        assert_eq!(
-            sh.passivation.idle_timeout(),
-            Some(Duration::from_secs(120))
+            sh.passivation
+                .clone()
+                .with_strategy("default-strategy")
+                .validate()
+                .unwrap(),
+            PassivationSettings::default()
+                .with_strategy("default-strategy")
+                .validate()
+                .unwrap()
         );
         assert!(sh.healthcheck.names.is_empty());
         assert_eq!(sh.healthcheck.timeout, Duration::from_secs(5));
@@ -1767,8 +1810,10 @@ names = ["counter", "cart"]
                 max_simultaneous_rebalance: 5,
             }
         );
-        assert_eq!(sh.passivation.strategy, PassivationStrategySetting::None);
-        assert_eq!(sh.passivation.idle_timeout(), None);
+        assert_eq!(
+            sh.passivation_strategy().unwrap(),
+            ResolvedStrategy::Disabled
+        );
         assert_eq!(sh.healthcheck.names, ["counter", "cart"]);
         assert_eq!(
             s.cluster.effective_down_removal_margin(),
@@ -1784,8 +1829,109 @@ names = ["counter", "cart"]
         let s =
             Settings::from_toml_str("[cluster.sharding.passivation]\nstrategy = \"off\"").unwrap();
         assert_eq!(
-            s.cluster.sharding.passivation.strategy,
-            PassivationStrategySetting::None
+            s.cluster.sharding.passivation_strategy().unwrap(),
+            ResolvedStrategy::Disabled
+        );
+    }
+
+    #[test]
+    fn passivation_strategies_are_chosen_and_tuned_by_key() {
+        // The recommended limit-based strategy, with a smaller limit and an idle timeout.
+        let s = Settings::from_toml_str(
+            r#"
+[cluster.sharding.passivation]
+strategy = "default-strategy"
+[cluster.sharding.passivation.default-strategy]
+active-entity-limit = 5000
+[cluster.sharding.passivation.default-strategy.idle-entity]
+timeout = "10m"
+"#,
+        )
+        .unwrap();
+        match s.cluster.sharding.passivation_strategy().unwrap() {
+            ResolvedStrategy::Composite {
+                per_region_limit,
+                settings,
+                idle,
+            } => {
+                assert_eq!(per_region_limit, 5000);
+                assert_eq!(
+                    settings.main,
+                    ReplacementPolicy::SegmentedLeastRecentlyUsed(vec![0.2, 0.8])
+                );
+                assert!(settings.optimizer.is_some(), "hill climbing stays on");
+                assert_eq!(idle, Some(IdleCheck::new(Duration::from_secs(600))));
+            }
+            other => panic!("expected the composite strategy, got {other:?}"),
+        }
+        // A custom block: plain LFU with dynamic aging and a limit of 300.
+        let s = Settings::from_toml_str(
+            r#"
+[cluster.sharding.passivation]
+strategy = "lfuda-300"
+[cluster.sharding.passivation.lfuda-300]
+active-entity-limit = 300
+replacement.policy = "least-frequently-used"
+replacement.least-frequently-used.dynamic-aging = true
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.cluster.sharding.passivation_strategy().unwrap(),
+            ResolvedStrategy::Limit {
+                per_region_limit: 300,
+                policy: ReplacementPolicy::LeastFrequentlyUsed {
+                    dynamic_aging: true
+                },
+                idle: None,
+            }
+        );
+        // S4LRU from the environment alone.
+        let vars = env(&[
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__STRATEGY",
+                "default-strategy",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__ACTIVE_ENTITY_LIMIT",
+                "40",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__ADMISSION__WINDOW__POLICY",
+                "off",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__ADMISSION__FILTER",
+                "off",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__REPLACEMENT__LEAST_RECENTLY_USED__SEGMENTED__LEVELS",
+                "4",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__REPLACEMENT__LEAST_RECENTLY_USED__SEGMENTED__PROPORTIONS",
+                "[0.25, 0.25, 0.25, 0.25]",
+            ),
+        ]);
+        let s = Settings::load_with_env(None, &vars).unwrap();
+        assert_eq!(
+            s.cluster.sharding.passivation_strategy().unwrap(),
+            ResolvedStrategy::Limit {
+                per_region_limit: 40,
+                policy: ReplacementPolicy::SegmentedLeastRecentlyUsed(vec![0.25; 4]),
+                idle: None,
+            }
+        );
+        // The idle strategy's check interval is a key of its own.
+        let s = Settings::from_toml_str(
+            "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ninterval = \"1s\"",
+        )
+        .unwrap();
+        let mut check = IdleCheck::new(Duration::from_secs(120));
+        check.interval_ms = 1000;
+        assert_eq!(
+            s.cluster.sharding.passivation_strategy().unwrap(),
+            ResolvedStrategy::Idle(check)
         );
     }
 
@@ -1818,7 +1964,10 @@ names = ["counter", "cart"]
             sh.least_shard_allocation_strategy.rebalance_relative_limit,
             0.5
         );
-        assert_eq!(sh.passivation.idle_timeout(), Some(Duration::from_secs(30)));
+        assert_eq!(
+            sh.passivation_strategy().unwrap(),
+            ResolvedStrategy::Idle(IdleCheck::new(Duration::from_secs(30)))
+        );
         assert_eq!(sh.healthcheck.names, ["counter", "cart"]);
         assert_eq!(s.cluster.down_removal_margin, Some(Duration::from_secs(15)));
         assert_eq!(
@@ -1882,12 +2031,30 @@ names = ["counter", "cart"]
             (
                 "[cluster.sharding.passivation]\nstrategy = \"lru\"",
                 "`cluster.sharding.passivation.strategy` = `lru`",
-                "`default-idle-strategy`, `none`",
+                "expected default-idle-strategy, default-strategy, none, or a custom block",
             ),
             (
                 "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ntimeout = \"0s\"",
                 "`cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout` = `0s`",
-                "greater than zero",
+                "must be positive",
+            ),
+            (
+                "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ntimeout = 120",
+                "`cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout` = `120`",
+                "like `1s`",
+            ),
+            (
+                // Refused even while another strategy is selected.
+                "[cluster.sharding.passivation.default-strategy]\nactive-entity-limit = 0",
+                "`cluster.sharding.passivation.default-strategy.active-entity-limit` = `0`",
+                "at least 1",
+            ),
+            (
+                "[cluster.sharding.passivation]\nstrategy = \"default-strategy\"\n\
+                 [cluster.sharding.passivation.default-strategy.replacement.least-recently-used.segmented]\n\
+                 levels = 4",
+                "`cluster.sharding.passivation.default-strategy.replacement.least-recently-used.segmented.proportions`",
+                "expected 4 proportions",
             ),
             (
                 "[cluster.sharding.healthcheck]\nnames = [\"counter\", \"\"]",
@@ -1913,7 +2080,10 @@ names = ["counter", "cart"]
         for (toml, head, allowed) in cases {
             let (e, text) = err_text(toml);
             assert!(
-                matches!(e, ConfigError::InvalidValue { .. }),
+                matches!(
+                    e,
+                    ConfigError::InvalidValue { .. } | ConfigError::Refused { .. }
+                ),
                 "{toml}: {e:?}"
             );
             assert!(text.starts_with(head), "{toml}: {text}");
@@ -1952,8 +2122,21 @@ names = ["counter", "cart"]
                 "cluster.sharding.least-shard-allocation-strategy.limit",
             ),
             (
-                "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\ninterval = \"1s\"",
-                "cluster.sharding.passivation.default-idle-strategy.idle-entity.interval",
+                "[cluster.sharding.passivation.default-idle-strategy.idle-entity]\nintreval = \"1s\"",
+                "cluster.sharding.passivation.default-idle-strategy.idle-entity.intreval",
+            ),
+            (
+                // Would otherwise be taken for a custom strategy block that nothing selects.
+                "[cluster.sharding.passivation.default-stratgy]\nactive-entity-limit = 10",
+                "cluster.sharding.passivation.default-stratgy",
+            ),
+            (
+                "[cluster.sharding.passivation]\nstratgy = \"default-strategy\"",
+                "cluster.sharding.passivation.stratgy",
+            ),
+            (
+                "[cluster.sharding.passivation.default-strategy]\nactive-entity-limt = 10",
+                "cluster.sharding.passivation.default-strategy.active-entity-limt",
             ),
             (
                 "[cluster.sharding.healthcheck]\nname = []",

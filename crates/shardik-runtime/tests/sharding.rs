@@ -180,6 +180,39 @@ async fn counters_answer_from_every_node_and_live_on_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_entity_limit_bounds_live_entities() {
     use shardik_passivation::{ReplacementPolicy, ResolvedStrategy};
+    active_entity_limit_bounds_live_entities(|limit| ResolvedStrategy::Limit {
+        per_region_limit: limit,
+        policy: ReplacementPolicy::LeastRecentlyUsed,
+        idle: None,
+    })
+    .await;
+}
+
+/// The same with the recommended composite strategy, whose admission filter often refuses a
+/// newcomer: the refused entity still answers its command, then stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_composite_strategy_bounds_live_entities() {
+    use shardik_passivation::PassivationSettings;
+    let base = PassivationSettings::default()
+        .with_strategy("default-strategy")
+        .validate()
+        .expect("the built-in default-strategy is valid");
+    active_entity_limit_bounds_live_entities(move |limit| match base.clone() {
+        shardik_passivation::ResolvedStrategy::Composite { settings, idle, .. } => {
+            shardik_passivation::ResolvedStrategy::Composite {
+                per_region_limit: limit,
+                settings,
+                idle,
+            }
+        }
+        other => panic!("default-strategy is composite, got {other:?}"),
+    })
+    .await;
+}
+
+async fn active_entity_limit_bounds_live_entities(
+    strategy: impl Fn(usize) -> shardik_passivation::ResolvedStrategy,
+) {
     let port = free_port();
     let node = start(port, port).await;
     wait_up(&[&node], 1).await;
@@ -188,11 +221,7 @@ async fn an_active_entity_limit_bounds_live_entities() {
         .sharding
         .init(
             shardik_runtime::sharding::EntityKind::new("limited", |_| Counter::default())
-                .with_passivation(ResolvedStrategy::Limit {
-                    per_region_limit: LIMIT,
-                    policy: ReplacementPolicy::LeastRecentlyUsed,
-                    idle: None,
-                }),
+                .with_passivation(strategy(LIMIT)),
         )
         .expect("kind registers");
     let mut most = 0;

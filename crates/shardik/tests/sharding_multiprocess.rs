@@ -18,10 +18,21 @@ const SHARDING_FAST: &[(&str, &str)] = &[
 ];
 
 async fn counter_cluster(http: &reqwest::Client, prefix: &str, n: usize) -> Vec<Node> {
+    counter_cluster_with(http, prefix, n, &[]).await
+}
+
+/// As [`counter_cluster`], with further configuration from environment variables.
+async fn counter_cluster_with(
+    http: &reqwest::Client,
+    prefix: &str,
+    n: usize,
+    extra: &[(&str, &str)],
+) -> Vec<Node> {
     let mut specs: Vec<NodeSpec> = (0..n)
         .map(|i| {
             SHARDING_FAST
                 .iter()
+                .chain(extra)
                 .fold(NodeSpec::new(&format!("{prefix}{i}"), &[]), |s, (k, v)| {
                     s.env(k, v)
                 })
@@ -296,4 +307,97 @@ async fn sigkill_rehomes_the_dead_nodes_counters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_off_then_exits_zero() {
     stop_one_and_check_rehoming("term", true).await;
+}
+
+/// Live counters per node, from each node's own region state.
+async fn live_counters(http: &reqwest::Client, mgmt: &[String]) -> Vec<usize> {
+    let mut live = Vec::new();
+    for m in mgmt {
+        let v: Value = http
+            .get(format!("http://{m}/cluster/shards/counter"))
+            .send()
+            .await
+            .expect("shards")
+            .json()
+            .await
+            .expect("json");
+        let n = v["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .map(|s| s["entityIds"].as_array().map_or(0, Vec::len))
+            .sum();
+        live.push(n);
+    }
+    live
+}
+
+/// The recommended limit-based strategy, chosen and sized through configuration alone, keeps
+/// each node near its active-entity limit while thousands of counters are touched, and every
+/// increment is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_entity_limit_from_configuration_bounds_each_node() {
+    const LIMIT: usize = 60;
+    const SHARDS: usize = 10;
+    let http = client();
+    let limit = LIMIT.to_string();
+    let shards = SHARDS.to_string();
+    let mut nodes = counter_cluster_with(
+        &http,
+        "limit",
+        2,
+        &[
+            ("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", &shards),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__STRATEGY",
+                "default-strategy",
+            ),
+            (
+                "SHARDIK_CLUSTER__SHARDING__PASSIVATION__DEFAULT_STRATEGY__ACTIVE_ENTITY_LIMIT",
+                &limit,
+            ),
+        ],
+    )
+    .await;
+    let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
+    let ids = ids(3000);
+    // Touch every counter once, alternating the node asked, then touch the first ones again
+    // (they were passivated, so they answer as fresh counters).
+    let mut most = vec![0; mgmt.len()];
+    for (i, id) in ids.iter().enumerate() {
+        let (value, _) = counter(&http, &mgmt[i % 2], id, true)
+            .await
+            .unwrap_or_else(|e| panic!("increment {i} unanswered: {e}\n{}", nodes[0].report()));
+        assert_eq!(value, 1, "{id} is touched for the first time");
+        if i % 250 == 249 {
+            for (m, n) in most.iter_mut().zip(live_counters(&http, &mgmt).await) {
+                *m = (*m).max(n);
+            }
+        }
+    }
+    let total_live: usize = live_counters(&http, &mgmt).await.iter().sum();
+    eprintln!("live counters per node, at most: {most:?}; at the end, in all: {total_live}");
+    // The limit is split evenly over each node's active shards (rounded down), and a shard
+    // may briefly hold one entity over its share while the one it displaces stops.
+    for (node, m) in most.iter().enumerate() {
+        assert!(
+            *m <= LIMIT + SHARDS,
+            "node {node} held {m} live counters, limit {LIMIT}: {most:?}"
+        );
+        assert!(
+            *m >= LIMIT / 2,
+            "node {node} used its limit, not far below it: {most:?}"
+        );
+    }
+    assert!(total_live < ids.len() / 10, "most counters were passivated");
+    let (value, _) = counter(&http, &mgmt[1], &ids[0], false)
+        .await
+        .expect("a passivated counter answers again");
+    assert_eq!(
+        value, 0,
+        "a passivated counter comes back as a new incarnation"
+    );
+    for n in &mut nodes {
+        assert!(n.exited().is_none(), "{}", n.report());
+    }
 }

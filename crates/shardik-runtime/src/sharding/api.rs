@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
+use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and
 /// living on exactly one node at a time.
@@ -147,21 +148,54 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         self
     }
 
-    /// Passivates entities idle for `timeout` (`None`: never), instead of the configured
-    /// `cluster.sharding.passivation` default.
+    /// Passivates entities idle for `timeout` (`None`: never idle-passivated). This replaces
+    /// the idle part of the strategy in force (the configured `cluster.sharding.passivation`
+    /// one, or [`with_passivation`](Self::with_passivation)'s) and keeps its limit, if any.
     pub fn with_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.idle_timeout = Some(timeout);
         self
     }
 
-    /// Passivates automatically with a limit-based strategy from `shardik-passivation` (LRU,
-    /// SLRU, LFU, the composite W-TinyLFU `default-strategy`, …; resolve one with
-    /// `PassivationSettings::validate`). Its per-region limit is split evenly over this
-    /// node's active shards of the kind, as in the reference. The idle timeout stays in force
-    /// unless turned off with [`with_idle_timeout`](Self::with_idle_timeout)`(None)`.
+    /// Passivates automatically with `strategy` instead of the configured
+    /// `cluster.sharding.passivation` one: a limit-based strategy from `shardik-passivation`
+    /// (LRU, SLRU, LFU, the composite W-TinyLFU `default-strategy`, …; resolve one with
+    /// `PassivationSettings::validate`), an idle timeout, or none. A limit is per region and
+    /// is split evenly over this node's active shards of the kind, as in the reference.
     pub fn with_passivation(mut self, strategy: shardik_passivation::ResolvedStrategy) -> Self {
         self.passivation = Some(strategy);
         self
+    }
+
+    /// The strategy this kind runs with, given the node's configured one.
+    pub(crate) fn effective_passivation(&self, configured: &ResolvedStrategy) -> ResolvedStrategy {
+        let strategy = self.passivation.as_ref().unwrap_or(configured).clone();
+        let Some(timeout) = self.idle_timeout else {
+            return strategy;
+        };
+        let check = timeout.map(IdleCheck::new);
+        match strategy {
+            ResolvedStrategy::Disabled | ResolvedStrategy::Idle(_) => {
+                check.map_or(ResolvedStrategy::Disabled, ResolvedStrategy::Idle)
+            }
+            ResolvedStrategy::Limit {
+                per_region_limit,
+                policy,
+                ..
+            } => ResolvedStrategy::Limit {
+                per_region_limit,
+                policy,
+                idle: check,
+            },
+            ResolvedStrategy::Composite {
+                per_region_limit,
+                settings,
+                ..
+            } => ResolvedStrategy::Composite {
+                per_region_limit,
+                settings,
+                idle: check,
+            },
+        }
     }
 
     /// Uses `codec` for commands and replies that cross the network.

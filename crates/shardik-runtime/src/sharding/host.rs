@@ -254,13 +254,18 @@ impl<E: Entity> EntityHost<E> {
             );
             self.shards_changed();
         }
+        // The strategy may name the touched entity itself (an admission filter refusing a
+        // newcomer, say): it still gets this command, and stops right after it.
+        let mut stop_after_delivery = false;
         if self.passivation.is_some() {
             let mut out = std::mem::take(&mut self.passivate_buf);
             if let Some(st) = self.shards.get_mut(shard).and_then(|s| s.strategy.as_mut()) {
                 st.entity_touched(id, now_ms, &mut out);
             }
             for victim in out.drain(..) {
-                if victim != *id {
+                if victim == *id {
+                    stop_after_delivery = true;
+                } else {
                     self.stop_entity(shard, &victim);
                 }
             }
@@ -294,6 +299,9 @@ impl<E: Entity> EntityHost<E> {
                 .get_or_insert_with(Default::default)
                 .push_back(Item::Job(job));
             self.queued += 1;
+        }
+        if stop_after_delivery {
+            self.stop_entity(shard, id);
         }
     }
 

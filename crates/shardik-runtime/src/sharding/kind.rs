@@ -92,9 +92,16 @@ pub(crate) struct KindSettings {
     pub coordinator: CoordinatorSettings,
     pub allocation: shardik_core::sharding::AllocationSettings,
     pub down_removal_margin: Duration,
-    pub idle_timeout: Option<Duration>,
+    /// Passivation of idle entities by a periodic scan (the plain idle strategy).
+    pub idle: Option<shardik_passivation::IdleCheck>,
     pub proxy: bool,
     pub role: Option<String>,
+}
+
+/// How often to look for idle entities: the configured interval, but not more often than every
+/// 100 ms (last-use times are kept in whole seconds anyway).
+fn idle_scan_interval(check: shardik_passivation::IdleCheck) -> Duration {
+    Duration::from_millis(check.interval_ms).max(Duration::from_millis(100))
 }
 
 type Strategy = Box<dyn ShardAllocationStrategy<UniqueAddress> + Send>;
@@ -160,7 +167,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
             shutdown_done: false,
-            next_idle_scan: self.settings.idle_timeout.map(|t| epoch + t / 2),
+            next_idle_scan: self.settings.idle.map(|c| epoch + idle_scan_interval(c)),
             delivered: 0,
             next_strategy_tick: None,
         };
@@ -335,15 +342,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 .passivation_interval()
                 .map(|d| TokioInstant::now() + d.max(Duration::from_millis(100)));
         }
-        if let (Some(at), Some(idle)) = (st.next_idle_scan, self.settings.idle_timeout) {
+        if let (Some(at), Some(idle)) = (st.next_idle_scan, self.settings.idle) {
             if at <= TokioInstant::now() {
-                let cutoff = self.now_secs(st).saturating_sub(idle.as_secs() as u32);
+                let timeout = Duration::from_millis(idle.timeout_ms);
+                let cutoff = self.now_secs(st).saturating_sub(timeout.as_secs() as u32);
                 let n = self.host.passivate_idle(cutoff);
                 if n > 0 {
                     debug!(kind = %self.name, entities = n, "passivating idle entities");
                 }
-                st.next_idle_scan =
-                    Some(TokioInstant::now() + (idle / 2).max(Duration::from_millis(100)));
+                st.next_idle_scan = Some(TokioInstant::now() + idle_scan_interval(idle));
             }
         }
     }

@@ -20,6 +20,7 @@ use shardik_core::sharding::{
     AllocationSettings, CoordinatorSettings, EntityId, HandOffMode, RegionSettings, ShardId,
     shard_number_for,
 };
+use shardik_passivation::{IdleCheck, ResolvedStrategy};
 use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
@@ -50,8 +51,9 @@ pub struct ShardingConfig {
     pub allocation: AllocationSettings,
     /// How long a crashed member counts as possibly alive after its removal.
     pub down_removal_margin: Duration,
-    /// Entities idle this long are passivated (`None`: never).
-    pub idle_timeout: Option<Duration>,
+    /// How entities are passivated when their kind does not say
+    /// (`cluster.sharding.passivation`; by default those idle for 120 s).
+    pub passivation: ResolvedStrategy,
     /// How long a graceful shutdown of all regions may take.
     pub shutdown_timeout: Duration,
     /// This node's roles (decides region or proxy before the node has joined).
@@ -67,7 +69,7 @@ impl Default for ShardingConfig {
             coordinator: CoordinatorSettings::default(),
             allocation: AllocationSettings::default(),
             down_removal_margin: Duration::from_secs(20),
-            idle_timeout: Some(Duration::from_secs(120)),
+            passivation: ResolvedStrategy::Idle(IdleCheck::new(Duration::from_secs(120))),
             shutdown_timeout: Duration::from_secs(60),
             self_roles: Default::default(),
         }
@@ -110,7 +112,12 @@ impl ShardingConfig {
             },
             allocation: sh.allocation_settings(),
             down_removal_margin: s.cluster.effective_down_removal_margin(),
-            idle_timeout: sh.passivation.idle_timeout(),
+            // A loaded configuration has been validated; settings built in code with a bad
+            // strategy fall back to the reference default, loudly.
+            passivation: sh.passivation_strategy().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "invalid passivation settings; using default-idle-strategy");
+                ResolvedStrategy::Idle(IdleCheck::new(Duration::from_secs(120)))
+            }),
             // The reference gives the region's shutdown phase 10 s; a hand-off may take up to
             // handoff-timeout, so allow that.
             shutdown_timeout: sh.handoff_timeout,
@@ -246,6 +253,13 @@ impl Sharding {
                 },
             );
         }
+        // A plain idle timeout is a periodic scan over the entities' last-use times (4 bytes
+        // each); limit-based strategies keep their own bookkeeping, idle check included.
+        let (idle_scan, limit_strategy) = match kind.effective_passivation(&cfg.passivation) {
+            ResolvedStrategy::Disabled => (None, None),
+            ResolvedStrategy::Idle(check) => (Some(check), None),
+            limited => (None, Some(limited)),
+        };
         let task = KindTask {
             name: kind.name.clone(),
             me: self.inner.self_node.clone(),
@@ -255,7 +269,7 @@ impl Sharding {
                 coordinator: cfg.coordinator.clone(),
                 allocation: cfg.allocation,
                 down_removal_margin: cfg.down_removal_margin,
-                idle_timeout: kind.idle_timeout.unwrap_or(cfg.idle_timeout),
+                idle: idle_scan,
                 proxy,
                 role,
             },
@@ -271,7 +285,7 @@ impl Sharding {
             membership: self.inner.node.watch(),
         };
         let mut task = task;
-        if let Some(p) = kind.passivation.clone() {
+        if let Some(p) = limit_strategy {
             task.host.set_passivation(p);
         }
         tokio::spawn(task.run());
