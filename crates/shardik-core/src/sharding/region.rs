@@ -191,8 +191,11 @@ pub struct Region<M> {
     settings: RegionSettings,
     registration: Registration,
     next_retry: Instant,
-    homes: HashMap<ShardId, UniqueAddress>,
-    hosted: BTreeMap<ShardId, Hosted<M>>,
+    /// Known homes of shards hosted elsewhere, looked up for every message a proxy or region
+    /// forwards. Only probed and pruned, never iterated in an order that matters, so a
+    /// randomly seeded fast hash is safe here.
+    homes: HashMap<ShardId, UniqueAddress, foldhash::fast::RandomState>,
+    hosted: HostedShards<M>,
     buffers: BTreeMap<ShardId, VecDeque<Buffered<M>>>,
     buffered: usize,
     /// Hand-over markers that arrived before the `HostShard` naming their sender.
@@ -221,8 +224,8 @@ impl<M> Region<M> {
                 backoff,
                 next_attempt: Some(now),
             },
-            homes: HashMap::new(),
-            hosted: BTreeMap::new(),
+            homes: HashMap::default(),
+            hosted: HostedShards::default(),
             buffers: BTreeMap::new(),
             buffered: 0,
             handover_pending: BTreeSet::new(),
@@ -292,6 +295,11 @@ impl<M> Region<M> {
                 env,
                 reason: DropReason::RegionStopped,
             });
+            return;
+        }
+        // The common case first, answered from a hash set: the shard runs here.
+        if self.hosted.is_running(&env.shard) {
+            out.push(RegionEffect::Deliver(env));
             return;
         }
         match self.hosted.get_mut(&env.shard) {
@@ -600,12 +608,10 @@ impl<M> Region<M> {
     }
 
     fn release_held(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
-        if let Some(state) = self.hosted.get_mut(shard) {
-            if let Hosted::AwaitingPredecessor { held, .. } =
-                std::mem::replace(state, Hosted::Running)
-            {
-                out.extend(held.into_iter().map(RegionEffect::Deliver));
-            }
+        if let Some(Hosted::AwaitingPredecessor { held, .. }) =
+            self.hosted.replace(shard, Hosted::Running)
+        {
+            out.extend(held.into_iter().map(RegionEffect::Deliver));
         }
     }
 
@@ -618,7 +624,7 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        let Some(state) = self.hosted.get_mut(&shard) else {
+        let Some(state) = self.hosted.get(&shard) else {
             out.push(RegionEffect::Send {
                 to: coordinator.clone(),
                 msg: Protocol::ShardStopped {
@@ -631,16 +637,14 @@ impl<M> Region<M> {
         if matches!(state, Hosted::HandingOff { .. }) {
             return; // a second HandOff while one runs
         }
-        let held = match std::mem::replace(
-            state,
-            Hosted::HandingOff {
-                coordinator: coordinator.clone(),
-                entities_stopped: false,
-                awaiting_drains: BTreeSet::new(),
-                force_at: now + stop_limit(self.settings.handoff_timeout),
-            },
-        ) {
-            Hosted::AwaitingPredecessor { held, .. } => held,
+        let handing_off = Hosted::HandingOff {
+            coordinator: coordinator.clone(),
+            entities_stopped: false,
+            awaiting_drains: BTreeSet::new(),
+            force_at: now + stop_limit(self.settings.handoff_timeout),
+        };
+        let held = match self.hosted.replace(&shard, handing_off) {
+            Some(Hosted::AwaitingPredecessor { held, .. }) => held,
             _ => VecDeque::new(),
         };
         let early = self.early_drains.remove(&shard).unwrap_or_default();
@@ -766,7 +770,7 @@ impl<M> Region<M> {
         self.homes.retain(|_, home| view.may_be_alive(home));
         let mut finished = Vec::new();
         let mut released = Vec::new();
-        for (shard, state) in &mut self.hosted {
+        for (shard, state) in self.hosted.iter_mut() {
             match state {
                 Hosted::HandingOff {
                     awaiting_drains, ..
@@ -871,7 +875,7 @@ impl<M> Region<M> {
             return;
         }
         self.stopped = true;
-        for (shard, _) in std::mem::take(&mut self.hosted) {
+        for (shard, _) in self.hosted.take_all() {
             out.push(RegionEffect::ForceStopEntities(shard.clone()));
             out.push(RegionEffect::ShardStopped(shard));
         }
@@ -905,11 +909,15 @@ impl<M> Region<M> {
                 consider(t);
             }
         }
-        for state in self.hosted.values() {
-            match state {
-                Hosted::AwaitingPredecessor { until, .. } => consider(*until),
-                Hosted::HandingOff { force_at, .. } => consider(*force_at),
-                Hosted::Running => {}
+        // Only shards waiting for a predecessor or handing off have deadlines; usually there
+        // are none, and this runs on every turn of the runtime's loop.
+        if self.hosted.any_in_transition() {
+            for state in self.hosted.values() {
+                match state {
+                    Hosted::AwaitingPredecessor { until, .. } => consider(*until),
+                    Hosted::HandingOff { force_at, .. } => consider(*force_at),
+                    Hosted::Running => {}
+                }
             }
         }
         next
@@ -927,7 +935,7 @@ impl<M> Region<M> {
         }
         let mut expired_wait = Vec::new();
         let mut forced = Vec::new();
-        for (shard, state) in &mut self.hosted {
+        for (shard, state) in self.hosted.iter_mut() {
             match state {
                 Hosted::AwaitingPredecessor { until, .. } if *until <= now => {
                     expired_wait.push(shard.clone())
@@ -994,5 +1002,8 @@ fn stop_limit(handoff_timeout: Duration) -> Duration {
         .max(Duration::from_secs(1))
 }
 
+mod hosted;
 #[cfg(test)]
 mod tests;
+
+use hosted::HostedShards;

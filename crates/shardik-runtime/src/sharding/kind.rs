@@ -138,6 +138,9 @@ struct State<E: Entity> {
     /// Deliveries not yet added to the `delivered` counter (added once per loop turn).
     delivered: u64,
     next_strategy_tick: Option<TokioInstant>,
+    /// The clock as read once for the input being handled (a batch of commands, a completion,
+    /// control messages): reading it per delivered command cost more than the routing.
+    turn_clock: Option<CoreInstant>,
 }
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
@@ -170,6 +173,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             next_idle_scan: self.settings.idle.map(|c| epoch + idle_scan_interval(c)),
             delivered: 0,
             next_strategy_tick: None,
+            turn_clock: None,
         };
         self.membership_changed(&mut st);
         let mut batch: Vec<LocalMsg<E>> = Vec::with_capacity(256);
@@ -187,6 +191,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             };
             let accept = self.host.queued() < queue_limit;
+            st.turn_clock = None;
             tokio::select! {
                 biased;
                 changed = self.membership.changed() => {
@@ -203,6 +208,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     self.membership_changed(&mut st);
                 }
                 Some(ctl) = self.control.recv() => {
+                    st.turn_clock = Some(self.read_clock(&st));
                     self.on_control(&mut st, ctl);
                     // A turn of this loop has fixed costs (deadlines, gauges, which walk the
                     // hosted shards): take what else is queued now, each settled as after a
@@ -216,6 +222,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                 }
                 Some(done) = self.host.running_mut().next(), if self.host.has_running() => {
+                    st.turn_clock = Some(self.read_clock(&st));
                     let now_s = self.now_secs(&st);
                     self.complete(&mut st, done, now_s);
                 }
@@ -224,7 +231,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         // Every region handle is gone; keep serving remote traffic.
                         local_open = false;
                     }
-                    let now = self.now(&st);
+                    let now = self.read_clock(&st);
+                    st.turn_clock = Some(now);
                     for msg in batch.drain(..) {
                         let env = Envelope {
                             entity: msg.entity,
@@ -242,7 +250,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
+    /// Now: the clock read for the current input, or read afresh outside of one.
     fn now(&self, st: &State<E>) -> CoreInstant {
+        st.turn_clock.unwrap_or_else(|| self.read_clock(st))
+    }
+
+    fn read_clock(&self, st: &State<E>) -> CoreInstant {
         CoreInstant::from_nanos(
             TokioInstant::now()
                 .saturating_duration_since(st.epoch)
@@ -251,9 +264,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn now_secs(&self, st: &State<E>) -> u32 {
-        TokioInstant::now()
-            .saturating_duration_since(st.epoch)
-            .as_secs() as u32
+        (self.now(st).as_nanos() / 1_000_000_000) as u32
     }
 
     fn tokio_at(&self, st: &State<E>, t: CoreInstant) -> TokioInstant {
@@ -548,7 +559,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn deliver(&mut self, st: &mut State<E>, env: Envelope<Payload<E>>) {
-        // One clock read per delivery (the same clock and epoch as `now_secs`).
         let now = self.now(st);
         let now_s = (now.as_nanos() / 1_000_000_000) as u32;
         let job = match env.msg {

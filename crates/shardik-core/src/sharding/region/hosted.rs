@@ -1,0 +1,116 @@
+//! The shards a region hosts, with a hashed index of the ones that simply run.
+//!
+//! Routing looks a shard up for every message. Almost always the shard is running and nothing
+//! else about it matters, so that question is answered from a hash set; the ordered map stays
+//! the record of every hosted shard and its state, so that iteration (timers, registration,
+//! shutdown) is in shard order and simulations replay exactly.
+
+use std::collections::{BTreeMap, HashSet};
+
+use foldhash::fast::RandomState;
+
+use super::Hosted;
+use crate::sharding::ShardId;
+
+/// Hosted shards by id, plus the set of those in [`Hosted::Running`].
+///
+/// The set is only ever probed, never iterated, so its per-process random hash seed cannot
+/// change any outcome; it makes the lookup constant time and keeps crafted shard ids (from a
+/// custom extractor) from degrading it.
+#[derive(Debug)]
+pub(super) struct HostedShards<M> {
+    states: BTreeMap<ShardId, Hosted<M>>,
+    running: HashSet<ShardId, RandomState>,
+}
+
+impl<M> Default for HostedShards<M> {
+    fn default() -> Self {
+        HostedShards {
+            states: BTreeMap::new(),
+            running: HashSet::default(),
+        }
+    }
+}
+
+impl<M> HostedShards<M> {
+    /// Whether `shard` is hosted and running (not waiting for a predecessor, not handing off).
+    pub fn is_running(&self, shard: &ShardId) -> bool {
+        let running = self.running.contains(shard);
+        debug_assert_eq!(
+            running,
+            matches!(self.states.get(shard), Some(Hosted::Running)),
+            "running index out of step for shard {shard}"
+        );
+        running
+    }
+
+    /// Whether any hosted shard is in a state other than running (waiting or handing off).
+    pub fn any_in_transition(&self) -> bool {
+        self.states.len() > self.running.len()
+    }
+
+    pub fn get(&self, shard: &ShardId) -> Option<&Hosted<M>> {
+        self.states.get(shard)
+    }
+
+    /// The state of `shard`, to change its fields. Changing the variant must go through
+    /// [`replace`](Self::replace), which keeps the index in step (checked in debug builds).
+    pub fn get_mut(&mut self, shard: &ShardId) -> Option<&mut Hosted<M>> {
+        self.states.get_mut(shard)
+    }
+
+    /// Every hosted shard's state, in shard order, to change fields (not variants).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&ShardId, &mut Hosted<M>)> {
+        self.states.iter_mut()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Hosted<M>> {
+        self.states.values()
+    }
+
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &ShardId> {
+        self.states.keys()
+    }
+
+    pub fn contains_key(&self, shard: &ShardId) -> bool {
+        self.states.contains_key(shard)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// Hosts `shard` in `state` (replacing any earlier state).
+    pub fn insert(&mut self, shard: ShardId, state: Hosted<M>) {
+        self.index(&shard, &state);
+        self.states.insert(shard, state);
+    }
+
+    /// Puts `shard` (hosted) into `state` and returns its previous state.
+    pub fn replace(&mut self, shard: &ShardId, state: Hosted<M>) -> Option<Hosted<M>> {
+        if !self.states.contains_key(shard) {
+            return None;
+        }
+        self.index(shard, &state);
+        self.states.insert(shard.clone(), state)
+    }
+
+    pub fn remove(&mut self, shard: &ShardId) -> Option<Hosted<M>> {
+        self.running.remove(shard);
+        self.states.remove(shard)
+    }
+
+    /// Removes every shard, in shard order.
+    pub fn take_all(&mut self) -> BTreeMap<ShardId, Hosted<M>> {
+        self.running.clear();
+        std::mem::take(&mut self.states)
+    }
+
+    fn index(&mut self, shard: &ShardId, state: &Hosted<M>) {
+        if matches!(state, Hosted::Running) {
+            self.running.insert(shard.clone());
+        } else {
+            self.running.remove(shard);
+        }
+    }
+}
