@@ -485,7 +485,7 @@ impl<M> Region<M> {
         let waiting: Vec<ShardId> = self
             .buffers
             .keys()
-            .filter(|s| !matches!(self.hosted.get(*s), Some(Hosted::HandingOff { .. })))
+            .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
             .chain(self.handover_pending.iter())
             .cloned()
             .collect::<BTreeSet<_>>()
@@ -971,7 +971,7 @@ impl<M> Region<M> {
                     let waiting: BTreeSet<ShardId> = self
                         .buffers
                         .keys()
-                        .filter(|s| !matches!(self.hosted.get(*s), Some(Hosted::HandingOff { .. })))
+                        .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
                         .chain(self.handover_pending.iter())
                         .cloned()
                         .collect();

@@ -248,6 +248,32 @@ impl<E: Entity> EntityHost<E> {
         now_s: u32,
         now_ms: u64,
     ) {
+        // The common case, with one lookup per map: an entity that exists, in a shard that
+        // exists, and no strategy to tell.
+        if self.passivation.is_none() {
+            if let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) {
+                match slot.entity.take() {
+                    Some(entity) => {
+                        let fut = run(
+                            self.node.clone(),
+                            shard.clone(),
+                            id.clone(),
+                            entity,
+                            job,
+                            false,
+                        );
+                        self.push_running(fut);
+                    }
+                    None => {
+                        slot.queue
+                            .get_or_insert_with(Default::default)
+                            .push_back(Item::Job(job));
+                        self.queued += 1;
+                    }
+                }
+                return;
+            }
+        }
         if !self.shards.contains_key(shard) {
             let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
             self.shards.insert(

@@ -768,11 +768,19 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     async fn flush(&mut self, st: &mut State<E>) {
-        for (to, bytes) in st.outgoing.drain(..) {
-            if !self.sender.send(&to.address, bytes).await {
+        // Consecutive messages to the same node (the usual case for a proxy or a busy
+        // forwarder) go to its queue together, looked up once.
+        let mut outgoing = std::mem::take(&mut st.outgoing).into_iter().peekable();
+        while let Some((to, first)) = outgoing.next() {
+            let mut run = vec![first];
+            while let Some((_, bytes)) = outgoing.next_if(|(next, _)| *next == to) {
+                run.push(bytes);
+            }
+            let failed = self.sender.send_all(&to.address, run).await;
+            if failed > 0 {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => self.name.to_string(), "reason" => "send-failed")
-                    .increment(1);
-                warn!(kind = %self.name, %to, "sharding message not sent (peer limit or writer gone)");
+                    .increment(failed as u64);
+                warn!(kind = %self.name, %to, messages = failed, "sharding messages not sent (peer limit or writer gone)");
             }
         }
     }

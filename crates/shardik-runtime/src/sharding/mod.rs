@@ -646,6 +646,9 @@ impl<E: Entity> EntityRef<E> {
 /// Reads the node's inbound user traffic and hands each frame to its kind.
 async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
     let limits = ShardingLimits::default();
+    // The kinds' control queues, looked up in the shared registry (a lock) only on first use:
+    // this loop runs for every message that arrives from another node.
+    let mut routes: HashMap<Arc<str>, mpsc::Sender<Control>> = HashMap::new();
     while let Some(msg) = inbound.recv().await {
         let frame = match decode_sharding_bytes(msg.payload.clone(), &limits) {
             Ok(f) => f,
@@ -725,16 +728,24 @@ async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
                 continue;
             }
         };
-        let target = inner
-            .kinds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&frame.kind)
-            .map(|k| k.control.clone());
-        match target {
+        if !routes.contains_key(&frame.kind) {
+            let registered = inner
+                .kinds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&frame.kind)
+                .map(|k| k.control.clone());
+            if let Some(tx) = registered {
+                routes.insert(frame.kind.clone(), tx);
+            }
+        }
+        match routes.get(&frame.kind) {
             // Waiting here stops reading the connection: back-pressure to the sender.
             Some(tx) => {
-                let _ = tx.send(control).await;
+                if tx.send(control).await.is_err() {
+                    // The kind's task ended (node stopping): forget it, as the registry does.
+                    routes.remove(&frame.kind);
+                }
             }
             None => {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => frame.kind.to_string(), "reason" => "unknown-kind")

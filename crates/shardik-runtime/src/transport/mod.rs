@@ -296,6 +296,42 @@ impl UserSender {
         let Some(tx) = self.queue(to) else {
             return false;
         };
+        self.send_on(&tx, to, payload).await
+    }
+
+    /// Queues every payload of `payloads` for `to`, in order, looking the peer's queue up
+    /// once. Returns how many could not be queued (as [`send`](Self::send) would report).
+    pub async fn send_all(
+        &self,
+        to: &Address,
+        payloads: impl IntoIterator<Item = bytes::Bytes>,
+    ) -> usize {
+        let payloads = payloads.into_iter();
+        let Some(mut tx) = self.queue(to) else {
+            return payloads.count();
+        };
+        let mut failed = 0;
+        for payload in payloads {
+            if tx.is_closed() {
+                // The writer ended (it does when idle, or on a failure) and `send_on` may
+                // have started another: use the current one.
+                if let Some(next) = self.queue(to) {
+                    tx = next;
+                }
+            }
+            if !self.send_on(&tx, to, payload).await {
+                failed += 1;
+            }
+        }
+        failed
+    }
+
+    async fn send_on(
+        &self,
+        tx: &mpsc::Sender<Outgoing>,
+        to: &Address,
+        payload: bytes::Bytes,
+    ) -> bool {
         match tx.try_send(Outgoing::User(payload)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(msg)) => tx.send(msg).await.is_ok(),
