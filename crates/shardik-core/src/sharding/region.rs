@@ -282,6 +282,13 @@ impl<M> Region<M> {
         self.stopped
     }
 
+    /// Whether [`route`](Self::route) would deliver a message for `shard` here at once (the
+    /// shard runs here and the region has not stopped), with nothing else to do. A runtime may
+    /// deliver such a message itself and skip `route`.
+    pub fn delivers_at_once(&self, shard: &ShardId) -> bool {
+        !self.stopped && self.hosted.is_running(shard)
+    }
+
     /// Routes one message. `from` is the node it came from (`None`: a local sender).
     pub fn route(
         &mut self,
@@ -298,7 +305,7 @@ impl<M> Region<M> {
             return;
         }
         // The common case first, answered from a hash set: the shard runs here.
-        if self.hosted.is_running(&env.shard) {
+        if self.delivers_at_once(&env.shard) {
             out.push(RegionEffect::Deliver(env));
             return;
         }

@@ -20,10 +20,7 @@ use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 
 use super::api::{Entity, EntityContext};
 
-/// The maps of this module are looked up several times per delivered command. Entity ids come
-/// from users (and from the network), so the hash must resist chosen collisions; foldhash's
-/// randomly seeded hasher does, at a fraction of SipHash's cost on short ids.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+use super::id_map::IdMap;
 
 /// Where a command's reply goes.
 pub(crate) enum ReplyTo<R> {
@@ -88,21 +85,21 @@ pub(crate) enum HostOutput<E: Entity> {
 /// configured; the idle timeout alone is a scan over `last_used`, which costs 4 bytes per
 /// entity instead of a recency list).
 struct ShardEntities<E: Entity> {
-    entities: HashMap<EntityId, Slot<E>>,
+    entities: IdMap<Slot<E>>,
     strategy: Option<Strategy<EntityId>>,
 }
 
 impl<E: Entity> Default for ShardEntities<E> {
     fn default() -> Self {
         ShardEntities {
-            entities: HashMap::default(),
+            entities: IdMap::default(),
             strategy: None,
         }
     }
 }
 
 impl<E: Entity> std::ops::Deref for ShardEntities<E> {
-    type Target = HashMap<EntityId, Slot<E>>;
+    type Target = IdMap<Slot<E>>;
     fn deref(&self) -> &Self::Target {
         &self.entities
     }
@@ -123,9 +120,9 @@ pub(crate) struct EntityHost<E: Entity> {
     /// per-region limit split over the active shards as in the reference.
     passivation: Option<ResolvedStrategy>,
     passivate_buf: Vec<EntityId>,
-    shards: HashMap<ShardId, ShardEntities<E>>,
+    shards: IdMap<ShardEntities<E>>,
     /// Shards whose entities are being stopped for a hand-off.
-    draining: HashMap<ShardId, ()>,
+    draining: IdMap<()>,
     running: FuturesUnordered<Running<E>>,
     /// Handlers that finished when first polled, for [`EntityHost::next_finished`].
     finished: VecDeque<Completed<E>>,
@@ -145,8 +142,8 @@ impl<E: Entity> EntityHost<E> {
             stop_message,
             passivation: None,
             passivate_buf: Vec::new(),
-            shards: HashMap::default(),
-            draining: HashMap::default(),
+            shards: IdMap::default(),
+            draining: IdMap::default(),
             running: FuturesUnordered::new(),
             finished: VecDeque::new(),
             active: 0,
@@ -279,7 +276,7 @@ impl<E: Entity> EntityHost<E> {
             self.shards.insert(
                 shard.clone(),
                 ShardEntities {
-                    entities: HashMap::default(),
+                    entities: IdMap::default(),
                     strategy,
                 },
             );
@@ -307,7 +304,7 @@ impl<E: Entity> EntityHost<E> {
             Some(slot) => slot,
             None => {
                 self.active += 1;
-                entities.entry(id.clone()).or_insert(Slot {
+                entities.get_or_insert_with(id, || Slot {
                     entity: Some((self.factory)(id)),
                     queue: None,
                     last_used: now_s,
@@ -428,8 +425,8 @@ impl<E: Entity> EntityHost<E> {
     /// Passivates entities idle since before `cutoff_s`. Returns how many.
     pub fn passivate_idle(&mut self, cutoff_s: u32) -> usize {
         let mut idle = Vec::new();
-        for (shard, entities) in &self.shards {
-            for (id, slot) in &entities.entities {
+        for (shard, entities) in self.shards.iter() {
+            for (id, slot) in entities.entities.iter() {
                 if slot.entity.is_some() && !slot.stopping && slot.last_used < cutoff_s {
                     idle.push((shard.clone(), id.clone()));
                 }

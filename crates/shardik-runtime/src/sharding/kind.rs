@@ -239,6 +239,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                             shard: msg.shard,
                             msg: Payload::Local { cmd: msg.cmd, reply: msg.reply },
                         };
+                        // Most commands are for shards that run here: deliver without the
+                        // round trip through the region's effects.
+                        if st.region.delivers_at_once(&env.shard) {
+                            self.deliver(&mut st, env);
+                            continue;
+                        }
                         let mut out = std::mem::take(&mut st.region_effects);
                         st.region.route(now, None, env, &mut out);
                         st.region_effects = out;
@@ -378,6 +384,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         reply_to: env.ask_id.map(|id| (from.clone(), id)),
                     },
                 };
+                if st.region.delivers_at_once(&env.shard) {
+                    self.deliver(st, env);
+                    return;
+                }
                 let mut out = std::mem::take(&mut st.region_effects);
                 st.region.route(now, Some(&from), env, &mut out);
                 st.region_effects = out;

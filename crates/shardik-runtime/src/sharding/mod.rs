@@ -8,6 +8,7 @@
 mod api;
 pub mod counter;
 mod host;
+mod id_map;
 mod kind;
 mod pending;
 
