@@ -581,9 +581,11 @@ fn run<E: Entity>(
     was_stop: bool,
 ) -> Running<E> {
     Box::pin(async move {
+        // The context owns the ids while the handler runs and hands them back after, so no
+        // reference count is touched for them on the way.
         let mut ctx = EntityContext {
-            entity_id: id.clone(),
-            shard_id: shard.clone(),
+            entity_id: id,
+            shard_id: shard,
             node,
             passivate: false,
         };
@@ -591,6 +593,12 @@ fn run<E: Entity>(
         let result = AssertUnwindSafe(entity.handle(cmd, &mut ctx))
             .catch_unwind()
             .await;
+        let EntityContext {
+            entity_id: id,
+            shard_id: shard,
+            passivate,
+            ..
+        } = ctx;
         match result {
             Ok(r) => Completed {
                 shard,
@@ -598,7 +606,7 @@ fn run<E: Entity>(
                 entity: Some(entity),
                 reply,
                 outcome: Ok(if was_stop { None } else { Some(r) }),
-                passivate: ctx.passivate,
+                passivate,
                 was_stop,
             },
             Err(panic) => {
