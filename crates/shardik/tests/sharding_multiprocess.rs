@@ -161,14 +161,7 @@ async fn counters_live_on_one_node_and_answer_through_all() {
     assert_eq!(used.len(), 3, "counters spread over the three nodes");
 
     // The management API reports the same placement, cluster-wide and per node.
-    let v: Value = http
-        .get(format!("http://{}/cluster/shards/counter", mgmt[0]))
-        .send()
-        .await
-        .expect("shards")
-        .json()
-        .await
-        .expect("json");
+    let v = counter_shards(&http, &mgmt[0]).await;
     assert_eq!(v["cluster"]["failed"], serde_json::json!([]), "{v}");
     let regions = v["cluster"]["regions"].as_array().expect("regions");
     assert_eq!(regions.len(), 3, "{v}");
@@ -178,29 +171,18 @@ async fn counters_live_on_one_node_and_answer_through_all() {
         .filter_map(|s| s["numEntities"].as_u64())
         .sum();
     assert_eq!(total, ids.len() as u64, "{v}");
-    for (node, m) in addrs.iter().zip(&mgmt) {
-        let v: Value = http
-            .get(format!("http://{m}/cluster/shards/counter"))
-            .send()
-            .await
-            .expect("shards")
-            .json()
-            .await
-            .expect("json");
-        let listed: Vec<String> = v["shards"]
-            .as_array()
-            .expect("shards")
-            .iter()
-            .flat_map(|s| s["entityIds"].as_array().cloned().unwrap_or_default())
-            .filter_map(|e| e.as_str().map(str::to_string))
-            .collect();
+    let per_node = live_counter_ids(&http, &mgmt).await;
+    for (node, listed) in addrs.iter().zip(&per_node) {
         let expected: Vec<&String> = homes
             .iter()
             .filter(|(_, h)| *h == node)
             .map(|(id, _)| id)
             .collect();
-        assert_eq!(listed.len(), expected.len(), "{node}: {v}");
-        assert!(listed.iter().all(|id| homes[id] == *node), "{node}: {v}");
+        assert_eq!(listed.len(), expected.len(), "{node}: {listed:?}");
+        assert!(
+            listed.iter().all(|id| homes[id] == *node),
+            "{node}: {listed:?}"
+        );
     }
     // An unknown entity type is a clear 404.
     let s = http
@@ -318,18 +300,22 @@ async fn live_counters(http: &reqwest::Client, mgmt: &[String]) -> Vec<usize> {
         .collect()
 }
 
+/// `GET /cluster/shards/counter` of the node whose management address is `management`.
+async fn counter_shards(http: &reqwest::Client, management: &str) -> Value {
+    http.get(format!("http://{management}/cluster/shards/counter"))
+        .send()
+        .await
+        .expect("shards")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// The ids of the live counters of each node, from each node's own region state.
 async fn live_counter_ids(http: &reqwest::Client, mgmt: &[String]) -> Vec<Vec<String>> {
     let mut live = Vec::new();
     for m in mgmt {
-        let v: Value = http
-            .get(format!("http://{m}/cluster/shards/counter"))
-            .send()
-            .await
-            .expect("shards")
-            .json()
-            .await
-            .expect("json");
+        let v = counter_shards(http, m).await;
         let ids = v["shards"]
             .as_array()
             .expect("shards")

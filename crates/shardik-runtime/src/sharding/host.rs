@@ -249,25 +249,8 @@ impl<E: Entity> EntityHost<E> {
         // exists, and no strategy to tell.
         if self.passivation.is_none() {
             if let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) {
-                match slot.entity.take() {
-                    Some(entity) => {
-                        let fut = run(
-                            self.node.clone(),
-                            shard.clone(),
-                            id.clone(),
-                            entity,
-                            job,
-                            false,
-                        );
-                        self.push_running(fut);
-                    }
-                    None => {
-                        slot.queue
-                            .get_or_insert_with(Default::default)
-                            .push_back(Item::Job(job));
-                        self.queued += 1;
-                    }
-                }
+                let start = start_or_queue(slot, job);
+                self.started_or_queued(shard, id, start);
                 return;
             }
         }
@@ -312,24 +295,28 @@ impl<E: Entity> EntityHost<E> {
                 })
             }
         };
-        if let Some(entity) = slot.entity.take() {
-            let fut = run(
-                self.node.clone(),
-                shard.clone(),
-                id.clone(),
-                entity,
-                job,
-                false,
-            );
-            self.push_running(fut);
-        } else {
-            slot.queue
-                .get_or_insert_with(Default::default)
-                .push_back(Item::Job(job));
-            self.queued += 1;
-        }
+        let start = start_or_queue(slot, job);
+        self.started_or_queued(shard, id, start);
         if stop_after_delivery {
             self.stop_entity(shard, id);
+        }
+    }
+
+    /// Runs the handler [`start_or_queue`] took the entity for, or counts the queued job.
+    fn started_or_queued(&mut self, shard: &ShardId, id: &EntityId, start: Option<(E, Job<E>)>) {
+        match start {
+            Some((entity, job)) => {
+                let fut = run(
+                    self.node.clone(),
+                    shard.clone(),
+                    id.clone(),
+                    entity,
+                    job,
+                    false,
+                );
+                self.push_running(fut);
+            }
+            None => self.queued += 1,
         }
     }
 
@@ -567,6 +554,21 @@ impl<E: Entity> EntityHost<E> {
                     self.finished.push_back(done);
                 }
             },
+        }
+    }
+}
+
+/// Takes an idle entity out of its slot to handle `job`, or queues `job` behind the command
+/// the entity is busy with (`None`). Split from the host's methods so that the caller can do
+/// it while it holds the slot it looked up.
+fn start_or_queue<E: Entity>(slot: &mut Slot<E>, job: Job<E>) -> Option<(E, Job<E>)> {
+    match slot.entity.take() {
+        Some(entity) => Some((entity, job)),
+        None => {
+            slot.queue
+                .get_or_insert_with(Default::default)
+                .push_back(Item::Job(job));
+            None
         }
     }
 }
