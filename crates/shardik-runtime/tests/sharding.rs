@@ -1,13 +1,16 @@
 //! Sharding on real nodes in one process, over loopback TCP: entities are created on their
 //! first message, answer asks from any node, live on one node, and move on graceful shutdown.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use shardik_core::membership::{Address, MembershipConfig};
+use shardik_core::membership::{Address, MembershipConfig, UniqueAddress};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::counter::{Counter, CounterCommand, counter_kind};
-use shardik_runtime::sharding::{EntityRegion, Sharding, ShardingConfig};
+use shardik_runtime::sharding::{
+    AllocationSnapshot, AsyncShardAllocationStrategy, EntityRegion, Sharding, ShardingConfig,
+    StrategyFuture,
+};
 use shardik_runtime::transport::TransportConfig;
 
 fn free_port() -> u16 {
@@ -264,4 +267,107 @@ async fn active_entity_limit_bounds_live_entities(
         .await
         .expect("answered");
     assert_eq!(r.value, 0);
+}
+
+/// Places every shard on the region with the lowest address.
+struct Lowest;
+
+impl shardik_runtime::sharding::ShardAllocationStrategy<UniqueAddress> for Lowest {
+    fn allocate_shard(
+        &mut self,
+        _requester: &UniqueAddress,
+        _shard: &shardik_runtime::sharding::ShardId,
+        current: &AllocationSnapshot<UniqueAddress>,
+    ) -> Option<UniqueAddress> {
+        current.regions().map(|e| e.region.clone()).min()
+    }
+
+    fn rebalance(
+        &mut self,
+        _current: &AllocationSnapshot<UniqueAddress>,
+        _in_progress: &BTreeSet<shardik_runtime::sharding::ShardId>,
+    ) -> BTreeSet<shardik_runtime::sharding::ShardId> {
+        BTreeSet::new()
+    }
+}
+
+/// Places every shard on the region with the highest address, after asking "elsewhere".
+struct HighestLater;
+
+impl AsyncShardAllocationStrategy for HighestLater {
+    fn allocate_shard(
+        &self,
+        _requester: UniqueAddress,
+        _shard: shardik_runtime::sharding::ShardId,
+        current: AllocationSnapshot<UniqueAddress>,
+    ) -> StrategyFuture<Option<UniqueAddress>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            current.regions().map(|e| e.region.clone()).max()
+        })
+    }
+
+    fn rebalance(
+        &self,
+        _current: AllocationSnapshot<UniqueAddress>,
+        _in_progress: BTreeSet<shardik_runtime::sharding::ShardId>,
+    ) -> StrategyFuture<BTreeSet<shardik_runtime::sharding::ShardId>> {
+        Box::pin(async { BTreeSet::new() })
+    }
+}
+
+/// A kind's own allocation strategy, synchronous or asynchronous, decides where its shards
+/// live; every entity answers from the node it chose, asked through either node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_allocation_strategies_place_the_shards() {
+    use shardik_runtime::sharding::EntityKind;
+    let (pa, pb) = (free_port(), free_port());
+    let a = start(pa, pa).await;
+    let b = start(pb, pa).await;
+    wait_up(&[&a, &b], 2).await;
+    let register = |t: &TestNode| {
+        let lowest = t
+            .sharding
+            .init(
+                EntityKind::new("lowest", |_| Counter::default())
+                    .with_allocation_strategy(|| Lowest),
+            )
+            .expect("kind registers");
+        let highest = t
+            .sharding
+            .init(
+                EntityKind::new("highest", |_| Counter::default())
+                    .with_async_allocation_strategy(HighestLater),
+            )
+            .expect("kind registers");
+        (lowest, highest)
+    };
+    let (lowest_a, highest_a) = register(&a);
+    let (lowest_b, highest_b) = register(&b);
+    let (addr_a, addr_b) = (
+        a.running.self_node.address.clone(),
+        b.running.self_node.address.clone(),
+    );
+    let low = addr_a.clone().min(addr_b.clone()).to_string();
+    let high = addr_a.max(addr_b).to_string();
+    for i in 0..30 {
+        let id = format!("p{i}");
+        let (lowest, highest) = if i % 2 == 0 {
+            (&lowest_a, &highest_a)
+        } else {
+            (&lowest_b, &highest_b)
+        };
+        let r = lowest
+            .entity_ref(&id)
+            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .await
+            .expect("answered");
+        assert_eq!(r.node, low, "{id}: the synchronous strategy's choice");
+        let r = highest
+            .entity_ref(&id)
+            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .await
+            .expect("answered");
+        assert_eq!(r.node, high, "{id}: the asynchronous strategy's choice");
+    }
 }

@@ -35,9 +35,10 @@ pub use threshold::ThresholdShardAllocationStrategy;
 /// decisions, so a strategy that flips its mind between calls causes needless hand-offs.
 ///
 /// The reference's interface returns futures so a custom strategy may consult an external
-/// service. The core keeps it synchronous so the coordinator stays I/O-free and replayable; a
-/// runtime can wrap an asynchronous custom strategy later by resolving it outside the core and
-/// feeding the chosen region (or shard set) back in as an input.
+/// service. The core keeps it synchronous so the coordinator stays I/O-free and replayable; the
+/// runtime adapts an asynchronous strategy (`shardik_runtime::sharding::
+/// AsyncShardAllocationStrategy`) by answering "not yet" (`None`, an empty rebalance) while its
+/// future runs and asking the coordinator again once the answer is in.
 pub trait ShardAllocationStrategy<R> {
     /// Where to put a new shard. `requester` is the region asking; `current` every region with
     /// its shards. Must return one of the regions of `current`, or `None` when no region is

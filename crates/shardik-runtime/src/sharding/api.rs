@@ -7,8 +7,13 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
+
+use super::allocation::{
+    AsyncAdapter, AsyncShardAllocationStrategy, BoxedStrategy, StrategyFactory,
+};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and
 /// living on exactly one node at a time.
@@ -102,6 +107,7 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) extractor: Option<ShardExtractor>,
     pub(crate) idle_timeout: Option<Option<Duration>>,
     pub(crate) passivation: Option<shardik_passivation::ResolvedStrategy>,
+    pub(crate) allocation: Option<StrategyFactory>,
     pub(crate) codec: Arc<C>,
 }
 
@@ -116,6 +122,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             extractor: None,
             idle_timeout: None,
             passivation: None,
+            allocation: None,
             codec: Arc::new(Postcard),
         }
     }
@@ -166,6 +173,35 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         self
     }
 
+    /// Places and rebalances this kind's shards with a strategy of your own instead of the
+    /// configured least-shard strategy. `make` builds it each time this node starts the kind's
+    /// coordinator (a new coordinator starts from a fresh strategy); every node should register
+    /// the same strategy, since any of them may run the coordinator.
+    pub fn with_allocation_strategy<S>(
+        mut self,
+        make: impl Fn() -> S + Send + Sync + 'static,
+    ) -> Self
+    where
+        S: ShardAllocationStrategy<UniqueAddress> + Send + 'static,
+    {
+        self.allocation = Some(Arc::new(move |_| Box::new(make()) as BoxedStrategy));
+        self
+    }
+
+    /// As [`with_allocation_strategy`](Self::with_allocation_strategy), for a strategy that
+    /// waits before it decides (it consults another service, say). A shard's first message
+    /// waits for the strategy's answer; nothing is allocated meanwhile.
+    pub fn with_async_allocation_strategy<S: AsyncShardAllocationStrategy>(
+        mut self,
+        strategy: S,
+    ) -> Self {
+        let strategy = Arc::new(strategy);
+        self.allocation = Some(Arc::new(move |redrive| {
+            Box::new(AsyncAdapter::new(Arc::clone(&strategy), redrive)) as BoxedStrategy
+        }));
+        self
+    }
+
     /// The strategy this kind runs with, given the node's configured one.
     pub(crate) fn effective_passivation(&self, configured: &ResolvedStrategy) -> ResolvedStrategy {
         let strategy = self.passivation.as_ref().unwrap_or(configured).clone();
@@ -208,6 +244,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             extractor: self.extractor,
             idle_timeout: self.idle_timeout,
             passivation: self.passivation,
+            allocation: self.allocation,
             codec: Arc::new(codec),
         }
     }

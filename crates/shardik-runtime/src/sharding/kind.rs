@@ -14,8 +14,7 @@ use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
     Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings, DropReason, EntityId,
-    Envelope, Protocol, Region, RegionEffect, RegionSettings, ShardAllocationStrategy, ShardId,
-    ShardingView,
+    Envelope, Protocol, Region, RegionEffect, RegionSettings, ShardId, ShardingView,
 };
 use shardik_wire::{
     ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
@@ -25,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
+use super::allocation::{BoxedStrategy, Redrive, StrategyFactory};
 use super::api::{Codec, Entity, ShardingError};
 use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
 use super::pending::PendingAsks;
@@ -60,6 +60,12 @@ pub(crate) enum Control {
     State(oneshot::Sender<RegionState>),
     Stats(oneshot::Sender<Vec<(ShardId, usize)>>),
     Shutdown(oneshot::Sender<()>),
+    /// An asynchronous allocation strategy has answered for `shard`: ask the coordinator again
+    /// on behalf of the region that asked.
+    RetryAllocation {
+        requester: UniqueAddress,
+        shard: ShardId,
+    },
 }
 
 /// What a region reports about itself.
@@ -104,7 +110,7 @@ fn idle_scan_interval(check: shardik_passivation::IdleCheck) -> Duration {
     Duration::from_millis(check.interval_ms).max(Duration::from_millis(100))
 }
 
-type Strategy = Box<dyn ShardAllocationStrategy<UniqueAddress> + Send>;
+type Strategy = BoxedStrategy;
 
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
 const CONTROL_BATCH: usize = 256;
@@ -120,6 +126,10 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub local: mpsc::Receiver<LocalMsg<E>>,
     pub control: mpsc::Receiver<Control>,
     pub membership: watch::Receiver<Arc<MembershipSnapshot>>,
+    /// The kind's own allocation strategy, if it has one (else the configured one).
+    pub strategy: Option<StrategyFactory>,
+    /// The way back to this task for strategies that answer later.
+    pub redrive: Redrive,
 }
 
 struct State<E: Entity> {
@@ -308,7 +318,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             st.coordinator = Some(Coordinator::new(
                 self.me.clone(),
                 self.settings.coordinator.clone(),
-                self.settings.allocation.strategy(),
+                match &self.strategy {
+                    Some(make) => make(self.redrive.clone()),
+                    None => self.settings.allocation.strategy(),
+                },
                 now,
             ));
         } else if !hosts && st.coordinator.is_some() {
@@ -406,6 +419,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     st.region.hosted_shards().map(|s| (s.clone(), 0)).collect();
                 counts.extend(self.host.entity_counts());
                 let _ = tx.send(counts.into_iter().collect());
+            }
+            Control::RetryAllocation { requester, shard } => {
+                self.protocol(st, requester, Protocol::GetShardHome { shard });
             }
             Control::Shutdown(tx) => {
                 if st.shutdown_done {

@@ -2,9 +2,10 @@
 //!
 //! [`Sharding::start`] attaches sharding to a [`RunningNode`](crate::node::RunningNode): it
 //! takes the node's inbound user traffic and dispatches it to the entity kinds registered
-//! with [`Sharding::init`]. Each kind runs in one task per node (see [`kind`]), which owns the
+//! with [`Sharding::init`]. Each kind runs in one task per node (see `kind.rs`), which owns the
 //! kind's region, its entities, and the coordinator while this node hosts it.
 
+mod allocation;
 mod api;
 pub mod counter;
 mod host;
@@ -18,18 +19,21 @@ use std::time::Duration;
 
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
-    AllocationSettings, CoordinatorSettings, EntityId, HandOffMode, RegionSettings, ShardId,
-    shard_number_for,
+    AllocationSettings, CoordinatorSettings, HandOffMode, RegionSettings, shard_number_for,
 };
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
+pub use allocation::{AsyncShardAllocationStrategy, StrategyFuture};
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, Postcard, ShardExtractor, ShardingError,
 };
 pub use kind::RegionState;
+pub use shardik_core::sharding::{
+    AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
+};
 
 use crate::handle::NodeHandle;
 use crate::metrics as m;
@@ -284,6 +288,8 @@ impl Sharding {
             local: local_rx,
             control: control_rx,
             membership: self.inner.node.watch(),
+            strategy: kind.allocation.clone(),
+            redrive: allocation::Redrive::new(&control_tx),
         };
         let mut task = task;
         if let Some(p) = limit_strategy {
