@@ -152,12 +152,7 @@ impl Narrator {
             match self.rx.recv_timeout(left) {
                 Ok(seen) => {
                     if seen.node == self.observer {
-                        println!(
-                            "{:>6.2}s  {}  {}",
-                            self.start.elapsed().as_secs_f64(),
-                            seen.node,
-                            seen.text
-                        );
+                        self.print(&seen);
                         if seen.text.contains(until) {
                             return Ok(());
                         }
@@ -172,16 +167,21 @@ impl Narrator {
 }
 
 impl Narrator {
+    /// One line of the narration: time since the demo started, node, what it logged.
+    fn print(&self, seen: &Seen) {
+        println!(
+            "{:>6.2}s  {}  {}",
+            self.start.elapsed().as_secs_f64(),
+            seen.node,
+            seen.text
+        );
+    }
+
     /// Prints what the observer logged so far, without waiting.
     fn drain(&self) {
         while let Ok(seen) = self.rx.try_recv() {
             if seen.node == self.observer {
-                println!(
-                    "{:>6.2}s  {}  {}",
-                    self.start.elapsed().as_secs_f64(),
-                    seen.node,
-                    seen.text
-                );
+                self.print(&seen);
             }
         }
     }

@@ -28,26 +28,9 @@ async fn counter_cluster_with(
     n: usize,
     extra: &[(&str, &str)],
 ) -> Vec<Node> {
-    let mut specs: Vec<NodeSpec> = (0..n)
-        .map(|i| {
-            SHARDING_FAST
-                .iter()
-                .chain(extra)
-                .fold(NodeSpec::new(&format!("{prefix}{i}"), &[]), |s, (k, v)| {
-                    s.env(k, v)
-                })
-                .arg("--demo-counters")
-        })
-        .collect();
-    let seeds: Vec<String> = specs.iter().take(2).map(|s| s.bind.clone()).collect();
-    for s in &mut specs {
-        s.seeds = seeds.clone();
-    }
-    let mut nodes: Vec<Node> = specs.into_iter().map(Node::spawn).collect();
-    let expected: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
-    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = SHARDING_FAST.iter().chain(extra).copied().collect();
+    let mut nodes = start_cluster_with_args(http, prefix, n, &env, &["--demo-counters"]).await;
     let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
-    wait_all_up(http, &mut refs, &expected).await;
     // Every region must be known to the coordinator before the first counter is touched;
     // otherwise shards allocated meanwhile all land on the regions that registered first and
     // the tests' placement assumptions (every node hosts some counters) race registration.
@@ -60,14 +43,7 @@ async fn counter_cluster_with(
             let mgmt = &mgmt;
             async move {
                 for m in mgmt {
-                    let v: Value = http
-                        .get(format!("http://{m}/cluster/shards/counter"))
-                        .send()
-                        .await
-                        .map_err(|e| format!("{m}: {e}"))?
-                        .json()
-                        .await
-                        .map_err(|e| format!("{m}: {e}"))?;
+                    let v = counter_shards(http, m).await?;
                     if v["registered"] != Value::Bool(true) {
                         return Err(format!("{m} not registered yet: {v}"));
                     }
@@ -161,7 +137,7 @@ async fn counters_live_on_one_node_and_answer_through_all() {
     assert_eq!(used.len(), 3, "counters spread over the three nodes");
 
     // The management API reports the same placement, cluster-wide and per node.
-    let v = counter_shards(&http, &mgmt[0]).await;
+    let v = counter_shards(&http, &mgmt[0]).await.expect("shards");
     assert_eq!(v["cluster"]["failed"], serde_json::json!([]), "{v}");
     let regions = v["cluster"]["regions"].as_array().expect("regions");
     assert_eq!(regions.len(), 3, "{v}");
@@ -301,21 +277,21 @@ async fn live_counters(http: &reqwest::Client, mgmt: &[String]) -> Vec<usize> {
 }
 
 /// `GET /cluster/shards/counter` of the node whose management address is `management`.
-async fn counter_shards(http: &reqwest::Client, management: &str) -> Value {
+async fn counter_shards(http: &reqwest::Client, management: &str) -> Result<Value, String> {
     http.get(format!("http://{management}/cluster/shards/counter"))
         .send()
         .await
-        .expect("shards")
+        .map_err(|e| format!("{management}: {e}"))?
         .json()
         .await
-        .expect("json")
+        .map_err(|e| format!("{management}: {e}"))
 }
 
 /// The ids of the live counters of each node, from each node's own region state.
 async fn live_counter_ids(http: &reqwest::Client, mgmt: &[String]) -> Vec<Vec<String>> {
     let mut live = Vec::new();
     for m in mgmt {
-        let v = counter_shards(http, m).await;
+        let v = counter_shards(http, m).await.expect("shards");
         let ids = v["shards"]
             .as_array()
             .expect("shards")

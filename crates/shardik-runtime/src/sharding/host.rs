@@ -302,6 +302,17 @@ impl<E: Entity> EntityHost<E> {
         }
     }
 
+    /// Forgets a removed entity: the commands still waiting for it are answered with `why`.
+    fn drop_slot(&mut self, slot: Slot<E>, why: &str, out: &mut Vec<HostOutput<E>>) {
+        self.active -= 1;
+        for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
+            if let Item::Job(job) = item {
+                self.queued -= 1;
+                out.push(HostOutput::Reply(job.reply, Err(why.to_string())));
+            }
+        }
+    }
+
     /// Runs the handler [`start_or_queue`] took the entity for, or counts the queued job.
     fn started_or_queued(&mut self, shard: &ShardId, id: &EntityId, start: Option<(E, Job<E>)>) {
         match start {
@@ -383,16 +394,7 @@ impl<E: Entity> EntityHost<E> {
         if let Some(entities) = self.shards.remove(shard) {
             self.shards_changed();
             for (_, slot) in entities.entities {
-                self.active -= 1;
-                for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
-                    if let Item::Job(job) = item {
-                        self.queued -= 1;
-                        out.push(HostOutput::Reply(
-                            job.reply,
-                            Err("the shard was stopped before this command ran".into()),
-                        ));
-                    }
-                }
+                self.drop_slot(slot, "the shard was stopped before this command ran", out);
             }
         }
     }
@@ -483,16 +485,7 @@ impl<E: Entity> EntityHost<E> {
                         st.entity_terminated(&id);
                     }
                     let slot = entities.remove(&id).expect("slot present");
-                    self.active -= 1;
-                    for item in slot.queue.into_iter().flat_map(|q| q.into_iter()) {
-                        if let Item::Job(job) = item {
-                            self.queued -= 1;
-                            out.push(HostOutput::Reply(
-                                job.reply,
-                                Err("the entity stopped before this command ran".into()),
-                            ));
-                        }
-                    }
+                    self.drop_slot(slot, "the entity stopped before this command ran", out);
                     self.check_empty(&shard, out);
                     return;
                 }

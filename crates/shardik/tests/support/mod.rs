@@ -468,12 +468,24 @@ pub async fn start_cluster(
     n: usize,
     env: &[(&str, &str)],
 ) -> Vec<Node> {
+    start_cluster_with_args(http, prefix, n, env, &[]).await
+}
+
+/// As [`start_cluster`], with extra command-line arguments for every node.
+pub async fn start_cluster_with_args(
+    http: &reqwest::Client,
+    prefix: &str,
+    n: usize,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Vec<Node> {
     let mut specs: Vec<NodeSpec> = (0..n)
         .map(|i| {
-            env.iter().fold(
+            let spec = env.iter().fold(
                 NodeSpec::new(&format!("{prefix}{i}"), &[]),
                 |spec, (k, v)| spec.env(k, v),
-            )
+            );
+            args.iter().fold(spec, |spec, a| spec.arg(a))
         })
         .collect();
     let seeds: Vec<String> = specs.iter().take(2).map(|s| s.bind.clone()).collect();
