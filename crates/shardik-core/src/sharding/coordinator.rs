@@ -164,6 +164,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         }
     }
 
+    /// The allocation strategy (a driver hands a deferred strategy its answers through it).
+    pub fn strategy_mut(&mut self) -> &mut S {
+        &mut self.strategy
+    }
+
     /// The allocation table.
     pub fn state(&self) -> &CoordinatorState {
         &self.state

@@ -9,12 +9,16 @@
 //! * [`coordinator`]: the coordinator state machine (one per entity kind, on the oldest node).
 //! * [`region`]: a node's region for one entity kind: routing, buffering, hosting shards,
 //!   hand-off.
+//! * [`kind_node`]: everything one node runs for one entity kind (view, region, coordinator
+//!   while hosted here, the loopback between them, leaving), the one composition that the
+//!   runtime and the simulator both drive.
 //!
 //! Like the rest of this crate, nothing here reads a clock or a global random generator, and
 //! every collection that decides an outcome iterates in a defined order.
 
 pub mod allocation;
 pub mod coordinator;
+pub mod kind_node;
 pub mod protocol;
 pub mod region;
 pub mod shard_id;
@@ -28,6 +32,8 @@ pub use allocation::{
     ShardAllocationStrategy, ThresholdShardAllocationStrategy,
 };
 pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};
+pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings};
 pub use protocol::Protocol;
 pub use region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
 pub use shard_id::{EntityId, ShardId, ShardIdError, shard_id_for, shard_number_for};

@@ -12,11 +12,12 @@ use crate::Instant;
 use crate::membership::{Address, Member, MemberStatus, UniqueAddress};
 
 use super::allocation::LeastShardAllocationStrategy;
-use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorSettings};
+use super::coordinator::{Coordinator, CoordinatorSettings};
+use super::kind_node::strategy::{AllocationChoice, KindStrategy};
+use super::kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings};
 use super::protocol::Protocol;
-use super::region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
+use super::region::{DropReason, Envelope, HandOffMode, Region, RegionSettings};
 use super::shard_id::{EntityId, ShardId, shard_id_for};
-use super::view::ShardingView;
 
 /// A test message: who sent it and its sequence number for that sender.
 pub(crate) type Msg = (UniqueAddress, u64);
@@ -32,9 +33,7 @@ enum Wire {
 }
 
 struct TestNode {
-    view: ShardingView,
-    region: Region<Msg>,
-    coordinator: Option<Coordinator<LeastShardAllocationStrategy>>,
+    kind: KindNode<Msg>,
     alive: bool,
 }
 
@@ -103,17 +102,19 @@ impl Net {
         m.up_number = self.next_up;
         self.next_up += 1;
         self.members.insert(n.clone(), m);
-        let view = ShardingView::new(n.clone(), None, Duration::from_secs(5));
-        let region = Region::new(n.clone(), proxy, self.region_settings.clone(), self.now);
-        self.nodes.insert(
-            n.clone(),
-            TestNode {
-                view,
-                region,
-                coordinator: None,
-                alive: true,
-            },
-        );
+        let settings = KindNodeSettings {
+            region: self.region_settings.clone(),
+            coordinator: self.coordinator_settings.clone(),
+            role: None,
+            proxy,
+            down_removal_margin: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(60),
+        };
+        let allocation = AllocationChoice::Immediate(Box::new(|| {
+            Box::new(LeastShardAllocationStrategy::new(20, 0.1))
+        }));
+        let kind = KindNode::new(n.clone(), settings, allocation, self.now);
+        self.nodes.insert(n.clone(), TestNode { kind, alive: true });
         self.views_changed();
         n
     }
@@ -131,7 +132,6 @@ impl Net {
     pub fn crash(&mut self, n: &UniqueAddress) {
         if let Some(t) = self.nodes.get_mut(n) {
             t.alive = false;
-            t.coordinator = None;
         }
         self.queues.retain(|(from, to), _| from != n && to != n);
         for homes in self.hosting.values_mut() {
@@ -140,54 +140,38 @@ impl Net {
     }
 
     pub fn graceful_shutdown(&mut self, n: &UniqueAddress) {
-        let mut out = Vec::new();
-        if let Some(t) = self.nodes.get_mut(n) {
-            t.region.graceful_shutdown(&mut out);
-        }
-        self.region_effects(n, out);
+        self.input(n, KindInput::Shutdown);
     }
 
     pub fn region(&self, n: &UniqueAddress) -> &Region<Msg> {
-        &self.nodes[n].region
+        self.nodes[n].kind.region()
     }
 
-    pub fn coordinator(
-        &self,
-        n: &UniqueAddress,
-    ) -> Option<&Coordinator<LeastShardAllocationStrategy>> {
-        self.nodes[n].coordinator.as_ref()
+    pub fn coordinator(&self, n: &UniqueAddress) -> Option<&Coordinator<KindStrategy>> {
+        let t = &self.nodes[n];
+        t.kind.coordinator().filter(|_| t.alive)
+    }
+
+    /// Feeds `input` to node `n` (if alive) and carries out its effects.
+    fn input(&mut self, n: &UniqueAddress, input: KindInput<Msg>) {
+        let now = self.now;
+        let mut out = Vec::new();
+        match self.nodes.get_mut(n) {
+            Some(t) if t.alive => t.kind.handle(now, input, &mut out),
+            _ => return,
+        }
+        self.effects(n, out);
     }
 
     fn views_changed(&mut self) {
-        let now = self.now;
         let members: Vec<Member> = self.members.values().cloned().collect();
         let ids: Vec<UniqueAddress> = self.nodes.keys().cloned().collect();
         for id in ids {
-            let (mut rout, mut cout) = (Vec::new(), Vec::new());
-            {
-                let t = self.nodes.get_mut(&id).unwrap();
-                if !t.alive {
-                    continue;
-                }
-                t.view.update(now, members.clone(), BTreeSet::new());
-                let hosts = t.view.self_hosts_coordinator();
-                if hosts && t.coordinator.is_none() {
-                    t.coordinator = Some(Coordinator::new(
-                        id.clone(),
-                        self.coordinator_settings.clone(),
-                        LeastShardAllocationStrategy::new(20, 0.1),
-                        now,
-                    ));
-                } else if !hosts {
-                    t.coordinator = None;
-                }
-                if let Some(c) = &mut t.coordinator {
-                    c.view_changed(now, &t.view, &mut cout);
-                }
-                t.region.view_changed(now, &t.view, &mut rout);
-            }
-            self.coordinator_effects(&id, cout);
-            self.region_effects(&id, rout);
+            let input = KindInput::Membership {
+                members: members.clone(),
+                unreachable: BTreeSet::new(),
+            };
+            self.input(&id, input);
         }
     }
 
@@ -199,11 +183,7 @@ impl Net {
             shard,
             msg: (at.clone(), seq),
         };
-        let mut out = Vec::new();
-        let now = self.now;
-        let t = self.nodes.get_mut(at).unwrap();
-        t.region.route(now, None, env, &mut out);
-        self.region_effects(at, out);
+        self.input(at, KindInput::Route { from: None, env });
     }
 
     fn push(&mut self, from: &UniqueAddress, to: &UniqueAddress, w: Wire) {
@@ -216,12 +196,12 @@ impl Net {
             .push_back(w);
     }
 
-    fn region_effects(&mut self, at: &UniqueAddress, out: Vec<RegionEffect<Msg>>) {
+    fn effects(&mut self, at: &UniqueAddress, out: Vec<KindEffect<Msg>>) {
         for e in out {
             match e {
-                RegionEffect::Send { to, msg } => self.push(at, &to, Wire::Proto(msg)),
-                RegionEffect::Forward { to, env } => self.push(at, &to, Wire::User(env)),
-                RegionEffect::Deliver(env) => {
+                KindEffect::Send { to, msg } => self.push(at, &to, Wire::Proto(msg)),
+                KindEffect::Forward { to, env } => self.push(at, &to, Wire::User(env)),
+                KindEffect::Deliver(env) => {
                     let homes = self.hosting.get(&env.shard).cloned().unwrap_or_default();
                     if homes.len() != 1 || !homes.contains(at) {
                         self.violations.push(format!(
@@ -231,7 +211,7 @@ impl Net {
                     }
                     self.delivered.push((at.clone(), env.entity, env.msg));
                 }
-                RegionEffect::ShardStarted(shard) => {
+                KindEffect::ShardStarted(shard) => {
                     let homes = self.hosting.entry(shard.clone()).or_default();
                     homes.insert(at.clone());
                     if homes.len() > 1 {
@@ -239,23 +219,19 @@ impl Net {
                             .push(format!("{:?}: shard {shard} hosted on {homes:?}", self.now));
                     }
                 }
-                RegionEffect::StopEntities(shard) => self.stopping.push((at.clone(), shard)),
-                RegionEffect::ForceStopEntities(_) => {}
-                RegionEffect::ShardStopped(shard) => {
+                KindEffect::StopEntities(shard) => self.stopping.push((at.clone(), shard)),
+                KindEffect::ShardStopped(shard) => {
                     if let Some(h) = self.hosting.get_mut(&shard) {
                         h.remove(at);
                     }
                 }
-                RegionEffect::Dropped { env, reason } => self.dropped.push((env.msg, reason)),
-                RegionEffect::ShutdownComplete => {}
-            }
-        }
-    }
-
-    fn coordinator_effects(&mut self, at: &UniqueAddress, out: Vec<CoordinatorEffect>) {
-        for e in out {
-            if let CoordinatorEffect::Send { to, msg } = e {
-                self.push(at, &to, Wire::Proto(msg));
+                KindEffect::Dropped { env, reason } => self.dropped.push((env.msg, reason)),
+                KindEffect::ForceStopEntities(_)
+                | KindEffect::CoordinatorRunning(_)
+                | KindEffect::Coordinator(_)
+                | KindEffect::AllocationAsked { .. }
+                | KindEffect::RebalanceAsked { .. }
+                | KindEffect::RegionStopped => {}
             }
         }
     }
@@ -279,28 +255,15 @@ impl Net {
             .and_then(VecDeque::pop_front)
             .unwrap();
         self.now += Duration::from_micros(100);
-        let now = self.now;
-        let (mut rout, mut cout) = (Vec::new(), Vec::new());
-        {
-            let Some(t) = self.nodes.get_mut(&to) else {
-                return true;
-            };
-            if !t.alive {
-                return true;
-            }
-            match w {
-                Wire::User(env) => t.region.route(now, Some(&from), env, &mut rout),
-                Wire::EntitiesStopped(shard) => t.region.entities_stopped(&shard, &mut rout),
-                Wire::Proto(msg) if msg.is_for_coordinator() => {
-                    if let Some(c) = &mut t.coordinator {
-                        c.handle(now, &from, msg, &t.view, &mut cout);
-                    }
-                }
-                Wire::Proto(msg) => t.region.handle(now, &from, msg, &t.view, &mut rout),
-            }
-        }
-        self.coordinator_effects(&to, cout);
-        self.region_effects(&to, rout);
+        let input = match w {
+            Wire::User(env) => KindInput::Route {
+                from: Some(from),
+                env,
+            },
+            Wire::EntitiesStopped(shard) => KindInput::EntitiesStopped(shard),
+            Wire::Proto(msg) => KindInput::Protocol { from, msg },
+        };
+        self.input(&to, input);
         true
     }
 
@@ -340,14 +303,7 @@ impl Net {
                 .nodes
                 .values()
                 .filter(|t| t.alive)
-                .flat_map(|t| {
-                    [
-                        t.region.poll_timeout(),
-                        t.coordinator.as_ref().and_then(|c| c.poll_timeout()),
-                        t.view.next_expiry(),
-                    ]
-                })
-                .flatten()
+                .filter_map(|t| t.kind.poll_timeout())
                 .min();
             let Some(at) = next.filter(|t| *t <= end) else {
                 break;
@@ -355,34 +311,16 @@ impl Net {
             self.now = self.now.max(at);
             let now = self.now;
             let ids: Vec<UniqueAddress> = self.nodes.keys().cloned().collect();
-            let mut expired = false;
-            for id in &ids {
-                let t = self.nodes.get_mut(id).unwrap();
-                if t.alive && t.view.expire(now) {
-                    expired = true;
-                }
-            }
-            if expired {
-                self.views_changed();
-            }
             for id in ids {
-                let (mut rout, mut cout) = (Vec::new(), Vec::new());
+                let mut out = Vec::new();
                 {
                     let t = self.nodes.get_mut(&id).unwrap();
-                    if !t.alive {
+                    if !t.alive || t.kind.poll_timeout().is_none_or(|x| x > now) {
                         continue;
                     }
-                    if let Some(c) = &mut t.coordinator {
-                        if c.poll_timeout().is_some_and(|x| x <= now) {
-                            c.handle_timeout(now, &t.view, &mut cout);
-                        }
-                    }
-                    if t.region.poll_timeout().is_some_and(|x| x <= now) {
-                        t.region.handle_timeout(now, &t.view, &mut rout);
-                    }
+                    t.kind.handle_timeout(now, &mut out);
                 }
-                self.coordinator_effects(&id, cout);
-                self.region_effects(&id, rout);
+                self.effects(&id, out);
             }
             if settle {
                 self.settle();

@@ -1,0 +1,528 @@
+//! [`KindNode`]: everything one node runs for one entity kind, as one I/O-free state machine.
+//!
+//! It composes the kind's [`ShardingView`], its [`Region`], the [`Coordinator`] while this node
+//! hosts it, and the decisions that tie them together:
+//!
+//! * who hosts the coordinator (the view's oldest member with the kind's role, unless this
+//!   node only proxies), and starting or dropping it as the view changes;
+//! * routing of protocol messages: those for the coordinator go to it when it runs here and
+//!   are ignored otherwise (regions register with several candidates, and only the host
+//!   answers), the rest go to the region;
+//! * the loopback between region and coordinator on the same node, drained before a call
+//!   returns, so nothing addressed to this node ever leaves it;
+//! * leaving: as soon as the view shows this node Leaving or Exiting (whoever asked for the
+//!   leave: a signal, the management API, another node), the region hands its shards off;
+//!   after `shutdown_timeout` it stops whatever is left. [`KindNode::is_stopped`] tells the
+//!   node's driver when its exit may be confirmed;
+//! * a deferred allocation strategy's questions and answers (see [`strategy`]).
+//!
+//! The runtime's kind task and the simulator's sharding node are thin drivers of this type:
+//! they feed it [`KindInput`]s with the current time, carry out the [`KindEffect`]s it pushes,
+//! and call [`KindNode::handle_timeout`] when [`KindNode::poll_timeout`] is due. The entities
+//! themselves are the driver's business: the node says when to deliver to one and when to stop
+//! a shard's entities, and hears back through [`KindInput::EntitiesStopped`].
+
+pub mod strategy;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use crate::Instant;
+use crate::membership::{Member, MemberStatus, UniqueAddress};
+
+use super::allocation::AllocationSnapshot;
+use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+use super::protocol::Protocol;
+use super::region::{DropReason, Envelope, Region, RegionEffect, RegionSettings};
+use super::shard_id::ShardId;
+use super::view::ShardingView;
+use strategy::{AllocationChoice, DeferredState, KindStrategy, Question};
+
+/// Settings of one kind on one node.
+#[derive(Clone, Debug)]
+pub struct KindNodeSettings {
+    /// The region's settings.
+    pub region: RegionSettings,
+    /// The coordinator's settings (used while this node hosts it).
+    pub coordinator: CoordinatorSettings,
+    /// The role whose members host the kind's shards (`None`: every member).
+    pub role: Option<String>,
+    /// Whether this node only routes (it lacks the role): a proxy never hosts shards nor the
+    /// coordinator.
+    pub proxy: bool,
+    /// How long a crashed member counts as possibly alive after its removal.
+    pub down_removal_margin: Duration,
+    /// How long the hand-off on leaving may take before the region stops anyway.
+    pub shutdown_timeout: Duration,
+}
+
+/// What a driver feeds a [`KindNode`].
+#[derive(Debug)]
+pub enum KindInput<M> {
+    /// The node's membership as it now stands: every member it knows (any status) and the
+    /// unreachable ones.
+    Membership {
+        /// Every member.
+        members: Vec<Member>,
+        /// Those some member cannot reach.
+        unreachable: BTreeSet<UniqueAddress>,
+    },
+    /// A message for an entity: from a local sender (`from: None`) or from another node's
+    /// region.
+    Route {
+        /// The node it came from.
+        from: Option<UniqueAddress>,
+        /// The message.
+        env: Envelope<M>,
+    },
+    /// A protocol message from another node.
+    Protocol {
+        /// Its node.
+        from: UniqueAddress,
+        /// The message.
+        msg: Protocol,
+    },
+    /// Every entity of `shard` has stopped (after [`KindEffect::StopEntities`]).
+    EntitiesStopped(ShardId),
+    /// A deferred strategy's answer to [`KindEffect::AllocationAsked`].
+    AllocationAnswered {
+        /// The region that asked.
+        requester: UniqueAddress,
+        /// The shard.
+        shard: ShardId,
+        /// Where it goes (`None`: not now; the region asks again later).
+        answer: Option<UniqueAddress>,
+    },
+    /// A deferred strategy's answer to [`KindEffect::RebalanceAsked`], used at the next round.
+    RebalanceAnswered(BTreeSet<ShardId>),
+    /// Hand every shard off and stop the region (also done on its own when this node is seen
+    /// Leaving or Exiting).
+    Shutdown,
+    /// Stop at once without hand-off (the node is going away): entities are dropped and
+    /// buffered messages reported.
+    Stop,
+}
+
+/// What a [`KindNode`] asks its driver to do.
+#[derive(Debug, PartialEq)]
+pub enum KindEffect<M> {
+    /// Send a protocol message to another node (never this one: those loop back inside).
+    Send {
+        /// Destination.
+        to: UniqueAddress,
+        /// The message.
+        msg: Protocol,
+    },
+    /// Send an entity's message on to the region that hosts its shard.
+    Forward {
+        /// Destination.
+        to: UniqueAddress,
+        /// The message.
+        env: Envelope<M>,
+    },
+    /// Deliver to the entity here (creating it if it is not running).
+    Deliver(Envelope<M>),
+    /// Stop every entity of the shard, then feed [`KindInput::EntitiesStopped`].
+    StopEntities(ShardId),
+    /// Drop the shard's remaining entities now; no [`KindInput::EntitiesStopped`] is expected.
+    ForceStopEntities(ShardId),
+    /// The shard now runs here.
+    ShardStarted(ShardId),
+    /// The shard no longer runs here.
+    ShardStopped(ShardId),
+    /// A message was not delivered, for the reason given (the driver counts and logs it, and
+    /// fails the sender's ask).
+    Dropped {
+        /// The message.
+        env: Envelope<M>,
+        /// Why.
+        reason: DropReason,
+    },
+    /// The coordinator started (`true`) or stopped running on this node.
+    CoordinatorRunning(bool),
+    /// The coordinator reported something worth logging or checking.
+    Coordinator(CoordinatorEvent),
+    /// A deferred strategy is asked where to put `shard`; answer with
+    /// [`KindInput::AllocationAnswered`].
+    AllocationAsked {
+        /// The region that asked.
+        requester: UniqueAddress,
+        /// The shard.
+        shard: ShardId,
+        /// The coordinator's view when it asked.
+        snapshot: AllocationSnapshot<UniqueAddress>,
+    },
+    /// A deferred strategy is asked which shards to move; answer with
+    /// [`KindInput::RebalanceAnswered`].
+    RebalanceAsked {
+        /// The coordinator's view when it asked.
+        snapshot: AllocationSnapshot<UniqueAddress>,
+        /// Shards already moving.
+        in_progress: BTreeSet<ShardId>,
+    },
+    /// The region has stopped: its graceful shutdown finished (every shard handed off), or it
+    /// was stopped (downed, removed, timed out, or [`KindInput::Stop`]). Emitted once.
+    RegionStopped,
+}
+
+/// Everything one node runs for one entity kind.
+pub struct KindNode<M> {
+    me: UniqueAddress,
+    settings: KindNodeSettings,
+    view: ShardingView,
+    region: Region<M>,
+    coordinator: Option<Coordinator<KindStrategy>>,
+    allocation: AllocationChoice,
+    /// Protocol messages from this node to itself, drained before a call returns.
+    loopback: VecDeque<Protocol>,
+    /// When the hand-off on leaving gives up (set when it starts).
+    shutdown_deadline: Option<Instant>,
+    region_out: Vec<RegionEffect<M>>,
+    coordinator_out: Vec<CoordinatorEffect>,
+}
+
+impl<M> std::fmt::Debug for KindNode<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindNode")
+            .field("me", &self.me)
+            .field("proxy", &self.settings.proxy)
+            .field("coordinator", &self.coordinator.is_some())
+            .field("stopped", &self.region.is_stopped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M> KindNode<M> {
+    /// The kind on node `me`, created at `now`; its coordinator decides with `allocation`.
+    pub fn new(
+        me: UniqueAddress,
+        settings: KindNodeSettings,
+        allocation: AllocationChoice,
+        now: Instant,
+    ) -> Self {
+        let view = ShardingView::new(
+            me.clone(),
+            settings.role.clone(),
+            settings.down_removal_margin,
+        );
+        let region = Region::new(me.clone(), settings.proxy, settings.region.clone(), now);
+        KindNode {
+            me,
+            settings,
+            view,
+            region,
+            coordinator: None,
+            allocation,
+            loopback: VecDeque::new(),
+            shutdown_deadline: None,
+            region_out: Vec::new(),
+            coordinator_out: Vec::new(),
+        }
+    }
+
+    /// This node.
+    pub fn me(&self) -> &UniqueAddress {
+        &self.me
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Region<M> {
+        &self.region
+    }
+
+    /// The view of the membership this kind decides by.
+    pub fn view(&self) -> &ShardingView {
+        &self.view
+    }
+
+    /// The coordinator, while it runs here.
+    pub fn coordinator(&self) -> Option<&Coordinator<KindStrategy>> {
+        self.coordinator.as_ref()
+    }
+
+    /// Whether the region has stopped (after a shutdown, a stop, or this node's removal).
+    pub fn is_stopped(&self) -> bool {
+        self.region.is_stopped()
+    }
+
+    /// Whether the region is handing its shards off to stop.
+    pub fn is_shutting_down(&self) -> bool {
+        self.region.is_shutting_down()
+    }
+
+    /// Whether a message for `shard` would be delivered here at once with nothing else to do
+    /// (the shard runs here): a driver may then deliver it without calling
+    /// [`handle`](Self::handle), which is the hot path for local traffic.
+    pub fn delivers_at_once(&self, shard: &ShardId) -> bool {
+        self.region.delivers_at_once(shard)
+    }
+
+    /// Feeds one input; effects are pushed to `out`.
+    pub fn handle(&mut self, now: Instant, input: KindInput<M>, out: &mut Vec<KindEffect<M>>) {
+        match input {
+            KindInput::Membership {
+                members,
+                unreachable,
+            } => {
+                if self.view.update(now, members, unreachable) {
+                    self.view_changed(now, out);
+                }
+            }
+            KindInput::Route { from, env } => {
+                let mut rout = std::mem::take(&mut self.region_out);
+                self.region.route(now, from.as_ref(), env, &mut rout);
+                self.region_effects(&mut rout, out);
+                self.region_out = rout;
+            }
+            KindInput::Protocol { from, msg } => self.protocol(now, &from, msg, out),
+            KindInput::EntitiesStopped(shard) => {
+                let mut rout = std::mem::take(&mut self.region_out);
+                self.region.entities_stopped(&shard, &mut rout);
+                self.region_effects(&mut rout, out);
+                self.region_out = rout;
+            }
+            KindInput::AllocationAnswered {
+                requester,
+                shard,
+                answer,
+            } => {
+                let Some(d) = self
+                    .coordinator
+                    .as_mut()
+                    .and_then(|c| c.strategy_mut().deferred_mut())
+                else {
+                    // The coordinator moved away meanwhile: its successor asks afresh.
+                    return;
+                };
+                d.answered(shard.clone(), answer);
+                // Ask again for the requester, which now finds the answer waiting.
+                self.protocol(now, &requester, Protocol::GetShardHome { shard }, out);
+            }
+            KindInput::RebalanceAnswered(shards) => {
+                if let Some(d) = self
+                    .coordinator
+                    .as_mut()
+                    .and_then(|c| c.strategy_mut().deferred_mut())
+                {
+                    d.rebalance_answered(shards);
+                }
+            }
+            KindInput::Shutdown => self.begin_shutdown(now, out),
+            KindInput::Stop => {
+                let mut rout = std::mem::take(&mut self.region_out);
+                self.region.stop(&mut rout);
+                self.region_effects(&mut rout, out);
+                self.region_out = rout;
+            }
+        }
+        self.drain_loopback(now, out);
+    }
+
+    /// The next instant [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.region.poll_timeout(),
+            self.coordinator.as_ref().and_then(|c| c.poll_timeout()),
+            self.view.next_expiry(),
+            self.shutdown_deadline.filter(|_| !self.region.is_stopped()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs what is due at `now`: lingering members expiring, the hand-off limit on leaving,
+    /// then the coordinator's and the region's timers.
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        if self.view.expire(now) {
+            self.view_changed(now, out);
+        }
+        if self
+            .shutdown_deadline
+            .is_some_and(|t| t <= now && !self.region.is_stopped())
+        {
+            // The hand-off did not finish in time: stop what is left (its buffered messages
+            // are reported dropped, its entities stop at once).
+            let mut rout = std::mem::take(&mut self.region_out);
+            self.region.stop(&mut rout);
+            self.region_effects(&mut rout, out);
+            self.region_out = rout;
+        }
+        if let Some(c) = &mut self.coordinator {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                let mut cout = std::mem::take(&mut self.coordinator_out);
+                c.handle_timeout(now, &self.view, &mut cout);
+                self.coordinator_effects(&mut cout, out);
+                self.coordinator_out = cout;
+            }
+        }
+        if self.region.poll_timeout().is_some_and(|t| t <= now) {
+            let mut rout = std::mem::take(&mut self.region_out);
+            self.region.handle_timeout(now, &self.view, &mut rout);
+            self.region_effects(&mut rout, out);
+            self.region_out = rout;
+        }
+        self.drain_loopback(now, out);
+    }
+
+    /// Whether this node should run the coordinator now: the view names it and it is Up or
+    /// Leaving. One that runs it keeps it through Exiting, because its own region's hand-off
+    /// needs it and no other node starts one until this one is removed; an Exiting node does
+    /// not start one.
+    fn should_host_coordinator(&self) -> bool {
+        if self.settings.proxy || self.view.coordinator_node() != Some(&self.me) {
+            return false;
+        }
+        match self.view.self_status() {
+            Some(MemberStatus::Up | MemberStatus::Leaving) => true,
+            Some(MemberStatus::Exiting) => self.coordinator.is_some(),
+            _ => false,
+        }
+    }
+
+    fn view_changed(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        let hosts = self.should_host_coordinator();
+        if hosts && self.coordinator.is_none() {
+            let strategy = match &mut self.allocation {
+                AllocationChoice::Immediate(make) => KindStrategy::Immediate(make()),
+                AllocationChoice::Deferred => KindStrategy::Deferred(DeferredState::default()),
+            };
+            self.coordinator = Some(Coordinator::new(
+                self.me.clone(),
+                self.settings.coordinator.clone(),
+                strategy,
+                now,
+            ));
+            out.push(KindEffect::CoordinatorRunning(true));
+        } else if !hosts && self.coordinator.is_some() {
+            self.coordinator = None;
+            out.push(KindEffect::CoordinatorRunning(false));
+        }
+        if let Some(c) = &mut self.coordinator {
+            let mut cout = std::mem::take(&mut self.coordinator_out);
+            c.view_changed(now, &self.view, &mut cout);
+            self.coordinator_effects(&mut cout, out);
+            self.coordinator_out = cout;
+        }
+        let mut rout = std::mem::take(&mut self.region_out);
+        self.region.view_changed(now, &self.view, &mut rout);
+        self.region_effects(&mut rout, out);
+        self.region_out = rout;
+        if matches!(
+            self.view.self_status(),
+            Some(MemberStatus::Leaving | MemberStatus::Exiting)
+        ) {
+            // Every way of leaving hands the shards off first: the node's driver confirms
+            // Exiting only once this region has stopped.
+            self.begin_shutdown(now, out);
+        }
+    }
+
+    fn begin_shutdown(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        if self.shutdown_deadline.is_some() || self.region.is_stopped() {
+            return;
+        }
+        self.shutdown_deadline = Some(now + self.settings.shutdown_timeout);
+        let mut rout = std::mem::take(&mut self.region_out);
+        self.region.graceful_shutdown(&mut rout);
+        self.region_effects(&mut rout, out);
+        self.region_out = rout;
+    }
+
+    fn protocol(
+        &mut self,
+        now: Instant,
+        from: &UniqueAddress,
+        msg: Protocol,
+        out: &mut Vec<KindEffect<M>>,
+    ) {
+        if msg.is_for_coordinator() {
+            // Registrations go to every candidate; only the host of the coordinator answers.
+            if let Some(c) = &mut self.coordinator {
+                let mut cout = std::mem::take(&mut self.coordinator_out);
+                c.handle(now, from, msg, &self.view, &mut cout);
+                self.coordinator_effects(&mut cout, out);
+                self.coordinator_out = cout;
+            }
+        } else {
+            let mut rout = std::mem::take(&mut self.region_out);
+            self.region.handle(now, from, msg, &self.view, &mut rout);
+            self.region_effects(&mut rout, out);
+            self.region_out = rout;
+        }
+    }
+
+    fn drain_loopback(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        while let Some(msg) = self.loopback.pop_front() {
+            let me = self.me.clone();
+            self.protocol(now, &me, msg, out);
+        }
+    }
+
+    fn send(&mut self, to: UniqueAddress, msg: Protocol, out: &mut Vec<KindEffect<M>>) {
+        if to == self.me {
+            self.loopback.push_back(msg);
+        } else {
+            out.push(KindEffect::Send { to, msg });
+        }
+    }
+
+    fn coordinator_effects(
+        &mut self,
+        effects: &mut Vec<CoordinatorEffect>,
+        out: &mut Vec<KindEffect<M>>,
+    ) {
+        for e in effects.drain(..) {
+            match e {
+                CoordinatorEffect::Send { to, msg } => self.send(to, msg, out),
+                CoordinatorEffect::Event(event) => out.push(KindEffect::Coordinator(event)),
+            }
+        }
+        let raised = self
+            .coordinator
+            .as_mut()
+            .and_then(|c| c.strategy_mut().deferred_mut())
+            .map(|d| std::mem::take(&mut d.raised))
+            .unwrap_or_default();
+        for q in raised {
+            out.push(match q {
+                Question::Allocate {
+                    requester,
+                    shard,
+                    snapshot,
+                } => KindEffect::AllocationAsked {
+                    requester,
+                    shard,
+                    snapshot,
+                },
+                Question::Rebalance {
+                    snapshot,
+                    in_progress,
+                } => KindEffect::RebalanceAsked {
+                    snapshot,
+                    in_progress,
+                },
+            });
+        }
+    }
+
+    fn region_effects(&mut self, effects: &mut Vec<RegionEffect<M>>, out: &mut Vec<KindEffect<M>>) {
+        for e in effects.drain(..) {
+            match e {
+                RegionEffect::Send { to, msg } => self.send(to, msg, out),
+                RegionEffect::Forward { to, env } => out.push(KindEffect::Forward { to, env }),
+                RegionEffect::Deliver(env) => out.push(KindEffect::Deliver(env)),
+                RegionEffect::ShardStarted(s) => out.push(KindEffect::ShardStarted(s)),
+                RegionEffect::StopEntities(s) => out.push(KindEffect::StopEntities(s)),
+                RegionEffect::ForceStopEntities(s) => out.push(KindEffect::ForceStopEntities(s)),
+                RegionEffect::ShardStopped(s) => out.push(KindEffect::ShardStopped(s)),
+                RegionEffect::Dropped { env, reason } => {
+                    out.push(KindEffect::Dropped { env, reason })
+                }
+                RegionEffect::ShutdownComplete => out.push(KindEffect::RegionStopped),
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The composition's own decisions: loopback, who hosts the coordinator, deferred
+//! allocation, and leaving (the region and coordinator rules are tested beside them).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::*;
+use crate::membership::MemberStatus;
+use crate::sharding::allocation::LeastShardAllocationStrategy;
+use crate::sharding::region::HandOffMode;
+use crate::sharding::testkit::{Net, node};
+
+type Msg = u32;
+
+fn up(n: &UniqueAddress, up_number: u32) -> Member {
+    let mut m = Member::joining(n.clone(), BTreeSet::new(), "1.0");
+    m.status = MemberStatus::Up;
+    m.up_number = up_number;
+    m
+}
+
+fn settings(proxy: bool) -> KindNodeSettings {
+    KindNodeSettings {
+        region: RegionSettings::default(),
+        coordinator: CoordinatorSettings::default(),
+        role: None,
+        proxy,
+        down_removal_margin: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(30),
+    }
+}
+
+fn least() -> AllocationChoice {
+    AllocationChoice::Immediate(Box::new(|| {
+        Box::new(LeastShardAllocationStrategy::new(20, 0.1))
+    }))
+}
+
+fn env(entity: &str, msg: Msg) -> Envelope<Msg> {
+    Envelope {
+        entity: entity.into(),
+        shard: "7".into(),
+        msg,
+    }
+}
+
+fn lone(allocation: AllocationChoice) -> (KindNode<Msg>, Vec<KindEffect<Msg>>) {
+    let me = node(1);
+    let now = Instant::from_millis(1);
+    let mut k = KindNode::new(me.clone(), settings(false), allocation, now);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Membership {
+            members: vec![up(&me, 1)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    (k, out)
+}
+
+#[test]
+fn a_lone_node_runs_its_coordinator_and_talks_to_it_without_the_network() {
+    let (mut k, out) = lone(least());
+    assert_eq!(out.first(), Some(&KindEffect::CoordinatorRunning(true)));
+    assert!(
+        out.contains(&KindEffect::Coordinator(CoordinatorEvent::StateComplete)),
+        "{out:?}"
+    );
+    assert!(!out.iter().any(|e| matches!(e, KindEffect::Send { .. })));
+    assert_eq!(
+        k.region().coordinator(),
+        Some(k.me()),
+        "registered by loopback"
+    );
+    let mut out = Vec::new();
+    k.handle(
+        Instant::from_millis(2),
+        KindInput::Route {
+            from: None,
+            env: env("a", 1),
+        },
+        &mut out,
+    );
+    assert!(
+        !out.iter().any(|e| matches!(e, KindEffect::Send { .. })),
+        "nothing leaves the node: {out:?}"
+    );
+    assert!(out.contains(&KindEffect::ShardStarted("7".into())));
+    assert!(out.contains(&KindEffect::Deliver(env("a", 1))));
+    assert!(k.delivers_at_once(&"7".into()));
+}
+
+#[test]
+fn a_proxy_never_runs_the_coordinator_even_when_oldest() {
+    let me = node(1);
+    let now = Instant::from_millis(1);
+    let mut k: KindNode<Msg> = KindNode::new(me.clone(), settings(true), least(), now);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Membership {
+            members: vec![up(&me, 1)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    assert!(k.coordinator().is_none());
+    assert!(!out.contains(&KindEffect::CoordinatorRunning(true)));
+}
+
+#[test]
+fn a_deferred_strategy_is_asked_once_and_its_answer_places_the_shard() {
+    let (mut k, _) = lone(AllocationChoice::Deferred);
+    let now = Instant::from_millis(2);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Route {
+            from: None,
+            env: env("a", 1),
+        },
+        &mut out,
+    );
+    let asked: Vec<_> = out
+        .iter()
+        .filter(|e| matches!(e, KindEffect::AllocationAsked { .. }))
+        .collect();
+    assert_eq!(asked.len(), 1, "{out:?}");
+    assert!(!out.iter().any(|e| matches!(e, KindEffect::Deliver(_))));
+    // A second message for the same shard while the question is open asks nothing new.
+    out.clear();
+    k.handle(
+        now,
+        KindInput::Route {
+            from: None,
+            env: env("b", 2),
+        },
+        &mut out,
+    );
+    k.handle_timeout(Instant::from_millis(2_500), &mut out);
+    assert!(
+        !out.iter()
+            .any(|e| matches!(e, KindEffect::AllocationAsked { .. })),
+        "{out:?}"
+    );
+    out.clear();
+    k.handle(
+        now,
+        KindInput::AllocationAnswered {
+            requester: k.me().clone(),
+            shard: "7".into(),
+            answer: Some(k.me().clone()),
+        },
+        &mut out,
+    );
+    let delivered: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            KindEffect::Deliver(env) => Some(env.msg),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        delivered,
+        vec![1, 2],
+        "buffered messages delivered in order"
+    );
+}
+
+#[test]
+fn seeing_itself_leaving_hands_every_shard_off_without_being_asked() {
+    for seed in 0..20 {
+        let mut net = Net::new(seed, HandOffMode::Forward);
+        let a = net.add(1, false);
+        let b = net.add(2, false);
+        net.advance(Duration::from_secs(1));
+        for i in 0..40 {
+            net.tell(&a, &format!("e{i}"), 1);
+        }
+        net.advance(Duration::from_secs(1));
+        assert!(net.hosts().values().any(|h| h.contains(&b)), "b hosts some");
+        // Only the membership status changes: no shutdown is asked of the region.
+        net.set_status(&b, MemberStatus::Leaving);
+        for i in 0..40 {
+            net.tell(&a, &format!("e{i}"), 2);
+        }
+        net.advance(Duration::from_secs(20));
+        assert!(
+            net.region(&b).is_stopped(),
+            "seed {seed}: b's region stopped"
+        );
+        assert!(
+            net.hosts().values().all(|h| !h.contains(&b)),
+            "seed {seed}: b hosts nothing"
+        );
+        assert_eq!(net.delivered.len(), 80, "seed {seed}: nothing lost");
+        assert!(net.dropped.is_empty(), "seed {seed}: {:?}", net.dropped);
+        assert!(net.violations.is_empty(), "{:?}", net.violations);
+    }
+}
+
+#[test]
+fn the_oldest_keeps_its_coordinator_through_exiting_until_it_is_removed() {
+    let mut net = Net::new(3, HandOffMode::Forward);
+    let a = net.add(1, false);
+    let b = net.add(2, false);
+    net.advance(Duration::from_secs(1));
+    for i in 0..40 {
+        net.tell(&b, &format!("e{i}"), 1);
+    }
+    net.advance(Duration::from_secs(1));
+    assert!(net.hosts().values().any(|h| h.contains(&a)), "a hosts some");
+    // The leader moves it on at once, before its hand-off could finish.
+    net.set_status(&a, MemberStatus::Leaving);
+    net.set_status(&a, MemberStatus::Exiting);
+    assert!(net.coordinator(&a).is_some(), "kept while Exiting");
+    assert!(net.coordinator(&b).is_none(), "nobody else starts one");
+    net.advance(Duration::from_secs(20));
+    assert!(net.region(&a).is_stopped(), "the hand-off completed");
+    assert!(net.hosts().values().all(|h| !h.contains(&a)));
+    net.set_status(&a, MemberStatus::Removed);
+    net.advance(Duration::from_secs(1));
+    assert!(
+        net.coordinator(&b).is_some(),
+        "b took over after the removal"
+    );
+    for i in 0..40 {
+        net.tell(&b, &format!("e{i}"), 2);
+    }
+    net.advance(Duration::from_secs(5));
+    assert_eq!(net.delivered.len(), 80);
+    assert!(net.violations.is_empty(), "{:?}", net.violations);
+}
+
+#[test]
+fn a_hand_off_that_cannot_finish_stops_the_region_after_the_shutdown_timeout() {
+    let mut net = Net::new(4, HandOffMode::Forward);
+    let a = net.add(1, false);
+    let b = net.add(2, false);
+    net.advance(Duration::from_secs(1));
+    for i in 0..40 {
+        net.tell(&b, &format!("e{i}"), 1);
+    }
+    net.advance(Duration::from_secs(1));
+    assert!(net.hosts().values().any(|h| h.contains(&b)));
+    // The coordinator's node dies unnoticed: b cannot hand anything off.
+    net.crash(&a);
+    net.set_status(&b, MemberStatus::Leaving);
+    net.advance(Duration::from_secs(30));
+    assert!(
+        !net.region(&b).is_stopped(),
+        "still trying before the timeout"
+    );
+    net.advance(Duration::from_secs(31));
+    assert!(net.region(&b).is_stopped(), "gave up after the timeout");
+    assert!(net.hosts().values().all(|h| !h.contains(&b)));
+}
