@@ -119,6 +119,11 @@ pub struct World {
     effects: Vec<Effect>,
     tracked_up: Option<(UniqueAddress, BTreeSet<NodeId>)>,
     tracked_unreachable: Option<(UniqueAddress, BTreeSet<NodeId>)>,
+    /// Whether something above the membership runs exit tasks (see
+    /// [`World::defer_exit_confirmation`]).
+    exit_tasks: bool,
+    /// Nodes that are Exiting and whose exit tasks have not been confirmed yet.
+    exiting: BTreeSet<NodeId>,
 }
 
 impl World {
@@ -142,6 +147,8 @@ impl World {
             effects: Vec::new(),
             tracked_up: None,
             tracked_unreachable: None,
+            exit_tasks: false,
+            exiting: BTreeSet::new(),
         }
     }
 
@@ -248,6 +255,7 @@ impl World {
 
     /// Restarts slot `id` as a new incarnation (same address, new uid), not yet joined.
     pub fn restart(&mut self, id: NodeId) {
+        self.exiting.remove(&id);
         let cfg = self.nodes[id].core.config().clone();
         let address = self.nodes[id].address.clone();
         let uid = self.rng.random::<u64>();
@@ -321,6 +329,25 @@ impl World {
         self.linked(from, to)
     }
 
+    /// From now on a node that becomes Exiting waits for [`confirm_exit`](Self::confirm_exit)
+    /// instead of confirming at once: a layer above the membership (sharding) runs its exit
+    /// tasks first, as the runtime does.
+    pub fn defer_exit_confirmation(&mut self) {
+        self.exit_tasks = true;
+    }
+
+    /// Nodes that are Exiting and wait for their exit tasks.
+    pub fn awaiting_exit(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.exiting.iter().copied()
+    }
+
+    /// Node `id`'s exit tasks are done: it confirms it is Exiting and shuts down.
+    pub fn confirm_exit(&mut self, id: NodeId) {
+        if self.exiting.remove(&id) {
+            self.command(id, Command::ExitingCompleted);
+        }
+    }
+
     /// Sends a local command to node `id` now.
     pub fn command(&mut self, id: NodeId, cmd: Command) {
         if !self.nodes[id].alive {
@@ -347,6 +374,7 @@ impl World {
     pub fn crash(&mut self, id: NodeId) {
         self.note(None, format!("crash node-{id:05}"));
         self.nodes[id].alive = false;
+        self.exiting.remove(&id);
         self.unschedule(id);
     }
 
@@ -460,6 +488,10 @@ impl World {
                         .or_default() += 1;
                 }
                 Effect::CommandFailed(err) => self.note(Some(id), format!("command failed: {err}")),
+                Effect::SelfExiting if self.exit_tasks => {
+                    self.note(Some(id), "exiting: running exit tasks".to_string());
+                    self.exiting.insert(id);
+                }
                 Effect::SelfExiting => {
                     // No exit tasks in a membership-only world: confirm at once.
                     let now = self.now;

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{
-    MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
+    Command, MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
 };
 use shardik_core::sharding::{DropReason, HandOffMode, ShardId};
 use shardik_sim::sharding::config::FAST_STABLE_AFTER;
@@ -23,7 +23,7 @@ use shardik_sim::sharding::{
     KindSpec, ShardingConfig, ShardingWorld, TrafficConfig, entity_name, fast_membership,
     fast_world,
 };
-use shardik_sim::world::NodeId;
+use shardik_sim::world::{NodeId, World};
 
 /// Entities per kind in most scenarios (enough to touch nearly all 24 shards).
 const ENTITIES: usize = 60;
@@ -396,6 +396,57 @@ fn two_nodes_leaving_at_once_including_the_coordinator_lose_nothing() {
                 "seed {seed}"
             );
         }
+        assert_clean(&s, seed);
+    }
+}
+
+/// Every way of leaving hands the shards off first: here another member asks for the leave
+/// (as `PUT /cluster/members/{address}` on any node does), so the leaving node's own code
+/// never asked its regions to shut down; they see their node Leaving and hand off, and the
+/// node confirms Exiting only after that.
+#[test]
+fn a_leave_asked_by_another_member_hands_every_shard_off_first() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 4);
+        warm_up(&mut s, seed, 0, ENTITIES);
+        let victim = 2;
+        let had: BTreeSet<ShardId> = shards_by_node(&s, 0).remove(&victim).unwrap_or_default();
+        assert!(!had.is_empty(), "seed {seed}: node {victim} hosts shards");
+        s.set_traffic(Some(TrafficConfig {
+            senders: Some(vec![0, 1, 3]),
+            ..traffic(3)
+        }));
+        s.run_for(Duration::from_secs(2));
+        s.world_mut()
+            .command(0, Command::Leave(World::address_of(victim)));
+        let rest = [0, 1, 3];
+        let left = s.run_until_pred(Duration::from_secs(60), |s| {
+            s.world().shutdown_reason(victim).is_some() && s.world().all_up(&rest)
+        });
+        assert!(
+            left.is_some(),
+            "seed {seed}: the leave did not finish\n{}",
+            tail(&s)
+        );
+        assert_eq!(
+            s.world().shutdown_reason(victim),
+            Some(&ShutdownReason::Left),
+            "seed {seed}"
+        );
+        quiesce(&mut s);
+        let after = s.hosts(0);
+        for shard in &had {
+            let h = after.get(shard).cloned().unwrap_or_default();
+            assert!(
+                h.len() == 1 && rest.contains(&h[0]),
+                "seed {seed}: shard {shard} is on {h:?}"
+            );
+        }
+        assert!(
+            hand_offs_started(&s) >= had.len(),
+            "seed {seed}: handed off, not lost"
+        );
+        assert_all_delivered_once(&s, seed);
         assert_clean(&s, seed);
     }
 }

@@ -80,7 +80,11 @@ impl ShardingWorld {
     pub fn new(world: WorldConfig, cfg: ShardingConfig) -> Self {
         let seed = world.seed;
         ShardingWorld {
-            world: World::new(world),
+            world: {
+                let mut w = World::new(world);
+                w.defer_exit_confirmation();
+                w
+            },
             cfg,
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_4a2d_0001),
             traffic_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_4a2d_0002),
@@ -193,24 +197,19 @@ impl ShardingWorld {
         self.world.heal();
     }
 
-    /// Leaves gracefully: every region of the node hands its shards off, and once all have
-    /// stopped (or the shutdown timeout passed and they were stopped) the node leaves the
-    /// cluster, as the runtime's shutdown does. Meant for members: the membership `Leave` of a
-    /// node that is not (yet) a member fails, and the node stays with its regions stopped.
+    /// Leaves gracefully, as every way of leaving does in the runtime: the node asks the
+    /// membership to leave; each kind's region sees its node Leaving and hands its shards off;
+    /// the node confirms Exiting once every region has stopped (or the shutdown timeout
+    /// stopped them). Meant for members: the `Leave` of a node that is not (yet) a member
+    /// fails.
     pub fn leave(&mut self, id: NodeId) {
         if self.node(id).is_none() {
             return;
         }
-        self.note(
-            Some(id),
-            "graceful leave: shutting regions down".to_string(),
-        );
-        let now = self.now();
-        let mut out = std::mem::take(&mut self.scratch);
-        let layer = self.slots[id].layer.as_mut().expect("checked above");
-        layer.begin_leave(now, &mut out);
-        self.dispatch(id, &mut out);
-        self.scratch = out;
+        self.note(Some(id), "graceful leave".to_string());
+        self.world
+            .command(id, Command::Leave(World::address_of(id)));
+        self.sync();
     }
 
     // ----- clients -----
@@ -489,7 +488,32 @@ impl ShardingWorld {
     }
 
     /// Brings every slot's layer in line with its membership core.
+    /// Brings every slot's layer in line with its membership core, and confirms the exit of
+    /// Exiting nodes whose regions have all stopped (their exit tasks are done).
     fn sync(&mut self) {
+        loop {
+            self.sync_layers();
+            let done: Vec<NodeId> = self
+                .world
+                .awaiting_exit()
+                .filter(|&id| {
+                    self.slots
+                        .get(id)
+                        .and_then(|s| s.layer.as_ref())
+                        .is_none_or(ShardNode::all_regions_stopped)
+                })
+                .collect();
+            if done.is_empty() {
+                return;
+            }
+            for id in done {
+                self.note(Some(id), "exit tasks done: confirming Exiting".to_string());
+                self.world.confirm_exit(id);
+            }
+        }
+    }
+
+    fn sync_layers(&mut self) {
         let now = self.now();
         for id in 0..self.world.len() {
             if id == self.slots.len() {
@@ -557,17 +581,6 @@ impl ShardingWorld {
             return;
         };
         self.dispatch_as(id, me, out);
-        let leave_now = self.slots[id]
-            .layer
-            .as_ref()
-            .is_some_and(|l| l.is_leaving() && !l.leave_sent && l.all_regions_stopped());
-        if leave_now {
-            if let Some(l) = self.slots[id].layer.as_mut() {
-                l.leave_sent = true;
-            }
-            self.world
-                .command(id, Command::Leave(World::address_of(id)));
-        }
         self.reschedule(id);
     }
 

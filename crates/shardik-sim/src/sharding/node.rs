@@ -1,24 +1,23 @@
-//! One node's sharding layer: per entity kind a [`ShardingView`], a [`Region`], the
-//! [`Coordinator`] while this node hosts it, and a model of the entities.
+//! One node's sharding layer: per entity kind the core's [`KindNode`] (the very composition
+//! the runtime drives: view, region, coordinator while hosted here, loopback, leaving) and a
+//! model of the entities.
 //!
-//! The layer is wired the way the runtime wires it: messages the region or coordinator sends
-//! to this node loop back locally, coordinator-bound messages go to the coordinator if one
-//! runs here (and are ignored otherwise, since registrations go to several candidates), and
-//! the rest go to the region. It knows nothing of the network: everything that leaves it is
-//! an [`Output`] the world routes, checks and records.
+//! This file only drives: it feeds each kind's node its inputs and turns the node's effects
+//! into [`Output`]s the world routes, checks and records. It knows nothing of the network.
 //!
 //! Entities are modelled by their lifetime only: one starts on its first delivery, stops
 //! [`entity_stop_delay`](super::ShardingConfig::entity_stop_delay) after its shard is told to
 //! stop, and is dropped at once on a forced stop, when its region stops, or when the node dies.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
 use shardik_core::sharding::{
-    Coordinator, CoordinatorEffect, CoordinatorEvent, DropReason, EntityId, Envelope,
-    LeastShardAllocationStrategy, Protocol, Region, RegionEffect, ShardId, ShardingView,
+    AllocationChoice, Coordinator, CoordinatorEvent, DropReason, EntityId, Envelope, KindEffect,
+    KindInput, KindNode, KindNodeSettings, KindStrategy, LeastShardAllocationStrategy, Protocol,
+    Region, ShardId, ShardingView,
 };
 
 use super::config::ShardingConfig;
@@ -132,9 +131,7 @@ pub enum Output {
 
 /// One kind's pieces on one node.
 struct KindState {
-    view: ShardingView,
-    region: Region<SimMsg>,
-    coordinator: Option<Coordinator<LeastShardAllocationStrategy>>,
+    node: KindNode<SimMsg>,
     /// Live entities by shard.
     entities: BTreeMap<ShardId, BTreeSet<EntityId>>,
     /// Shards whose entities are stopping, with the instant they will have stopped.
@@ -146,18 +143,10 @@ pub struct ShardNode {
     me: UniqueAddress,
     cfg: ShardingConfig,
     kinds: Vec<KindState>,
-    loopback: VecDeque<(usize, Wire)>,
     /// Client messages inside this node's regions (routed here, not yet delivered, forwarded
     /// or dropped): what a crash would take with it.
     holding: BTreeSet<u64>,
-    region_out: Vec<RegionEffect<SimMsg>>,
-    coordinator_out: Vec<CoordinatorEffect>,
-    /// A graceful leave was asked for: regions hand off first, then membership leaves.
-    leave_requested: bool,
-    /// When the regions' graceful shutdown gives up (they are stopped and the node leaves).
-    leave_deadline: Option<Instant>,
-    /// The membership `Leave` has been issued.
-    pub(crate) leave_sent: bool,
+    effects: Vec<KindEffect<SimMsg>>,
 }
 
 impl ShardNode {
@@ -172,11 +161,19 @@ impl ShardNode {
             .kinds
             .iter()
             .map(|k| {
-                let proxy = k.role.as_ref().is_some_and(|r| !roles.contains(r));
+                let settings = KindNodeSettings {
+                    region: cfg.region.clone(),
+                    coordinator: cfg.coordinator.clone(),
+                    role: k.role.clone(),
+                    proxy: k.role.as_ref().is_some_and(|r| !roles.contains(r)),
+                    down_removal_margin: cfg.down_removal_margin,
+                    shutdown_timeout: cfg.shutdown_timeout,
+                };
+                let allocation = AllocationChoice::Immediate(Box::new(|| {
+                    Box::new(LeastShardAllocationStrategy::new(20, 0.1))
+                }));
                 KindState {
-                    view: ShardingView::new(me.clone(), k.role.clone(), cfg.down_removal_margin),
-                    region: Region::new(me.clone(), proxy, cfg.region.clone(), now),
-                    coordinator: None,
+                    node: KindNode::new(me.clone(), settings, allocation, now),
                     entities: BTreeMap::new(),
                     stopping: BTreeMap::new(),
                 }
@@ -186,13 +183,8 @@ impl ShardNode {
             me,
             cfg: cfg.clone(),
             kinds,
-            loopback: VecDeque::new(),
             holding: BTreeSet::new(),
-            region_out: Vec::new(),
-            coordinator_out: Vec::new(),
-            leave_requested: false,
-            leave_deadline: None,
-            leave_sent: false,
+            effects: Vec::new(),
         }
     }
 
@@ -203,17 +195,17 @@ impl ShardNode {
 
     /// Kind `kind`'s region.
     pub fn region(&self, kind: usize) -> &Region<SimMsg> {
-        &self.kinds[kind].region
+        self.kinds[kind].node.region()
     }
 
     /// Kind `kind`'s view.
     pub fn view(&self, kind: usize) -> &ShardingView {
-        &self.kinds[kind].view
+        self.kinds[kind].node.view()
     }
 
     /// Kind `kind`'s coordinator, if it runs here.
-    pub fn coordinator(&self, kind: usize) -> Option<&Coordinator<LeastShardAllocationStrategy>> {
-        self.kinds[kind].coordinator.as_ref()
+    pub fn coordinator(&self, kind: usize) -> Option<&Coordinator<KindStrategy>> {
+        self.kinds[kind].node.coordinator()
     }
 
     /// Live entities of kind `kind`, by shard.
@@ -221,9 +213,22 @@ impl ShardNode {
         &self.kinds[kind].entities
     }
 
-    /// Whether every region has stopped.
+    /// Whether every region has stopped: the node's exit may be confirmed.
     pub fn all_regions_stopped(&self) -> bool {
-        self.kinds.iter().all(|k| k.region.is_stopped())
+        self.kinds.iter().all(|k| k.node.is_stopped())
+    }
+
+    /// Whether any region is handing its shards off to stop (the node is leaving).
+    pub fn is_leaving(&self) -> bool {
+        self.kinds.iter().any(|k| k.node.is_shutting_down())
+    }
+
+    /// Feeds one input to kind `k` and turns its effects into outputs.
+    fn input(&mut self, now: Instant, k: usize, input: KindInput<SimMsg>, out: &mut Vec<Output>) {
+        let mut effects = std::mem::take(&mut self.effects);
+        self.kinds[k].node.handle(now, input, &mut effects);
+        self.apply(now, k, &mut effects, out);
+        self.effects = effects;
     }
 
     /// Feeds the node's membership state (every member it knows, and the unreachable ones).
@@ -235,50 +240,12 @@ impl ShardNode {
         out: &mut Vec<Output>,
     ) {
         for k in 0..self.kinds.len() {
-            let changed =
-                self.kinds[k]
-                    .view
-                    .update(now, members.iter().cloned(), unreachable.clone());
-            if changed {
-                self.view_changed(now, k, out);
-            }
+            let input = KindInput::Membership {
+                members: members.to_vec(),
+                unreachable: unreachable.clone(),
+            };
+            self.input(now, k, input, out);
         }
-        self.drain_loopback(now, out);
-    }
-
-    /// Starts or drops the coordinator as the view says, then lets both react to the view.
-    fn view_changed(&mut self, now: Instant, k: usize, out: &mut Vec<Output>) {
-        let st = &mut self.kinds[k];
-        let hosts = st.view.self_hosts_coordinator() && !st.region.is_proxy();
-        if hosts && st.coordinator.is_none() {
-            st.coordinator = Some(Coordinator::new(
-                self.me.clone(),
-                self.cfg.coordinator.clone(),
-                LeastShardAllocationStrategy::new(20, 0.1),
-                now,
-            ));
-            out.push(Output::Coordinator {
-                kind: k,
-                running: true,
-            });
-        } else if !hosts && st.coordinator.is_some() {
-            st.coordinator = None;
-            out.push(Output::Coordinator {
-                kind: k,
-                running: false,
-            });
-        }
-        let mut cout = std::mem::take(&mut self.coordinator_out);
-        if let Some(c) = &mut st.coordinator {
-            c.view_changed(now, &st.view, &mut cout);
-        }
-        self.coordinator_effects(k, &mut cout, out);
-        self.coordinator_out = cout;
-        let st = &mut self.kinds[k];
-        let mut rout = std::mem::take(&mut self.region_out);
-        st.region.view_changed(now, &st.view, &mut rout);
-        self.region_effects(now, k, &mut rout, out);
-        self.region_out = rout;
     }
 
     /// A local client sends `env` through kind `kind`'s region.
@@ -290,11 +257,7 @@ impl ShardNode {
         out: &mut Vec<Output>,
     ) {
         self.holding.insert(env.msg.id);
-        let mut rout = std::mem::take(&mut self.region_out);
-        self.kinds[kind].region.route(now, None, env, &mut rout);
-        self.region_effects(now, kind, &mut rout, out);
-        self.region_out = rout;
-        self.drain_loopback(now, out);
+        self.input(now, kind, KindInput::Route { from: None, env }, out);
     }
 
     /// A message from node `from` arrived.
@@ -306,113 +269,34 @@ impl ShardNode {
         wire: Wire,
         out: &mut Vec<Output>,
     ) {
-        self.handle(now, from, kind, wire, out);
-        self.drain_loopback(now, out);
-    }
-
-    fn handle(
-        &mut self,
-        now: Instant,
-        from: &UniqueAddress,
-        k: usize,
-        wire: Wire,
-        out: &mut Vec<Output>,
-    ) {
-        let st = &mut self.kinds[k];
-        match wire {
+        let input = match wire {
             Wire::User(env) => {
                 self.holding.insert(env.msg.id);
-                let mut rout = std::mem::take(&mut self.region_out);
-                st.region.route(now, Some(from), env, &mut rout);
-                self.region_effects(now, k, &mut rout, out);
-                self.region_out = rout;
-            }
-            Wire::Proto(msg) if msg.is_for_coordinator() => {
-                // Registrations go to every candidate; only the host of the coordinator answers.
-                if let Some(c) = &mut st.coordinator {
-                    let mut cout = std::mem::take(&mut self.coordinator_out);
-                    c.handle(now, from, msg, &st.view, &mut cout);
-                    self.coordinator_effects(k, &mut cout, out);
-                    self.coordinator_out = cout;
+                KindInput::Route {
+                    from: Some(from.clone()),
+                    env,
                 }
             }
-            Wire::Proto(msg) => {
-                let mut rout = std::mem::take(&mut self.region_out);
-                st.region.handle(now, from, msg, &st.view, &mut rout);
-                self.region_effects(now, k, &mut rout, out);
-                self.region_out = rout;
-            }
-        }
-    }
-
-    fn drain_loopback(&mut self, now: Instant, out: &mut Vec<Output>) {
-        while let Some((k, wire)) = self.loopback.pop_front() {
-            let me = self.me.clone();
-            self.handle(now, &me, k, wire, out);
-        }
-    }
-
-    /// Starts a graceful leave: every region hands its shards off (stopped anyway after the
-    /// shutdown timeout); the world issues the membership leave once all have stopped.
-    pub fn begin_leave(&mut self, now: Instant, out: &mut Vec<Output>) {
-        if self.leave_requested {
-            return;
-        }
-        self.leave_requested = true;
-        self.leave_deadline = Some(now + self.cfg.shutdown_timeout);
-        for k in 0..self.kinds.len() {
-            let mut rout = std::mem::take(&mut self.region_out);
-            self.kinds[k].region.graceful_shutdown(&mut rout);
-            self.region_effects(now, k, &mut rout, out);
-            self.region_out = rout;
-        }
-        self.drain_loopback(now, out);
-    }
-
-    /// Whether a graceful leave was asked for.
-    pub fn is_leaving(&self) -> bool {
-        self.leave_requested
-    }
-
-    /// The shutdown timeout passed: stop what is still running (its buffered messages are
-    /// reported dropped, its entities stop at once).
-    fn give_up_hand_off(&mut self, now: Instant, out: &mut Vec<Output>) {
-        for k in 0..self.kinds.len() {
-            let mut rout = std::mem::take(&mut self.region_out);
-            self.kinds[k].region.stop(&mut rout);
-            self.region_effects(now, k, &mut rout, out);
-            self.region_out = rout;
-        }
+            Wire::Proto(msg) => KindInput::Protocol {
+                from: from.clone(),
+                msg,
+            },
+        };
+        self.input(now, kind, input, out);
     }
 
     /// The next instant [`timer`](Self::timer) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let deadline = self.leave_deadline.filter(|_| !self.all_regions_stopped());
         self.kinds
             .iter()
-            .flat_map(|st| {
-                [
-                    st.region.poll_timeout(),
-                    st.coordinator.as_ref().and_then(|c| c.poll_timeout()),
-                    st.view.next_expiry(),
-                    st.stopping.values().min().copied(),
-                ]
-            })
+            .flat_map(|st| [st.node.poll_timeout(), st.stopping.values().min().copied()])
             .flatten()
-            .chain(deadline)
             .min()
     }
 
-    /// Runs what is due at `now`: margins expiring, entities finishing their stop, then the
-    /// coordinator's and the region's timers.
+    /// Runs what is due at `now`: entities finishing their stop, then each kind's timers.
     pub fn timer(&mut self, now: Instant, out: &mut Vec<Output>) {
-        if self.leave_deadline.is_some_and(|t| t <= now) && !self.all_regions_stopped() {
-            self.give_up_hand_off(now, out);
-        }
         for k in 0..self.kinds.len() {
-            if self.kinds[k].view.expire(now) {
-                self.view_changed(now, k, out);
-            }
             let due: Vec<ShardId> = self.kinds[k]
                 .stopping
                 .iter()
@@ -422,29 +306,15 @@ impl ShardNode {
             for shard in due {
                 self.kinds[k].stopping.remove(&shard);
                 self.stop_entities(k, &shard, out);
-                let mut rout = std::mem::take(&mut self.region_out);
-                self.kinds[k].region.entities_stopped(&shard, &mut rout);
-                self.region_effects(now, k, &mut rout, out);
-                self.region_out = rout;
+                self.input(now, k, KindInput::EntitiesStopped(shard), out);
             }
-            let st = &mut self.kinds[k];
-            if let Some(c) = &mut st.coordinator {
-                if c.poll_timeout().is_some_and(|t| t <= now) {
-                    let mut cout = std::mem::take(&mut self.coordinator_out);
-                    c.handle_timeout(now, &st.view, &mut cout);
-                    self.coordinator_effects(k, &mut cout, out);
-                    self.coordinator_out = cout;
-                }
-            }
-            let st = &mut self.kinds[k];
-            if st.region.poll_timeout().is_some_and(|t| t <= now) {
-                let mut rout = std::mem::take(&mut self.region_out);
-                st.region.handle_timeout(now, &st.view, &mut rout);
-                self.region_effects(now, k, &mut rout, out);
-                self.region_out = rout;
+            if self.kinds[k].node.poll_timeout().is_some_and(|t| t <= now) {
+                let mut effects = std::mem::take(&mut self.effects);
+                self.kinds[k].node.handle_timeout(now, &mut effects);
+                self.apply(now, k, &mut effects, out);
+                self.effects = effects;
             }
         }
-        self.drain_loopback(now, out);
     }
 
     /// The node died (crashed or shut down): every entity, shard and coordinator is gone.
@@ -456,20 +326,19 @@ impl ShardNode {
             }
             let st = &mut self.kinds[k];
             st.stopping.clear();
-            for shard in st.region.hosted_shards() {
+            for shard in st.node.region().hosted_shards() {
                 out.push(Output::ShardStopped {
                     kind: k,
                     shard: shard.clone(),
                 });
             }
-            if st.coordinator.take().is_some() {
+            if st.node.coordinator().is_some() {
                 out.push(Output::Coordinator {
                     kind: k,
                     running: false,
                 });
             }
         }
-        self.loopback.clear();
         let ids: Vec<u64> = std::mem::take(&mut self.holding).into_iter().collect();
         if !ids.is_empty() {
             out.push(Output::LostWithNode { ids });
@@ -493,45 +362,29 @@ impl ShardNode {
         }
     }
 
-    fn send(&mut self, k: usize, to: UniqueAddress, wire: Wire, out: &mut Vec<Output>) {
-        if to == self.me {
-            self.loopback.push_back((k, wire));
-        } else {
-            out.push(Output::Send { kind: k, to, wire });
-        }
-    }
-
-    fn coordinator_effects(
-        &mut self,
-        k: usize,
-        effects: &mut Vec<CoordinatorEffect>,
-        out: &mut Vec<Output>,
-    ) {
-        for e in effects.drain(..) {
-            match e {
-                CoordinatorEffect::Send { to, msg } => self.send(k, to, Wire::Proto(msg), out),
-                CoordinatorEffect::Event(event) => {
-                    out.push(Output::CoordinatorEvent { kind: k, event })
-                }
-            }
-        }
-    }
-
-    fn region_effects(
+    fn apply(
         &mut self,
         now: Instant,
         k: usize,
-        effects: &mut Vec<RegionEffect<SimMsg>>,
+        effects: &mut Vec<KindEffect<SimMsg>>,
         out: &mut Vec<Output>,
     ) {
         for e in effects.drain(..) {
             match e {
-                RegionEffect::Send { to, msg } => self.send(k, to, Wire::Proto(msg), out),
-                RegionEffect::Forward { to, env } => {
+                KindEffect::Send { to, msg } => out.push(Output::Send {
+                    kind: k,
+                    to,
+                    wire: Wire::Proto(msg),
+                }),
+                KindEffect::Forward { to, env } => {
                     self.holding.remove(&env.msg.id);
-                    self.send(k, to, Wire::User(env), out)
+                    out.push(Output::Send {
+                        kind: k,
+                        to,
+                        wire: Wire::User(env),
+                    })
                 }
-                RegionEffect::Deliver(env) => {
+                KindEffect::Deliver(env) => {
                     self.holding.remove(&env.msg.id);
                     let started = self.kinds[k]
                         .entities
@@ -547,22 +400,22 @@ impl ShardNode {
                     }
                     out.push(Output::Delivered { kind: k, env });
                 }
-                RegionEffect::ShardStarted(shard) => {
+                KindEffect::ShardStarted(shard) => {
                     out.push(Output::ShardStarted { kind: k, shard })
                 }
-                RegionEffect::StopEntities(shard) => {
+                KindEffect::StopEntities(shard) => {
                     let at = now + self.cfg.entity_stop_delay.max(Duration::from_nanos(1));
                     self.kinds[k].stopping.insert(shard, at);
                 }
-                RegionEffect::ForceStopEntities(shard) => {
-                    // The region already counts them as stopped: no `entities_stopped` later.
+                KindEffect::ForceStopEntities(shard) => {
+                    // The region already counts them as stopped: no `EntitiesStopped` later.
                     self.kinds[k].stopping.remove(&shard);
                     self.stop_entities(k, &shard, out);
                 }
-                RegionEffect::ShardStopped(shard) => {
+                KindEffect::ShardStopped(shard) => {
                     out.push(Output::ShardStopped { kind: k, shard })
                 }
-                RegionEffect::Dropped { env, reason } => {
+                KindEffect::Dropped { env, reason } => {
                     self.holding.remove(&env.msg.id);
                     out.push(Output::Dropped {
                         kind: k,
@@ -570,7 +423,15 @@ impl ShardNode {
                         reason,
                     })
                 }
-                RegionEffect::ShutdownComplete => {
+                KindEffect::CoordinatorRunning(running) => {
+                    out.push(Output::Coordinator { kind: k, running })
+                }
+                KindEffect::Coordinator(event) => {
+                    out.push(Output::CoordinatorEvent { kind: k, event })
+                }
+                // The simulator's strategy answers on the spot.
+                KindEffect::AllocationAsked { .. } | KindEffect::RebalanceAsked { .. } => {}
+                KindEffect::RegionStopped => {
                     let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
                     for shard in shards {
                         self.stop_entities(k, &shard, out);
