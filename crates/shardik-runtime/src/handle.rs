@@ -11,6 +11,8 @@ use std::time::Duration;
 use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::exit::ExitTasks;
+
 /// The cluster as one node sees it at one moment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MembershipSnapshot {
@@ -98,6 +100,7 @@ pub enum ControlError {
 pub struct NodeHandle {
     snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
     commands: mpsc::Sender<ControlCommand>,
+    exit_tasks: ExitTasks,
 }
 
 impl NodeHandle {
@@ -106,7 +109,17 @@ impl NodeHandle {
         snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
         commands: mpsc::Sender<ControlCommand>,
     ) -> Self {
-        NodeHandle { snapshot, commands }
+        NodeHandle {
+            snapshot,
+            commands,
+            exit_tasks: ExitTasks::default(),
+        }
+    }
+
+    /// The node's exit tasks: what runs between this node becoming Exiting and its confirming
+    /// it, on every way of leaving (see [`crate::exit`]).
+    pub fn exit_tasks(&self) -> &ExitTasks {
+        &self.exit_tasks
     }
 
     /// The latest snapshot.

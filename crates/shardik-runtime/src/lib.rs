@@ -70,6 +70,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod exit;
 pub mod handle;
 pub mod http;
 pub mod logging;

@@ -5,7 +5,6 @@
 //! `(now, input) -> effects` world and sockets, clocks, logs and metrics.
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
+use crate::exit::ExitTasks;
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use crate::metrics as m;
 use crate::transport::{
@@ -75,17 +75,10 @@ pub enum StopRequest {
     Now,
 }
 
-/// A fresh random 64-bit uid for this incarnation. std's `RandomState` is seeded from the
-/// operating system's randomness, which is all a uid needs: distinct across restarts.
+/// A fresh random 64-bit uid for this incarnation, from the operating system's randomness:
+/// distinct across restarts, which is all a uid needs.
 pub fn random_uid() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
+    rand::random()
 }
 
 /// Starts a node: binds the transport, starts the driver task and joins the seeds.
@@ -111,7 +104,11 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         watch::channel(Arc::new(MembershipSnapshot::not_joined(self_node.clone())));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let (stop_tx, stop_rx) = mpsc::channel(4);
+    let handle = NodeHandle::new(snapshot_rx, cmd_tx);
+    let (exit_done_tx, exit_done_rx) = mpsc::channel(1);
     let mut driver = Driver {
+        exit_tasks: handle.exit_tasks().clone(),
+        exit_done: exit_done_tx,
         core,
         transport,
         epoch,
@@ -127,10 +124,10 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         if !seeds.is_empty() {
             driver.command(Command::JoinSeedNodes(seeds));
         }
-        driver.run(inbound, cmd_rx, stop_rx).await
+        driver.run(inbound, cmd_rx, stop_rx, exit_done_rx).await
     });
     Ok(RunningNode {
-        handle: NodeHandle::new(snapshot_rx, cmd_tx),
+        handle,
         self_node,
         stop: stop_tx,
         finished,
@@ -148,6 +145,10 @@ struct Driver {
     effects: Vec<Effect>,
     leave_timeout: Duration,
     user_sender: UserSender,
+    /// Run when this node becomes Exiting, before it confirms.
+    exit_tasks: ExitTasks,
+    /// Told when the exit tasks have finished.
+    exit_done: mpsc::Sender<()>,
 }
 
 impl Driver {
@@ -168,6 +169,7 @@ impl Driver {
         mut inbound: mpsc::Receiver<Inbound>,
         mut commands: mpsc::Receiver<ControlCommand>,
         mut stop: mpsc::Receiver<StopRequest>,
+        mut exit_done: mpsc::Receiver<()>,
     ) -> ShutdownReason {
         let mut leave_deadline: Option<TokioInstant> = None;
         loop {
@@ -210,6 +212,13 @@ impl Driver {
                     self.effects = out;
                 }
                 Some(cmd) = commands.recv() => self.control(cmd),
+                Some(()) = exit_done.recv() => {
+                    info!("exit tasks done: confirming Exiting");
+                    let now = self.now();
+                    let mut out = std::mem::take(&mut self.effects);
+                    self.core.handle(now, Input::Command(Command::ExitingCompleted), &mut out);
+                    self.effects = out;
+                }
                 _ = timer => {
                     let now = self.now();
                     let mut out = std::mem::take(&mut self.effects);
@@ -282,12 +291,22 @@ impl Driver {
                         *f = Some(e);
                     }
                 }
-                Effect::SelfExiting => {
-                    // No exit tasks yet (shard hand-off arrives with sharding): confirm at once.
-                    info!("this node is Exiting");
+                Effect::SelfExiting if self.exit_tasks.is_empty() => {
+                    info!("this node is Exiting; no exit tasks");
                     let now = self.now();
                     self.core
                         .handle(now, Input::Command(Command::ExitingCompleted), &mut effects);
+                }
+                Effect::SelfExiting => {
+                    // However the leave was asked for, the exit tasks (shard hand-off) run
+                    // before the exit is confirmed; gossip goes on meanwhile.
+                    info!(tasks = ?self.exit_tasks.names(), "this node is Exiting: running exit tasks");
+                    let (tasks, done) = (self.exit_tasks.clone(), self.exit_done.clone());
+                    let limit = self.leave_timeout;
+                    tokio::spawn(async move {
+                        tasks.run(limit).await;
+                        let _ = done.send(()).await;
+                    });
                 }
                 Effect::Shutdown(reason) => stopped = Some(reason),
             }

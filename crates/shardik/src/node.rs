@@ -141,18 +141,9 @@ async fn run_node(
             if first {
                 first = false;
                 info!(
-                    "signal received: handing off shards, then leaving the cluster (send it again to exit at once)"
+                    "signal received: leaving the cluster (shards are handed off first; send it again to exit at once)"
                 );
-                let stop = stop.clone();
-                let sharding = sharding.clone();
-                tokio::spawn(async move {
-                    // The reference's order: shards first (while this node can still be
-                    // reached and the coordinator can re-home them), then the cluster.
-                    if !sharding.shutdown().await {
-                        warn!("shard hand-off did not finish in time; leaving anyway");
-                    }
-                    let _ = stop.send(StopRequest::Leave).await;
-                });
+                let _ = stop.send(StopRequest::Leave).await;
             } else {
                 warn!("second signal: exiting at once");
                 std::process::exit(130);

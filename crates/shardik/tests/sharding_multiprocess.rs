@@ -219,11 +219,7 @@ async fn stop_one_and_check_rehoming(prefix: &str, graceful: bool) {
             "{}",
             victim.report()
         );
-        assert!(
-            victim.stderr().contains("hand-off") || victim.stderr().contains("handing off shards"),
-            "the node handed off before leaving:\n{}",
-            victim.stderr_tail(30)
-        );
+        assert_handed_off_before_exit(&victim);
     } else {
         victim.kill9();
     }
@@ -265,6 +261,168 @@ async fn sigkill_rehomes_the_dead_nodes_counters() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_off_then_exits_zero() {
     stop_one_and_check_rehoming("term", true).await;
+}
+
+/// The node ran its exit tasks (the shard hand-off) and only then confirmed its exit.
+fn assert_handed_off_before_exit(node: &Node) {
+    let log = node.stderr();
+    let ran = log.find("running exit task");
+    let done = log.find("exit tasks done");
+    assert!(
+        log.contains("cluster-sharding-shutdown-region") && ran.is_some() && ran < done,
+        "the node handed its shards off before confirming its exit:\n{}",
+        node.stderr_tail(40)
+    );
+}
+
+/// What [`counter`] answers: the value and the node that ran it, or what went wrong.
+type CounterAnswer = Result<(u64, String), String>;
+
+/// One acknowledged increment: the counter's value after it and the node that ran it.
+#[derive(Debug)]
+struct Ack {
+    value: u64,
+    node: String,
+}
+
+/// A leave asked of another node through the management API (not the leaving process's own
+/// signal handler) still hands every shard off first: under steady increments, the leaving
+/// node exits 0, every counter it hosted answers from a survivor, and no increment is lost:
+/// each one is acknowledged, and each counter's acknowledged values count up by one on the
+/// node that runs it (a counter that moves starts again from zero there: entity state does
+/// not travel with a hand-off until entities are durable) and end where its value ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leave_through_the_management_api_hands_off_and_loses_nothing() {
+    let http = client();
+    let mut nodes = counter_cluster(&http, "apileave", 3).await;
+    let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
+    let ids = ids(40);
+    let mut acks: BTreeMap<String, Vec<Ack>> = BTreeMap::new();
+    {
+        let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+        let found = std::sync::Mutex::new(BTreeMap::new());
+        eventually(
+            "every counter answers an increment",
+            BOUND,
+            &mut refs,
+            || {
+                let (http, mgmt, ids, found) = (&http, &mgmt, &ids, &found);
+                async move {
+                    for id in ids {
+                        if found.lock().unwrap().contains_key(id) {
+                            continue;
+                        }
+                        let (value, node) = counter(http, &mgmt[0], id, true).await?;
+                        found
+                            .lock()
+                            .unwrap()
+                            .insert(id.clone(), Ack { value, node });
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .await;
+        for (id, ack) in found.into_inner().unwrap() {
+            acks.insert(id, vec![ack]);
+        }
+    }
+    let victim_addr = nodes[2].addr().to_string();
+    let hosted: Vec<String> = acks
+        .iter()
+        .filter(|(_, a)| a[0].node == victim_addr)
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(!hosted.is_empty(), "the victim hosts some counters");
+
+    // Steady increments through the two nodes that stay, one at a time so that every
+    // counter's acknowledgements are in order.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (http, survivors, ids, stop) = (
+            http.clone(),
+            mgmt[..2].to_vec(),
+            ids.clone(),
+            std::sync::Arc::clone(&stop),
+        );
+        tokio::spawn(async move {
+            let mut done: Vec<(String, CounterAnswer)> = Vec::new();
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = &ids[i % ids.len()];
+                let result = counter(&http, &survivors[i % 2], id, true).await;
+                done.push((id.clone(), result));
+                i += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            done
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let resp = http
+        .put(format!("http://{}/cluster/members/{victim_addr}", mgmt[0]))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("operation=Leave")
+        .send()
+        .await
+        .expect("leave request");
+    assert_eq!(resp.status().as_u16(), 200, "leave accepted");
+    let mut victim = nodes.remove(2);
+    let status = victim.wait_exit(BOUND).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        victim.report()
+    );
+    assert_handed_off_before_exit(&victim);
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let done = load.await.expect("load task");
+    let failed: Vec<_> = done.iter().filter(|(_, r)| r.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "every increment during the leave is acknowledged: {} of {} failed, e.g. {:?}",
+        failed.len(),
+        done.len(),
+        failed.first()
+    );
+    assert!(done.len() > 100, "steady load: {} increments", done.len());
+    for (id, result) in done {
+        let (value, node) = result.expect("checked above");
+        acks.get_mut(&id)
+            .expect("known id")
+            .push(Ack { value, node });
+    }
+    for (id, seq) in &acks {
+        for w in seq.windows(2) {
+            let expected = if w[1].node == w[0].node {
+                w[0].value + 1
+            } else {
+                1
+            };
+            assert_eq!(
+                w[1].value, expected,
+                "{id}: an increment was lost or applied twice: {seq:?}"
+            );
+        }
+        let last = seq.last().expect("at least one");
+        let (value, node) = counter(&http, &mgmt[0], id, false).await.expect("answers");
+        assert_ne!(node, victim_addr, "{id} moved off the leaving node");
+        if node == last.node {
+            assert_eq!(
+                value, last.value,
+                "{id} ends at its last acknowledged value"
+            );
+        }
+    }
+    for id in &hosted {
+        let seq = &acks[id];
+        assert!(
+            seq.iter().any(|a| a.node != victim_addr),
+            "{id} was handed off to a survivor: {seq:?}"
+        );
+    }
 }
 
 /// Live counters per node, from each node's own region state.

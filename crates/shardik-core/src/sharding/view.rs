@@ -240,6 +240,19 @@ impl ShardingView {
         out
     }
 
+    /// Members with the kind's role whose regions may hold shards now (WeaklyUp, Up or
+    /// Leaving): the ones a cluster-wide statistics query asks.
+    pub fn members_holding_shards(&self) -> impl Iterator<Item = &UniqueAddress> {
+        self.members_with_role()
+            .filter(|m| {
+                matches!(
+                    m.status,
+                    MemberStatus::WeaklyUp | MemberStatus::Up | MemberStatus::Leaving
+                )
+            })
+            .map(|m| &m.addr)
+    }
+
     /// Members with the kind's role (for allocation snapshots).
     pub fn members_with_role(&self) -> impl Iterator<Item = &Member> {
         self.members.values().filter(|m| self.with_role(m))

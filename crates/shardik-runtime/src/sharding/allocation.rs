@@ -1,19 +1,21 @@
 //! Custom shard allocation strategies for an entity kind, synchronous or asynchronous.
 //!
 //! The coordinator core asks its strategy synchronously, so that it stays free of I/O and
-//! replayable. An asynchronous strategy (one that consults another service, say) is adapted
-//! here: the first question about a shard starts the strategy's future and answers "not yet";
-//! when the future finishes, its answer is kept and the kind's task is told to ask the
-//! coordinator again on the requester's behalf, which then finds the answer waiting. Rebalancing
-//! is periodic, so a rebalance answer is simply used at the next round.
+//! replayable. An asynchronous strategy (one that consults another service, say) is run as the
+//! core's *deferred* strategy: the core raises each open question as an effect
+//! (`KindEffect::AllocationAsked`, `RebalanceAsked`); here its future runs in a task of its
+//! own, and the answer goes back to the kind's task as an input, after which the core places
+//! the shard. What to do with an answer is the core's decision, not this file's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use shardik_core::membership::UniqueAddress;
-use shardik_core::sharding::{AllocationSnapshot, ShardAllocationStrategy, ShardId};
+use shardik_core::sharding::{
+    AllocationChoice, AllocationSettings, AllocationSnapshot, BoxedStrategy, ShardId,
+};
 use tokio::sync::mpsc;
 
 use super::kind::Control;
@@ -45,121 +47,83 @@ pub trait AsyncShardAllocationStrategy: Send + Sync + 'static {
     ) -> StrategyFuture<BTreeSet<ShardId>>;
 }
 
-/// The strategy a coordinator of the kind starts with.
-pub(crate) type BoxedStrategy = Box<dyn ShardAllocationStrategy<UniqueAddress> + Send>;
-
-/// Makes a kind's strategy each time this node starts its coordinator. It gets a way back to
-/// the kind's task, for answers that arrive later.
-pub(crate) type StrategyFactory = Arc<dyn Fn(Redrive) -> BoxedStrategy + Send + Sync>;
-
-/// A weak handle on a kind's control queue: asks the coordinator again for a shard once an
-/// asynchronous answer is in. Weak, so that a strategy never keeps its own task's queue open.
-#[derive(Clone)]
-pub(crate) struct Redrive {
-    control: mpsc::WeakSender<Control>,
+/// How a kind's coordinator places shards on this node.
+#[derive(Clone, Default)]
+pub(crate) enum KindAllocation {
+    /// The strategy `cluster.sharding.least-shard-allocation-strategy` selects.
+    #[default]
+    Configured,
+    /// The kind's own synchronous strategy, built afresh whenever this node starts the
+    /// coordinator.
+    Immediate(Arc<dyn Fn() -> BoxedStrategy + Send + Sync>),
+    /// The kind's own asynchronous strategy: the core asks it through effects.
+    Deferred(Arc<dyn AsyncShardAllocationStrategy>),
 }
 
-impl Redrive {
-    pub fn new(control: &mpsc::Sender<Control>) -> Self {
-        Redrive {
-            control: control.downgrade(),
+impl KindAllocation {
+    /// What the core's coordinator is given.
+    pub fn choice(&self, configured: AllocationSettings) -> AllocationChoice {
+        match self {
+            KindAllocation::Configured => {
+                AllocationChoice::Immediate(Box::new(move || configured.strategy()))
+            }
+            KindAllocation::Immediate(make) => {
+                let make = Arc::clone(make);
+                AllocationChoice::Immediate(Box::new(move || make()))
+            }
+            KindAllocation::Deferred(_) => AllocationChoice::Deferred,
         }
     }
 
-    async fn ask_again(&self, requester: UniqueAddress, shard: ShardId) {
-        if let Some(control) = self.control.upgrade() {
-            // A closed queue means the kind stopped: nobody is waiting for the answer.
+    /// The asynchronous strategy that answers the core's questions, if the kind has one.
+    pub fn deferred(&self) -> Option<&Arc<dyn AsyncShardAllocationStrategy>> {
+        match self {
+            KindAllocation::Deferred(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Works out the answer to an allocation question in a task of its own and hands it back to
+/// the kind's task, whose core then places the shard. The handle is weak, so a strategy that
+/// never answers cannot keep a stopped kind's queue open.
+pub(crate) fn answer_allocation(
+    strategy: &Arc<dyn AsyncShardAllocationStrategy>,
+    control: mpsc::WeakSender<Control>,
+    requester: UniqueAddress,
+    shard: ShardId,
+    snapshot: AllocationSnapshot<UniqueAddress>,
+) {
+    let future = strategy.allocate_shard(requester.clone(), shard.clone(), snapshot);
+    tokio::spawn(async move {
+        let answer = future.await;
+        if let Some(control) = control.upgrade() {
+            // A closed queue means the kind stopped: nobody waits for the answer.
             let _ = control
-                .send(Control::RetryAllocation { requester, shard })
+                .send(Control::AllocationAnswered {
+                    requester,
+                    shard,
+                    answer,
+                })
                 .await;
         }
-    }
+    });
 }
 
-/// Answers of an asynchronous strategy that arrived and wait to be taken.
-#[derive(Default)]
-struct Answers {
-    allocations: BTreeMap<ShardId, Option<UniqueAddress>>,
-    allocating: BTreeSet<ShardId>,
-    rebalance: Option<BTreeSet<ShardId>>,
-    rebalancing: bool,
-}
-
-/// An [`AsyncShardAllocationStrategy`] seen through the synchronous interface of the core.
-pub(crate) struct AsyncAdapter<S: AsyncShardAllocationStrategy> {
-    strategy: Arc<S>,
-    answers: Arc<Mutex<Answers>>,
-    redrive: Redrive,
-}
-
-impl<S: AsyncShardAllocationStrategy> AsyncAdapter<S> {
-    pub fn new(strategy: Arc<S>, redrive: Redrive) -> Self {
-        AsyncAdapter {
-            strategy,
-            answers: Arc::default(),
-            redrive,
+/// As [`answer_allocation`], for the question which shards to move.
+pub(crate) fn answer_rebalance(
+    strategy: &Arc<dyn AsyncShardAllocationStrategy>,
+    control: mpsc::WeakSender<Control>,
+    snapshot: AllocationSnapshot<UniqueAddress>,
+    in_progress: BTreeSet<ShardId>,
+) {
+    let future = strategy.rebalance(snapshot, in_progress);
+    tokio::spawn(async move {
+        let moves = future.await;
+        if let Some(control) = control.upgrade() {
+            let _ = control.send(Control::RebalanceAnswered(moves)).await;
         }
-    }
-
-    fn answers(&self) -> std::sync::MutexGuard<'_, Answers> {
-        self.answers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl<S: AsyncShardAllocationStrategy> ShardAllocationStrategy<UniqueAddress> for AsyncAdapter<S> {
-    fn allocate_shard(
-        &mut self,
-        requester: &UniqueAddress,
-        shard: &ShardId,
-        current: &AllocationSnapshot<UniqueAddress>,
-    ) -> Option<UniqueAddress> {
-        let mut answers = self.answers();
-        if let Some(answer) = answers.allocations.remove(shard) {
-            return answer;
-        }
-        if answers.allocating.insert(shard.clone()) {
-            let future =
-                self.strategy
-                    .allocate_shard(requester.clone(), shard.clone(), current.clone());
-            let (answers, redrive) = (Arc::clone(&self.answers), self.redrive.clone());
-            let (requester, shard) = (requester.clone(), shard.clone());
-            tokio::spawn(async move {
-                let answer = future.await;
-                {
-                    let mut answers = answers.lock().unwrap_or_else(|e| e.into_inner());
-                    answers.allocating.remove(&shard);
-                    answers.allocations.insert(shard.clone(), answer);
-                }
-                redrive.ask_again(requester, shard).await;
-            });
-        }
-        None
-    }
-
-    fn rebalance(
-        &mut self,
-        current: &AllocationSnapshot<UniqueAddress>,
-        in_progress: &BTreeSet<ShardId>,
-    ) -> BTreeSet<ShardId> {
-        let mut answers = self.answers();
-        if let Some(moves) = answers.rebalance.take() {
-            return moves;
-        }
-        if !answers.rebalancing {
-            answers.rebalancing = true;
-            let future = self
-                .strategy
-                .rebalance(current.clone(), in_progress.clone());
-            let answers = Arc::clone(&self.answers);
-            tokio::spawn(async move {
-                let moves = future.await;
-                let mut answers = answers.lock().unwrap_or_else(|e| e.into_inner());
-                answers.rebalancing = false;
-                answers.rebalance = Some(moves);
-            });
-        }
-        BTreeSet::new()
-    }
+    });
 }
 
 #[cfg(test)]
@@ -201,9 +165,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_answer_that_arrives_later_is_asked_for_again_and_then_used() {
+    async fn answers_come_back_to_the_kind_as_inputs() {
         let (tx, mut rx) = mpsc::channel(8);
-        let mut adapter = AsyncAdapter::new(Arc::new(Highest), Redrive::new(&tx));
+        let strategy: Arc<dyn AsyncShardAllocationStrategy> = Arc::new(Highest);
         let mut snapshot = AllocationSnapshot::new();
         for port in [2551, 2553, 2552] {
             snapshot.insert(RegionEntry {
@@ -212,46 +176,53 @@ mod tests {
                 shards: Vec::new(),
             });
         }
-        let shard = ShardId::from("3");
-        // Not known yet: the future starts, and asking again meanwhile starts no second one.
-        assert_eq!(adapter.allocate_shard(&node(2551), &shard, &snapshot), None);
-        assert_eq!(adapter.allocate_shard(&node(2551), &shard, &snapshot), None);
-        // The answer arrives with a request to ask again for the original requester.
-        let again = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        answer_allocation(
+            &strategy,
+            tx.downgrade(),
+            node(2551),
+            ShardId::from("3"),
+            snapshot.clone(),
+        );
+        let answer = tokio::time::timeout(Duration::from_secs(5), rx.recv())
             .await
-            .expect("the kind is asked to retry")
+            .expect("answered")
             .expect("queue open");
-        match again {
-            Control::RetryAllocation {
+        match answer {
+            Control::AllocationAnswered {
                 requester,
-                shard: s,
+                shard,
+                answer,
             } => {
                 assert_eq!(requester, node(2551));
-                assert_eq!(s, shard);
+                assert_eq!(shard, ShardId::from("3"));
+                assert_eq!(answer, Some(node(2553)));
             }
-            _ => panic!("expected a retry of the allocation"),
+            _ => panic!("expected an allocation answer"),
         }
-        assert!(rx.try_recv().is_err(), "one future, one retry");
-        // Asked again, the answer is there, once.
-        assert_eq!(
-            adapter.allocate_shard(&node(2551), &shard, &snapshot),
-            Some(node(2553))
-        );
-        assert_eq!(adapter.allocate_shard(&node(2551), &shard, &snapshot), None);
-        // Rebalancing: nothing at the first round, the strategy's answer at a later one.
-        assert!(adapter.rebalance(&snapshot, &BTreeSet::new()).is_empty());
-        let moves = async {
-            loop {
-                let moves = adapter.rebalance(&snapshot, &BTreeSet::new());
-                if !moves.is_empty() {
-                    return moves;
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
+        answer_rebalance(&strategy, tx.downgrade(), snapshot, BTreeSet::new());
+        match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some(Control::RebalanceAnswered(moves))) => {
+                assert_eq!(moves, BTreeSet::from([ShardId::from("7")]))
             }
-        };
-        let moves = tokio::time::timeout(Duration::from_secs(5), moves)
-            .await
-            .expect("the rebalance answer arrives");
-        assert_eq!(moves, BTreeSet::from([ShardId::from("7")]));
+            _ => panic!("expected a rebalance answer"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_for_a_stopped_kind_goes_nowhere() {
+        let (tx, rx) = mpsc::channel(8);
+        drop(rx);
+        let weak = tx.downgrade();
+        drop(tx);
+        let strategy: Arc<dyn AsyncShardAllocationStrategy> = Arc::new(Highest);
+        // Must not panic nor keep anything alive.
+        answer_allocation(
+            &strategy,
+            weak,
+            node(1),
+            ShardId::from("1"),
+            AllocationSnapshot::new(),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

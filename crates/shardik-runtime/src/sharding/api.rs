@@ -11,9 +11,7 @@ use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
-use super::allocation::{
-    AsyncAdapter, AsyncShardAllocationStrategy, BoxedStrategy, StrategyFactory,
-};
+use super::allocation::{AsyncShardAllocationStrategy, KindAllocation};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and
 /// living on exactly one node at a time.
@@ -107,7 +105,7 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) extractor: Option<ShardExtractor>,
     pub(crate) idle_timeout: Option<Option<Duration>>,
     pub(crate) passivation: Option<shardik_passivation::ResolvedStrategy>,
-    pub(crate) allocation: Option<StrategyFactory>,
+    pub(crate) allocation: KindAllocation,
     pub(crate) codec: Arc<C>,
 }
 
@@ -122,7 +120,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             extractor: None,
             idle_timeout: None,
             passivation: None,
-            allocation: None,
+            allocation: KindAllocation::Configured,
             codec: Arc::new(Postcard),
         }
     }
@@ -184,7 +182,9 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
     where
         S: ShardAllocationStrategy<UniqueAddress> + Send + 'static,
     {
-        self.allocation = Some(Arc::new(move |_| Box::new(make()) as BoxedStrategy));
+        self.allocation = KindAllocation::Immediate(Arc::new(move || {
+            Box::new(make()) as shardik_core::sharding::BoxedStrategy
+        }));
         self
     }
 
@@ -195,10 +195,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         mut self,
         strategy: S,
     ) -> Self {
-        let strategy = Arc::new(strategy);
-        self.allocation = Some(Arc::new(move |redrive| {
-            Box::new(AsyncAdapter::new(Arc::clone(&strategy), redrive)) as BoxedStrategy
-        }));
+        self.allocation = KindAllocation::Deferred(Arc::new(strategy));
         self
     }
 

@@ -1,9 +1,10 @@
-//! The task that runs one entity kind on one node: it owns the kind's region core, the
-//! coordinator core while this node hosts it, and the entities, and feeds them messages,
-//! membership changes and timer expiries. Protocol decisions stay in the cores; this file only
-//! translates their effects into channel sends, network frames and entity calls.
+//! The task that runs one entity kind on one node: a thin driver of the core's [`KindNode`]
+//! (the kind's view, region, coordinator while hosted here, loopback and leaving, the same
+//! composition the simulator drives) and the owner of the kind's entities. It feeds the node
+//! messages, membership changes and timer expiries, and turns its effects into channel sends,
+//! network frames and entity calls. Every protocol decision is the core's.
 
-use std::collections::VecDeque;
+use std::collections::BTreeSet;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +14,8 @@ use futures_util::StreamExt;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
-    Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings, DropReason, EntityId,
-    Envelope, Protocol, Region, RegionEffect, RegionSettings, ShardId, ShardingView,
+    CoordinatorEvent, CoordinatorSettings, DropReason, EntityId, Envelope, KindEffect, KindInput,
+    KindNode, KindNodeSettings, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
     ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
@@ -24,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
-use super::allocation::{BoxedStrategy, Redrive, StrategyFactory};
+use super::allocation::{KindAllocation, answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
 use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
 use super::pending::PendingAsks;
@@ -60,12 +61,14 @@ pub(crate) enum Control {
     State(oneshot::Sender<RegionState>),
     Stats(oneshot::Sender<Vec<(ShardId, usize)>>),
     Shutdown(oneshot::Sender<()>),
-    /// An asynchronous allocation strategy has answered for `shard`: ask the coordinator again
-    /// on behalf of the region that asked.
-    RetryAllocation {
+    /// The kind's asynchronous allocation strategy answered where `shard` goes.
+    AllocationAnswered {
         requester: UniqueAddress,
         shard: ShardId,
+        answer: Option<UniqueAddress>,
     },
+    /// The kind's asynchronous allocation strategy answered which shards to move.
+    RebalanceAnswered(BTreeSet<ShardId>),
 }
 
 /// What a region reports about itself.
@@ -98,6 +101,8 @@ pub(crate) struct KindSettings {
     pub coordinator: CoordinatorSettings,
     pub allocation: shardik_core::sharding::AllocationSettings,
     pub down_removal_margin: Duration,
+    /// How long the hand-off on leaving may take.
+    pub shutdown_timeout: Duration,
     /// Passivation of idle entities by a periodic scan (the plain idle strategy).
     pub idle: Option<shardik_passivation::IdleCheck>,
     pub proxy: bool,
@@ -109,8 +114,6 @@ pub(crate) struct KindSettings {
 fn idle_scan_interval(check: shardik_passivation::IdleCheck) -> Duration {
     Duration::from_millis(check.interval_ms).max(Duration::from_millis(100))
 }
-
-type Strategy = BoxedStrategy;
 
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
 const CONTROL_BATCH: usize = 256;
@@ -126,21 +129,18 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub local: mpsc::Receiver<LocalMsg<E>>,
     pub control: mpsc::Receiver<Control>,
     pub membership: watch::Receiver<Arc<MembershipSnapshot>>,
-    /// The kind's own allocation strategy, if it has one (else the configured one).
-    pub strategy: Option<StrategyFactory>,
-    /// The way back to this task for strategies that answer later.
-    pub redrive: Redrive,
+    /// How the kind's coordinator places shards.
+    pub allocation: KindAllocation,
+    /// The way back to this task for answers of an asynchronous strategy (weak, so that a
+    /// strategy never keeps its own task's queue open).
+    pub control_back: mpsc::WeakSender<Control>,
 }
 
 struct State<E: Entity> {
     epoch: TokioInstant,
-    view: ShardingView,
-    region: Region<Payload<E>>,
-    coordinator: Option<Coordinator<Strategy>>,
-    loopback: VecDeque<(UniqueAddress, Protocol)>,
+    node: KindNode<Payload<E>>,
     outgoing: Vec<(UniqueAddress, Bytes)>,
-    region_effects: Vec<RegionEffect<Payload<E>>>,
-    coordinator_effects: Vec<CoordinatorEffect>,
+    effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
     shutdown_done: bool,
@@ -156,27 +156,24 @@ struct State<E: Entity> {
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub async fn run(mut self) {
         let epoch = TokioInstant::now();
-        let now = CoreInstant::ZERO;
-        let view = ShardingView::new(
+        let node = KindNode::new(
             self.me.clone(),
-            self.settings.role.clone(),
-            self.settings.down_removal_margin,
-        );
-        let region = Region::new(
-            self.me.clone(),
-            self.settings.proxy,
-            self.settings.region.clone(),
-            now,
+            KindNodeSettings {
+                region: self.settings.region.clone(),
+                coordinator: self.settings.coordinator.clone(),
+                role: self.settings.role.clone(),
+                proxy: self.settings.proxy,
+                down_removal_margin: self.settings.down_removal_margin,
+                shutdown_timeout: self.settings.shutdown_timeout,
+            },
+            self.allocation.choice(self.settings.allocation),
+            CoreInstant::ZERO,
         );
         let mut st = State {
             epoch,
-            view,
-            region,
-            coordinator: None,
-            loopback: VecDeque::new(),
+            node,
             outgoing: Vec::new(),
-            region_effects: Vec::new(),
-            coordinator_effects: Vec::new(),
+            effects: Vec::new(),
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
             shutdown_done: false,
@@ -207,11 +204,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 changed = self.membership.changed() => {
                     if changed.is_err() {
                         // The node stopped: stop the region (entities are dropped).
-                        let mut out = std::mem::take(&mut st.region_effects);
-                        st.region.stop(&mut out);
-                        st.region_effects = out;
-                        self.apply_region_effects(&mut st);
-                        self.drain_loopback(&mut st);
+                        self.input(&mut st, KindInput::Stop);
                         self.flush(&mut st).await;
                         return;
                     }
@@ -241,24 +234,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         // Every region handle is gone; keep serving remote traffic.
                         local_open = false;
                     }
-                    let now = self.read_clock(&st);
-                    st.turn_clock = Some(now);
+                    st.turn_clock = Some(self.read_clock(&st));
                     for msg in batch.drain(..) {
                         let env = Envelope {
                             entity: msg.entity,
                             shard: msg.shard,
                             msg: Payload::Local { cmd: msg.cmd, reply: msg.reply },
                         };
-                        // Most commands are for shards that run here: deliver without the
-                        // round trip through the region's effects.
-                        if st.region.delivers_at_once(&env.shard) {
-                            self.deliver(&mut st, env);
-                            continue;
-                        }
-                        let mut out = std::mem::take(&mut st.region_effects);
-                        st.region.route(now, None, env, &mut out);
-                        st.region_effects = out;
-                        self.apply_region_effects(&mut st);
+                        self.route(&mut st, None, env);
                     }
                 }
                 _ = timer => self.on_timer(&mut st),
@@ -288,76 +271,54 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn next_deadline(&self, st: &State<E>) -> Option<TokioInstant> {
-        [
-            st.region.poll_timeout(),
-            st.coordinator.as_ref().and_then(|c| c.poll_timeout()),
-            st.view.next_expiry(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|t| self.tokio_at(st, t))
-        .chain(st.next_idle_scan)
-        .chain(st.next_strategy_tick)
-        .min()
+        st.node
+            .poll_timeout()
+            .map(|t| self.tokio_at(st, t))
+            .into_iter()
+            .chain(st.next_idle_scan)
+            .chain(st.next_strategy_tick)
+            .min()
+    }
+
+    /// Feeds the core one input and carries out what it asks for.
+    fn input(&mut self, st: &mut State<E>, input: KindInput<Payload<E>>) {
+        let now = self.now(st);
+        let mut out = std::mem::take(&mut st.effects);
+        st.node.handle(now, input, &mut out);
+        self.apply_effects(st, &mut out);
+        st.effects = out;
+    }
+
+    /// Routes one message; most are for shards that run here, delivered without the round
+    /// trip through the core's effects.
+    fn route(&mut self, st: &mut State<E>, from: Option<UniqueAddress>, env: Envelope<Payload<E>>) {
+        if st.node.delivers_at_once(&env.shard) {
+            self.deliver(st, env);
+        } else {
+            self.input(st, KindInput::Route { from, env });
+        }
     }
 
     fn membership_changed(&mut self, st: &mut State<E>) {
         let snap = self.membership.borrow_and_update().clone();
-        let now = self.now(st);
         let unreachable = snap.unreachable.iter().map(|u| u.node.clone()).collect();
-        st.view
-            .update(now, snap.members.iter().cloned(), unreachable);
-        self.view_changed(st);
-    }
-
-    fn view_changed(&mut self, st: &mut State<E>) {
-        let now = self.now(st);
-        let hosts = st.view.self_hosts_coordinator() && !self.settings.proxy;
-        if hosts && st.coordinator.is_none() {
-            info!(kind = %self.name, "this node now runs the coordinator");
-            st.coordinator = Some(Coordinator::new(
-                self.me.clone(),
-                self.settings.coordinator.clone(),
-                match &self.strategy {
-                    Some(make) => make(self.redrive.clone()),
-                    None => self.settings.allocation.strategy(),
-                },
-                now,
-            ));
-        } else if !hosts && st.coordinator.is_some() {
-            info!(kind = %self.name, "this node no longer runs the coordinator");
-            st.coordinator = None;
-        }
-        if let Some(c) = &mut st.coordinator {
-            let mut out = std::mem::take(&mut st.coordinator_effects);
-            c.view_changed(now, &st.view, &mut out);
-            st.coordinator_effects = out;
-            self.apply_coordinator_effects(st);
-        }
-        let mut out = std::mem::take(&mut st.region_effects);
-        st.region.view_changed(now, &st.view, &mut out);
-        st.region_effects = out;
-        self.apply_region_effects(st);
+        let members = snap.members.clone();
+        self.input(
+            st,
+            KindInput::Membership {
+                members,
+                unreachable,
+            },
+        );
     }
 
     fn on_timer(&mut self, st: &mut State<E>) {
         let now = self.now(st);
-        if st.view.expire(now) {
-            self.view_changed(st);
-        }
-        if let Some(c) = &mut st.coordinator {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                let mut out = std::mem::take(&mut st.coordinator_effects);
-                c.handle_timeout(now, &st.view, &mut out);
-                st.coordinator_effects = out;
-                self.apply_coordinator_effects(st);
-            }
-        }
-        if st.region.poll_timeout().is_some_and(|t| t <= now) {
-            let mut out = std::mem::take(&mut st.region_effects);
-            st.region.handle_timeout(now, &st.view, &mut out);
-            st.region_effects = out;
-            self.apply_region_effects(st);
+        if st.node.poll_timeout().is_some_and(|t| t <= now) {
+            let mut out = std::mem::take(&mut st.effects);
+            st.node.handle_timeout(now, &mut out);
+            self.apply_effects(st, &mut out);
+            st.effects = out;
         }
         if let Some(at) = st.next_strategy_tick {
             if at <= TokioInstant::now() {
@@ -386,7 +347,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn on_control(&mut self, st: &mut State<E>, ctl: Control) {
-        let now = self.now(st);
         match ctl {
             Control::Remote { from, env } => {
                 let env = Envelope {
@@ -397,31 +357,40 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         reply_to: env.ask_id.map(|id| (from.clone(), id)),
                     },
                 };
-                if st.region.delivers_at_once(&env.shard) {
-                    self.deliver(st, env);
-                    return;
-                }
-                let mut out = std::mem::take(&mut st.region_effects);
-                st.region.route(now, Some(&from), env, &mut out);
-                st.region_effects = out;
-                self.apply_region_effects(st);
+                self.route(st, Some(from), env);
             }
-            Control::Protocol { from, msg } => self.protocol(st, from, msg),
+            Control::Protocol { from, msg } => self.input(st, KindInput::Protocol { from, msg }),
             Control::State(tx) => {
                 let _ = tx.send(RegionState {
                     shards: self.host_shards(st),
-                    registered: st.region.coordinator().is_some(),
-                    buffered: st.region.buffered(),
+                    registered: st.node.region().coordinator().is_some(),
+                    buffered: st.node.region().buffered(),
                 });
             }
             Control::Stats(tx) => {
-                let mut counts: std::collections::BTreeMap<ShardId, usize> =
-                    st.region.hosted_shards().map(|s| (s.clone(), 0)).collect();
+                let mut counts: std::collections::BTreeMap<ShardId, usize> = st
+                    .node
+                    .region()
+                    .hosted_shards()
+                    .map(|s| (s.clone(), 0))
+                    .collect();
                 counts.extend(self.host.entity_counts());
                 let _ = tx.send(counts.into_iter().collect());
             }
-            Control::RetryAllocation { requester, shard } => {
-                self.protocol(st, requester, Protocol::GetShardHome { shard });
+            Control::AllocationAnswered {
+                requester,
+                shard,
+                answer,
+            } => self.input(
+                st,
+                KindInput::AllocationAnswered {
+                    requester,
+                    shard,
+                    answer,
+                },
+            ),
+            Control::RebalanceAnswered(moves) => {
+                self.input(st, KindInput::RebalanceAnswered(moves))
             }
             Control::Shutdown(tx) => {
                 if st.shutdown_done {
@@ -429,10 +398,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     return;
                 }
                 st.shutdown_waiters.push(tx);
-                let mut out = std::mem::take(&mut st.region_effects);
-                st.region.graceful_shutdown(&mut out);
-                st.region_effects = out;
-                self.apply_region_effects(st);
+                self.input(st, KindInput::Shutdown);
             }
         }
     }
@@ -440,7 +406,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     /// Hosted shards with their live entities (shards without entities included).
     fn host_shards(&self, st: &State<E>) -> Vec<(ShardId, Vec<EntityId>)> {
         let mut by_shard: std::collections::BTreeMap<ShardId, Vec<EntityId>> = st
-            .region
+            .node
+            .region()
             .hosted_shards()
             .map(|s| (s.clone(), Vec::new()))
             .collect();
@@ -448,29 +415,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             by_shard.entry(shard).or_default().extend(ids);
         }
         by_shard.into_iter().collect()
-    }
-
-    fn protocol(&mut self, st: &mut State<E>, from: UniqueAddress, msg: Protocol) {
-        let now = self.now(st);
-        if msg.is_for_coordinator() {
-            match &mut st.coordinator {
-                Some(c) => {
-                    let mut out = std::mem::take(&mut st.coordinator_effects);
-                    c.handle(now, &from, msg, &st.view, &mut out);
-                    st.coordinator_effects = out;
-                    self.apply_coordinator_effects(st);
-                }
-                None => {
-                    // Registration goes to several candidates; only the host answers.
-                    debug!(kind = %self.name, %from, msg = msg.name(), "not the coordinator: ignored");
-                }
-            }
-        } else {
-            let mut out = std::mem::take(&mut st.region_effects);
-            st.region.handle(now, &from, msg, &st.view, &mut out);
-            st.region_effects = out;
-            self.apply_region_effects(st);
-        }
     }
 
     /// Hands a finished handler back to the host and carries out what follows.
@@ -489,32 +433,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
-    /// Before waiting for input: nothing finished is left uncompleted and no message to this
-    /// node is left in the loopback queue (each may produce the other).
+    /// Before waiting for input: nothing finished is left uncompleted.
     fn settle(&mut self, st: &mut State<E>) {
-        loop {
-            if self.host.has_finished() {
-                let now_s = self.now_secs(st);
-                self.drain_finished(st, now_s);
-            }
-            if st.loopback.is_empty() {
-                return;
-            }
-            self.drain_loopback(st);
-        }
-    }
-
-    fn drain_loopback(&mut self, st: &mut State<E>) {
-        while let Some((from, msg)) = st.loopback.pop_front() {
-            self.protocol(st, from, msg);
+        if self.host.has_finished() {
+            let now_s = self.now_secs(st);
+            self.drain_finished(st, now_s);
         }
     }
 
     fn send_protocol(&mut self, st: &mut State<E>, to: UniqueAddress, msg: Protocol) {
-        if to == self.me {
-            st.loopback.push_back((self.me.clone(), msg));
-            return;
-        }
         let frame = ShardingFrame {
             kind: self.name.clone(),
             body: ShardingBody::Protocol(msg),
@@ -522,43 +449,68 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         st.outgoing.push((to, encode_sharding(&frame)));
     }
 
-    fn apply_coordinator_effects(&mut self, st: &mut State<E>) {
-        let effects = std::mem::take(&mut st.coordinator_effects);
-        for e in effects {
-            match e {
-                CoordinatorEffect::Send { to, msg } => self.send_protocol(st, to, msg),
-                CoordinatorEffect::Event(ev) => log_coordinator_event(&self.name, &ev),
-            }
-        }
-    }
-
-    fn apply_region_effects(&mut self, st: &mut State<E>) {
-        let mut effects = std::mem::take(&mut st.region_effects);
+    fn apply_effects(&mut self, st: &mut State<E>, effects: &mut Vec<KindEffect<Payload<E>>>) {
         for e in effects.drain(..) {
             match e {
-                RegionEffect::Send { to, msg } => self.send_protocol(st, to, msg),
-                RegionEffect::Forward { to, env } => self.forward(st, to, env),
-                RegionEffect::Deliver(env) => self.deliver(st, env),
-                RegionEffect::ShardStarted(shard) => {
+                KindEffect::Send { to, msg } => self.send_protocol(st, to, msg),
+                KindEffect::Forward { to, env } => self.forward(st, to, env),
+                KindEffect::Deliver(env) => self.deliver(st, env),
+                KindEffect::ShardStarted(shard) => {
                     debug!(kind = %self.name, %shard, "shard started here")
                 }
-                RegionEffect::StopEntities(shard) => {
+                KindEffect::StopEntities(shard) => {
                     let mut out = std::mem::take(&mut st.host_out);
                     self.host.stop_shard(&shard, &mut out);
                     st.host_out = out;
                     self.apply_host_outputs(st);
                 }
-                RegionEffect::ForceStopEntities(shard) => {
+                KindEffect::ForceStopEntities(shard) => {
                     let mut out = std::mem::take(&mut st.host_out);
                     self.host.force_stop_shard(&shard, &mut out);
                     st.host_out = out;
                     self.apply_host_outputs(st);
                 }
-                RegionEffect::ShardStopped(shard) => {
+                KindEffect::ShardStopped(shard) => {
                     debug!(kind = %self.name, %shard, "shard stopped here")
                 }
-                RegionEffect::Dropped { env, reason } => self.dropped(st, env, reason),
-                RegionEffect::ShutdownComplete => {
+                KindEffect::Dropped { env, reason } => self.dropped(st, env, reason),
+                KindEffect::CoordinatorRunning(true) => {
+                    info!(kind = %self.name, "this node now runs the coordinator")
+                }
+                KindEffect::CoordinatorRunning(false) => {
+                    info!(kind = %self.name, "this node no longer runs the coordinator")
+                }
+                KindEffect::Coordinator(ev) => log_coordinator_event(&self.name, &ev),
+                KindEffect::AllocationAsked {
+                    requester,
+                    shard,
+                    snapshot,
+                } => {
+                    if let Some(strategy) = self.allocation.deferred() {
+                        answer_allocation(
+                            strategy,
+                            self.control_back.clone(),
+                            requester,
+                            shard,
+                            snapshot,
+                        );
+                    }
+                }
+                KindEffect::RebalanceAsked {
+                    snapshot,
+                    in_progress,
+                } => {
+                    if let Some(strategy) = self.allocation.deferred() {
+                        answer_rebalance(
+                            strategy,
+                            self.control_back.clone(),
+                            snapshot,
+                            in_progress,
+                        );
+                    }
+                }
+                KindEffect::RegionStopped => {
+                    info!(kind = %self.name, "region stopped");
                     st.shutdown_done = true;
                     for w in st.shutdown_waiters.drain(..) {
                         let _ = w.send(());
@@ -566,7 +518,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             }
         }
-        st.region_effects = effects;
     }
 
     fn apply_host_outputs(&mut self, st: &mut State<E>) {
@@ -575,10 +526,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             match o {
                 HostOutput::Reply(to, result) => self.reply(st, to, result),
                 HostOutput::ShardEmpty(shard) => {
-                    let mut out = std::mem::take(&mut st.region_effects);
-                    st.region.entities_stopped(&shard, &mut out);
-                    st.region_effects = out;
-                    self.apply_region_effects(st);
+                    self.input(st, KindInput::EntitiesStopped(shard));
                 }
             }
         }
@@ -820,8 +768,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.clone())
             .set(self.host.active_entities() as f64);
         metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.clone())
-            .set(exact_len(st.region.hosted_shards()) as f64);
-        metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind).set(st.region.buffered() as f64);
+            .set(exact_len(st.node.region().hosted_shards()) as f64);
+        metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind)
+            .set(st.node.region().buffered() as f64);
     }
 }
 

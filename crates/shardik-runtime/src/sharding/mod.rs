@@ -63,6 +63,9 @@ pub struct ShardingConfig {
     pub shutdown_timeout: Duration,
     /// This node's roles (decides region or proxy before the node has joined).
     pub self_roles: std::collections::BTreeSet<String>,
+    /// How long a region answering another node's statistics request waits for its own
+    /// shards (`shard-region-query-timeout`).
+    pub query_timeout: Duration,
 }
 
 impl Default for ShardingConfig {
@@ -77,6 +80,7 @@ impl Default for ShardingConfig {
             passivation: ResolvedStrategy::Idle(IdleCheck::new(Duration::from_secs(120))),
             shutdown_timeout: Duration::from_secs(60),
             self_roles: Default::default(),
+            query_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -127,6 +131,7 @@ impl ShardingConfig {
             // handoff-timeout, so allow that.
             shutdown_timeout: sh.handoff_timeout,
             self_roles: membership.roles.clone(),
+            query_timeout: sh.shard_region_query_timeout,
         }
     }
 
@@ -151,6 +156,8 @@ pub enum InitError {
 
 struct KindEntry {
     control: mpsc::Sender<Control>,
+    /// The role whose members host this kind (the kind's own, else the configured one).
+    role: Option<String>,
 }
 
 struct Inner {
@@ -211,6 +218,22 @@ impl Sharding {
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
         });
         tokio::spawn(dispatch(Arc::clone(&inner), user_messages));
+        // Every way of leaving hands the shards off before the exit is confirmed. The regions
+        // start on their own when they see this node Leaving; this task waits for them. Weak,
+        // so that the node's task list does not keep sharding alive.
+        let weak = Arc::downgrade(&inner);
+        inner
+            .node
+            .exit_tasks()
+            .register("cluster-sharding-shutdown-region", move || {
+                let weak = weak.clone();
+                Box::pin(async move {
+                    let Some(inner) = weak.upgrade() else { return };
+                    if !(Sharding { inner }).shutdown().await {
+                        warn!("shard hand-off did not finish in time; exiting anyway");
+                    }
+                })
+            });
         Sharding { inner }
     }
 
@@ -255,6 +278,7 @@ impl Sharding {
                 kind.name.clone(),
                 KindEntry {
                     control: control_tx.clone(),
+                    role: role.clone(),
                 },
             );
         }
@@ -274,6 +298,7 @@ impl Sharding {
                 coordinator: cfg.coordinator.clone(),
                 allocation: cfg.allocation,
                 down_removal_margin: cfg.down_removal_margin,
+                shutdown_timeout: cfg.shutdown_timeout,
                 idle: idle_scan,
                 proxy,
                 role,
@@ -288,8 +313,8 @@ impl Sharding {
             local: local_rx,
             control: control_rx,
             membership: self.inner.node.watch(),
-            strategy: kind.allocation.clone(),
-            redrive: allocation::Redrive::new(&control_tx),
+            allocation: kind.allocation.clone(),
+            control_back: control_tx.downgrade(),
         };
         let mut task = task;
         if let Some(p) = limit_strategy {
@@ -362,23 +387,32 @@ impl Sharding {
         kind: &str,
         timeout: Duration,
     ) -> Option<ClusterShardingStats> {
-        use shardik_core::membership::MemberStatus;
-        if !self.kinds().iter().any(|k| k == kind) {
-            return None;
-        }
-        let role = self.inner.config.role.clone();
+        let role = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(kind)?
+            .role
+            .clone();
+        // Which members hold the kind's shards is the sharding view's decision (with the
+        // kind's own role), not this function's.
         let snapshot = self.inner.node.snapshot();
-        let targets: Vec<UniqueAddress> = snapshot
-            .members
-            .iter()
-            .filter(|m| {
-                matches!(
-                    m.status,
-                    MemberStatus::Up | MemberStatus::WeaklyUp | MemberStatus::Leaving
-                ) && role.as_ref().is_none_or(|r| m.has_role(r))
-            })
-            .map(|m| m.addr.clone())
-            .collect();
+        let mut view = shardik_core::sharding::ShardingView::new(
+            self.inner.self_node.clone(),
+            role,
+            Duration::ZERO,
+        );
+        view.update(
+            shardik_core::Instant::ZERO,
+            snapshot.members.iter().cloned(),
+            snapshot
+                .unreachable
+                .iter()
+                .map(|u| u.node.clone())
+                .collect(),
+        );
+        let targets: Vec<UniqueAddress> = view.members_holding_shards().cloned().collect();
         let id = self
             .inner
             .next_stats_request
@@ -700,8 +734,9 @@ async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
                 let (kind, to) = (frame.kind.clone(), msg.from.clone());
                 tokio::spawn(async move {
                     let sharding = Sharding { inner };
+                    let timeout = sharding.inner.config.query_timeout;
                     let shards = sharding
-                        .region_stats(&kind, Duration::from_secs(3))
+                        .region_stats(&kind, timeout)
                         .await
                         .unwrap_or_default();
                     let reply = shardik_wire::ShardingFrame {
