@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shardik_passivation::sim::{AccessPattern, Run, SimPolicy, TraceCache, TraceFormat, simulate};
+use shardik_passivation_sim::{AccessPattern, Run, SimPolicy, TraceCache, TraceFormat, simulate};
 
 /// (trace, policy, per-region limit, published active %, accesses, activations, passivations)
 pub const PUBLISHED: &[(&str, &str, usize, f64, u64, u64, u64)] = &[

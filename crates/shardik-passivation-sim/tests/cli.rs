@@ -1,7 +1,7 @@
 //! The `passivation-sim` entry point: argument parsing, output formats, config files, errors.
 
-use shardik_passivation::run_from_args;
-use shardik_passivation::sim::SimError;
+use shardik_passivation_sim::SimError;
+use shardik_passivation_sim::run_from_args;
 
 fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
