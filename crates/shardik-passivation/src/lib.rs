@@ -1,5 +1,6 @@
 //! I/O-free passivation policies for sharded entities, after Akka/Pekko Cluster Sharding's
-//! automatic passivation, plus a trace-driven simulator.
+//! automatic passivation. The trace-driven simulator that measures them lives in the
+//! `shardik-passivation-sim` crate, so this one stays free of I/O.
 //!
 //! One [`PassivationStrategy`] instance runs per shard. The shard calls
 //! [`PassivationStrategy::entity_touched`] before delivering each message and passivates the ids it
@@ -52,7 +53,6 @@ mod frequency;
 mod recency;
 mod segmented;
 mod settings;
-pub mod sim;
 mod sketch;
 mod strategy;
 
@@ -64,7 +64,6 @@ pub use settings::{
     LfuConfig, LimitSetting, LruConfig, PassivationSettings, PolicyConfig, ResolvedStrategy,
     SegmentedConfig, SettingsError, StrategyConfig, WindowConfig, parse_duration,
 };
-pub use sim::run_from_args;
 pub use sketch::{
     EntityHash, FastSketch, FrequencySketch, GeneralSketch, HillClimbing, ceiling_power_of_two,
     java_decimal_hash, java_string_hash, java_unsigned_hash,

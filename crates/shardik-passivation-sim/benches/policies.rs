@@ -1,17 +1,17 @@
 //! Nanoseconds per access for each policy at a limit of 100 000 (one shard) on a zipfian stream
 //! (YCSB zipfian, constant 0.99, over 1 000 000 ids).
 //!
-//! `cargo bench -p shardik-passivation --bench policies -- --quick`
+//! `cargo bench -p shardik-passivation-sim --bench policies -- --quick`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use shardik_passivation::sim::pattern::{Synthetic, synthetic_ids};
 use shardik_passivation::{
     CompositeSettings, CompositeStrategy, HillClimbingSettings, LimitStrategy, PassivationStrategy,
     ReplacementPolicy, Strategy,
 };
+use shardik_passivation_sim::{Synthetic, synthetic_ids};
 
 const LIMIT: usize = 100_000;
 

@@ -1,28 +1,20 @@
 //! The `passivation-sim` entry point: argument parsing, output formats, config files, errors.
 
-use shardik_passivation::run_from_args;
-use shardik_passivation::sim::SimError;
+use shardik_passivation_sim::SimError;
+use support::trace;
+
+mod support;
+use shardik_passivation_sim::run_from_args;
 
 fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
 }
 
-fn traces() -> Option<std::path::PathBuf> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
-    if dir.join("ps.trace.gz").exists() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: traces not found at {}", dir.display());
-        None
-    }
-}
-
 #[test]
 fn table_output_for_a_trace() {
-    let Some(dir) = traces() else { return };
     let out = run_from_args(&args(&format!(
-        "--trace lirs:{}/ps.trace.gz --limit 500 --policy lru,optimal",
-        dir.display()
+        "--trace lirs:{} --limit 500 --policy lru,optimal",
+        trace("ps").display()
     )))
     .unwrap();
     println!("{out}");
@@ -56,21 +48,21 @@ fn json_output_for_synthetic_runs() {
 
 #[test]
 fn joined_patterns_and_repeats() {
-    let Some(dir) = traces() else { return };
-    let d = dir.display();
+    let (ps, gli) = (trace("ps"), trace("gli"));
+    let (ps, gli) = (ps.display(), gli.display());
     let joined = run_from_args(&args(&format!(
-        "--trace joined:lirs:{d}/ps.trace.gz,2*lirs:{d}/gli.trace.gz --policy lru --limit 100 --json"
+        "--trace joined:lirs:{ps},2*lirs:{gli} --policy lru --limit 100 --json"
     )))
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
     assert_eq!(v["accesses"], 10_448 + 2 * 6_015);
     let repeated = run_from_args(&args(&format!(
-        "--trace lirs:{d}/ps.trace.gz --trace 2*lirs:{d}/gli.trace.gz --policy lru --limit 100 --json"
+        "--trace lirs:{ps} --trace 2*lirs:{gli} --policy lru --limit 100 --json"
     )))
     .unwrap();
     assert_eq!(joined, repeated);
     let mixed = run_from_args(&args(&format!(
-        "--trace lirs:{d}/gli.trace.gz --synthetic zipfian --events 5000 --seed 7 --policy default --limit 100 --json"
+        "--trace lirs:{gli} --synthetic zipfian --events 5000 --seed 7 --policy default --limit 100 --json"
     )))
     .unwrap();
     let v: serde_json::Value = serde_json::from_str(mixed.trim()).unwrap();
@@ -98,16 +90,16 @@ fn synthetic_generators_are_seeded_and_deterministic() {
 
 #[test]
 fn config_file_runs() {
-    let Some(dir) = traces() else { return };
+    let ps = trace("ps");
     let path = std::env::temp_dir().join(format!("passivation-sim-{}.json", std::process::id()));
     std::fs::write(
         &path,
         format!(
             r#"{{ "runs": [
-                {{ "name": "LFU 250", "policy": "lfu", "limit": 250, "pattern": ["lirs:{d}/ps.trace.gz"] }},
+                {{ "name": "LFU 250", "policy": "lfu", "limit": 250, "pattern": ["lirs:{ps}"] }},
                 {{ "policy": "lru", "limit": 10, "shards": 1, "pattern": [{{ "synthetic": "loop", "start": 1, "end": 20, "events": 100 }}] }}
             ] }}"#,
-            d = dir.display()
+            ps = ps.display()
         ),
     )
     .unwrap();

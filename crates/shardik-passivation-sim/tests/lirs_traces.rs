@@ -1,9 +1,10 @@
-//! Replays the shipped LIRS traces (glimpse, multi3, postgres) with 10 shards in 1 region and
-//! compares every policy row with the reference's published table.
+//! Replays the bundled LIRS traces (`traces/`: glimpse, multi3, postgres) with 10 shards in 1
+//! region and compares every policy row with the reference's published table.
 
-use std::path::PathBuf;
+use shardik_passivation_sim::{AccessPattern, Run, SimPolicy, TraceCache, TraceFormat, simulate};
+use support::trace;
 
-use shardik_passivation::sim::{AccessPattern, Run, SimPolicy, TraceCache, TraceFormat, simulate};
+mod support;
 
 /// (trace, policy, per-region limit, published active %, accesses, activations, passivations)
 pub const PUBLISHED: &[(&str, &str, usize, f64, u64, u64, u64)] = &[
@@ -166,16 +167,6 @@ pub const PUBLISHED: &[(&str, &str, usize, f64, u64, u64, u64)] = &[
     ("ps", "lru-fs-slru-hc", 1000, 66.56, 10_448, 3_494, 2_494),
 ];
 
-pub fn traces_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
-    if dir.join("gli.trace.gz").exists() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: traces not found at {}", dir.display());
-        None
-    }
-}
-
 fn tolerance(policy: &str) -> f64 {
     if policy.starts_with("lru-fs") {
         0.5
@@ -184,7 +175,7 @@ fn tolerance(policy: &str) -> f64 {
     }
 }
 
-fn run_for(dir: &std::path::Path, trace: &str, policy: &str, limit: usize) -> Run {
+fn run_for(name: &str, policy: &str, limit: usize) -> Run {
     let (label, policy_spec) = SimPolicy::parse(policy).unwrap();
     Run {
         name: format!("{label} {limit}"),
@@ -195,7 +186,7 @@ fn run_for(dir: &std::path::Path, trace: &str, policy: &str, limit: usize) -> Ru
         regions: 1,
         pattern: AccessPattern::Trace {
             format: TraceFormat::Lirs,
-            path: dir.join(format!("{trace}.trace.gz")),
+            path: trace(name),
         },
     }
 }
@@ -205,13 +196,12 @@ fn run_for(dir: &std::path::Path, trace: &str, policy: &str, limit: usize) -> Ru
 /// SLRU/S4LRU rows were produced with all segment limits floored, so those rows replay
 /// `slru-floor` / `s4lru-floor`. glimpse ends with an empty line that the reference replays as
 /// one more (activating) access for id "" and that we skip, hence `extra`.
-fn check_trace(trace: &str) {
-    let Some(dir) = traces_dir() else { return };
+fn check_trace(name: &str) {
     let mut cache = TraceCache::default();
-    let extra = u64::from(trace == "gli");
+    let extra = u64::from(name == "gli");
     let mut failures = Vec::new();
     for &(t, policy, limit, published, accesses, activations, passivations) in PUBLISHED {
-        if t != trace {
+        if t != name {
             continue;
         }
         let replayed = match policy {
@@ -219,12 +209,12 @@ fn check_trace(trace: &str) {
             "s4lru" => "s4lru-floor",
             p => p,
         };
-        let run = run_for(&dir, trace, replayed, limit);
+        let run = run_for(name, replayed, limit);
         let stats = simulate(&run, &mut cache).unwrap();
         let ours = stats.active_percent();
         let diff = ours - published;
         println!(
-            "{trace:7} {:>20} ours {ours:6.2} % published {published:6.2} % diff {diff:+.2}  activations {} vs {activations}  passivations {} vs {passivations}",
+            "{name:7} {:>20} ours {ours:6.2} % published {published:6.2} % diff {diff:+.2}  activations {} vs {activations}  passivations {} vs {passivations}",
             run.name, stats.activations, stats.passivations
         );
         if diff.abs() > tolerance(policy) + 1e-9
@@ -233,7 +223,7 @@ fn check_trace(trace: &str) {
             || stats.passivations + extra != passivations
         {
             failures.push(format!(
-                "{trace} {}: ours {ours:.2} published {published:.2}",
+                "{name} {}: ours {ours:.2} published {published:.2}",
                 run.name
             ));
         }
@@ -250,13 +240,12 @@ fn check_trace(trace: &str) {
 /// the exact total (10 per shard instead of the floored 8) hits more often: 10.21 % vs 8.43 %.
 #[test]
 fn exact_segment_totals_stay_close_to_published() {
-    let Some(dir) = traces_dir() else { return };
     let mut cache = TraceCache::default();
     for &(t, policy, limit, published, ..) in PUBLISHED {
         if !(policy == "slru" || policy == "s4lru") {
             continue;
         }
-        let stats = simulate(&run_for(&dir, t, policy, limit), &mut cache).unwrap();
+        let stats = simulate(&run_for(t, policy, limit), &mut cache).unwrap();
         let ours = stats.active_percent();
         if t == "multi3" && policy == "s4lru" && limit == 100 {
             assert_eq!(stats.activations, 27_153, "known divergence row changed");

@@ -2,7 +2,7 @@
 //! regions, 50 000 per region), reproduced exactly (activations and passivations), plus a 1/10
 //! scale version.
 
-use shardik_passivation::sim::{AccessPattern, Run, SimPolicy, Synthetic, TraceCache, simulate};
+use shardik_passivation_sim::{AccessPattern, Run, SimPolicy, Synthetic, TraceCache, simulate};
 
 fn loop_run(policy: &str, ids: u64, events: u64, limit: usize) -> Run {
     let (label, p) = SimPolicy::parse(policy).unwrap();
