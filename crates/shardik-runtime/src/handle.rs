@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
-use tokio::sync::{mpsc, oneshot, watch};
+use shardik_core::membership::{
+    Address, ClusterEvent, CommandError, Member, MemberStatus, UniqueAddress,
+};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::exit::ExitTasks;
 
@@ -101,7 +103,11 @@ pub struct NodeHandle {
     snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
     commands: mpsc::Sender<ControlCommand>,
     exit_tasks: ExitTasks,
+    events: broadcast::Sender<ClusterEvent>,
 }
+
+/// Cluster events kept for a subscriber that reads slowly.
+pub const EVENT_BUFFER: usize = 1024;
 
 impl NodeHandle {
     /// A handle from the driver's channels.
@@ -113,7 +119,23 @@ impl NodeHandle {
             snapshot,
             commands,
             exit_tasks: ExitTasks::default(),
+            events: broadcast::channel(EVENT_BUFFER).0,
         }
+    }
+
+    /// Subscribes to this node's cluster events (member joined, weakly up, up, left, exited,
+    /// downed, removed; unreachable and reachable again; leader changes), in the order the
+    /// node saw them, like Akka's `Cluster.subscribe`. Events published before the call are
+    /// not replayed: read [`snapshot`](Self::snapshot) for the state at the start. A
+    /// subscriber that falls more than [`EVENT_BUFFER`] events behind is told how many it
+    /// missed (`RecvError::Lagged`) and goes on from the oldest kept.
+    pub fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
+        self.events.subscribe()
+    }
+
+    /// Where the node's driver publishes its cluster events.
+    pub(crate) fn events(&self) -> &broadcast::Sender<ClusterEvent> {
+        &self.events
     }
 
     /// The node's exit tasks: what runs between this node becoming Exiting and its confirming

@@ -11,9 +11,9 @@
 //! use std::time::Duration;
 //!
 //! use serde::{Deserialize, Serialize};
+//! use shardik_runtime::Node;
 //! use shardik_runtime::config::Settings;
-//! use shardik_runtime::node::{self, NodeOptions};
-//! use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, Sharding, ShardingConfig};
+//! use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey};
 //!
 //! #[derive(Serialize, Deserialize)]
 //! enum Cmd {
@@ -23,6 +23,8 @@
 //!
 //! #[derive(Default)]
 //! struct Counter(u64);
+//!
+//! const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
 //!
 //! impl Entity for Counter {
 //!     type Command = Cmd;
@@ -38,37 +40,28 @@
 //! # async fn run() -> anyhow::Result<()> {
 //! // Configuration: built-in defaults, then an optional file, then SHARDIK_* variables.
 //! let settings = Settings::load(None)?;
-//! let mut running = node::start(NodeOptions {
-//!     bind: "127.0.0.1:2552".parse()?,
-//!     seeds: vec!["127.0.0.1:2552".parse()?], // the first seed forms the cluster
-//!     membership: settings.membership_config(),
-//!     transport: node::transport_config(&settings.transport),
-//!     leave_timeout: Duration::from_secs(30),
-//! })
-//! .await?;
-//! // Sharding takes the node's user traffic.
-//! let (_, none) = tokio::sync::mpsc::channel(1);
-//! let sharding = Sharding::start(
-//!     running.handle.clone(),
-//!     running.self_node.clone(),
-//!     std::mem::replace(&mut running.user_messages, none),
-//!     running.user_sender.clone(),
-//!     ShardingConfig::from_settings(&settings),
-//! );
+//! // A node with sharding, joined through its seed nodes (the first seed forms the cluster).
+//! let node = Node::builder(settings)
+//!     .bind("127.0.0.1:2552".parse()?)
+//!     .seeds(["127.0.0.1:2552".parse()?])
+//!     .start()
+//!     .await?;
 //! // A region on nodes with the kind's role, a proxy elsewhere.
-//! let counters = sharding.init(EntityKind::new("counter", |_id| Counter::default()))?;
-//! let counter = counters.entity_ref("counter-42");
-//! counter.tell(Cmd::Add(2))?;
+//! node.sharding().init(EntityKind::for_key(COUNTER, |_id| Counter::default()))?;
+//! // From anywhere that has the node's sharding: a reference by typed key and id.
+//! let counter = node.sharding().entity_ref_for(COUNTER, "counter-42")?;
+//! counter.tell(Cmd::Add(2)).await?;
 //! let value = counter.ask(Cmd::Get, Duration::from_secs(5)).await?;
 //! assert_eq!(value, 2);
-//! // Before leaving: hand every shard off, then leave the cluster.
-//! sharding.shutdown().await;
+//! // Hand every shard off, leave the cluster, and wait until the node is out.
+//! node.leave().await;
 //! # Ok(())
 //! # }
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cluster_node;
 pub mod config;
 pub mod exit;
 pub mod handle;
@@ -78,5 +71,7 @@ pub mod metrics;
 pub mod node;
 pub mod sharding;
 pub mod transport;
+
+pub use cluster_node::{Node, NodeBuilder};
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

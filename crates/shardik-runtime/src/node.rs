@@ -14,7 +14,7 @@ use shardik_core::membership::{
     MembershipConfig, Message, ShutdownReason, UniqueAddress,
 };
 use shardik_wire::{DecodeLimits, LocalIdentity};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
@@ -42,10 +42,14 @@ pub struct NodeOptions {
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The transport could not listen.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// No address to listen on was given (`NodeBuilder::bind`).
+    #[error("no address to bind: call NodeBuilder::bind(\"HOST:PORT\".parse()?)")]
+    NoBindAddress,
 }
 
 /// A started node.
@@ -59,11 +63,26 @@ pub struct RunningNode {
     /// Resolves when the node has stopped, with the reason.
     pub finished: tokio::task::JoinHandle<ShutdownReason>,
     /// User payloads other nodes sent to this one, kept apart from the driver so that user
-    /// traffic can never stall membership. Nothing consumes them yet (sharding will); whoever
-    /// owns the node should drain this, or payloads beyond the queue are dropped and counted.
-    pub user_messages: mpsc::Receiver<InboundUser>,
+    /// traffic can never stall membership; taken once by whoever serves them (sharding).
+    user_messages: std::sync::Mutex<Option<mpsc::Receiver<InboundUser>>>,
     /// Sends user payloads (sharding traffic) to other nodes.
     pub user_sender: UserSender,
+}
+
+impl RunningNode {
+    /// Takes the node's inbound user traffic; only the first call gets it (sharding takes it
+    /// when it starts on the node).
+    pub fn take_user_messages(&self) -> Option<mpsc::Receiver<InboundUser>> {
+        self.user_messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Subscribes to this node's cluster events (see [`NodeHandle::subscribe`]).
+    pub fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
+        self.handle.subscribe()
+    }
 }
 
 /// How to stop.
@@ -107,6 +126,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
     let handle = NodeHandle::new(snapshot_rx, cmd_tx);
     let (exit_done_tx, exit_done_rx) = mpsc::channel(1);
     let mut driver = Driver {
+        events: handle.events().clone(),
         exit_tasks: handle.exit_tasks().clone(),
         exit_done: exit_done_tx,
         core,
@@ -131,7 +151,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         self_node,
         stop: stop_tx,
         finished,
-        user_messages: receivers.user,
+        user_messages: std::sync::Mutex::new(Some(receivers.user)),
         user_sender,
     })
 }
@@ -149,6 +169,8 @@ struct Driver {
     exit_tasks: ExitTasks,
     /// Told when the exit tasks have finished.
     exit_done: mpsc::Sender<()>,
+    /// Where cluster events go to subscribers.
+    events: broadcast::Sender<ClusterEvent>,
 }
 
 impl Driver {
@@ -273,6 +295,8 @@ impl Driver {
                 Effect::Send { to, msg } => self.send(to, msg),
                 Effect::Event(ev) => {
                     log_event(&ev);
+                    // No subscriber is fine: the send then just reports nobody listened.
+                    let _ = self.events.send(ev.clone());
                     if let ClusterEvent::MemberRemoved { member, .. } = &ev {
                         // Its writers and queues are of no further use; a new incarnation at
                         // the same address gets fresh ones when we next send to it.

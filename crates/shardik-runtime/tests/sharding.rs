@@ -4,14 +4,55 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, MembershipConfig, UniqueAddress};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
-use shardik_runtime::sharding::counter::{Counter, CounterCommand, counter_kind};
 use shardik_runtime::sharding::{
-    AllocationSnapshot, AsyncShardAllocationStrategy, EntityRegion, Sharding, ShardingConfig,
-    StrategyFuture,
+    AllocationSnapshot, AsyncShardAllocationStrategy, Entity, EntityContext, EntityKind,
+    EntityRegion, EntityTypeKey, Sharding, ShardingConfig, ShardingError, StrategyFuture,
 };
 use shardik_runtime::transport::TransportConfig;
+
+/// What the test counter is told.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+enum CounterCommand {
+    Increment,
+    Get,
+}
+
+/// The test counter's answer: its value and the node that runs it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct CounterReply {
+    value: u64,
+    node: String,
+}
+
+/// A number per id, in memory.
+#[derive(Debug, Default)]
+struct Counter {
+    value: u64,
+}
+
+impl Entity for Counter {
+    type Command = CounterCommand;
+    type Reply = CounterReply;
+
+    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext) -> CounterReply {
+        if cmd == CounterCommand::Increment {
+            self.value += 1;
+        }
+        CounterReply {
+            value: self.value,
+            node: ctx.node().address.to_string(),
+        }
+    }
+}
+
+const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
+
+fn counter_kind() -> EntityKind<Counter> {
+    EntityKind::for_key(COUNTER, |_| Counter::default())
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -50,7 +91,7 @@ struct TestNode {
 }
 
 async fn start(port: u16, seed: u16) -> TestNode {
-    let mut running = node::start(NodeOptions {
+    let running = node::start(NodeOptions {
         bind: Address::new("127.0.0.1", port),
         seeds: vec![Address::new("127.0.0.1", seed)],
         membership: membership(),
@@ -59,15 +100,7 @@ async fn start(port: u16, seed: u16) -> TestNode {
     })
     .await
     .expect("node starts");
-    let (_, dummy) = tokio::sync::mpsc::channel(1);
-    let user = std::mem::replace(&mut running.user_messages, dummy);
-    let sharding = Sharding::start(
-        running.handle.clone(),
-        running.self_node.clone(),
-        user,
-        running.user_sender.clone(),
-        sharding_config(),
-    );
+    let sharding = Sharding::start(&running, sharding_config()).expect("sharding starts");
     let counters = sharding.init(counter_kind()).expect("kind registers");
     TestNode {
         running,
@@ -370,4 +403,138 @@ async fn custom_allocation_strategies_place_the_shards() {
             .expect("answered");
         assert_eq!(r.node, high, "{id}: the asynchronous strategy's choice");
     }
+}
+
+/// Settings for the builder tests: the reference's, with membership timers shortened.
+fn fast_settings() -> shardik_runtime::config::Settings {
+    let mut s = shardik_runtime::config::Settings::load(None).expect("built-in settings load");
+    s.cluster.name = "builder-test".into();
+    s.cluster.seed_node_timeout = Duration::from_millis(500);
+    s.cluster.periodic_tasks_initial_delay = Duration::from_millis(100);
+    s.cluster.gossip_interval = Duration::from_millis(200);
+    s.cluster.leader_actions_interval = Duration::from_millis(200);
+    s.cluster.sharding.number_of_shards = 20;
+    s.cluster.sharding.retry_interval = Duration::from_millis(200);
+    s
+}
+
+async fn wait_for_event(
+    events: &mut tokio::sync::broadcast::Receiver<shardik_core::membership::ClusterEvent>,
+    what: &str,
+    matches: impl Fn(&shardik_core::membership::ClusterEvent) -> bool,
+) {
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match events.recv().await {
+                Ok(ev) if matches(&ev) => return,
+                Ok(_) => {}
+                Err(e) => panic!("event stream failed while waiting for {what}: {e}"),
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no {what} event within 20 s");
+}
+
+/// The application's front door: a node with sharding in one call, entity references looked
+/// up by typed key from the node's sharding, both ways of telling, cluster events as a stream,
+/// and a leave that waits until the node is out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
+    use shardik_core::membership::{ClusterEvent, ShutdownReason};
+    use shardik_runtime::Node;
+
+    let (pa, pb) = (free_port(), free_port());
+    let (a_addr, b_addr) = (Address::new("127.0.0.1", pa), Address::new("127.0.0.1", pb));
+    let a = Node::builder(fast_settings())
+        .bind(a_addr.clone())
+        .seeds([a_addr.clone()])
+        .start()
+        .await
+        .expect("node a starts");
+    a.sharding().init(counter_kind()).expect("kind registers");
+    let mut events = a.subscribe();
+    wait_for_event(
+        &mut events,
+        "a Up",
+        |ev| matches!(ev, ClusterEvent::MemberUp(m) if m.addr.address == a_addr),
+    )
+    .await;
+    let b = Node::builder(fast_settings())
+        .bind(b_addr.clone())
+        .seeds([a_addr.clone()])
+        .start()
+        .await
+        .expect("node b starts");
+    b.sharding().init(counter_kind()).expect("kind registers");
+    wait_for_event(
+        &mut events,
+        "b Up",
+        |ev| matches!(ev, ClusterEvent::MemberUp(m) if m.addr.address == b_addr),
+    )
+    .await;
+
+    // From anywhere with the node's sharding: a reference by key, not by the region handle.
+    let counter = b
+        .sharding()
+        .entity_ref_for(COUNTER, "by-key")
+        .expect("known kind");
+    let first = counter
+        .ask(CounterCommand::Increment, Duration::from_secs(10))
+        .await
+        .expect("answered");
+    assert_eq!(first.value, 1);
+    counter
+        .tell(CounterCommand::Increment)
+        .await
+        .expect("tell waits for room");
+    counter
+        .try_tell(CounterCommand::Increment)
+        .expect("room in the queue");
+    let value = counter
+        .ask(CounterCommand::Get, Duration::from_secs(10))
+        .await
+        .expect("answered")
+        .value;
+    assert_eq!(value, 3, "one sender's tells and asks arrive in order");
+    let through_a = a
+        .sharding()
+        .entity_ref_for(COUNTER, "by-key")
+        .expect("known");
+
+    const OTHER: EntityTypeKey<Counter> = EntityTypeKey::new("not-registered");
+    assert_eq!(
+        b.sharding().entity_ref_for(OTHER, "x").err(),
+        Some(ShardingError::UnknownKind("not-registered".into()))
+    );
+    struct Impostor;
+    impl Entity for Impostor {
+        type Command = CounterCommand;
+        type Reply = CounterReply;
+        async fn handle(&mut self, _: CounterCommand, _: &mut EntityContext) -> CounterReply {
+            unreachable!("never registered")
+        }
+    }
+    const WRONG: EntityTypeKey<Impostor> = EntityTypeKey::new("counter");
+    assert_eq!(
+        b.sharding().entity_ref_for(WRONG, "x").err(),
+        Some(ShardingError::WrongEntityType("counter".into()))
+    );
+
+    assert_eq!(b.leave().await, ShutdownReason::Left);
+    wait_for_event(&mut events, "b removed", |ev| {
+        matches!(ev, ClusterEvent::MemberRemoved { member, .. } if member.addr.address == b_addr)
+    })
+    .await;
+    let value = through_a
+        .ask(CounterCommand::Get, Duration::from_secs(10))
+        .await
+        .expect("answered from a")
+        .value;
+    assert!(value == 3 || value == 0, "the counter answers after b left");
+    let (running, _) = a.into_parts();
+    assert!(matches!(
+        Sharding::start(&running, sharding_config()),
+        Err(shardik_runtime::sharding::StartError::AlreadyStarted)
+    ));
 }

@@ -111,7 +111,7 @@ struct LocalArgs {
 enum SendMode {
     /// `tell` (`try_send` for the baseline); on `BufferFull` yield and retry (counted).
     Retry,
-    /// `tell_wait` (`send().await` for the baseline): wait for room.
+    /// `tell(..).await` (`send().await` for the baseline): wait for room.
     Wait,
 }
 
@@ -327,7 +327,7 @@ impl BenchNode {
             seeds
         };
         settings.cluster.seed_nodes = seeds.clone();
-        let mut running = node::start(NodeOptions {
+        let running = node::start(NodeOptions {
             bind: bind.clone(),
             seeds,
             membership: settings.membership_config(),
@@ -336,16 +336,8 @@ impl BenchNode {
         })
         .await
         .with_context(|| format!("cannot start a node on {bind}"))?;
-        let (_, closed) = mpsc::channel(1);
-        let user_messages = std::mem::replace(&mut running.user_messages, closed);
         let config = ShardingConfig::from_settings(&settings);
-        let sharding = Sharding::start(
-            running.handle.clone(),
-            running.self_node.clone(),
-            user_messages,
-            running.user_sender.clone(),
-            config.clone(),
-        );
+        let sharding = Sharding::start(&running, config.clone())?;
         Ok(BenchNode {
             running,
             sharding,
@@ -495,7 +487,7 @@ async fn produce_waiting<F: Future<Output = anyhow::Result<()>>>(
 
 /// A `tell` as [`produce`] wants it: false when the region's queue is full.
 fn tell<P: Probe>(r: &Ref<P>, add: u64) -> anyhow::Result<bool> {
-    match r.tell(add) {
+    match r.try_tell(add) {
         Ok(()) => Ok(true),
         Err(ShardingError::BufferFull) => Ok(false),
         Err(e) => Err(e.into()),
@@ -517,8 +509,7 @@ async fn tell_round_robin<P: Probe>(
         let retries = match mode {
             SendMode::Retry => produce(messages, |i| tell(pick(i), 1)).await?,
             SendMode::Wait => {
-                produce_waiting(messages, |i| async move { Ok(pick(i).tell_wait(1).await?) })
-                    .await?
+                produce_waiting(messages, |i| async move { Ok(pick(i).tell(1).await?) }).await?
             }
         };
         anyhow::Ok((refs, first, started.elapsed(), retries))

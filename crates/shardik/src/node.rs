@@ -13,10 +13,10 @@ use clap::Args;
 use shardik_core::membership::{Address, ShutdownReason};
 use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
-use shardik_runtime::node::{self, NodeOptions, StopRequest};
-use shardik_runtime::sharding::counter::{counter_kind, counter_routes};
-use shardik_runtime::sharding::{Sharding, ShardingConfig};
-use shardik_runtime::{http, logging};
+use shardik_runtime::node::StopRequest;
+use shardik_runtime::{Node, http, logging};
+
+use crate::counter::{counter_kind, counter_routes};
 use tracing::{info, warn};
 
 /// Arguments of `shardik node`.
@@ -79,13 +79,6 @@ async fn run_node(
     demo_counters: bool,
 ) -> anyhow::Result<ExitCode> {
     let metrics = Metrics::install().ok();
-    let opts = NodeOptions {
-        bind: bind.clone(),
-        seeds: settings.cluster.seed_nodes.clone(),
-        membership: settings.membership_config(),
-        transport: node::transport_config(&settings.transport),
-        leave_timeout: Duration::from_secs(60),
-    };
     let mgmt_addr = settings.management.http.bind_address();
     let listener = tokio::net::TcpListener::bind(&mgmt_addr)
         .await
@@ -94,19 +87,12 @@ async fn run_node(
                 "cannot listen for the management API on {mgmt_addr} (use --management HOST:PORT)"
             )
         })?;
-    let running = node::start(opts)
+    let (running, sharding) = Node::builder(settings.clone())
+        .bind(bind.clone())
+        .start()
         .await
-        .with_context(|| format!("cannot start the node on {bind}"))?;
-    let mut running = running;
-    let (_, closed) = tokio::sync::mpsc::channel(1);
-    let user_messages = std::mem::replace(&mut running.user_messages, closed);
-    let sharding = Sharding::start(
-        running.handle.clone(),
-        running.self_node.clone(),
-        user_messages,
-        running.user_sender.clone(),
-        ShardingConfig::from_settings(&settings),
-    );
+        .with_context(|| format!("cannot start the node on {bind}"))?
+        .into_parts();
     info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
     let mut router = http::router(
         running.handle.clone(),
@@ -115,10 +101,10 @@ async fn run_node(
         Some(sharding.clone()),
     );
     if demo_counters {
-        let region = sharding
+        sharding
             .init(counter_kind())
             .context("cannot register the demo counters")?;
-        router = router.merge(counter_routes(region));
+        router = router.merge(counter_routes(sharding.clone()));
         info!(
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}"
         );

@@ -110,6 +110,14 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
 }
 
 impl<E: Entity> EntityKind<E, Postcard> {
+    /// The kind of `key` whose entities `factory` creates from their id.
+    pub fn for_key(
+        key: EntityTypeKey<E>,
+        factory: impl Fn(&str) -> E + Send + Sync + 'static,
+    ) -> Self {
+        Self::new(key.name(), factory)
+    }
+
     /// A kind called `name` whose entities `factory` creates from their id.
     pub fn new(name: &str, factory: impl Fn(&str) -> E + Send + Sync + 'static) -> Self {
         EntityKind {
@@ -254,12 +262,13 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
 
 /// Why a message could not be sent or answered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShardingError {
     /// No answer within the ask's timeout. The command may or may not have been handled.
     #[error("no reply within {0:?}; the command may or may not have been handled")]
     Timeout(Duration),
-    /// The region's queue is full; slow down or use `tell_wait`.
-    #[error("the region's queue is full; retry later or use tell_wait")]
+    /// The region's queue is full (from `try_tell`); slow down, or use `tell`, which waits.
+    #[error("the region's queue is full; retry later, or use tell(..).await, which waits for room")]
     BufferFull,
     /// The message was dropped on the way, for the reason given (see metrics
     /// `shardik_sharding_dropped_total`).
@@ -284,4 +293,57 @@ pub enum ShardingError {
     /// A timeout of zero was given.
     #[error("the ask timeout must be positive")]
     InvalidTimeout,
+    /// An entity reference was looked up with a key whose entity type differs from the type
+    /// the kind was registered with.
+    #[error("entity kind {0:?} is registered with another entity type")]
+    WrongEntityType(String),
+}
+
+/// The typed name of an entity kind (Akka's `EntityTypeKey`): with it, an entity reference
+/// can be looked up from anywhere that has the node's [`Sharding`](super::Sharding), not only
+/// through the region returned when the kind was registered.
+///
+/// ```
+/// # use shardik_runtime::sharding::{Entity, EntityContext, EntityTypeKey};
+/// # struct Cart;
+/// # impl Entity for Cart {
+/// #     type Command = u32;
+/// #     type Reply = u32;
+/// #     async fn handle(&mut self, c: u32, _: &mut EntityContext) -> u32 { c }
+/// # }
+/// const CART: EntityTypeKey<Cart> = EntityTypeKey::new("cart");
+/// assert_eq!(CART.name(), "cart");
+/// ```
+pub struct EntityTypeKey<E> {
+    name: &'static str,
+    entity: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E> EntityTypeKey<E> {
+    /// The key of the kind called `name`.
+    pub const fn new(name: &'static str) -> Self {
+        EntityTypeKey {
+            name,
+            entity: std::marker::PhantomData,
+        }
+    }
+
+    /// The kind's name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<E> Clone for EntityTypeKey<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for EntityTypeKey<E> {}
+
+impl<E> std::fmt::Debug for EntityTypeKey<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EntityTypeKey").field(&self.name).finish()
+    }
 }

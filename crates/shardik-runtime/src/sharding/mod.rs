@@ -7,7 +7,6 @@
 
 mod allocation;
 mod api;
-pub mod counter;
 mod host;
 mod id_map;
 mod kind;
@@ -28,7 +27,8 @@ use tracing::{debug, warn};
 
 pub use allocation::{AsyncShardAllocationStrategy, StrategyFuture};
 pub use api::{
-    Codec, CodecError, Entity, EntityContext, EntityKind, Postcard, ShardExtractor, ShardingError,
+    Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
+    ShardingError,
 };
 pub use kind::RegionState;
 pub use shardik_core::sharding::{
@@ -37,6 +37,7 @@ pub use shardik_core::sharding::{
 
 use crate::handle::NodeHandle;
 use crate::metrics as m;
+use crate::node::RunningNode;
 use crate::transport::{InboundUser, UserSender};
 use kind::{Control, KindSettings, KindTask, LocalMsg, LocalReply};
 use pending::PendingAsks;
@@ -143,8 +144,18 @@ impl ShardingConfig {
     }
 }
 
+/// Why sharding could not start on a node.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The node's user traffic is already served (sharding was started on it before).
+    #[error("sharding is already started on this node")]
+    AlreadyStarted,
+}
+
 /// Why an entity kind could not be registered.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InitError {
     /// A kind of that name is already registered on this node.
     #[error("entity kind {0:?} is already registered on this node")]
@@ -158,6 +169,8 @@ struct KindEntry {
     control: mpsc::Sender<Control>,
     /// The role whose members host this kind (the kind's own, else the configured one).
     role: Option<String>,
+    /// The kind's `EntityRegion<E>`, for typed look-ups by key.
+    region: Box<dyn std::any::Any + Send + Sync>,
 }
 
 struct Inner {
@@ -198,9 +211,22 @@ impl std::fmt::Debug for Sharding {
 }
 
 impl Sharding {
-    /// Attaches sharding to a node: `user_messages` and `sender` are the node's user-lane
-    /// receiver and sender (from [`RunningNode`](crate::node::RunningNode)).
-    pub fn start(
+    /// Attaches sharding to a running node: from now on it serves the node's user traffic.
+    /// Fails if sharding (or anything else) already took that traffic on this node.
+    pub fn start(node: &RunningNode, config: ShardingConfig) -> Result<Sharding, StartError> {
+        let user_messages = node
+            .take_user_messages()
+            .ok_or(StartError::AlreadyStarted)?;
+        Ok(Self::attach(
+            node.handle.clone(),
+            node.self_node.clone(),
+            user_messages,
+            node.user_sender.clone(),
+            config,
+        ))
+    }
+
+    fn attach(
         node: NodeHandle,
         self_node: UniqueAddress,
         user_messages: mpsc::Receiver<InboundUser>,
@@ -269,6 +295,12 @@ impl Sharding {
         };
         let (local_tx, local_rx) = mpsc::channel(cfg.region.buffer_size.clamp(1, 1 << 20));
         let (control_tx, control_rx) = mpsc::channel(4096);
+        let region = EntityRegion::<E> {
+            name: kind.name.clone(),
+            local: local_tx,
+            control: control_tx.clone(),
+            shards: ShardIds::new(cfg.number_of_shards, kind.extractor.clone()),
+        };
         {
             let mut kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());
             if kinds.contains_key(&kind.name) {
@@ -279,6 +311,7 @@ impl Sharding {
                 KindEntry {
                     control: control_tx.clone(),
                     role: role.clone(),
+                    region: Box::new(region.clone()),
                 },
             );
         }
@@ -321,12 +354,26 @@ impl Sharding {
             task.host.set_passivation(p);
         }
         tokio::spawn(task.run());
-        Ok(EntityRegion {
-            name: kind.name,
-            local: local_tx,
-            control: control_tx,
-            shards: ShardIds::new(cfg.number_of_shards, kind.extractor),
-        })
+        Ok(region)
+    }
+
+    /// A reference to entity `id` of the kind `key` names (Akka's `entityRefFor`), from
+    /// anywhere that has this node's sharding. The kind must have been registered on this node
+    /// (as a region or a proxy) with the same entity type.
+    pub fn entity_ref_for<E: Entity>(
+        &self,
+        key: EntityTypeKey<E>,
+        id: &str,
+    ) -> Result<EntityRef<E>, ShardingError> {
+        let kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = kinds
+            .get(key.name())
+            .ok_or_else(|| ShardingError::UnknownKind(key.name().to_string()))?;
+        let region = entry
+            .region
+            .downcast_ref::<EntityRegion<E>>()
+            .ok_or_else(|| ShardingError::WrongEntityType(key.name().to_string()))?;
+        Ok(region.entity_ref(id))
     }
 
     /// Names of the entity kinds registered on this node.
@@ -595,9 +642,14 @@ impl<E: Entity> EntityRegion<E> {
         self.shards.shard_of(id)
     }
 
-    /// Sends `cmd` to entity `id` (the raw envelope form, for callers that route themselves).
-    pub fn tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
-        self.entity_ref(id).tell(cmd)
+    /// Sends `cmd` to entity `id`, waiting while the region's queue is full.
+    pub async fn tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
+        self.entity_ref(id).tell(cmd).await
+    }
+
+    /// Sends `cmd` to entity `id`, failing at once when the region's queue is full.
+    pub fn try_tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
+        self.entity_ref(id).try_tell(cmd)
     }
 
     /// This node's region state: hosted shards and their entity ids.
@@ -641,8 +693,8 @@ impl<E: Entity> EntityRef<E> {
     }
 
     /// Sends `cmd` without waiting for an answer. Fails at once with
-    /// [`ShardingError::BufferFull`] when the region's queue is full.
-    pub fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    /// [`ShardingError::BufferFull`] when the region's queue is full (tokio's `try_send`).
+    pub fn try_tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
         self.region
             .local
             .try_send(self.msg(cmd, None))
@@ -652,8 +704,9 @@ impl<E: Entity> EntityRef<E> {
             })
     }
 
-    /// Sends `cmd`, waiting while the region's queue is full.
-    pub async fn tell_wait(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    /// Sends `cmd` without waiting for an answer, but waiting while the region's queue is
+    /// full: the back-pressure a steady sender wants (tokio's `send`).
+    pub async fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
         self.region
             .local
             .send(self.msg(cmd, None))

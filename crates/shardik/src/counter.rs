@@ -1,5 +1,6 @@
-//! The built-in demo entity kind `counter`: a number per id, served over the management API
-//! by `shardik node --demo-counters`.
+//! The demo entity kind `counter` of `shardik node --demo-counters`: a number per id, served
+//! over the management API. It is the binary's, not the library's: an example of what a user
+//! writes.
 //!
 //! The value lives in memory only: when the entity is passivated or its shard moves, the next
 //! incarnation starts from zero again (durable entities come with the storage layer).
@@ -13,10 +14,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use super::{Entity, EntityContext, EntityKind, EntityRegion, ShardingError};
+use shardik_runtime::sharding::{
+    Entity, EntityContext, EntityKind, EntityTypeKey, Sharding, ShardingError,
+};
 
-/// The kind's name.
-pub const COUNTER_KIND: &str = "counter";
+/// The kind's typed name.
+pub const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
 
 /// What a counter is told.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -59,32 +62,30 @@ impl Entity for Counter {
 
 /// The `counter` kind.
 pub fn counter_kind() -> EntityKind<Counter> {
-    EntityKind::new(COUNTER_KIND, |_| Counter::default())
+    EntityKind::for_key(COUNTER, |_| Counter::default())
 }
 
 /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}`, each answering
-/// `{"id", "value", "node"}`.
-pub fn counter_routes(region: EntityRegion<Counter>) -> Router {
+/// `{"id", "value", "node"}`. The counters are looked up by their key on `sharding`, where
+/// [`counter_kind`] must have been registered.
+pub fn counter_routes(sharding: Sharding) -> Router {
     Router::new()
         .route("/demo/counter/{id}/increment", post(increment))
         .route("/demo/counter/{id}", get(read))
-        .with_state(region)
+        .with_state(sharding)
 }
 
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn increment(
-    State(region): State<EntityRegion<Counter>>,
-    Path(id): Path<String>,
-) -> Response {
-    answer(&region, id, CounterCommand::Increment).await
+async fn increment(State(sharding): State<Sharding>, Path(id): Path<String>) -> Response {
+    answer(&sharding, id, CounterCommand::Increment).await
 }
 
-async fn read(State(region): State<EntityRegion<Counter>>, Path(id): Path<String>) -> Response {
-    answer(&region, id, CounterCommand::Get).await
+async fn read(State(sharding): State<Sharding>, Path(id): Path<String>) -> Response {
+    answer(&sharding, id, CounterCommand::Get).await
 }
 
-async fn answer(region: &EntityRegion<Counter>, id: String, cmd: CounterCommand) -> Response {
+async fn answer(sharding: &Sharding, id: String, cmd: CounterCommand) -> Response {
     if id.is_empty() || id.len() > 256 {
         return (
             StatusCode::BAD_REQUEST,
@@ -92,7 +93,11 @@ async fn answer(region: &EntityRegion<Counter>, id: String, cmd: CounterCommand)
         )
             .into_response();
     }
-    match region.entity_ref(&id).ask(cmd, ASK_TIMEOUT).await {
+    let reply = match sharding.entity_ref_for(COUNTER, &id) {
+        Ok(counter) => counter.ask(cmd, ASK_TIMEOUT).await,
+        Err(e) => Err(e),
+    };
+    match reply {
         Ok(r) => {
             Json(serde_json::json!({"id": id, "value": r.value, "node": r.node})).into_response()
         }

@@ -1,0 +1,128 @@
+//! [`Node`]: a cluster node with sharding, started in one call from the settings.
+//!
+//! This is the front door for applications: `Node::builder(settings).bind(addr).start()`
+//! binds the transport, joins through the configured seed nodes, and attaches sharding with
+//! the settings' `cluster.sharding.*`; entity kinds are then registered on
+//! [`Node::sharding`]. The lower-level pieces ([`node::start`](crate::node::start),
+//! [`Sharding::start`]) stay available for programs that wire them differently.
+
+use std::time::Duration;
+
+use shardik_core::membership::{Address, ClusterEvent, ShutdownReason, UniqueAddress};
+use tokio::sync::broadcast;
+
+use crate::config::Settings;
+use crate::handle::NodeHandle;
+use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
+use crate::sharding::{Sharding, ShardingConfig};
+
+/// A running cluster node with sharding attached.
+pub struct Node {
+    running: RunningNode,
+    sharding: Sharding,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("self_node", &self.running.self_node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Node`] over [`Settings`].
+#[derive(Debug)]
+pub struct NodeBuilder {
+    settings: Settings,
+    bind: Option<Address>,
+    seeds: Option<Vec<Address>>,
+    leave_timeout: Duration,
+}
+
+impl Node {
+    /// A builder over `settings` (usually [`Settings::load`]).
+    pub fn builder(settings: Settings) -> NodeBuilder {
+        NodeBuilder {
+            settings,
+            bind: None,
+            seeds: None,
+            leave_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Observe and steer the node (membership snapshots, leave and down commands).
+    pub fn handle(&self) -> &NodeHandle {
+        &self.running.handle
+    }
+
+    /// This incarnation of the node.
+    pub fn self_node(&self) -> &UniqueAddress {
+        &self.running.self_node
+    }
+
+    /// Sharding on this node: register entity kinds, look up entity references.
+    pub fn sharding(&self) -> &Sharding {
+        &self.sharding
+    }
+
+    /// This node's cluster events, as [`NodeHandle::subscribe`] describes.
+    pub fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
+        self.running.subscribe()
+    }
+
+    /// Leaves the cluster gracefully and waits until the node has stopped: its shards are
+    /// handed off first, then it becomes Exiting and is removed. A node that never joined
+    /// stops at once.
+    pub async fn leave(self) -> ShutdownReason {
+        let _ = self.running.stop.send(StopRequest::Leave).await;
+        self.wait().await
+    }
+
+    /// Waits until the node has stopped (it left, or was downed or removed).
+    pub async fn wait(self) -> ShutdownReason {
+        self.running.finished.await.unwrap_or(ShutdownReason::Left)
+    }
+
+    /// The parts, for programs that drive the node's stop themselves.
+    pub fn into_parts(self) -> (RunningNode, Sharding) {
+        (self.running, self.sharding)
+    }
+}
+
+impl NodeBuilder {
+    /// `HOST:PORT` to listen on, which is also the node's address in the cluster (required).
+    pub fn bind(mut self, address: Address) -> Self {
+        self.bind = Some(address);
+        self
+    }
+
+    /// Seed nodes to join through, instead of `cluster.seed-nodes` (empty: wait to be joined).
+    pub fn seeds(mut self, seeds: impl IntoIterator<Item = Address>) -> Self {
+        self.seeds = Some(seeds.into_iter().collect());
+        self
+    }
+
+    /// The longest a graceful leave may take before the node stops anyway (default 60 s).
+    pub fn leave_timeout(mut self, timeout: Duration) -> Self {
+        self.leave_timeout = timeout;
+        self
+    }
+
+    /// Starts the node, joins the cluster through the seeds, and attaches sharding.
+    pub async fn start(self) -> Result<Node, StartError> {
+        let bind = self.bind.ok_or(StartError::NoBindAddress)?;
+        let running = node::start(NodeOptions {
+            bind,
+            seeds: self
+                .seeds
+                .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone()),
+            membership: self.settings.membership_config(),
+            transport: node::transport_config(&self.settings.transport),
+            leave_timeout: self.leave_timeout,
+        })
+        .await?;
+        let sharding = Sharding::start(&running, ShardingConfig::from_settings(&self.settings))
+            .expect("a node just started has its user traffic untaken");
+        Ok(Node { running, sharding })
+    }
+}
