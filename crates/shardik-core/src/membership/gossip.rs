@@ -1,5 +1,5 @@
 //! The one versioned state every node gossips: members, who has seen this version,
-//! reachability, and tombstones of removed nodes (digest §4.3, §4.6).
+//! reachability, and tombstones of removed nodes; and what it implies (convergence, leader).
 //!
 //! Everything here is a pure function of the state. The merge of two concurrent states is a
 //! CRDT (commutative, associative, idempotent on the members, reachability and tombstones it
@@ -113,7 +113,8 @@ impl Gossip {
         Arc::make_mut(&mut self.members).insert(member.addr.clone(), member);
     }
 
-    /// Marks `node` Down and drops it from the seen set (digest §4.3 `markAsDown`).
+    /// Marks `node` Down and drops it from the seen set (a Down member need not see anything
+    /// for convergence).
     pub fn mark_down(&mut self, node: &UniqueAddress) {
         if let Some(m) = self.members.get(node) {
             if m.status != MemberStatus::Down {
@@ -143,7 +144,8 @@ impl Gossip {
 
     /// Prunes clock entries of members that are Down or Exiting here but absent from `other`
     /// (the other side already removed them); done on both sides before a concurrent merge so
-    /// that the leader's pruning at removal is mirrored (digest §4.4).
+    /// that the leader's pruning at removal is mirrored: a clock entry of a removed member
+    /// must not come back through a side that had not heard of the removal yet.
     pub fn prune_departed_against(&mut self, other: &Gossip) {
         let departed: Vec<UniqueAddress> = self
             .members
@@ -159,7 +161,7 @@ impl Gossip {
         }
     }
 
-    /// Merges two concurrent states (digest §4.3).
+    /// Merges two concurrent states.
     ///
     /// Tombstones are united; the clock is the pointwise max with tombstoned entries pruned; a
     /// member on both sides takes the higher merge priority; a member on one side survives
@@ -217,7 +219,7 @@ impl Gossip {
     }
 
     /// Reachability of `subject` ignoring what Down members observed (they may be on the other
-    /// side of a partition and their opinion must not block convergence; digest §4.6).
+    /// side of a partition and their opinion must not block convergence).
     pub fn reachability_status(&self, subject: &UniqueAddress) -> ReachabilityStatus {
         self.reachability.status_by(subject, |observer| {
             self.members
@@ -240,9 +242,9 @@ impl Gossip {
             .collect()
     }
 
-    /// Whether `self_node`, holding this state, sees convergence (digest §4.6): every Up or
-    /// Leaving member has seen this version (or confirmed its exit), and every unreachable
-    /// member other than self is Down or Exiting.
+    /// Whether `self_node`, holding this state, sees convergence: every Up or Leaving member
+    /// has seen this version (or confirmed its exit), and every unreachable member other than
+    /// self is Down or Exiting. Joining and WeaklyUp members never block it.
     pub fn convergence(
         &self,
         self_node: &UniqueAddress,
@@ -266,7 +268,8 @@ impl Gossip {
 
     /// The leader as `self_node` sees it: among reachable (or self), non-Down members, the
     /// first in address order with an Up-like status; failing that, the first by
-    /// [`leader_fallback_rank`] (digest §4.6). `None` for an empty state.
+    /// [`leader_fallback_rank`]. No election: every node that holds the same state and sees
+    /// the same members as reachable names the same leader. `None` for an empty state.
     pub fn leader(&self, self_node: &UniqueAddress) -> Option<UniqueAddress> {
         self.leader_among(self_node, |_| true)
     }
@@ -317,8 +320,8 @@ impl Gossip {
             .collect()
     }
 
-    /// Whether the invariants of digest §4.3 hold: no Removed member, seen and reachability
-    /// only mention members, clock entries only for members or tombstoned nodes.
+    /// Whether the state's invariants hold: no Removed member, seen and reachability only
+    /// mention members, clock entries only for members or tombstoned nodes.
     pub fn check_invariants(&self) -> Result<(), String> {
         if let Some(m) = self
             .members

@@ -1,4 +1,4 @@
-//! The phi-accrual failure detector (digest §4.7) and a registry of one detector per node.
+//! The phi-accrual failure detector and a registry of one detector per node.
 //!
 //! Instead of a yes/no timeout, the detector keeps a window of recent heartbeat inter-arrival
 //! times and turns "how long since the last heartbeat" into a suspicion level `phi`: roughly,

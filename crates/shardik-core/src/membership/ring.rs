@@ -1,4 +1,4 @@
-//! Who heartbeats whom: the heartbeat ring and the sender-side state (digest §4.7).
+//! Who heartbeats whom: the heartbeat ring and the sender-side state.
 //!
 //! Every node sends heartbeats to a few ring neighbours rather than to everyone, so the
 //! heartbeat load stays constant per node as the cluster grows. The ring order depends only

@@ -30,7 +30,8 @@ fn g(members: &[(u16, MemberStatus)], seen: &[u16]) -> Gossip {
     g
 }
 
-/// Digest §4.6: who must have seen a version, and which unreachable members block.
+/// Convergence: Up-like members must have seen the version (or confirmed their exit);
+/// unreachable members block it unless Down or Exiting.
 #[test]
 fn convergence_table() {
     let none = BTreeSet::new();
@@ -93,7 +94,7 @@ fn convergence_table() {
     assert!(exiting.convergence(&me, &confirmed));
 }
 
-/// Digest §4.6: the leader is the first reachable Up-like member by address; else fallback order.
+/// The leader is the first reachable Up-like member by address; else the fallback order.
 #[test]
 fn leader_table() {
     let me = n(5);

@@ -75,8 +75,9 @@ impl Membership {
         self.receive_gossip(now, &from, remote, out);
     }
 
-    /// Why gossip from `from` must be ignored, if it must (digest §4.4): we are not a member,
-    /// or the sender is not one we know, or we observe it as unreachable.
+    /// Why gossip from `from` must be ignored, if it must: we are not a member, or the sender
+    /// is not one we know, or we ourselves observe it as unreachable (gossip from a node that
+    /// others mark unreachable is still taken).
     fn gossip_sender_refusal(&self, from: &UniqueAddress) -> Option<DropReason> {
         if !self.is_member() {
             Some(DropReason::NotAMember)

@@ -45,8 +45,10 @@ impl Membership {
         }
     }
 
-    /// Marks members our detector gave up on as unreachable, and those it hears again as
-    /// reachable (digest §4.5, the reaper).
+    /// The reaper: marks members our detector gave up on as unreachable, and those we marked
+    /// that it hears again as reachable. A node this one does not heartbeat has no detector
+    /// history and counts as available, so only this node's heartbeat receivers are ever
+    /// marked by it.
     pub(super) fn reap_unreachable(&mut self, now: Instant, out: &mut Vec<Effect>) {
         if !self.is_member() {
             return;

@@ -253,7 +253,7 @@ fn detection_time(fd: &PhiAccrualDetector, last: Instant) -> Duration {
         .expect("detected within a minute")
 }
 
-/// Digest §4.7: with default settings a silent node is detected ≈5.3 s after its only
+/// With default settings a silent node is detected ≈5.3 s after its only
 /// heartbeat (bootstrap stats: mean 1 s, sd 250 ms) and ≈4.5 s after the last of a
 /// steady stream of 1 s heartbeats (sd clamped to 100 ms).
 ///

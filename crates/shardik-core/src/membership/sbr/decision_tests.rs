@@ -102,7 +102,7 @@ fn keep_oldest(down_if_alone: bool) -> Strategy {
     }
 }
 
-// ---- SplitBrainResolverIntegrationSpec rows (digest §5.1) -------------------------
+// ---- SplitBrainResolverIntegrationSpec rows: (strategy, side sizes) → survivor ---------
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Survivor {

@@ -1,4 +1,4 @@
-//! Split-brain resolver: which nodes to down when some are unreachable (digest §4.8).
+//! Split-brain resolver: which nodes to down when some are unreachable.
 //!
 //! When a partition happens, each side elects its own leader, and each side's leader runs
 //! [`decide`] on its own view. The strategies are built so that the two sides, looking at
