@@ -235,8 +235,8 @@ fn check_trace(name: &str) {
     );
 }
 
-/// With exact segment totals (level 0 takes the remainder, as current Pekko and the digest
-/// specify; our default), every SLRU/S4LRU row stays within 0.1 pp except multi3 S4LRU 100, where
+/// With exact segment totals (level 0 takes whatever the other levels' floored shares leave,
+/// so the levels add up to the limit, as current Pekko does; our default), every SLRU/S4LRU row stays within 0.1 pp except multi3 S4LRU 100, where
 /// the exact total (10 per shard instead of the floored 8) hits more often: 10.21 % vs 8.43 %.
 #[test]
 fn exact_segment_totals_stay_close_to_published() {

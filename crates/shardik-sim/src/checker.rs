@@ -3,7 +3,9 @@
 //! Per event: as seen by any one node incarnation, a member's status only moves forward along
 //! the allowed transitions (possibly skipping states that observer never saw), and a removed
 //! member never comes back. Per state (optional, costs
-//! O(members) per step): the gossip invariants of digest §4.3 hold on every node.
+//! O(members) per step): every node's gossip state keeps its invariants (no Removed member in
+//! the member table, the seen set and reachability only mention members, clock entries only
+//! for members or tombstoned nodes).
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,9 @@
 //! How many bytes a membership message would take on the wire, for the simulator's
 //! bandwidth figures.
 //!
-//! This is a size model of the protobuf encoding described in digest §6 (an address table
-//! referenced by index, varints, packed fields), before compression. It is an estimate made
+//! This is a size model of our protobuf encoding (`shardik-wire`'s `membership.proto`: every
+//! address, role and version written once in a table and referenced by index, varints, packed
+//! fields), before compression. It is an estimate made
 //! without running the encoder, so that simulations of 10 000 nodes stay fast (the real
 //! encoder in `shardik-wire` would gzip every full state). Against the real encoder: raw
 //! gossip sizes agree within about 5%; gzip makes a converged 1 000-node envelope about 2.3×

@@ -1,4 +1,6 @@
-//! Whole-cluster membership scenarios in deterministic simulation (digest §5.3, §5.1 SBR rows).
+//! Whole-cluster membership scenarios in deterministic simulation: the situations the
+//! reference's multi-node membership tests exercise (joining, leaving, crashes, partitions, pauses,
+//! restarts at the same address) and the split-brain resolver's side-size table.
 //! Every run is seeded; a failure message names the seed, and the same seed replays it.
 
 use std::collections::BTreeSet;

@@ -1,7 +1,7 @@
 //! Conversions between the membership [`Message`]s of `shardik-core` and their protobuf
 //! encoding (`proto/membership.proto`), with full validation on the way in.
 //!
-//! The gossip state uses index tables (digest §6): every unique address the state mentions is
+//! The gossip state uses index tables, as the reference's encoding does: every unique address the state mentions is
 //! written once in `all_addresses` and referred to by index from members, seen, reachability,
 //! the vector clock and tombstones; roles and application versions likewise. The gossip inside
 //! `Welcome` and `GossipEnvelope` is gzip-compressed; decompression stops at

@@ -1,6 +1,6 @@
 //! `shardik bench`: measurements of the transport (issue 3); `bench sharding` lives in
-//! [`crate::bench_sharding`] and reuses the helpers here (runtime choice, peer processes, the
-//! open-loop sender, quantiles).
+//! [`crate::bench_sharding`]. What both use (runtime choice, peer processes, the open-loop
+//! sender, latency percentiles) is in [`crate::bench_support`].
 //!
 //! - `bench transport`: one-way throughput of user messages and request/response latency at a
 //!   fixed rate between this process and a second process of the same binary on loopback,
@@ -17,11 +17,10 @@
 //! ([`TAG_COUNT`] or [`TAG_ECHO`]), the sequence number (u64 BE), the send time in
 //! nanoseconds since the sender's epoch (u64 BE), then zero filler.
 
-use std::io::Read;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -31,8 +30,13 @@ use shardik_core::membership::{Address, UniqueAddress};
 use shardik_runtime::node::random_uid;
 use shardik_runtime::transport::{Outgoing, Transport, TransportConfig};
 use shardik_wire::{Frame, FrameCodec, LocalIdentity};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::bench_support::{
+    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, open_loop, runtime,
+    set_runtime_kind, unix_ns,
+};
 
 /// Bytes of the payload header: tag, sequence number, send time.
 const HEADER: usize = 17;
@@ -89,11 +93,6 @@ pub struct TransportArgs {
     #[arg(long, default_value = "multi", value_parser = ["multi", "current"])]
     runtime: String,
 }
-
-/// Which tokio runtime the benchmark processes use; the peer inherits it through the
-/// `SHARDIK_BENCH_RUNTIME` environment variable of its process.
-static RUNTIME_KIND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-const RUNTIME_ENV: &str = "SHARDIK_BENCH_RUNTIME";
 
 /// Arguments of `shardik bench idle`.
 #[derive(Args, Debug)]
@@ -153,47 +152,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Chooses the runtime of this process and of the peers it starts (`multi` or `current`).
-pub(crate) fn set_runtime_kind(kind: &str) {
-    let _ = RUNTIME_KIND.set(kind.to_string());
-}
-
-/// The runtime chosen with [`set_runtime_kind`] (or inherited by a peer), `multi` by default.
-fn runtime_kind() -> String {
-    RUNTIME_KIND
-        .get()
-        .cloned()
-        .or_else(|| std::env::var(RUNTIME_ENV).ok())
-        .unwrap_or_else(|| "multi".to_string())
-}
-
-/// By default the same runtime shape as `shardik node` (two workers, for a two-core machine);
-/// `--runtime current` runs everything on one thread.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    let kind = runtime_kind();
-    let mut builder = if kind == "current" {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(2);
-        b
-    };
-    builder
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
-pub(crate) fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    Ok(crate::ports::free_port()?)
-}
-
 fn payload(tag: u8, seq: u64, sent_ns: u64, size: usize) -> Bytes {
     let mut b = BytesMut::with_capacity(size);
     b.put_u8(tag);
@@ -231,16 +189,6 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
             PeerMode::Raw => raw_peer(args).await,
         }
     })
-}
-
-/// Exits this (peer) process when its parent goes away, even if the parent was killed: the
-/// parent holds our stdin, so reading it ends then.
-pub(crate) fn exit_with_parent() {
-    std::thread::spawn(|| {
-        let mut sink = Vec::new();
-        let _ = std::io::stdin().read_to_end(&mut sink);
-        std::process::exit(0);
-    });
 }
 
 /// Counts one-way messages and prints `DONE` once, when all arrived or they stopped coming.
@@ -375,168 +323,31 @@ async fn raw_peer_connection(mut stream: TcpStream, expect: u64) -> anyhow::Resu
 // ---------------------------------------------------------------------------------------------
 // The measuring side.
 
-/// A running peer process, killed when dropped.
-pub(crate) struct Peer {
-    child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    pub(crate) addr: Address,
-}
-
-impl Peer {
-    async fn spawn(mode: PeerMode, expect: u64) -> anyhow::Result<Peer> {
-        let mode = match mode {
-            PeerMode::Shardik => "shardik",
-            PeerMode::Raw => "raw",
-        };
-        let expect = expect.to_string();
-        Peer::start("bench-peer", &["--mode", mode, "--expect", &expect]).await
-    }
-
-    /// Starts `shardik <subcommand> --bind 127.0.0.1:<free port> <args>` with this process's
-    /// runtime choice, and waits for its `READY` line.
-    pub(crate) async fn start(subcommand: &str, args: &[&str]) -> anyhow::Result<Peer> {
-        let port = free_port()?;
-        let exe = std::env::current_exe().context("cannot find the shardik executable")?;
-        let mut child = tokio::process::Command::new(exe)
-            .env(RUNTIME_ENV, runtime_kind())
-            .arg(subcommand)
-            .arg("--bind")
-            .arg(format!("127.0.0.1:{port}"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("cannot start the peer process")?;
-        let stdout = child.stdout.take().context("no peer stdout")?;
-        let mut peer = Peer {
-            child,
-            lines: tokio::io::BufReader::new(stdout).lines(),
-            addr: Address::new("127.0.0.1", port),
-        };
-        let ready = peer.line(Duration::from_secs(30)).await?;
-        if ready != "READY" {
-            bail!("peer said {ready:?} instead of READY");
-        }
-        Ok(peer)
-    }
-
-    async fn line(&mut self, limit: Duration) -> anyhow::Result<String> {
-        match tokio::time::timeout(limit, self.lines.next_line()).await {
-            Err(_) => bail!("the peer said nothing for {limit:?}"),
-            Ok(Ok(Some(l))) => Ok(l),
-            Ok(Ok(None)) => bail!("the peer exited"),
-            Ok(Err(e)) => Err(e.into()),
-        }
-    }
-
-    /// Waits for the peer's `DONE count first last` line.
-    pub(crate) async fn done(&mut self) -> anyhow::Result<(u64, u64, u64)> {
-        let line = self.line(Duration::from_secs(120)).await?;
-        let f: Vec<u64> = line
-            .strip_prefix("DONE ")
-            .context("expected DONE")?
-            .split(' ')
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("bad DONE line {line:?}"))?;
-        match f[..] {
-            [count, first, last] => Ok((count, first, last)),
-            _ => bail!("bad DONE line {line:?}"),
-        }
-    }
-
-    pub(crate) async fn stop(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-/// One throughput measurement.
-pub(crate) struct Throughput {
-    pub(crate) sent: u64,
-    pub(crate) received: u64,
-    /// From the first send to the last message counted by the receiver.
-    pub(crate) elapsed: Duration,
-    /// How long the sender took to hand every message over (queue or socket).
-    pub(crate) send_time: Duration,
-    /// Times a send was refused because a bounded queue was full (then retried).
-    pub(crate) retries: u64,
-}
-
-impl Throughput {
-    pub(crate) fn per_second(&self) -> f64 {
-        self.received as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
+/// Starts a `shardik bench-peer` in `mode`, expecting `expect` one-way messages.
+async fn spawn_peer(mode: PeerMode, expect: u64) -> anyhow::Result<Peer> {
+    let mode = match mode {
+        PeerMode::Shardik => "shardik",
+        PeerMode::Raw => "raw",
+    };
+    let expect = expect.to_string();
+    Peer::start("bench-peer", &["--mode", mode, "--expect", &expect]).await
 }
 
 /// One latency measurement.
 struct Latency {
     sent: u64,
-    /// Round-trip times in nanoseconds, sorted.
-    rtts: Vec<u64>,
+    /// Round-trip times.
+    rtts: Latencies,
     /// Requests sent more than [`LATE`] after their scheduled time.
     late: u64,
     /// Worst lag of a send behind its schedule.
     max_lag: Duration,
 }
 
-/// A request sent this long after its slot means the open-loop scheduler fell behind.
-pub(crate) const LATE: Duration = Duration::from_millis(1);
-
-impl Latency {
-    fn quantile_us(&self, q: f64) -> f64 {
-        quantile_us(&self.rtts, q)
-    }
-}
-
-/// The `q` quantile (0..=1; 1 is the maximum) of `sorted` nanosecond samples, in microseconds;
-/// NaN without samples.
-pub(crate) fn quantile_us(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i] as f64 / 1000.0
-}
-
-/// Sends `rate` requests per second for `duration` on their own thread, in an open loop: each
-/// request goes at its slot whether or not earlier answers came back. `send` gets the sequence
-/// number and the send time (ns since `epoch`). `thread::sleep` is used because tokio's timer
-/// has a 1 ms resolution, ten times the 100 µs period at 10 000/s.
-pub(crate) fn open_loop(
-    rate: u64,
-    duration: Duration,
-    epoch: Instant,
-    mut send: impl FnMut(u64, u64),
-) -> (u64, u64, Duration) {
-    let total = rate * duration.as_secs();
-    let period_ns = 1_000_000_000 / rate;
-    let start = Instant::now() + Duration::from_millis(10);
-    let (mut late, mut max_lag) = (0, Duration::ZERO);
-    let mut seq = 0;
-    while seq < total {
-        let due = start + Duration::from_nanos(period_ns * seq);
-        let now = Instant::now();
-        if now < due {
-            std::thread::sleep(due - now);
-            continue;
-        }
-        let lag = now - due;
-        if lag > LATE {
-            late += 1;
-        }
-        max_lag = max_lag.max(lag);
-        send(seq, (Instant::now() - epoch).as_nanos() as u64);
-        seq += 1;
-    }
-    (total, late, max_lag)
-}
-
 /// Collects round trips until `expected` (set once sending ends) arrived, or none came for 2 s.
 struct Collector {
     epoch: Instant,
-    rtts: Vec<u64>,
+    rtts: Latencies,
     expected: Arc<AtomicU64>,
     quiet_since: Option<Instant>,
 }
@@ -545,7 +356,7 @@ impl Collector {
     fn new(epoch: Instant, expected: Arc<AtomicU64>) -> Self {
         Collector {
             epoch,
-            rtts: Vec::new(),
+            rtts: Latencies::new(),
             expected,
             quiet_since: None,
         }
@@ -554,7 +365,7 @@ impl Collector {
     fn record(&mut self, p: &[u8]) {
         if let Some((TAG_ECHO, sent)) = parse(p) {
             let now = (Instant::now() - self.epoch).as_nanos() as u64;
-            self.rtts.push(now.saturating_sub(sent));
+            self.rtts.record(now.saturating_sub(sent));
         }
         self.quiet_since = None;
     }
@@ -562,7 +373,7 @@ impl Collector {
     /// Whether to stop: everything arrived, or sending ended and answers stopped coming.
     fn finished(&mut self, timed_out: bool) -> bool {
         let expected = self.expected.load(Ordering::Acquire);
-        if self.rtts.len() as u64 >= expected {
+        if self.rtts.len() >= expected {
             return true;
         }
         if timed_out && expected != u64::MAX {
@@ -579,7 +390,7 @@ async fn shardik_measurements(
     a: &TransportArgs,
     epoch: Instant,
 ) -> anyhow::Result<(Throughput, Latency)> {
-    let mut peer = Peer::spawn(PeerMode::Shardik, a.messages).await?;
+    let mut peer = spawn_peer(PeerMode::Shardik, a.messages).await?;
     let port = free_port()?;
     let me = Address::new("127.0.0.1", port);
     let identity = LocalIdentity {
@@ -650,8 +461,7 @@ async fn shardik_measurements(
     })
     .await?;
     expected.store(sent, Ordering::Release);
-    let mut rtts = collect.await?;
-    rtts.sort_unstable();
+    let rtts = collect.await?;
     peer.stop().await;
     Ok((
         throughput,
@@ -668,7 +478,7 @@ async fn raw_measurements(
     a: &TransportArgs,
     epoch: Instant,
 ) -> anyhow::Result<(Throughput, Latency)> {
-    let mut peer = Peer::spawn(PeerMode::Raw, a.messages).await?;
+    let mut peer = spawn_peer(PeerMode::Raw, a.messages).await?;
     let target = format!("{}:{}", peer.addr.host, peer.addr.port);
 
     // One-way: frames go straight into a buffer, flushed with write_all at the transport's
@@ -740,8 +550,7 @@ async fn raw_measurements(
     })
     .await?;
     expected.store(sent, Ordering::Release);
-    let mut rtts = collect.await?;
-    rtts.sort_unstable();
+    let rtts = collect.await?;
     peer.stop().await;
     Ok((
         throughput,
@@ -798,16 +607,16 @@ async fn transport_bench(a: TransportArgs) -> anyhow::Result<ExitCode> {
                 "duration_s": a.duration_s,
                 "sent": l.sent,
                 "received": l.rtts.len(),
-                "lost": l.sent - (l.rtts.len() as u64).min(l.sent),
+                "lost": l.sent - l.rtts.len().min(l.sent),
                 "late": l.late,
                 "max_send_lag_us": l.max_lag.as_secs_f64() * 1e6,
-                "p50_us": l.quantile_us(0.5),
-                "p99_us": l.quantile_us(0.99),
-                "p999_us": l.quantile_us(0.999),
-                "max_us": l.quantile_us(1.0),
+                "p50_us": l.rtts.quantile_us(0.5),
+                "p99_us": l.rtts.quantile_us(0.99),
+                "p999_us": l.rtts.quantile_us(0.999),
+                "max_us": l.rtts.quantile_us(1.0),
             });
             if name == "shardik" {
-                v["p50_ratio_to_raw"] = json!(l.quantile_us(0.5) / rl.quantile_us(0.5));
+                v["p50_ratio_to_raw"] = json!(l.rtts.quantile_us(0.5) / rl.rtts.quantile_us(0.5));
             }
             println!("{v}");
         }
@@ -848,19 +657,19 @@ async fn transport_bench(a: TransportArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{:<10} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>7} {:>6} {:>10.0}",
             name,
-            l.quantile_us(0.5),
-            l.quantile_us(0.99),
-            l.quantile_us(0.999),
-            l.quantile_us(1.0),
+            l.rtts.quantile_us(0.5),
+            l.rtts.quantile_us(0.99),
+            l.rtts.quantile_us(0.999),
+            l.rtts.quantile_us(1.0),
             l.rtts.len(),
-            l.sent - (l.rtts.len() as u64).min(l.sent),
+            l.sent - l.rtts.len().min(l.sent),
             l.late,
             l.max_lag.as_secs_f64() * 1e6
         );
     }
     println!(
         "shardik / raw p50: {:.2}   (late = sent more than {} ms after its slot)",
-        sl.quantile_us(0.5) / rl.quantile_us(0.5),
+        sl.rtts.quantile_us(0.5) / rl.rtts.quantile_us(0.5),
         LATE.as_millis()
     );
     Ok(ExitCode::SUCCESS)

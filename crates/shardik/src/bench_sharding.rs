@@ -39,8 +39,8 @@ use shardik_runtime::sharding::{
 };
 use tokio::sync::{Notify, mpsc};
 
-use crate::bench::{
-    LATE, Peer, Throughput, exit_with_parent, free_port, open_loop, quantile_us, runtime,
+use crate::bench_support::{
+    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, open_loop, runtime,
     set_runtime_kind, unix_ns,
 };
 
@@ -536,22 +536,6 @@ fn rss_bytes() -> anyhow::Result<u64> {
     Ok(kb * 1024)
 }
 
-/// Sorted latency samples (ns) summarised in microseconds.
-fn summary(sorted: &[u64]) -> serde_json::Value {
-    json!({
-        "samples": sorted.len(),
-        "p50_us": quantile_us(sorted, 0.5),
-        "p99_us": quantile_us(sorted, 0.99),
-        "p999_us": quantile_us(sorted, 0.999),
-        "max_us": quantile_us(sorted, 1.0),
-    })
-}
-
-fn sorted(mut v: Vec<u64>) -> Vec<u64> {
-    v.sort_unstable();
-    v
-}
-
 /// Prints `value` as one JSON object, or `line` as text.
 fn report(json: bool, value: serde_json::Value, line: String) {
     if json {
@@ -725,7 +709,7 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
 
     let asks = ask_latency(refs, a.rate, Duration::from_secs(a.duration_s)).await?;
     setup.peer.stop().await;
-    let (ask, from_send) = (sorted(asks.ask_ns), sorted(asks.from_send_ns));
+    let (ask, from_send) = (&asks.ask, &asks.from_send);
     let value = json!({
         "benchmark": "sharding-remote",
         "runtime": a.common.runtime,
@@ -742,8 +726,8 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         "asks_failed": asks.failed,
         "asks_late": asks.late,
         "late_threshold_ms": LATE.as_millis() as u64,
-        "ask": summary(&ask),
-        "ask_from_send": summary(&from_send),
+        "ask": ask.summary(),
+        "ask_from_send": from_send.summary(),
         "verified": true,
         "load1_before": load,
     });
@@ -754,12 +738,12 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         tells.per_second(),
         tells.retries,
         a.rate,
-        quantile_us(&ask, 0.5),
-        quantile_us(&ask, 0.99),
-        quantile_us(&ask, 0.999),
-        quantile_us(&from_send, 0.5),
-        quantile_us(&from_send, 0.99),
-        quantile_us(&from_send, 0.999),
+        ask.quantile_us(0.5),
+        ask.quantile_us(0.99),
+        ask.quantile_us(0.999),
+        from_send.quantile_us(0.5),
+        from_send.quantile_us(0.99),
+        from_send.quantile_us(0.999),
         asks.failed,
         asks.late,
     );
@@ -772,10 +756,10 @@ struct AskLatency {
     sent: u64,
     failed: u64,
     late: u64,
-    /// From the `ask` call to its answer, ns.
-    ask_ns: Vec<u64>,
-    /// From the open-loop sender's send time (before the task that asks is spawned), ns.
-    from_send_ns: Vec<u64>,
+    /// From the `ask` call to its answer.
+    ask: Latencies,
+    /// From the open-loop sender's send time (before the task that asks is spawned).
+    from_send: Latencies,
 }
 
 /// Asks (reads) round-robin over `refs` at `rate` per second for `duration`, in an open loop:
@@ -807,14 +791,14 @@ async fn ask_latency<P: Probe>(
         sent,
         failed: 0,
         late,
-        ask_ns: Vec::with_capacity(tasks.len()),
-        from_send_ns: Vec::with_capacity(tasks.len()),
+        ask: Latencies::new(),
+        from_send: Latencies::new(),
     };
     for t in tasks {
         match t.await? {
             Some((ask, from_send)) => {
-                out.ask_ns.push(ask);
-                out.from_send_ns.push(from_send);
+                out.ask.record(ask);
+                out.from_send.record(from_send);
             }
             None => out.failed += 1,
         }
@@ -958,7 +942,6 @@ async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
         let region = node.init(tally_kind(FIRST_KIND, ()))?;
         first_and_second(&region, a.shards).await?
     };
-    let (first, second) = (sorted(first), sorted(second));
     let place = if a.remote {
         "proxy, remote coordinator"
     } else {
@@ -969,43 +952,43 @@ async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
         "runtime": a.common.runtime,
         "where": place,
         "shards": a.shards,
-        "first": summary(&first),
-        "second": summary(&second),
+        "first": first.summary(),
+        "second": second.summary(),
         "load1_before": load,
     });
     let line = format!(
         "sharding first-message ({}, {place}): {} fresh shards: first ask p50 {:.1} / p99 {:.1} / max {:.1} µs; second ask to the same entity p50 {:.1} / p99 {:.1} µs (load {load:.2})",
         a.common.runtime,
         a.shards,
-        quantile_us(&first, 0.5),
-        quantile_us(&first, 0.99),
-        quantile_us(&first, 1.0),
-        quantile_us(&second, 0.5),
-        quantile_us(&second, 0.99),
+        first.quantile_us(0.5),
+        first.quantile_us(0.99),
+        first.quantile_us(1.0),
+        second.quantile_us(0.5),
+        second.quantile_us(0.99),
     );
     report(a.common.json, value, line);
     Ok(())
 }
 
 /// Asks one entity in each of `shards` fresh shards twice, one after the other: the first ask
-/// waits for the shard's allocation, the second finds it running. Round trips in ns.
+/// waits for the shard's allocation, the second finds it running.
 async fn first_and_second<P: Probe>(
     region: &Region<P>,
     shards: usize,
-) -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
+) -> anyhow::Result<(Latencies, Latencies)> {
     // The region registers with its coordinator first; this ask waits for that, and its
     // shard is left out of the measurement.
     let warm = region.entity_ref("warm-up");
     warm.ask(0, ASK_TIMEOUT).await?;
     let exclude = BTreeSet::from([region.shard_of("warm-up").to_string()]);
     let ids = ids_in_distinct_shards(region, "f", shards, &exclude)?;
-    let (mut first, mut second) = (Vec::new(), Vec::new());
+    let (mut first, mut second) = (Latencies::new(), Latencies::new());
     for id in ids {
         let r = region.entity_ref(&id);
         for samples in [&mut first, &mut second] {
             let t = Instant::now();
             r.ask(0, ASK_TIMEOUT).await?;
-            samples.push(t.elapsed().as_nanos() as u64);
+            samples.record(t.elapsed().as_nanos() as u64);
         }
     }
     Ok((first, second))

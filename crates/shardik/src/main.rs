@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_sharding;
+mod bench_support;
 mod counter;
 mod demo;
 mod demo_sim;

@@ -1,4 +1,5 @@
-//! Membership settings, with the reference's defaults (digest §4.9).
+//! Membership settings, with the reference's defaults (`pekko.cluster` in its
+//! `reference.conf`); each field names its key and default.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::address::UniqueAddress;
 
-/// Where a member is in its lifecycle (digest §4.1).
+/// Where a member is in its lifecycle.
 ///
 /// `Joining → (WeaklyUp) → Up → Leaving → Exiting → Removed`, with `Down` reachable from any
 /// live status and leading only to `Removed`. `PreparingForShutdown`/`ReadyForShutdown` belong
@@ -50,7 +50,8 @@ impl MemberStatus {
         MemberStatus::Removed,
     ];
 
-    /// Whether a member may move from `self` to `to` (digest §4.1). Staying put is allowed.
+    /// Whether a member may move from `self` to `to`. Staying put is allowed; Down leads
+    /// only to Removed, and nothing leaves Removed.
     pub fn can_move_to(self, to: MemberStatus) -> bool {
         use MemberStatus::*;
         if self == to {
@@ -72,7 +73,8 @@ impl MemberStatus {
     /// Rank used when two gossips disagree about a member: the higher rank wins the merge.
     ///
     /// Removed > ReadyForShutdown > Down > Exiting > Leaving > PreparingForShutdown > Up >
-    /// WeaklyUp > Joining (digest §4.1, `highestPriorityOf`).
+    /// WeaklyUp > Joining, the reference's `highestPriorityOf`: the status further along
+    /// wins, so a merge never moves a member back.
     pub fn merge_rank(self) -> u8 {
         use MemberStatus::*;
         match self {
@@ -237,7 +239,7 @@ mod tests {
         }
     }
 
-    /// Digest §4.1: the allowed transitions, as a full table (row = from, listed = allowed to).
+    /// The allowed transitions, as a full table (row = from, listed = allowed to).
     #[test]
     fn transition_table() {
         let allowed: &[(MemberStatus, &[MemberStatus])] = &[
@@ -271,7 +273,7 @@ mod tests {
         }
     }
 
-    /// Digest §4.1: merge priority order, equal status resolved to the older member.
+    /// Merge priority order, equal status resolved to the older member.
     #[test]
     fn merge_priority() {
         let order = [

@@ -1,4 +1,5 @@
-//! Messages nodes exchange for membership (digest §6 lists the reference's set).
+//! Messages nodes exchange for membership: the reference's set (join through seeds, welcome,
+//! leave, down, heartbeats, gossip status and envelope, exit confirmation) plus `Quarantined`.
 //!
 //! These are the decoded forms the core consumes and produces; the wire layer maps them to
 //! protobuf frames. Gossip travels behind an `Arc` so that the simulator and the runtime can

@@ -26,7 +26,9 @@ pub struct ObserverRows {
     pub subjects: BTreeMap<UniqueAddress, ReachabilityStatus>,
 }
 
-/// The reachability table (digest §4.5). Only an observer changes its own rows.
+/// The reachability table: per observer, its verdicts on subjects, under a version the
+/// observer bumps on every change, so that a merge keeps the newer rows of each observer.
+/// Only an observer changes its own rows.
 #[derive(Clone, PartialEq, Eq, Default, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Reachability {
     observers: BTreeMap<UniqueAddress, ObserverRows>,
@@ -215,7 +217,8 @@ mod tests {
         UniqueAddress::new(Address::new("n", i), i as u64)
     }
 
-    /// Digest §4.5 / ReachabilitySpec: aggregation, stickiness, empty rows when all reachable.
+    /// The reference's `ReachabilitySpec`: Terminated beats Unreachable beats Reachable,
+    /// Terminated is sticky, an observer that sees everyone reachable keeps no rows.
     #[test]
     fn aggregation_and_stickiness() {
         let mut r = Reachability::new();

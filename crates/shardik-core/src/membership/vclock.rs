@@ -149,7 +149,7 @@ mod tests {
         VectorClock::from_entries(entries.iter().map(|&(i, v)| (n(i), v)))
     }
 
-    /// Digest §4.2 / VectorClockSpec: the comparison vectors.
+    /// The reference's `VectorClockSpec` vectors: Same, Before, After, Concurrent.
     #[test]
     fn comparison_table() {
         use Ordering::*;

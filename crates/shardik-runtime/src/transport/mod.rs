@@ -10,6 +10,7 @@
 //! frames are capped by `maximum-frame-size` before any allocation, compressed gossip by a
 //! decompression limit, and every rejected connection or message is counted and logged.
 
+mod backoff;
 mod inbound;
 mod outbound;
 
@@ -59,7 +60,9 @@ pub struct TransportConfig {
     pub handshake_timeout: Duration,
     /// An inbound connection that carried nothing for this long is closed (half-open links).
     pub idle_timeout: Duration,
-    /// First reconnect delay; doubles up to the maximum.
+    /// Shortest reconnect delay. Each failed attempt waits a random delay between this and a
+    /// window that starts at twice this and doubles per attempt up to the maximum (jitter, so
+    /// that peers cut off together do not all retry at the same instants).
     pub reconnect_backoff_min: Duration,
     /// Longest reconnect delay.
     pub reconnect_backoff_max: Duration,

@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::backoff::Backoff;
 use super::{Lane, Outgoing, Shared};
 use crate::metrics as m;
 
@@ -92,7 +93,7 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
 async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     let cfg = &shared.config;
     let codec = FrameCodec::new(cfg.maximum_frame_size);
-    let mut backoff = cfg.reconnect_backoff_min;
+    let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
     let mut pending: Option<Outgoing> = None;
     loop {
         // Connect lazily: only when there is something to send.
@@ -107,11 +108,12 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
         };
         let mut stream = match connect(&to, &shared).await {
             Ok(s) => {
-                backoff = cfg.reconnect_backoff_min;
+                backoff.reset();
                 s
             }
             Err(reason) => {
-                debug!(%to, lane = lane.as_str(), %reason, retry_in = ?backoff, "connect failed");
+                let retry_in = backoff.next_delay(&mut rand::rng());
+                debug!(%to, lane = lane.as_str(), %reason, ?retry_in, "connect failed");
                 // Messages queued meanwhile for an unreachable peer are dropped: the protocols
                 // above retry by themselves, and holding them would only deliver stale state.
                 let mut dropped = 1u64;
@@ -120,8 +122,7 @@ async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Rece
                 }
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "peer-unreachable")
                     .increment(dropped);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(cfg.reconnect_backoff_max);
+                tokio::time::sleep(retry_in).await;
                 continue;
             }
         };

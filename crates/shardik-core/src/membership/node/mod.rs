@@ -1,0 +1,572 @@
+//! The membership state machine of one node: seed joining, gossip, leader actions, failure
+//! detection and downing, fed with `(now, input)` and emitting effects.
+//!
+//! # Calling contract
+//! - Call [`Membership::handle`] for every network message or local command and
+//!   [`Membership::handle_timeout`] when [`Membership::poll_timeout`] is due, then drain the
+//!   effects buffer: send the [`Effect::Send`]s, publish the events, count and log the drops.
+//! - `now` never decreases between calls. Spurious `handle_timeout` calls are harmless.
+//! - After [`Effect::Shutdown`] the node is stopped: later inputs are ignored.
+//! - After [`Effect::SelfExiting`], run the node's exit tasks (shard hand-off) and then send
+//!   [`Command::ExitingCompleted`].
+//!
+//! # Layout
+//! This file holds the type, its inputs and effects, and the calling contract's entry points
+//! (`handle`, `handle_timeout`, `poll_timeout`). Each concern is one `impl Membership` block
+//! in a sibling file: `joining.rs` (seed nodes, join, welcome), `exchange.rs` (gossip
+//! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
+//! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver) and
+//! `exiting.rs` (leave, exit, removal of this node).
+
+mod downing;
+mod exchange;
+mod exiting;
+mod failure_detection;
+mod joining;
+mod leader;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use self::exchange::Derived;
+use super::address::{Address, UniqueAddress};
+use super::config::MembershipConfig;
+use super::events::ClusterEvent;
+use super::gossip::Gossip;
+use super::member::{Member, MemberStatus};
+use super::messages::{JoinConfig, Message};
+use super::ring::HeartbeatSenderState;
+use super::sbr::SplitBrainResolver;
+use crate::time::Instant;
+
+/// An input to the membership core.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A message from the network, with the instant it was received (before any queueing),
+    /// so that full gossip that waited too long can be dropped (`gossip-time-to-live`).
+    Message {
+        /// The decoded message.
+        msg: Message,
+        /// When the transport received it.
+        received_at: Instant,
+    },
+    /// A local command (from the API, the management routes or the runtime).
+    Command(Command),
+}
+
+/// A local command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Join through these seed nodes (the first seed may form a new cluster).
+    JoinSeedNodes(Vec<Address>),
+    /// Join this node directly (`self` forms a new cluster).
+    Join(Address),
+    /// Mark the member at this address Leaving.
+    Leave(Address),
+    /// Mark the member at this address Down.
+    Down(Address),
+    /// This node's exit tasks are done: confirm the exit and stop.
+    ExitingCompleted,
+}
+
+/// Why the node stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShutdownReason {
+    /// It left gracefully and was told it is Exiting.
+    Left,
+    /// It was downed (by the split-brain resolver or an operator).
+    Downed,
+    /// The cluster it tried to join refused its configuration.
+    IncompatibleConfig(String),
+    /// The cluster removed it while it was unreachable.
+    Removed,
+}
+
+/// Why an input was dropped (each counted and logged by the runtime).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The sender is not a member this node knows.
+    UnknownSender,
+    /// This node observes the sender as unreachable.
+    UnreachableSender,
+    /// The message was meant for another incarnation at this address.
+    WrongIncarnation,
+    /// The gossip does not contain this node.
+    NotInGossip,
+    /// Full gossip waited longer than `gossip-time-to-live`.
+    StaleGossip,
+    /// This node is not (yet or any more) a member able to handle it.
+    NotAMember,
+    /// A join from an address that was removed (tombstoned) or whose old incarnation is still present.
+    JoinRefused,
+    /// Not expected in the current phase (a late ack, a duplicate welcome).
+    Unexpected,
+    /// The sender is an incarnation this cluster removed; it was told so.
+    Quarantined,
+}
+
+impl DropReason {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::UnknownSender => "unknown-sender",
+            DropReason::UnreachableSender => "unreachable-sender",
+            DropReason::WrongIncarnation => "wrong-incarnation",
+            DropReason::NotInGossip => "not-in-gossip",
+            DropReason::StaleGossip => "stale-gossip",
+            DropReason::NotAMember => "not-a-member",
+            DropReason::JoinRefused => "join-refused",
+            DropReason::Unexpected => "unexpected",
+            DropReason::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// Why a local command could not be carried out. Nothing changed when one is reported.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// No member has that address; check the address (host:port) against `GET /cluster/members`.
+    #[error("no member at {0}")]
+    UnknownMember(Address),
+    /// The node already joined or is joining; leave first.
+    #[error("already joining or a member")]
+    AlreadyJoining,
+    /// The node is not a member yet (or no more), so it cannot change membership.
+    #[error("this node is not a member")]
+    NotAMember,
+    /// The seed node list was empty.
+    #[error("no seed nodes given")]
+    NoSeeds,
+}
+
+/// Something the runtime must do.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Send `msg` to the node listening at `to`.
+    Send {
+        /// Destination address.
+        to: Address,
+        /// The message.
+        msg: Message,
+    },
+    /// Publish a cluster event.
+    Event(ClusterEvent),
+    /// An input was dropped.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+        /// Which message kind.
+        kind: &'static str,
+    },
+    /// A local command failed.
+    CommandFailed(CommandError),
+    /// This node is Exiting: run exit tasks, then send [`Command::ExitingCompleted`].
+    SelfExiting,
+    /// The node must stop.
+    Shutdown(ShutdownReason),
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Not joined and not trying.
+    Idle,
+    /// Asking seed nodes (`InitJoin`) who can take us.
+    Seeding {
+        seeds: Vec<Address>,
+        /// Set when self is the first seed: form a new cluster at this instant if nobody answered.
+        form_cluster_at: Option<Instant>,
+        nacks: BTreeSet<Address>,
+    },
+    /// Sent `Join`, waiting for `Welcome`.
+    Joining {
+        target: Address,
+        seeds: Vec<Address>,
+        give_up_at: Instant,
+    },
+    /// A member (any status).
+    Member,
+    /// Stopped for good.
+    Stopped,
+}
+
+/// Counters the runtime exports as metrics and the simulator reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MembershipStats {
+    /// Full gossips sent.
+    pub gossip_sent: u64,
+    /// Gossip statuses sent.
+    pub gossip_status_sent: u64,
+    /// Full gossips received and processed.
+    pub gossip_received: u64,
+    /// Concurrent merges performed.
+    pub merges: u64,
+    /// Heartbeats sent.
+    pub heartbeats_sent: u64,
+    /// Inputs dropped.
+    pub dropped: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Timers {
+    gossip: Option<Instant>,
+    gossip_round: u8,
+    leader: Option<Instant>,
+    reaper: Option<Instant>,
+    heartbeat: Option<Instant>,
+    join: Option<Instant>,
+}
+
+/// One node's membership core. See the module docs for the calling contract.
+pub struct Membership {
+    cfg: MembershipConfig,
+    self_node: UniqueAddress,
+    join_config: JoinConfig,
+    rng: ChaCha8Rng,
+    phase: Phase,
+    gossip: Arc<Gossip>,
+    exiting_confirmed: BTreeSet<UniqueAddress>,
+    exit_started: bool,
+    heartbeat: HeartbeatSenderState,
+    heartbeat_seq: u64,
+    heartbeat_started: BTreeSet<UniqueAddress>,
+    first_heartbeat_due: BTreeSet<(Instant, UniqueAddress)>,
+    /// The member table the heartbeat ring was last synced with (shared, not a copy).
+    ring_members: Arc<std::collections::BTreeMap<UniqueAddress, Member>>,
+    ring_unreachable: BTreeSet<UniqueAddress>,
+    /// Bumped whenever `gossip` is replaced; keys the `derived` cache.
+    gossip_generation: u64,
+    derived: Derived,
+    sbr: Option<SplitBrainResolver>,
+    timers: Timers,
+    unconverged_leader_ticks: u32,
+    stats: MembershipStats,
+}
+
+impl Membership {
+    /// A node that is not yet a member. `seed` fixes every random choice it will make.
+    pub fn new(cfg: MembershipConfig, self_node: UniqueAddress, seed: u64, now: Instant) -> Self {
+        let heartbeat = HeartbeatSenderState::new(
+            self_node.clone(),
+            cfg.failure_detector.monitored_by_nr_of_members,
+            cfg.failure_detector.phi.clone(),
+        );
+        let sbr = cfg.downing.clone().map(|s| SplitBrainResolver::new(s, now));
+        let join_config = JoinConfig {
+            cluster_name: cfg.cluster_name.clone(),
+            must_match: cfg.join_must_match.clone(),
+        };
+        Membership {
+            cfg,
+            self_node,
+            join_config,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            phase: Phase::Idle,
+            gossip: Arc::new(Gossip::default()),
+            exiting_confirmed: BTreeSet::new(),
+            exit_started: false,
+            heartbeat,
+            heartbeat_seq: 0,
+            heartbeat_started: BTreeSet::new(),
+            first_heartbeat_due: BTreeSet::new(),
+            ring_members: Arc::default(),
+            ring_unreachable: BTreeSet::new(),
+            gossip_generation: 1,
+            derived: Derived::default(),
+            sbr,
+            timers: Timers::default(),
+            unconverged_leader_ticks: 0,
+            stats: MembershipStats::default(),
+        }
+    }
+
+    /// Makes this node a member of an established cluster whose state is `gossip` (which must
+    /// contain this node), as if it had joined long ago. For simulations and benchmarks that
+    /// start from a converged cluster of thousands of nodes without replaying its formation.
+    pub fn start_as_member(&mut self, now: Instant, gossip: Arc<Gossip>) {
+        assert!(
+            gossip.has_member(&self.self_node),
+            "the state must contain this node"
+        );
+        self.become_member(now);
+        self.install_gossip(gossip);
+        self.sync_heartbeat_ring(now);
+    }
+
+    // ----- getters -----
+
+    /// This incarnation.
+    pub fn self_node(&self) -> &UniqueAddress {
+        &self.self_node
+    }
+
+    /// The latest gossip state this node holds.
+    pub fn gossip(&self) -> &Arc<Gossip> {
+        &self.gossip
+    }
+
+    /// This node as a member, once it is one.
+    pub fn self_member(&self) -> Option<&Member> {
+        self.gossip.member(&self.self_node)
+    }
+
+    /// This node's status (`None` before it joined or after it was removed).
+    pub fn self_status(&self) -> Option<MemberStatus> {
+        self.self_member().map(|m| m.status)
+    }
+
+    /// The leader as this node sees it.
+    pub fn leader(&self) -> Option<UniqueAddress> {
+        self.gossip.leader(&self.self_node)
+    }
+
+    /// Whether this node sees convergence.
+    pub fn is_converged(&self) -> bool {
+        self.gossip
+            .convergence(&self.self_node, &self.exiting_confirmed)
+    }
+
+    /// Whether the node has stopped.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.phase, Phase::Stopped)
+    }
+
+    /// Whether the node is a member (of any status).
+    pub fn is_member(&self) -> bool {
+        matches!(self.phase, Phase::Member)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &MembershipStats {
+        &self.stats
+    }
+
+    /// The heartbeat sender state (ring, failure detectors), for metrics and inspection.
+    pub fn heartbeat_state(&self) -> &HeartbeatSenderState {
+        &self.heartbeat
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &MembershipConfig {
+        &self.cfg
+    }
+
+    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_stopped() {
+            return None;
+        }
+        let t = &self.timers;
+        [
+            t.gossip,
+            t.leader,
+            t.reaper,
+            t.heartbeat,
+            t.join,
+            self.first_heartbeat_due.first().map(|(i, _)| *i),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Handles one input.
+    pub fn handle(&mut self, now: Instant, input: Input, out: &mut Vec<Effect>) {
+        if self.is_stopped() {
+            return;
+        }
+        match input {
+            Input::Command(c) => self.handle_command(now, c, out),
+            Input::Message { msg, received_at } => self.handle_message(now, msg, received_at, out),
+        }
+    }
+
+    /// Fires every timer that is due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Effect>) {
+        if self.is_stopped() {
+            return;
+        }
+        if self.timers.join.is_some_and(|t| t <= now) {
+            self.timers.join = None;
+            self.join_tick(now, out);
+        }
+        while let Some((due, node)) = self.first_heartbeat_due.first().cloned() {
+            if due > now {
+                break;
+            }
+            self.first_heartbeat_due.pop_first();
+            self.heartbeat.expected_first_heartbeat(&node, now);
+        }
+        if self.timers.heartbeat.is_some_and(|t| t <= now) {
+            self.timers.heartbeat = Some(now + self.cfg.failure_detector.heartbeat_interval);
+            self.heartbeat_tick(now, out);
+        }
+        if self.timers.reaper.is_some_and(|t| t <= now) {
+            self.timers.reaper = Some(now + self.cfg.unreachable_nodes_reaper_interval);
+            self.reap_unreachable(now, out);
+        }
+        if self.timers.gossip.is_some_and(|t| t <= now) {
+            self.timers.gossip = Some(now + self.cfg.gossip_interval / 3);
+            self.timers.gossip_round = (self.timers.gossip_round + 1) % 3;
+            if self.timers.gossip_round == 0 || self.needs_speedup() {
+                self.gossip_round(out);
+            }
+        }
+        if self.timers.leader.is_some_and(|t| t <= now) {
+            self.timers.leader = Some(now + self.cfg.leader_actions_interval);
+            self.leader_tick(now, out);
+        }
+    }
+
+    fn handle_command(&mut self, now: Instant, cmd: Command, out: &mut Vec<Effect>) {
+        match cmd {
+            Command::JoinSeedNodes(seeds) => {
+                if !matches!(self.phase, Phase::Idle) {
+                    return out.push(Effect::CommandFailed(CommandError::AlreadyJoining));
+                }
+                let mut uniq: Vec<Address> = Vec::new();
+                for s in seeds {
+                    if !uniq.contains(&s) {
+                        uniq.push(s);
+                    }
+                }
+                if uniq.is_empty() {
+                    return out.push(Effect::CommandFailed(CommandError::NoSeeds));
+                }
+                self.start_seeding(now, uniq, out);
+            }
+            Command::Join(address) => {
+                if !matches!(self.phase, Phase::Idle) {
+                    return out.push(Effect::CommandFailed(CommandError::AlreadyJoining));
+                }
+                if address == self.self_node.address {
+                    self.join_self(now, out);
+                } else {
+                    self.send_join(now, address, Vec::new(), out);
+                }
+            }
+            Command::Leave(address) => match self.member_at(&address) {
+                Some(node) if self.is_member() => self.leaving(now, &node, out),
+                Some(_) => out.push(Effect::CommandFailed(CommandError::NotAMember)),
+                None => out.push(Effect::CommandFailed(CommandError::UnknownMember(address))),
+            },
+            Command::Down(address) => match self.member_at(&address) {
+                Some(node) if self.is_member() => self.downing(now, &node, out),
+                Some(_) => out.push(Effect::CommandFailed(CommandError::NotAMember)),
+                None => out.push(Effect::CommandFailed(CommandError::UnknownMember(address))),
+            },
+            Command::ExitingCompleted => self.exiting_completed(out),
+        }
+    }
+
+    fn member_at(&self, address: &Address) -> Option<UniqueAddress> {
+        self.gossip
+            .members
+            .keys()
+            .find(|n| &n.address == address)
+            .cloned()
+    }
+
+    fn drop_input(&mut self, reason: DropReason, msg: &Message, out: &mut Vec<Effect>) {
+        self.stats.dropped += 1;
+        out.push(Effect::Dropped {
+            reason,
+            kind: msg.kind(),
+        });
+    }
+
+    /// Routes a network message to the concern that handles it, after two gates: a removed
+    /// incarnation is told so instead, and full gossip that waited too long is dropped.
+    fn handle_message(
+        &mut self,
+        now: Instant,
+        msg: Message,
+        received_at: Instant,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Some(sender) = msg.sender() {
+            if self.gossip.tombstones.contains_key(sender) {
+                // A removed incarnation still talks: tell it, so that it stops.
+                let to = sender.clone();
+                let reply = Message::Quarantined {
+                    from: self.self_node.clone(),
+                    to: to.clone(),
+                };
+                self.drop_input(DropReason::Quarantined, &msg, out);
+                return self.send(to.address, reply, out);
+            }
+        }
+        match msg {
+            Message::InitJoin {
+                ref from,
+                ref config,
+            } => self.answer_init_join(from, config, out),
+            Message::InitJoinAck {
+                ref from,
+                ref check,
+            } => self.receive_init_join_ack(now, from, check, &msg, out),
+            Message::InitJoinNack { ref from } => self.receive_init_join_nack(now, from, &msg, out),
+            Message::Join {
+                ref node,
+                ref roles,
+                ref app_version,
+            } => self.handle_join(
+                now,
+                node.clone(),
+                roles.clone(),
+                app_version.clone(),
+                &msg,
+                out,
+            ),
+            Message::Welcome {
+                ref from,
+                ref gossip,
+            } => self.receive_welcome(now, from, gossip, &msg, out),
+            Message::Leave { ref address } => match self.member_at(address) {
+                Some(node) if self.is_member() => self.leaving(now, &node, out),
+                _ => self.drop_input(DropReason::NotAMember, &msg, out),
+            },
+            Message::Down { ref address } => match self.member_at(address) {
+                Some(node) if self.is_member() => self.downing(now, &node, out),
+                _ => self.drop_input(DropReason::NotAMember, &msg, out),
+            },
+            Message::ExitingConfirmed { ref node } => self.note_exiting_confirmed(node),
+            Message::GossipStatus {
+                ref from,
+                ref version,
+                seen_digest,
+            } => self.receive_gossip_status(from, version, seen_digest, &msg, out),
+            Message::GossipEnvelope {
+                ref from,
+                ref to,
+                ref gossip,
+            } => {
+                if now.saturating_duration_since(received_at) > self.cfg.gossip_time_to_live {
+                    return self.drop_input(DropReason::StaleGossip, &msg, out);
+                }
+                self.receive_gossip_envelope(now, from, to, gossip, &msg, out)
+            }
+            Message::Heartbeat { ref from, seq } => self.answer_heartbeat(from, seq, out),
+            Message::HeartbeatRsp { ref from, .. } => {
+                self.heartbeat.heartbeat_rsp(from, now);
+            }
+            Message::Quarantined { ref from, ref to } => {
+                self.receive_quarantined(from, to, &msg, out)
+            }
+        }
+    }
+
+    fn send(&mut self, to: Address, msg: Message, out: &mut Vec<Effect>) {
+        out.push(Effect::Send { to, msg });
+    }
+
+    /// Draws from this node's seeded generator (for the runtime's jitter needs, so that
+    /// simulated runs stay reproducible).
+    pub fn random_u64(&mut self) -> u64 {
+        self.rng.random()
+    }
+}

@@ -1,0 +1,27 @@
+//! Split-brain resolver: which nodes to down when some are unreachable.
+//!
+//! When a partition happens, each side elects its own leader, and each side's leader runs
+//! [`decide`] on its own view. The strategies are built so that the two sides, looking at
+//! complementary views, reach complementary verdicts: one side downs the other, the other
+//! downs itself (or, when that cannot be guaranteed, everyone goes down).
+//!
+//! Two concerns, one file each:
+//! - `decision.rs`: *what* to decide. The strategies as pure functions over an [`SbrView`]
+//!   (who survives, given who is counted on which side).
+//! - `resolver.rs`: *when* to decide. [`SplitBrainResolver`], the small timer state
+//!   (stable-after, instability tracking, down-all-when-unstable) with its [`SbrSettings`].
+
+mod decision;
+mod resolver;
+
+pub use decision::{
+    Decision, SbrView, Strategy, decide, indirectly_connected, lease_acquire_delay, nodes_to_down,
+};
+pub use resolver::{Instability, SbrChange, SbrSettings, SplitBrainResolver};
+
+#[cfg(test)]
+mod decision_tests;
+#[cfg(test)]
+mod resolver_tests;
+#[cfg(test)]
+mod test_fixtures;

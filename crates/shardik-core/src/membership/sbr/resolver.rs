@@ -1,0 +1,242 @@
+//! When to decide: the stable-after deadline, instability tracking and
+//! down-all-when-unstable. The verdict itself comes from the decision module.
+
+use std::time::Duration;
+
+use super::decision::{Decision, SbrView, Strategy, counted, decide, nodes_to_down};
+use crate::membership::address::UniqueAddress;
+use crate::time::Instant;
+
+/// Split-brain resolver settings (`pekko.cluster.split-brain-resolver`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SbrSettings {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// How long membership and reachability must stay unchanged before deciding. Default 20 s.
+    pub stable_after: Duration,
+    /// Down all nodes if reachability keeps changing for longer than
+    /// `stable_after + this` since the first change. `None` is "off". Default "on" =
+    /// [`down_all_when_unstable_on`](Self::down_all_when_unstable_on)`(stable_after)`.
+    pub down_all_when_unstable: Option<Duration>,
+}
+
+impl SbrSettings {
+    /// Settings with `down-all-when-unstable = on`.
+    pub fn new(strategy: Strategy, stable_after: Duration) -> Self {
+        SbrSettings {
+            strategy,
+            stable_after,
+            down_all_when_unstable: Some(Self::down_all_when_unstable_on(stable_after)),
+        }
+    }
+
+    /// What `down-all-when-unstable = on` means: `max(4 s, 3/4 · stable_after)`.
+    pub fn down_all_when_unstable_on(stable_after: Duration) -> Duration {
+        (stable_after * 3 / 4).max(Duration::from_secs(4))
+    }
+}
+
+impl Default for SbrSettings {
+    /// Keep-majority, stable-after 20 s, down-all-when-unstable on (15 s).
+    fn default() -> Self {
+        SbrSettings::new(
+            Strategy::KeepMajority { role: None },
+            Duration::from_secs(20),
+        )
+    }
+}
+
+/// A membership or reachability change the resolver must hear about.
+///
+/// Report only changes of same-DC members; `Unreachable`/`Reachable` never for self.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SbrChange {
+    /// A member became Up. Resets the stable-after deadline.
+    MemberUp,
+    /// A member became Exiting. Resets the stable-after deadline.
+    MemberExited,
+    /// A member became unreachable. Resets the deadline and counts as instability.
+    Unreachable,
+    /// A member became reachable again. Resets the deadline and counts as instability.
+    Reachable,
+    /// A member was marked Down. Resets the deadline and counts as instability (a Down
+    /// member is treated as unreachable).
+    MemberDowned,
+    /// A member was removed. Does not reset the deadline, but may end an instability period.
+    MemberRemoved,
+}
+
+/// Instability tracking: when reachability started changing, when it last changed, how often.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Instability {
+    /// The first change since the last reset.
+    pub first_change: Instant,
+    /// The latest change.
+    pub latest_change: Instant,
+    /// Number of changes since the last reset.
+    pub change_count: u64,
+}
+
+/// When to decide: the stable-after deadline and down-all-when-unstable tracking.
+///
+/// Runs on every node; only [`tick`](Self::tick) with `responsible = true` makes strategy
+/// decisions, but the instability rule fires everywhere.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitBrainResolver {
+    settings: SbrSettings,
+    stable_deadline: Instant,
+    instability: Option<Instability>,
+}
+
+impl SplitBrainResolver {
+    /// A resolver started at `now`; the first decision can come `stable_after` later.
+    pub fn new(settings: SbrSettings, now: Instant) -> Self {
+        let stable_deadline = now + settings.stable_after;
+        SplitBrainResolver {
+            settings,
+            stable_deadline,
+            instability: None,
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &SbrSettings {
+        &self.settings
+    }
+
+    /// No decision is taken before this instant.
+    pub fn stable_deadline(&self) -> Instant {
+        self.stable_deadline
+    }
+
+    /// Reachability changes since the last reset, if any.
+    pub fn instability(&self) -> Option<Instability> {
+        self.instability
+    }
+
+    /// Reports a change at `now`; `view` is the view *after* the change.
+    ///
+    /// Any change but `MemberRemoved` restarts the stable-after period. Reachability changes
+    /// (including downing) are counted towards instability; the count is cleared once every
+    /// unreachable member is Down or Exiting (or gone), since there is nothing left to decide.
+    pub fn note_change(&mut self, now: Instant, change: SbrChange, view: &SbrView) {
+        match change {
+            SbrChange::MemberUp | SbrChange::MemberExited => self.reset_stable_deadline(now),
+            SbrChange::Unreachable | SbrChange::Reachable | SbrChange::MemberDowned => {
+                self.instability = Some(match self.instability {
+                    None => Instability {
+                        first_change: now,
+                        latest_change: now,
+                        change_count: 1,
+                    },
+                    Some(i) => Instability {
+                        latest_change: now,
+                        change_count: i.change_count + 1,
+                        ..i
+                    },
+                });
+                self.reset_instability_if_all_unreachable_downed(view);
+                self.reset_stable_deadline(now);
+            }
+            SbrChange::MemberRemoved => self.reset_instability_if_all_unreachable_downed(view),
+        }
+    }
+
+    fn reset_stable_deadline(&mut self, now: Instant) {
+        self.stable_deadline = now + self.settings.stable_after;
+    }
+
+    fn reset_instability_if_all_unreachable_downed(&mut self, view: &SbrView) {
+        // As the reference: only counted members (not Joining/WeaklyUp) keep it alive.
+        let pending = view
+            .members
+            .iter()
+            .any(|m| view.unreachable.contains(&m.addr) && counted(m, false, false));
+        if !pending {
+            self.instability = None;
+        }
+    }
+
+    /// Called every tick (1 s). `responsible` = self is the leader and has been seen
+    /// Up/WeaklyUp.
+    ///
+    /// Returns the decision and the nodes to down — others first, self last, since downing
+    /// self may shut this node down — when a decision was taken and downs at least one node.
+    /// That happens when (a) down-all-when-unstable is on and reachability has kept changing
+    /// for longer than `stable_after + down_all_when_unstable` since the first change — on
+    /// every node, responsible or not, to end the instability as fast as possible; or (b)
+    /// this node is responsible, some node is unreachable, and nothing changed for
+    /// `stable_after`. Acting resets the deadline and the instability tracking.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        responsible: bool,
+        view: &SbrView,
+    ) -> Option<(Decision, Vec<UniqueAddress>)> {
+        if let Some(i) = self.instability {
+            match self.settings.down_all_when_unstable {
+                Some(extra) if !extra.is_zero() => {
+                    let overdue = now - i.first_change > self.settings.stable_after + extra;
+                    // If down-all finds nothing to down, fall through to the normal decision.
+                    let acted = if overdue {
+                        self.act(now, Decision::DownAll, view)
+                    } else {
+                        None
+                    };
+                    if acted.is_some() {
+                        return acted;
+                    }
+                }
+                _ => {
+                    // Feature off: just forget old changes (the reference keeps them only
+                    // for logging).
+                    if now - i.latest_change > self.settings.stable_after * 2 {
+                        self.instability = None;
+                    }
+                }
+            }
+        }
+        if responsible && !view.unreachable.is_empty() && now >= self.stable_deadline {
+            let decision = decide(&self.settings.strategy, view);
+            return self.act(now, decision, view);
+        }
+        None
+    }
+
+    fn act(
+        &mut self,
+        now: Instant,
+        decision: Decision,
+        view: &SbrView,
+    ) -> Option<(Decision, Vec<UniqueAddress>)> {
+        let nodes = nodes_to_down(decision, &self.settings.strategy, view);
+        if nodes.is_empty() {
+            return None;
+        }
+        let mut order: Vec<UniqueAddress> = nodes
+            .iter()
+            .filter(|n| **n != view.self_addr)
+            .cloned()
+            .collect();
+        if nodes.contains(&view.self_addr) {
+            order.push(view.self_addr.clone());
+        }
+        self.instability = None;
+        self.reset_stable_deadline(now);
+        Some((decision, order))
+    }
+
+    /// The earliest instant at which [`tick`](Self::tick) may act: the stable-after deadline,
+    /// or the instability limit if that comes first. Always `Some` today; `None` is reserved
+    /// for states with nothing timed (e.g. waiting for a lease, once leases exist). Ticks
+    /// are still expected every second: this is for schedulers that want to sleep longer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let unstable = match (self.instability, self.settings.down_all_when_unstable) {
+            (Some(i), Some(extra)) if !extra.is_zero() => {
+                Some(i.first_change + self.settings.stable_after + extra)
+            }
+            _ => None,
+        };
+        Some(unstable.map_or(self.stable_deadline, |u| u.min(self.stable_deadline)))
+    }
+}
