@@ -71,6 +71,7 @@
 
 pub mod config;
 pub mod handle;
+pub mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;

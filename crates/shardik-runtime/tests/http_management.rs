@@ -1,14 +1,23 @@
-//! The management HTTP API over a fake node: a watch channel holding a snapshot of three
-//! members (one unreachable) and a command responder that records what it was asked.
+//! The management HTTP API over a fake node (a watch channel holding a snapshot of three
+//! members, one unreachable, and a command responder that records what it was asked), and
+//! over real nodes with sharding for readiness and joining.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
+use shardik_core::membership::{
+    Address, CommandError, Member, MemberStatus, MembershipConfig, UniqueAddress,
+};
+use shardik_runtime::config::ShardingHealthCheckSettings;
 use shardik_runtime::http::{self, PROMETHEUS_CONTENT_TYPE};
 use shardik_runtime::metrics::{self as shardik_metrics, Metrics};
+use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::sharding::counter::{Counter, counter_kind};
+use shardik_runtime::sharding::{EntityKind, Sharding, ShardingConfig};
+use shardik_runtime::transport::TransportConfig;
 use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -438,4 +447,217 @@ fn metric_names_follow_prometheus_conventions() {
     }
     let unique: BTreeSet<_> = shardik_metrics::ALL_NAMES.iter().collect();
     assert_eq!(unique.len(), shardik_metrics::ALL_NAMES.len());
+}
+
+// ---- real nodes ----
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn local(port: u16) -> Address {
+    Address::new("127.0.0.1", port)
+}
+
+/// A client of one management API.
+struct Api {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Api {
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    /// GETs `path` until `done` holds for the answer (at most 20 s), and returns that answer.
+    async fn poll(
+        &self,
+        path: &str,
+        what: &str,
+        done: impl Fn(StatusCode, &Value) -> bool,
+    ) -> (StatusCode, Value) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, v) = self.get(path).await;
+            if done(status, &v) {
+                return (status, v);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: last answer {status} {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A real node (loopback TCP) with sharding and its management API.
+struct RealNode {
+    running: RunningNode,
+    sharding: Sharding,
+    api: Api,
+    _shutdown: oneshot::Sender<()>,
+}
+
+async fn real_node(
+    port: u16,
+    seeds: Vec<Address>,
+    health: ShardingHealthCheckSettings,
+) -> RealNode {
+    let mut running = node::start(NodeOptions {
+        bind: local(port),
+        seeds,
+        membership: MembershipConfig {
+            cluster_name: "http-test".into(),
+            seed_node_timeout: Duration::from_millis(500),
+            periodic_tasks_initial_delay: Duration::from_millis(100),
+            gossip_interval: Duration::from_millis(200),
+            leader_actions_interval: Duration::from_millis(200),
+            ..MembershipConfig::default()
+        },
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    let (_, closed) = mpsc::channel(1);
+    let user = std::mem::replace(&mut running.user_messages, closed);
+    let mut config = ShardingConfig {
+        number_of_shards: 20,
+        ..ShardingConfig::default()
+    };
+    config.region.retry_interval = Duration::from_millis(200);
+    let sharding = Sharding::start(
+        running.handle.clone(),
+        running.self_node.clone(),
+        user,
+        running.user_sender.clone(),
+        config,
+    );
+    let router = http::ManagementApi::new(running.handle.clone())
+        .sharding(sharding.clone())
+        .sharding_health_check(health)
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    tokio::spawn(http::serve(listener, router, async {
+        let _ = shutdown_rx.await;
+    }));
+    RealNode {
+        running,
+        sharding,
+        api: Api {
+            base,
+            client: reqwest::Client::new(),
+        },
+        _shutdown: shutdown_tx,
+    }
+}
+
+fn health(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
+    ShardingHealthCheckSettings {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        timeout: Duration::from_secs(2),
+        disabled_after,
+    }
+}
+
+fn not_ready_kinds(v: &Value) -> Vec<String> {
+    v["notReadyKinds"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|k| k["kind"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_waits_until_every_named_kind_is_registered_with_its_coordinator() {
+    let port = free_port();
+    let n = real_node(
+        port,
+        vec![local(port)],
+        health(&["counter", "cart"], Duration::from_secs(600)),
+    )
+    .await;
+    n.sharding.init(counter_kind()).expect("counter registers");
+
+    // Up, with the counter region registered: only `cart`, which this node does not run,
+    // keeps it unready, and the answer says so.
+    let (status, v) = n
+        .api
+        .poll("/ready", "only cart not ready", |status, v| {
+            status == StatusCode::SERVICE_UNAVAILABLE && not_ready_kinds(v) == ["cart"]
+        })
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(v["status"], "not-ready");
+    assert!(
+        v["notReadyKinds"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not initialized here"),
+        "{v}"
+    );
+    assert!(message(&v).contains("[cart]"), "{v}");
+    assert_eq!(
+        n.running.handle.snapshot().self_status,
+        Some(MemberStatus::Up)
+    );
+
+    // Once `cart` runs here and its region has registered, the node is ready.
+    n.sharding
+        .init(EntityKind::new("cart", |_| Counter::default()))
+        .expect("cart registers");
+    let (_, v) = n
+        .api
+        .poll("/ready", "ready once cart registers", |status, _| {
+            status == StatusCode::OK
+        })
+        .await;
+    assert_eq!(v["status"], "ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_stops_waiting_for_sharding_after_disabled_after() {
+    let port = free_port();
+    let disabled_after = Duration::from_secs(1);
+    let n = real_node(port, vec![local(port)], health(&["never"], disabled_after)).await;
+    n.sharding.init(counter_kind()).expect("counter registers");
+    // The node is Up but `never` is not a kind it runs: not ready...
+    n.api
+        .poll("/ready", "Up but waiting for `never`", |status, v| {
+            status == StatusCode::SERVICE_UNAVAILABLE && not_ready_kinds(v) == ["never"]
+        })
+        .await;
+    let first_seen_up = tokio::time::Instant::now();
+    // ...until `disabled-after` has passed since the check first saw it Up.
+    let (_, v) = n
+        .api
+        .poll("/ready", "ready after disabled-after", |status, _| {
+            status == StatusCode::OK
+        })
+        .await;
+    assert_eq!(v["status"], "ready");
+    // The check's clock started at the first check that saw the node Up, at most one poll
+    // before `first_seen_up`: so nearly all of `disabled-after` must have passed since.
+    assert!(
+        first_seen_up.elapsed() >= disabled_after / 2,
+        "passed after {:?}",
+        first_seen_up.elapsed()
+    );
 }

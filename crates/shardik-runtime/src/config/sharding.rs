@@ -138,8 +138,8 @@ pub struct ShardingHealthCheckSettings {
     /// `timeout`: how long the check waits for a region's answer.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub timeout: Duration,
-    /// `disabled-after`: the check passes unconditionally once this long has passed since the
-    /// node was first seen Up (or WeaklyUp).
+    /// `disabled-after`: the check passes unconditionally once this long has passed since it
+    /// first saw this node as a member neither Joining nor Removed.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub disabled_after: Duration,
 }
