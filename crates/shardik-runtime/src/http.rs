@@ -16,12 +16,14 @@
 //! `message` field, so scripts can rely on one shape.
 //!
 //! [`router`] builds the routes from four arguments; [`ManagementApi`] also takes the
-//! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`).
+//! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`,
+//! `cluster.sharding.shard-region-query-timeout` for `/cluster/shards/{type}`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -136,6 +138,7 @@ struct AppState {
     read_only: bool,
     sharding: Option<Sharding>,
     health: Arc<ShardingHealthCheck>,
+    query_timeout: Duration,
 }
 
 /// The management API of one node, built step by step: what it answers from (the node's
@@ -157,6 +160,7 @@ pub struct ManagementApi {
     read_only: bool,
     sharding: Option<Sharding>,
     health_check: ShardingHealthCheckSettings,
+    query_timeout: Duration,
 }
 
 impl ManagementApi {
@@ -170,14 +174,16 @@ impl ManagementApi {
             read_only: reference.management.http.route_providers_read_only,
             sharding: None,
             health_check: sharding.healthcheck,
+            query_timeout: sharding.shard_region_query_timeout,
         }
     }
 
-    /// Takes `management.http.route-providers-read-only` and `cluster.sharding.healthcheck`
-    /// from `settings`.
+    /// Takes `management.http.route-providers-read-only`, `cluster.sharding.healthcheck` and
+    /// `cluster.sharding.shard-region-query-timeout` from `settings`.
     pub fn settings(mut self, settings: &Settings) -> Self {
         self.read_only = settings.management.http.route_providers_read_only;
         self.health_check = settings.cluster.sharding.healthcheck.clone();
+        self.query_timeout = settings.cluster.sharding.shard_region_query_timeout;
         self
     }
 
@@ -205,6 +211,13 @@ impl ManagementApi {
         self
     }
 
+    /// How long `/cluster/shards/{type}` waits for this node's region and for each other
+    /// region's statistics (`cluster.sharding.shard-region-query-timeout`).
+    pub fn shard_region_query_timeout(mut self, timeout: Duration) -> Self {
+        self.query_timeout = timeout;
+        self
+    }
+
     /// The routes.
     pub fn router(self) -> Router {
         let state = AppState {
@@ -213,6 +226,7 @@ impl ManagementApi {
             read_only: self.read_only,
             sharding: self.sharding,
             health: Arc::new(ShardingHealthCheck::new(self.health_check)),
+            query_timeout: self.query_timeout,
         };
         Router::new()
             .route("/cluster/members", get(get_members))
@@ -446,13 +460,14 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
     if !sharding.kinds().contains(&entity_type) {
         return not_found();
     }
-    let Some(state) = sharding
-        .region_state(&entity_type, std::time::Duration::from_secs(3))
-        .await
-    else {
+    let Some(state) = sharding.region_state(&entity_type, s.query_timeout).await else {
         return message(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("the shard region for [{entity_type}] did not answer within 3 s"),
+            format!(
+                "the shard region for [{entity_type}] did not answer within {} \
+                 (`cluster.sharding.shard-region-query-timeout`)",
+                humantime::format_duration(s.query_timeout)
+            ),
         );
     };
     let regions: Vec<serde_json::Value> = state
@@ -471,7 +486,7 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
         })
         .collect();
     let cluster = sharding
-        .cluster_stats(&entity_type, std::time::Duration::from_secs(3))
+        .cluster_stats(&entity_type, s.query_timeout)
         .await
         .unwrap_or_default();
     let cluster_regions: Vec<serde_json::Value> = cluster

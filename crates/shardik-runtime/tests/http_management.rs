@@ -510,10 +510,12 @@ struct RealNode {
     _shutdown: oneshot::Sender<()>,
 }
 
+/// Starts a node at `port` joining `seeds`, with sharding and a management API that
+/// `configure` sets up beyond the node's handle and sharding.
 async fn real_node(
     port: u16,
     seeds: Vec<Address>,
-    health: ShardingHealthCheckSettings,
+    configure: impl FnOnce(http::ManagementApi) -> http::ManagementApi,
 ) -> RealNode {
     let mut running = node::start(NodeOptions {
         bind: local(port),
@@ -545,10 +547,9 @@ async fn real_node(
         running.user_sender.clone(),
         config,
     );
-    let router = http::ManagementApi::new(running.handle.clone())
-        .sharding(sharding.clone())
-        .sharding_health_check(health)
-        .router();
+    let router =
+        configure(http::ManagementApi::new(running.handle.clone()).sharding(sharding.clone()))
+            .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
@@ -588,11 +589,9 @@ fn not_ready_kinds(v: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_waits_until_every_named_kind_is_registered_with_its_coordinator() {
     let port = free_port();
-    let n = real_node(
-        port,
-        vec![local(port)],
-        health(&["counter", "cart"], Duration::from_secs(600)),
-    )
+    let n = real_node(port, vec![local(port)], |api| {
+        api.sharding_health_check(health(&["counter", "cart"], Duration::from_secs(600)))
+    })
     .await;
     n.sharding.init(counter_kind()).expect("counter registers");
 
@@ -636,7 +635,10 @@ async fn ready_waits_until_every_named_kind_is_registered_with_its_coordinator()
 async fn ready_stops_waiting_for_sharding_after_disabled_after() {
     let port = free_port();
     let disabled_after = Duration::from_secs(1);
-    let n = real_node(port, vec![local(port)], health(&["never"], disabled_after)).await;
+    let n = real_node(port, vec![local(port)], |api| {
+        api.sharding_health_check(health(&["never"], disabled_after))
+    })
+    .await;
     n.sharding.init(counter_kind()).expect("counter registers");
     // The node is Up but `never` is not a kind it runs: not ready...
     n.api
@@ -660,4 +662,56 @@ async fn ready_stops_waiting_for_sharding_after_disabled_after() {
         "passed after {:?}",
         first_seen_up.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_route_waits_for_regions_as_long_as_the_query_timeout_says() {
+    let (pa, pb) = (free_port(), free_port());
+    let query_timeout = Duration::from_millis(300);
+    let a = real_node(pa, vec![local(pa)], |api| {
+        api.shard_region_query_timeout(query_timeout)
+    })
+    .await;
+    a.sharding.init(counter_kind()).expect("counter registers");
+    // B is a member without sharding: it never answers a statistics request.
+    let b = node::start(NodeOptions {
+        bind: local(pb),
+        seeds: vec![local(pa)],
+        membership: MembershipConfig {
+            cluster_name: "http-test".into(),
+            periodic_tasks_initial_delay: Duration::from_millis(100),
+            gossip_interval: Duration::from_millis(200),
+            leader_actions_interval: Duration::from_millis(200),
+            ..MembershipConfig::default()
+        },
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    a.api
+        .poll("/cluster/members", "two members Up", |_, v| {
+            v["members"]
+                .as_array()
+                .is_some_and(|m| m.iter().filter(|m| m["status"] == "Up").count() == 2)
+        })
+        .await;
+
+    let started = tokio::time::Instant::now();
+    let (status, v) = a.api.get("/cluster/shards/counter").await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["selfNode"], local(pa).to_string(), "{v}");
+    assert_eq!(
+        v["cluster"]["failed"],
+        serde_json::json!([local(pb).to_string()]),
+        "{v}"
+    );
+    // It waited the 300 ms configured for B, not the reference default (and the old
+    // hard-coded value) of 3 s.
+    assert!(
+        took >= query_timeout && took < Duration::from_secs(2),
+        "answered after {took:?}"
+    );
+    drop(b);
 }

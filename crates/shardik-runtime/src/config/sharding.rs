@@ -40,11 +40,14 @@ pub struct ShardingSettings {
     /// `rebalance-interval`: how often the coordinator asks the allocation strategy what to move.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub rebalance_interval: Duration,
-    /// `shard-region-query-timeout`: how long a region waits for its shards' answers to a
-    /// state or statistics query.
+    /// `shard-region-query-timeout`: how long the management API waits for a region's answer
+    /// to a state or statistics query.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub shard_region_query_timeout: Duration,
     /// `coordinator-failure-backoff`: the delay before a failed coordinator is started again.
+    /// Read and checked, not used yet: the in-memory coordinator has no failure of its own to
+    /// back off from (it would apply where a kind's task starts its coordinator, once
+    /// coordinator state is stored and loading it can fail).
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub coordinator_failure_backoff: Duration,
     /// `handoff-mode`: what happens to messages buffered at a shard's old home during a
