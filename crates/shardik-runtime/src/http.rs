@@ -4,6 +4,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /cluster/members` | the membership as this node sees it |
+//! | `POST /cluster/members` | form field `address=HOST:PORT`: join the cluster through it |
 //! | `GET /cluster/members/{address}` | one member, or 404 |
 //! | `PUT /cluster/members/{address}` | form field `operation=Leave\|Down` |
 //! | `DELETE /cluster/members/{address}` | leave |
@@ -229,7 +230,7 @@ impl ManagementApi {
             query_timeout: self.query_timeout,
         };
         Router::new()
-            .route("/cluster/members", get(get_members))
+            .route("/cluster/members", get(get_members).post(post_members))
             .route(
                 "/cluster/members/{address}",
                 get(get_member).put(put_member).delete(delete_member),
@@ -334,6 +335,68 @@ async fn get_member(State(s): State<AppState>, Path(raw): Path<String>) -> Respo
 }
 
 #[derive(Debug, Deserialize)]
+struct JoinForm {
+    address: Option<String>,
+}
+
+const JOIN_HELP: &str = "set the form field `address` to the host:port of a cluster member, \
+     e.g. address=127.0.0.1:2552 (this node's own address starts a new cluster)";
+
+/// `POST /cluster/members` (Akka Management's join route): joins the cluster through
+/// `address`. Answers `Joining HOST:PORT` once the attempt has started (the node is a member
+/// when `GET /cluster/members` lists it Up); 409 if this node already joined or is joining.
+async fn post_members(
+    State(s): State<AppState>,
+    Query(query): Query<BTreeMap<String, String>>,
+    form: Result<Form<JoinForm>, FormRejection>,
+) -> Response {
+    if s.read_only {
+        return read_only_refusal();
+    }
+    // The form body is the documented way; `?address=` is accepted too, as for PUT.
+    let raw = match form {
+        Ok(Form(JoinForm { address: Some(a) })) => a,
+        _ => match query.get("address") {
+            Some(a) => a.clone(),
+            None => {
+                return message(
+                    StatusCode::BAD_REQUEST,
+                    format!("missing form field `address`: {JOIN_HELP}"),
+                );
+            }
+        },
+    };
+    let address = match raw.trim().parse::<Address>() {
+        Ok(a) => a,
+        Err(e) => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                format!("malformed address [{raw}]: {e}; {JOIN_HELP}"),
+            );
+        }
+    };
+    match s.handle.join(address.clone()).await {
+        Ok(()) => message(StatusCode::OK, format!("Joining {address}")),
+        Err(ControlError::Refused(CommandError::AlreadyJoining)) => {
+            let status = s
+                .handle
+                .snapshot()
+                .self_status
+                .map_or("joining a cluster", |st| st.as_str());
+            message(
+                StatusCode::CONFLICT,
+                format!(
+                    "cannot join {address}: this node already joined a cluster or is joining \
+                     one (it is {status}); a node joins once, so to move it to another \
+                     cluster make it leave and start it again"
+                ),
+            )
+        }
+        Err(e) => control_error(&address, e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
 struct OperationForm {
     operation: Option<String>,
 }
@@ -434,7 +497,7 @@ fn read_only_refusal() -> Response {
     let mut response = message(
         StatusCode::METHOD_NOT_ALLOWED,
         "state-changing routes are disabled by `management.http.route-providers-read-only = \
-         true`; set it to false to leave or down members through this API",
+         true`; set it to false to join, leave or down members through this API",
     );
     response
         .headers_mut()

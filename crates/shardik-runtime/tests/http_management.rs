@@ -61,6 +61,7 @@ fn snapshot(self_status: Option<MemberStatus>) -> MembershipSnapshot {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Call {
+    Join(Address),
     Leave(Address),
     Down(Address),
 }
@@ -103,6 +104,15 @@ async fn start(
     tokio::spawn(async move {
         while let Some(cmd) = cmd_rx.recv().await {
             match cmd {
+                ControlCommand::Join(a, reply) => {
+                    recorded.lock().unwrap().push(Call::Join(a.clone()));
+                    // 2554: the node already joined a cluster.
+                    let _ = reply.send(if a.port == 2554 {
+                        Err(CommandError::AlreadyJoining)
+                    } else {
+                        Ok(())
+                    });
+                }
                 ControlCommand::Leave(a, reply) => {
                     recorded.lock().unwrap().push(Call::Leave(a.clone()));
                     respond(&a, reply);
@@ -147,6 +157,18 @@ impl Fake {
         let r = self
             .client
             .put(format!("{}{path}", self.base))
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
             .form(form)
             .send()
             .await
@@ -333,6 +355,43 @@ async fn node_errors_map_to_status_codes() {
 }
 
 #[tokio::test]
+async fn post_members_asks_the_node_to_join() {
+    let f = start(snapshot(None), false, None).await;
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "10.0.0.5:2552")])
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message(&v), "Joining 10.0.0.5:2552");
+    assert_eq!(f.calls(), vec![Call::Join(Address::new("10.0.0.5", 2552))]);
+}
+
+#[tokio::test]
+async fn post_members_refuses_bad_input_and_a_second_join() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.post_form("/cluster/members", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("missing form field `address`"), "{v}");
+    assert!(message(&v).contains("host:port"), "{v}");
+    for bad in ["nohost", "host:notaport", ""] {
+        let (status, v) = f.post_form("/cluster/members", &[("address", bad)]).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        assert!(
+            message(&v).contains(&format!("malformed address [{bad}]")),
+            "{v}"
+        );
+    }
+    assert!(f.calls().is_empty());
+    // The node refuses because it already joined: 409 with what to do instead.
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "127.0.0.1:2554")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(message(&v).contains("already joined"), "{v}");
+    assert!(message(&v).contains("it is Up"), "{v}");
+    assert!(message(&v).contains("leave"), "{v}");
+}
+
+#[tokio::test]
 async fn read_only_mode_refuses_state_changes() {
     let f = start(snapshot(Some(MemberStatus::Up)), true, None).await;
     let (status, v) = f
@@ -346,6 +405,11 @@ async fn read_only_mode_refuses_state_changes() {
     let (status, v) = f.delete("/cluster/members/127.0.0.1:2552").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(message(&v).contains("disabled"), "{v}");
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "127.0.0.1:2552")])
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(message(&v).contains("join"), "{v}");
     assert!(f.calls().is_empty());
     // Reading still works.
     let (status, _) = f.get("/cluster/members").await;
@@ -473,6 +537,18 @@ impl Api {
         let r = self
             .client
             .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .form(form)
             .send()
             .await
             .unwrap();
@@ -714,4 +790,73 @@ async fn shards_route_waits_for_regions_as_long_as_the_query_timeout_says() {
         "answered after {took:?}"
     );
     drop(b);
+}
+
+fn up_members(v: &Value) -> Vec<String> {
+    v["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["status"] == "Up")
+                .map(|m| m["node"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_without_seeds_form_a_cluster_through_post_members() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = real_node(pa, Vec::new(), |api| api).await;
+    let b = real_node(pb, Vec::new(), |api| api).await;
+    for n in [&a, &b] {
+        let (_, v) = n.api.get("/cluster/members").await;
+        assert_eq!(
+            v["members"],
+            serde_json::json!([]),
+            "no seeds, no cluster: {v}"
+        );
+    }
+    let a_addr = local(pa).to_string();
+
+    // A joins itself: a new cluster. B joins through A.
+    let (status, v) = a
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v), format!("Joining {a_addr}"));
+    let (status, v) = b
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v), format!("Joining {a_addr}"));
+
+    let both = {
+        let mut both = vec![a_addr.clone(), local(pb).to_string()];
+        both.sort();
+        both
+    };
+    for n in [&a, &b] {
+        n.api
+            .poll("/cluster/members", "both members Up", |_, v| {
+                let mut up = up_members(v);
+                up.sort();
+                up == both
+            })
+            .await;
+    }
+    assert_eq!(
+        b.running.handle.snapshot().self_status,
+        Some(MemberStatus::Up)
+    );
+
+    // A member does not join again.
+    let (status, v) = b
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert!(message(&v).contains("already joined"), "{v}");
 }
