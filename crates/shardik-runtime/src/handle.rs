@@ -77,6 +77,9 @@ impl MembershipSnapshot {
 /// A membership change requested through the handle.
 #[derive(Debug)]
 pub enum ControlCommand {
+    /// Join the cluster through the node at this address (this node's own address starts a
+    /// new cluster).
+    Join(Address, oneshot::Sender<Result<(), CommandError>>),
     /// Mark the member at this address Leaving.
     Leave(Address, oneshot::Sender<Result<(), CommandError>>),
     /// Mark the member at this address Down.
@@ -152,6 +155,13 @@ impl NodeHandle {
     /// A receiver that wakes on every new snapshot.
     pub fn watch(&self) -> watch::Receiver<Arc<MembershipSnapshot>> {
         self.snapshot.clone()
+    }
+
+    /// Joins the cluster through the node at `address`, or starts a new cluster when it is
+    /// this node's own address. `Ok` means the attempt started; the node is a member once the
+    /// snapshot shows it. Refused with `AlreadyJoining` when it already joined or is joining.
+    pub async fn join(&self, address: Address) -> Result<(), ControlError> {
+        self.request(|tx| ControlCommand::Join(address, tx)).await
     }
 
     /// Asks the member at `address` to leave.

@@ -4,20 +4,27 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /cluster/members` | the membership as this node sees it |
+//! | `POST /cluster/members` | form field `address=HOST:PORT`: join the cluster through it |
 //! | `GET /cluster/members/{address}` | one member, or 404 |
 //! | `PUT /cluster/members/{address}` | form field `operation=Leave\|Down` |
 //! | `DELETE /cluster/members/{address}` | leave |
 //! | `GET /cluster/shards/{type}` | shard region state (404 until sharding exists) |
-//! | `GET /ready` | 200 when this node is Up or WeaklyUp, else 503 |
+//! | `GET /ready` | 200 when this node is Up or WeaklyUp and sharding is ready, else 503 |
 //! | `GET /alive` | 200 while the process serves HTTP |
 //! | `GET /metrics` | Prometheus text |
 //!
 //! Addresses are `host:port` (IPv6 hosts in brackets). Every error answer is JSON with a
 //! `message` field, so scripts can rely on one shape.
+//!
+//! [`router`] builds the routes from four arguments; [`ManagementApi`] also takes the
+//! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`,
+//! `cluster.sharding.shard-region-query-timeout` for `/cluster/shards/{type}`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -29,7 +36,9 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, CommandError, Member, UniqueAddress};
 
+use crate::config::{Settings, ShardingHealthCheckSettings};
 use crate::handle::{ControlError, MembershipSnapshot, NodeHandle};
+use crate::health::ShardingHealthCheck;
 use crate::metrics::MetricsHandle;
 use crate::sharding::Sharding;
 
@@ -129,36 +138,131 @@ struct AppState {
     metrics: Option<MetricsHandle>,
     read_only: bool,
     sharding: Option<Sharding>,
+    health: Arc<ShardingHealthCheck>,
+    query_timeout: Duration,
 }
 
-/// The management routes over `handle`. `/metrics` answers 404 without a metrics handle;
-/// with `read_only` the state-changing routes answer 405; `/cluster/shards/{type}` answers
-/// from `sharding` (404 for every type without it).
+/// The management API of one node, built step by step: what it answers from (the node's
+/// handle, metrics, sharding) and the settings that shape its answers. Without
+/// [`settings`](Self::settings), the reference defaults apply.
+///
+/// ```no_run
+/// # fn f(handle: shardik_runtime::NodeHandle, settings: &shardik_runtime::config::Settings,
+/// #      sharding: shardik_runtime::sharding::Sharding) {
+/// let router = shardik_runtime::http::ManagementApi::new(handle)
+///     .settings(settings)
+///     .sharding(sharding)
+///     .router();
+/// # }
+/// ```
+pub struct ManagementApi {
+    handle: NodeHandle,
+    metrics: Option<MetricsHandle>,
+    read_only: bool,
+    sharding: Option<Sharding>,
+    health_check: ShardingHealthCheckSettings,
+    query_timeout: Duration,
+}
+
+impl ManagementApi {
+    /// The API over `handle`, with the reference settings, no metrics and no sharding.
+    pub fn new(handle: NodeHandle) -> Self {
+        let reference = Settings::reference();
+        let sharding = reference.cluster.sharding;
+        ManagementApi {
+            handle,
+            metrics: None,
+            read_only: reference.management.http.route_providers_read_only,
+            sharding: None,
+            health_check: sharding.healthcheck,
+            query_timeout: sharding.shard_region_query_timeout,
+        }
+    }
+
+    /// Takes `management.http.route-providers-read-only`, `cluster.sharding.healthcheck` and
+    /// `cluster.sharding.shard-region-query-timeout` from `settings`.
+    pub fn settings(mut self, settings: &Settings) -> Self {
+        self.read_only = settings.management.http.route_providers_read_only;
+        self.health_check = settings.cluster.sharding.healthcheck.clone();
+        self.query_timeout = settings.cluster.sharding.shard_region_query_timeout;
+        self
+    }
+
+    /// Serves `/metrics` from `metrics` (404 without).
+    pub fn metrics(mut self, metrics: Option<MetricsHandle>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// With `true`, the state-changing routes answer 405.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Answers `/cluster/shards/{type}` and the sharding part of `/ready` from `sharding`.
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
+        self
+    }
+
+    /// The sharding part of `/ready` (`cluster.sharding.healthcheck`).
+    pub fn sharding_health_check(mut self, settings: ShardingHealthCheckSettings) -> Self {
+        self.health_check = settings;
+        self
+    }
+
+    /// How long `/cluster/shards/{type}` waits for this node's region and for each other
+    /// region's statistics (`cluster.sharding.shard-region-query-timeout`).
+    pub fn shard_region_query_timeout(mut self, timeout: Duration) -> Self {
+        self.query_timeout = timeout;
+        self
+    }
+
+    /// The routes.
+    pub fn router(self) -> Router {
+        let state = AppState {
+            handle: self.handle,
+            metrics: self.metrics,
+            read_only: self.read_only,
+            sharding: self.sharding,
+            health: Arc::new(ShardingHealthCheck::new(self.health_check)),
+            query_timeout: self.query_timeout,
+        };
+        Router::new()
+            .route("/cluster/members", get(get_members).post(post_members))
+            .route(
+                "/cluster/members/{address}",
+                get(get_member).put(put_member).delete(delete_member),
+            )
+            .route("/cluster/shards/{type}", get(get_shards))
+            .route("/ready", get(ready))
+            .route("/alive", get(alive))
+            .route("/metrics", get(metrics_route))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+            .with_state(state)
+    }
+}
+
+/// The management routes over `handle`, with the reference settings otherwise (see
+/// [`ManagementApi`] to pass the node's settings). `/metrics` answers 404 without a metrics
+/// handle; with `read_only` the state-changing routes answer 405; `/cluster/shards/{type}`
+/// answers from `sharding` (404 for every type without it).
 pub fn router(
     handle: NodeHandle,
     metrics: Option<MetricsHandle>,
     read_only: bool,
     sharding: Option<Sharding>,
 ) -> Router {
-    let state = AppState {
-        handle,
-        metrics,
-        read_only,
-        sharding,
-    };
-    Router::new()
-        .route("/cluster/members", get(get_members))
-        .route(
-            "/cluster/members/{address}",
-            get(get_member).put(put_member).delete(delete_member),
-        )
-        .route("/cluster/shards/{type}", get(get_shards))
-        .route("/ready", get(ready))
-        .route("/alive", get(alive))
-        .route("/metrics", get(metrics_route))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+    let api = ManagementApi::new(handle)
+        .metrics(metrics)
+        .read_only(read_only);
+    match sharding {
+        Some(sharding) => api.sharding(sharding),
+        None => api,
+    }
+    .router()
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then finishes the requests in
@@ -227,6 +331,68 @@ async fn get_member(State(s): State<AppState>, Path(raw): Path<String>) -> Respo
     match snapshot.member_at(&address) {
         Some(m) => Json(ClusterMember::from_member(m)).into_response(),
         None => member_not_found(&address),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct JoinForm {
+    address: Option<String>,
+}
+
+const JOIN_HELP: &str = "set the form field `address` to the host:port of a cluster member, \
+     e.g. address=127.0.0.1:2552 (this node's own address starts a new cluster)";
+
+/// `POST /cluster/members` (Akka Management's join route): joins the cluster through
+/// `address`. Answers `Joining HOST:PORT` once the attempt has started (the node is a member
+/// when `GET /cluster/members` lists it Up); 409 if this node already joined or is joining.
+async fn post_members(
+    State(s): State<AppState>,
+    Query(query): Query<BTreeMap<String, String>>,
+    form: Result<Form<JoinForm>, FormRejection>,
+) -> Response {
+    if s.read_only {
+        return read_only_refusal();
+    }
+    // The form body is the documented way; `?address=` is accepted too, as for PUT.
+    let raw = match form {
+        Ok(Form(JoinForm { address: Some(a) })) => a,
+        _ => match query.get("address") {
+            Some(a) => a.clone(),
+            None => {
+                return message(
+                    StatusCode::BAD_REQUEST,
+                    format!("missing form field `address`: {JOIN_HELP}"),
+                );
+            }
+        },
+    };
+    let address = match raw.trim().parse::<Address>() {
+        Ok(a) => a,
+        Err(e) => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                format!("malformed address [{raw}]: {e}; {JOIN_HELP}"),
+            );
+        }
+    };
+    match s.handle.join(address.clone()).await {
+        Ok(()) => message(StatusCode::OK, format!("Joining {address}")),
+        Err(ControlError::Refused(CommandError::AlreadyJoining)) => {
+            let status = s
+                .handle
+                .snapshot()
+                .self_status
+                .map_or("joining a cluster", |st| st.as_str());
+            message(
+                StatusCode::CONFLICT,
+                format!(
+                    "cannot join {address}: this node already joined a cluster or is joining \
+                     one (it is {status}); a node joins once, so to move it to another \
+                     cluster make it leave and start it again"
+                ),
+            )
+        }
+        Err(e) => control_error(&address, e),
     }
 }
 
@@ -331,7 +497,7 @@ fn read_only_refusal() -> Response {
     let mut response = message(
         StatusCode::METHOD_NOT_ALLOWED,
         "state-changing routes are disabled by `management.http.route-providers-read-only = \
-         true`; set it to false to leave or down members through this API",
+         true`; set it to false to join, leave or down members through this API",
     );
     response
         .headers_mut()
@@ -357,13 +523,14 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
     if !sharding.kinds().contains(&entity_type) {
         return not_found();
     }
-    let Some(state) = sharding
-        .region_state(&entity_type, std::time::Duration::from_secs(3))
-        .await
-    else {
+    let Some(state) = sharding.region_state(&entity_type, s.query_timeout).await else {
         return message(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("the shard region for [{entity_type}] did not answer within 3 s"),
+            format!(
+                "the shard region for [{entity_type}] did not answer within {} \
+                 (`cluster.sharding.shard-region-query-timeout`)",
+                humantime::format_duration(s.query_timeout)
+            ),
         );
     };
     let regions: Vec<serde_json::Value> = state
@@ -382,7 +549,7 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
         })
         .collect();
     let cluster = sharding
-        .cluster_stats(&entity_type, std::time::Duration::from_secs(3))
+        .cluster_stats(&entity_type, s.query_timeout)
         .await
         .unwrap_or_default();
     let cluster_regions: Vec<serde_json::Value> = cluster
@@ -409,23 +576,48 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
     .into_response()
 }
 
+/// `GET /ready`: the membership check (Up or WeaklyUp), then the sharding check
+/// (`cluster.sharding.healthcheck`, see [`ShardingHealthCheck`]). A 503 says what is missing;
+/// for sharding, `notReadyKinds` lists each kind with the reason.
 async fn ready(State(s): State<AppState>) -> Response {
     let snapshot = s.handle.snapshot();
-    if snapshot.is_ready() {
-        return Json(serde_json::json!({ "status": "ready" })).into_response();
+    if !snapshot.is_ready() {
+        let status = snapshot
+            .self_status
+            .map(|st| st.as_str())
+            .unwrap_or("not a member");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({
+                "status": "not-ready",
+                "message": format!("this node is {status}; it is ready once Up or WeaklyUp"),
+            })),
+        )
+            .into_response();
     }
-    let status = snapshot
-        .self_status
-        .map(|st| st.as_str())
-        .unwrap_or("not a member");
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        Json(serde_json::json!({
-            "status": "not-ready",
-            "message": format!("this node is {status}; it is ready once Up or WeaklyUp"),
-        })),
-    )
-        .into_response()
+    match s.health.check(&snapshot, s.sharding.as_ref()).await {
+        Ok(()) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Err(kinds) => {
+            let list = kinds
+                .iter()
+                .map(|k| format!("[{}]: {}", k.kind, k.reason))
+                .collect::<Vec<_>>()
+                .join("; ");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({
+                    "status": "not-ready",
+                    "message": format!(
+                        "sharding is not ready for {} of the kinds named in \
+                         `cluster.sharding.healthcheck.names`: {list}",
+                        kinds.len()
+                    ),
+                    "notReadyKinds": kinds,
+                })),
+            )
+                .into_response()
+        }
+    }
 }
 
 async fn alive() -> Response {

@@ -65,6 +65,7 @@ mod cluster_node;
 pub mod config;
 pub mod exit;
 pub mod handle;
+pub mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;

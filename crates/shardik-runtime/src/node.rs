@@ -272,6 +272,7 @@ impl Driver {
 
     fn control(&mut self, cmd: ControlCommand) {
         let (command, reply): (Command, oneshot::Sender<Result<(), CommandError>>) = match cmd {
+            ControlCommand::Join(a, r) => (Command::Join(a), r),
             ControlCommand::Leave(a, r) => (Command::Leave(a), r),
             ControlCommand::Down(a, r) => (Command::Down(a), r),
         };

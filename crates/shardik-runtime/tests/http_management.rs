@@ -1,14 +1,22 @@
-//! The management HTTP API over a fake node: a watch channel holding a snapshot of three
-//! members (one unreachable) and a command responder that records what it was asked.
+//! The management HTTP API over a fake node (a watch channel holding a snapshot of three
+//! members, one unreachable, and a command responder that records what it was asked), and
+//! over real nodes with sharding for readiness and joining.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use shardik_core::membership::{Address, CommandError, Member, MemberStatus, UniqueAddress};
+use shardik_core::membership::{
+    Address, CommandError, Member, MemberStatus, MembershipConfig, UniqueAddress,
+};
+use shardik_runtime::config::ShardingHealthCheckSettings;
 use shardik_runtime::http::{self, PROMETHEUS_CONTENT_TYPE};
 use shardik_runtime::metrics::{self as shardik_metrics, Metrics};
+use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::sharding::{EntityKind, Sharding, ShardingConfig};
+use shardik_runtime::transport::TransportConfig;
 use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -52,6 +60,7 @@ fn snapshot(self_status: Option<MemberStatus>) -> MembershipSnapshot {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Call {
+    Join(Address),
     Leave(Address),
     Down(Address),
 }
@@ -94,6 +103,15 @@ async fn start(
     tokio::spawn(async move {
         while let Some(cmd) = cmd_rx.recv().await {
             match cmd {
+                ControlCommand::Join(a, reply) => {
+                    recorded.lock().unwrap().push(Call::Join(a.clone()));
+                    // 2554: the node already joined a cluster.
+                    let _ = reply.send(if a.port == 2554 {
+                        Err(CommandError::AlreadyJoining)
+                    } else {
+                        Ok(())
+                    });
+                }
                 ControlCommand::Leave(a, reply) => {
                     recorded.lock().unwrap().push(Call::Leave(a.clone()));
                     respond(&a, reply);
@@ -138,6 +156,18 @@ impl Fake {
         let r = self
             .client
             .put(format!("{}{path}", self.base))
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
             .form(form)
             .send()
             .await
@@ -324,6 +354,43 @@ async fn node_errors_map_to_status_codes() {
 }
 
 #[tokio::test]
+async fn post_members_asks_the_node_to_join() {
+    let f = start(snapshot(None), false, None).await;
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "10.0.0.5:2552")])
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message(&v), "Joining 10.0.0.5:2552");
+    assert_eq!(f.calls(), vec![Call::Join(Address::new("10.0.0.5", 2552))]);
+}
+
+#[tokio::test]
+async fn post_members_refuses_bad_input_and_a_second_join() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f.post_form("/cluster/members", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("missing form field `address`"), "{v}");
+    assert!(message(&v).contains("host:port"), "{v}");
+    for bad in ["nohost", "host:notaport", ""] {
+        let (status, v) = f.post_form("/cluster/members", &[("address", bad)]).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        assert!(
+            message(&v).contains(&format!("malformed address [{bad}]")),
+            "{v}"
+        );
+    }
+    assert!(f.calls().is_empty());
+    // The node refuses because it already joined: 409 with what to do instead.
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "127.0.0.1:2554")])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(message(&v).contains("already joined"), "{v}");
+    assert!(message(&v).contains("it is Up"), "{v}");
+    assert!(message(&v).contains("leave"), "{v}");
+}
+
+#[tokio::test]
 async fn read_only_mode_refuses_state_changes() {
     let f = start(snapshot(Some(MemberStatus::Up)), true, None).await;
     let (status, v) = f
@@ -337,6 +404,11 @@ async fn read_only_mode_refuses_state_changes() {
     let (status, v) = f.delete("/cluster/members/127.0.0.1:2552").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(message(&v).contains("disabled"), "{v}");
+    let (status, v) = f
+        .post_form("/cluster/members", &[("address", "127.0.0.1:2552")])
+        .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(message(&v).contains("join"), "{v}");
     assert!(f.calls().is_empty());
     // Reading still works.
     let (status, _) = f.get("/cluster/members").await;
@@ -438,4 +510,362 @@ fn metric_names_follow_prometheus_conventions() {
     }
     let unique: BTreeSet<_> = shardik_metrics::ALL_NAMES.iter().collect();
     assert_eq!(unique.len(), shardik_metrics::ALL_NAMES.len());
+}
+
+// ---- real nodes ----
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn local(port: u16) -> Address {
+    Address::new("127.0.0.1", port)
+}
+
+/// A client of one management API.
+struct Api {
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Api {
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .form(form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap())
+    }
+
+    /// GETs `path` until `done` holds for the answer (at most 20 s), and returns that answer.
+    async fn poll(
+        &self,
+        path: &str,
+        what: &str,
+        done: impl Fn(StatusCode, &Value) -> bool,
+    ) -> (StatusCode, Value) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, v) = self.get(path).await;
+            if done(status, &v) {
+                return (status, v);
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: last answer {status} {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A real node (loopback TCP) with sharding and its management API.
+struct RealNode {
+    running: RunningNode,
+    sharding: Sharding,
+    api: Api,
+    _shutdown: oneshot::Sender<()>,
+}
+
+/// Starts a node at `port` joining `seeds`, with sharding and a management API that
+/// `configure` sets up beyond the node's handle and sharding.
+async fn real_node(
+    port: u16,
+    seeds: Vec<Address>,
+    configure: impl FnOnce(http::ManagementApi) -> http::ManagementApi,
+) -> RealNode {
+    let running = node::start(NodeOptions {
+        bind: local(port),
+        seeds,
+        membership: MembershipConfig {
+            cluster_name: "http-test".into(),
+            seed_node_timeout: Duration::from_millis(500),
+            periodic_tasks_initial_delay: Duration::from_millis(100),
+            gossip_interval: Duration::from_millis(200),
+            leader_actions_interval: Duration::from_millis(200),
+            ..MembershipConfig::default()
+        },
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    let mut config = ShardingConfig {
+        number_of_shards: 20,
+        ..ShardingConfig::default()
+    };
+    config.region.retry_interval = Duration::from_millis(200);
+    let sharding = Sharding::start(&running, config).expect("sharding starts");
+    let router =
+        configure(http::ManagementApi::new(running.handle.clone()).sharding(sharding.clone()))
+            .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    tokio::spawn(http::serve(listener, router, async {
+        let _ = shutdown_rx.await;
+    }));
+    RealNode {
+        running,
+        sharding,
+        api: Api {
+            base,
+            client: reqwest::Client::new(),
+        },
+        _shutdown: shutdown_tx,
+    }
+}
+
+fn health(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
+    ShardingHealthCheckSettings {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        timeout: Duration::from_secs(2),
+        disabled_after,
+    }
+}
+
+fn not_ready_kinds(v: &Value) -> Vec<String> {
+    v["notReadyKinds"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|k| k["kind"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_waits_until_every_named_kind_is_registered_with_its_coordinator() {
+    let port = free_port();
+    let n = real_node(port, vec![local(port)], |api| {
+        api.sharding_health_check(health(&["counter", "cart"], Duration::from_secs(600)))
+    })
+    .await;
+    n.sharding.init(counter_kind()).expect("counter registers");
+
+    // Up, with the counter region registered: only `cart`, which this node does not run,
+    // keeps it unready, and the answer says so.
+    let (status, v) = n
+        .api
+        .poll("/ready", "only cart not ready", |status, v| {
+            status == StatusCode::SERVICE_UNAVAILABLE && not_ready_kinds(v) == ["cart"]
+        })
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(v["status"], "not-ready");
+    assert!(
+        v["notReadyKinds"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not initialized here"),
+        "{v}"
+    );
+    assert!(message(&v).contains("[cart]"), "{v}");
+    assert_eq!(
+        n.running.handle.snapshot().self_status,
+        Some(MemberStatus::Up)
+    );
+
+    // Once `cart` runs here and its region has registered, the node is ready.
+    n.sharding
+        .init(EntityKind::new("cart", |_| Counter::default()))
+        .expect("cart registers");
+    let (_, v) = n
+        .api
+        .poll("/ready", "ready once cart registers", |status, _| {
+            status == StatusCode::OK
+        })
+        .await;
+    assert_eq!(v["status"], "ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_stops_waiting_for_sharding_after_disabled_after() {
+    let port = free_port();
+    let disabled_after = Duration::from_secs(1);
+    let n = real_node(port, vec![local(port)], |api| {
+        api.sharding_health_check(health(&["never"], disabled_after))
+    })
+    .await;
+    n.sharding.init(counter_kind()).expect("counter registers");
+    // The node is Up but `never` is not a kind it runs: not ready...
+    n.api
+        .poll("/ready", "Up but waiting for `never`", |status, v| {
+            status == StatusCode::SERVICE_UNAVAILABLE && not_ready_kinds(v) == ["never"]
+        })
+        .await;
+    let first_seen_up = tokio::time::Instant::now();
+    // ...until `disabled-after` has passed since the check first saw it Up.
+    let (_, v) = n
+        .api
+        .poll("/ready", "ready after disabled-after", |status, _| {
+            status == StatusCode::OK
+        })
+        .await;
+    assert_eq!(v["status"], "ready");
+    // The check's clock started at the first check that saw the node Up, at most one poll
+    // before `first_seen_up`: so nearly all of `disabled-after` must have passed since.
+    assert!(
+        first_seen_up.elapsed() >= disabled_after / 2,
+        "passed after {:?}",
+        first_seen_up.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_route_waits_for_regions_as_long_as_the_query_timeout_says() {
+    let (pa, pb) = (free_port(), free_port());
+    let query_timeout = Duration::from_millis(300);
+    let a = real_node(pa, vec![local(pa)], |api| {
+        api.shard_region_query_timeout(query_timeout)
+    })
+    .await;
+    a.sharding.init(counter_kind()).expect("counter registers");
+    // B is a member without sharding: it never answers a statistics request.
+    let b = node::start(NodeOptions {
+        bind: local(pb),
+        seeds: vec![local(pa)],
+        membership: MembershipConfig {
+            cluster_name: "http-test".into(),
+            periodic_tasks_initial_delay: Duration::from_millis(100),
+            gossip_interval: Duration::from_millis(200),
+            leader_actions_interval: Duration::from_millis(200),
+            ..MembershipConfig::default()
+        },
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    a.api
+        .poll("/cluster/members", "two members Up", |_, v| {
+            v["members"]
+                .as_array()
+                .is_some_and(|m| m.iter().filter(|m| m["status"] == "Up").count() == 2)
+        })
+        .await;
+
+    let started = tokio::time::Instant::now();
+    let (status, v) = a.api.get("/cluster/shards/counter").await;
+    let took = started.elapsed();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["selfNode"], local(pa).to_string(), "{v}");
+    assert_eq!(
+        v["cluster"]["failed"],
+        serde_json::json!([local(pb).to_string()]),
+        "{v}"
+    );
+    // It waited the 300 ms configured for B, not the reference default (and the old
+    // hard-coded value) of 3 s.
+    assert!(
+        took >= query_timeout && took < Duration::from_secs(2),
+        "answered after {took:?}"
+    );
+    drop(b);
+}
+
+fn up_members(v: &Value) -> Vec<String> {
+    v["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["status"] == "Up")
+                .map(|m| m["node"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_without_seeds_form_a_cluster_through_post_members() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = real_node(pa, Vec::new(), |api| api).await;
+    let b = real_node(pb, Vec::new(), |api| api).await;
+    for n in [&a, &b] {
+        let (_, v) = n.api.get("/cluster/members").await;
+        assert_eq!(
+            v["members"],
+            serde_json::json!([]),
+            "no seeds, no cluster: {v}"
+        );
+    }
+    let a_addr = local(pa).to_string();
+
+    // A joins itself: a new cluster. B joins through A.
+    let (status, v) = a
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v), format!("Joining {a_addr}"));
+    let (status, v) = b
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(message(&v), format!("Joining {a_addr}"));
+
+    let both = {
+        let mut both = vec![a_addr.clone(), local(pb).to_string()];
+        both.sort();
+        both
+    };
+    for n in [&a, &b] {
+        n.api
+            .poll("/cluster/members", "both members Up", |_, v| {
+                let mut up = up_members(v);
+                up.sort();
+                up == both
+            })
+            .await;
+    }
+    assert_eq!(
+        b.running.handle.snapshot().self_status,
+        Some(MemberStatus::Up)
+    );
+
+    // A member does not join again.
+    let (status, v) = b
+        .api
+        .post_form("/cluster/members", &[("address", &a_addr)])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert!(message(&v).contains("already joined"), "{v}");
+}
+
+/// A small entity for the sharding routes: a number per id.
+#[derive(Debug, Default)]
+struct Counter(u64);
+
+impl shardik_runtime::sharding::Entity for Counter {
+    type Command = ();
+    type Reply = u64;
+
+    async fn handle(&mut self, _: (), _: &mut shardik_runtime::sharding::EntityContext) -> u64 {
+        self.0 += 1;
+        self.0
+    }
+}
+
+fn counter_kind() -> EntityKind<Counter> {
+    EntityKind::new("counter", |_| Counter::default())
 }

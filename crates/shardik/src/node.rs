@@ -94,12 +94,13 @@ async fn run_node(
         .with_context(|| format!("cannot start the node on {bind}"))?
         .into_parts();
     info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
-    let mut router = http::router(
-        running.handle.clone(),
-        metrics,
-        settings.management.http.route_providers_read_only,
-        Some(sharding.clone()),
-    );
+    // The settings bring the read-only switch, the sharding readiness check
+    // (`cluster.sharding.healthcheck`) and the query timeout.
+    let mut router = http::ManagementApi::new(running.handle.clone())
+        .settings(&settings)
+        .metrics(metrics)
+        .sharding(sharding.clone())
+        .router();
     if demo_counters {
         sharding
             .init(counter_kind())

@@ -1,0 +1,232 @@
+//! `cluster.*`: identity, joining, gossip and the membership core's settings. The failure
+//! detector and downing sections are in `downing.rs`, sharding in `sharding.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+use shardik_core::membership::config::NUMBER_OF_SHARDS_JOIN_KEY;
+use shardik_core::membership::phi::PhiAccrualConfig;
+use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
+
+use super::validate::{invalid, positive_count, positive_duration};
+use super::values::{
+    DOWN_REMOVAL_MARGIN_EXPECTED, de_addresses, de_down_removal_margin, de_string, de_string_set,
+    de_weakly_up,
+};
+use super::{
+    ConfigError, DowningProvider, FailureDetectorSettings, Settings, ShardingSettings,
+    SplitBrainResolverSettings,
+};
+
+/// `cluster.*`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClusterSettings {
+    /// `name`: only nodes with the same name form a cluster (checked at handshake and join).
+    #[serde(deserialize_with = "de_string")]
+    pub name: String,
+    /// `seed-nodes`: nodes to contact when joining.
+    #[serde(deserialize_with = "de_addresses")]
+    pub seed_nodes: Vec<Address>,
+    /// `roles`: this node's roles.
+    #[serde(deserialize_with = "de_string_set")]
+    pub roles: BTreeSet<String>,
+    /// `app-version`: this node's application version.
+    #[serde(deserialize_with = "de_string")]
+    pub app_version: String,
+    /// `min-nr-of-members`: joiners stay Joining until the cluster has this many members.
+    pub min_nr_of_members: usize,
+    /// `role.<name>.*`: per-role settings.
+    pub role: BTreeMap<String, RoleSettings>,
+    /// `seed-node-timeout`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub seed_node_timeout: Duration,
+    /// `retry-unsuccessful-join-after`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub retry_unsuccessful_join_after: Duration,
+    /// `allow-weakly-up-members`: `None` when "off".
+    #[serde(deserialize_with = "de_weakly_up")]
+    pub allow_weakly_up_members: Option<Duration>,
+    /// `periodic-tasks-initial-delay`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub periodic_tasks_initial_delay: Duration,
+    /// `gossip-interval`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub gossip_interval: Duration,
+    /// `gossip-time-to-live`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub gossip_time_to_live: Duration,
+    /// `leader-actions-interval`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub leader_actions_interval: Duration,
+    /// `unreachable-nodes-reaper-interval`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub unreachable_nodes_reaper_interval: Duration,
+    /// `gossip-different-view-probability`, in [0, 1].
+    pub gossip_different_view_probability: f64,
+    /// `reduce-gossip-different-view-probability`.
+    pub reduce_gossip_different_view_probability: usize,
+    /// `prune-gossip-tombstones-after`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub prune_gossip_tombstones_after: Duration,
+    /// `failure-detector.*`.
+    pub failure_detector: FailureDetectorSettings,
+    /// `downing-provider`.
+    pub downing_provider: DowningProvider,
+    /// `down-removal-margin`: how long after a crashed member is removed its shards stay where
+    /// they were (and the coordinator stays put). `None` when "off": see
+    /// [`effective_down_removal_margin`](Self::effective_down_removal_margin).
+    #[serde(deserialize_with = "de_down_removal_margin")]
+    pub down_removal_margin: Option<Duration>,
+    /// `split-brain-resolver.*`.
+    pub split_brain_resolver: SplitBrainResolverSettings,
+    /// `sharding.*`.
+    pub sharding: ShardingSettings,
+}
+
+impl ClusterSettings {
+    /// The down-removal margin in force, as the reference resolves it: the configured
+    /// `down-removal-margin` if set; otherwise the split-brain resolver's `stable-after` when
+    /// the resolver does the downing (so that the downed side has had time to stop its shards
+    /// before they start elsewhere); otherwise (manual downing, an operator vouches that the
+    /// member is gone) zero.
+    pub fn effective_down_removal_margin(&self) -> Duration {
+        match (self.down_removal_margin, self.downing_provider) {
+            (Some(margin), _) => margin,
+            (None, DowningProvider::SplitBrainResolver) => self.split_brain_resolver.stable_after,
+            (None, DowningProvider::Off) => Duration::ZERO,
+        }
+    }
+
+    /// The checks of `cluster.*`, its subsections included.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let c = self;
+        let name_ok = !c.name.is_empty()
+            && c.name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+        if !name_ok {
+            return Err(invalid(
+                "cluster.name",
+                &c.name,
+                "a non-empty name of ASCII letters, digits, `-` and `_`",
+            ));
+        }
+        positive_count("cluster.min-nr-of-members", c.min_nr_of_members)?;
+        for (role, r) in &c.role {
+            positive_count(
+                &format!("cluster.role.{role}.min-nr-of-members"),
+                r.min_nr_of_members,
+            )?;
+        }
+        for (key, d) in [
+            ("cluster.seed-node-timeout", c.seed_node_timeout),
+            (
+                "cluster.retry-unsuccessful-join-after",
+                c.retry_unsuccessful_join_after,
+            ),
+            ("cluster.gossip-interval", c.gossip_interval),
+            ("cluster.gossip-time-to-live", c.gossip_time_to_live),
+            ("cluster.leader-actions-interval", c.leader_actions_interval),
+            (
+                "cluster.unreachable-nodes-reaper-interval",
+                c.unreachable_nodes_reaper_interval,
+            ),
+        ] {
+            positive_duration(key, d)?;
+        }
+        if c.allow_weakly_up_members == Some(Duration::ZERO) {
+            return Err(invalid(
+                "cluster.allow-weakly-up-members",
+                "0s",
+                "a duration greater than zero, \"on\" or \"off\"",
+            ));
+        }
+        let p = c.gossip_different_view_probability;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(invalid(
+                "cluster.gossip-different-view-probability",
+                p,
+                "a probability between 0 and 1",
+            ));
+        }
+        positive_count(
+            "cluster.reduce-gossip-different-view-probability",
+            c.reduce_gossip_different_view_probability,
+        )?;
+
+        self.failure_detector.validate()?;
+        self.split_brain_resolver.validate()?;
+        if self.down_removal_margin == Some(Duration::ZERO) {
+            return Err(invalid(
+                "cluster.down-removal-margin",
+                "0s",
+                DOWN_REMOVAL_MARGIN_EXPECTED,
+            ));
+        }
+        self.sharding.validate()
+    }
+}
+
+/// `cluster.role.<name>.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RoleSettings {
+    /// `min-nr-of-members`: joiners stay Joining until this many members have the role.
+    pub min_nr_of_members: usize,
+}
+
+impl Settings {
+    /// The membership core's configuration.
+    pub fn membership_config(&self) -> MembershipConfig {
+        let c = &self.cluster;
+        let fd = &c.failure_detector;
+        MembershipConfig {
+            cluster_name: c.name.clone(),
+            // Every node must map entity ids to the same shards (the reference checks this
+            // key at join too).
+            join_must_match: BTreeMap::from([(
+                NUMBER_OF_SHARDS_JOIN_KEY.to_string(),
+                c.sharding.number_of_shards.to_string(),
+            )]),
+            roles: c.roles.clone(),
+            app_version: c.app_version.clone(),
+            seed_node_timeout: c.seed_node_timeout,
+            retry_unsuccessful_join_after: c.retry_unsuccessful_join_after,
+            allow_weakly_up_members: c.allow_weakly_up_members,
+            min_nr_of_members: c.min_nr_of_members,
+            role_min_nr_of_members: c
+                .role
+                .iter()
+                .map(|(role, s)| (role.clone(), s.min_nr_of_members))
+                .collect(),
+            periodic_tasks_initial_delay: c.periodic_tasks_initial_delay,
+            gossip_interval: c.gossip_interval,
+            gossip_time_to_live: c.gossip_time_to_live,
+            leader_actions_interval: c.leader_actions_interval,
+            unreachable_nodes_reaper_interval: c.unreachable_nodes_reaper_interval,
+            gossip_different_view_probability: c.gossip_different_view_probability,
+            reduce_gossip_different_view_probability: c.reduce_gossip_different_view_probability,
+            prune_gossip_tombstones_after: c.prune_gossip_tombstones_after,
+            failure_detector: FailureDetectorConfig {
+                phi: PhiAccrualConfig {
+                    threshold: fd.threshold,
+                    max_sample_size: fd.max_sample_size,
+                    min_std_deviation: fd.min_std_deviation,
+                    acceptable_heartbeat_pause: fd.acceptable_heartbeat_pause,
+                    // Before any heartbeat was measured, the configured interval is the best
+                    // guess of the inter-arrival time (as the reference does).
+                    first_heartbeat_estimate: fd.heartbeat_interval,
+                },
+                heartbeat_interval: fd.heartbeat_interval,
+                monitored_by_nr_of_members: fd.monitored_by_nr_of_members,
+                expected_response_after: fd.expected_response_after,
+            },
+            downing: match c.downing_provider {
+                DowningProvider::Off => None,
+                DowningProvider::SplitBrainResolver => Some(self.sbr_settings()),
+            },
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `cluster.failure-detector.*` and who downs unreachable members: `cluster.downing-provider`
+//! and `cluster.split-brain-resolver.*`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use shardik_core::membership::sbr::{SbrSettings, Strategy};
+
+use super::validate::{invalid, positive_count, positive_duration};
+use super::values::{de_down_all_when_unstable, de_string, de_switch};
+use super::{ConfigError, Settings};
+
+/// `cluster.failure-detector.*`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FailureDetectorSettings {
+    /// `threshold`: phi at or above which a node is unreachable.
+    pub threshold: f64,
+    /// `max-sample-size`.
+    pub max_sample_size: usize,
+    /// `min-std-deviation`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub min_std_deviation: Duration,
+    /// `acceptable-heartbeat-pause`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub acceptable_heartbeat_pause: Duration,
+    /// `heartbeat-interval`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub heartbeat_interval: Duration,
+    /// `monitored-by-nr-of-members`.
+    pub monitored_by_nr_of_members: usize,
+    /// `expected-response-after`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub expected_response_after: Duration,
+}
+
+/// `cluster.downing-provider`: who downs unreachable members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DowningProvider {
+    /// The split-brain resolver (shardik's default).
+    SplitBrainResolver,
+    /// Nobody: members are downed by hand (Akka's default).
+    Off,
+}
+
+/// `cluster.split-brain-resolver.active-strategy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActiveStrategy {
+    /// `keep-majority` (default).
+    KeepMajority,
+    /// `static-quorum`.
+    StaticQuorum,
+    /// `keep-oldest`.
+    KeepOldest,
+    /// `down-all`.
+    DownAll,
+    /// `lease-majority`.
+    LeaseMajority,
+}
+
+impl ActiveStrategy {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActiveStrategy::KeepMajority => "keep-majority",
+            ActiveStrategy::StaticQuorum => "static-quorum",
+            ActiveStrategy::KeepOldest => "keep-oldest",
+            ActiveStrategy::DownAll => "down-all",
+            ActiveStrategy::LeaseMajority => "lease-majority",
+        }
+    }
+}
+
+/// `cluster.split-brain-resolver.down-all-when-unstable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DownAllWhenUnstable {
+    /// `on`: `max(4s, 3/4 · stable-after)`.
+    On,
+    /// `off`.
+    Off,
+    /// An explicit duration.
+    After(Duration),
+}
+
+/// `cluster.split-brain-resolver.*`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SplitBrainResolverSettings {
+    /// `active-strategy`.
+    pub active_strategy: ActiveStrategy,
+    /// `stable-after`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub stable_after: Duration,
+    /// `down-all-when-unstable`.
+    #[serde(deserialize_with = "de_down_all_when_unstable")]
+    pub down_all_when_unstable: DownAllWhenUnstable,
+    /// `static-quorum.*`.
+    pub static_quorum: StaticQuorumSettings,
+    /// `keep-majority.*`.
+    pub keep_majority: RoleOnlySettings,
+    /// `keep-oldest.*`.
+    pub keep_oldest: KeepOldestSettings,
+    /// `lease-majority.*`.
+    pub lease_majority: LeaseMajoritySettings,
+}
+
+/// `cluster.split-brain-resolver.static-quorum.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct StaticQuorumSettings {
+    /// `quorum-size`; 0 = not set (an error when the strategy is active).
+    pub quorum_size: usize,
+    /// `role`; empty = all members.
+    #[serde(deserialize_with = "de_string")]
+    pub role: String,
+}
+
+/// A strategy section with only a `role` key.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RoleOnlySettings {
+    /// `role`; empty = all members.
+    #[serde(deserialize_with = "de_string")]
+    pub role: String,
+}
+
+/// `cluster.split-brain-resolver.keep-oldest.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct KeepOldestSettings {
+    /// `down-if-alone`.
+    #[serde(deserialize_with = "de_switch")]
+    pub down_if_alone: bool,
+    /// `role`; empty = all members.
+    #[serde(deserialize_with = "de_string")]
+    pub role: String,
+}
+
+/// `cluster.split-brain-resolver.lease-majority.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LeaseMajoritySettings {
+    /// `role`; empty = all members.
+    #[serde(deserialize_with = "de_string")]
+    pub role: String,
+    /// `acquire-lease-delay-for-minority`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub acquire_lease_delay_for_minority: Duration,
+    /// `release-after`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub release_after: Duration,
+}
+
+impl FailureDetectorSettings {
+    /// The checks of `cluster.failure-detector.*`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.threshold.is_finite() && self.threshold > 0.0) {
+            return Err(invalid(
+                "cluster.failure-detector.threshold",
+                self.threshold,
+                "a number greater than zero (8.0 by default)",
+            ));
+        }
+        positive_count(
+            "cluster.failure-detector.max-sample-size",
+            self.max_sample_size,
+        )?;
+        positive_count(
+            "cluster.failure-detector.monitored-by-nr-of-members",
+            self.monitored_by_nr_of_members,
+        )?;
+        for (key, d) in [
+            (
+                "cluster.failure-detector.min-std-deviation",
+                self.min_std_deviation,
+            ),
+            (
+                "cluster.failure-detector.heartbeat-interval",
+                self.heartbeat_interval,
+            ),
+            (
+                "cluster.failure-detector.expected-response-after",
+                self.expected_response_after,
+            ),
+        ] {
+            positive_duration(key, d)?;
+        }
+        Ok(())
+    }
+}
+
+impl SplitBrainResolverSettings {
+    /// The checks of `cluster.split-brain-resolver.*`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.active_strategy == ActiveStrategy::StaticQuorum
+            && self.static_quorum.quorum_size == 0
+        {
+            return Err(invalid(
+                "cluster.split-brain-resolver.static-quorum.quorum-size",
+                0,
+                "a number of at least 1 when `cluster.split-brain-resolver.active-strategy` is \
+                 `static-quorum` (typically a majority of the cluster's intended size)",
+            ));
+        }
+        if self.down_all_when_unstable == DownAllWhenUnstable::After(Duration::ZERO) {
+            return Err(invalid(
+                "cluster.split-brain-resolver.down-all-when-unstable",
+                "0s",
+                "a duration greater than zero, \"on\" or \"off\"",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Settings {
+    /// The split-brain resolver settings, whether or not downing is enabled.
+    pub fn sbr_settings(&self) -> SbrSettings {
+        let s = &self.cluster.split_brain_resolver;
+        let role = |r: &str| (!r.is_empty()).then(|| r.to_string());
+        let strategy = match s.active_strategy {
+            ActiveStrategy::KeepMajority => Strategy::KeepMajority {
+                role: role(&s.keep_majority.role),
+            },
+            ActiveStrategy::StaticQuorum => Strategy::StaticQuorum {
+                quorum_size: s.static_quorum.quorum_size,
+                role: role(&s.static_quorum.role),
+            },
+            ActiveStrategy::KeepOldest => Strategy::KeepOldest {
+                down_if_alone: s.keep_oldest.down_if_alone,
+                role: role(&s.keep_oldest.role),
+            },
+            ActiveStrategy::DownAll => Strategy::DownAll,
+            ActiveStrategy::LeaseMajority => Strategy::LeaseMajority {
+                role: role(&s.lease_majority.role),
+                acquire_lease_delay_for_minority: s.lease_majority.acquire_lease_delay_for_minority,
+                release_after: s.lease_majority.release_after,
+            },
+        };
+        let down_all_when_unstable = match s.down_all_when_unstable {
+            DownAllWhenUnstable::On => Some(SbrSettings::down_all_when_unstable_on(s.stable_after)),
+            DownAllWhenUnstable::Off => None,
+            DownAllWhenUnstable::After(d) => Some(d),
+        };
+        SbrSettings {
+            strategy,
+            stable_after: s.stable_after,
+            down_all_when_unstable,
+        }
+    }
+}

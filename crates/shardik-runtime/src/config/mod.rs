@@ -1,0 +1,61 @@
+//! Node configuration: the built-in `reference.toml`, a user TOML file and environment
+//! variables, layered in that order and checked before anything starts.
+//!
+//! Keys mirror Akka's `reference.conf` in kebab-case under the same paths, without the
+//! `akka.` prefix. Every key has a default in [`REFERENCE_TOML`], so a user file only names what
+//! it changes. An environment variable `SHARDIK_` + the key path in upper snake case with `__`
+//! between levels overrides both files (see [`env_var_to_key`]).
+//!
+//! Unknown keys are errors, not warnings: a misspelt key that is silently ignored leaves a
+//! production cluster running with a default the operator thought they had changed.
+//!
+//! One module per concern: `load` layers the sources with figment, `error` turns figment's
+//! errors into [`ConfigError`]s that name the key, the value and what is allowed, `values`
+//! reads the values TOML has no type for (durations, sizes, switches), `validate` runs the
+//! range checks, and one module per section holds that section's keys and rules.
+
+mod cluster;
+mod downing;
+mod error;
+mod load;
+mod logging;
+mod management;
+mod sharding;
+mod transport;
+mod validate;
+mod values;
+
+use serde::Deserialize;
+
+pub use cluster::{ClusterSettings, RoleSettings};
+pub use downing::{
+    ActiveStrategy, DownAllWhenUnstable, DowningProvider, FailureDetectorSettings,
+    KeepOldestSettings, LeaseMajoritySettings, RoleOnlySettings, SplitBrainResolverSettings,
+    StaticQuorumSettings,
+};
+pub use error::ConfigError;
+pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};
+pub use logging::LoggingSettings;
+pub use management::{ManagementHttpSettings, ManagementSettings};
+pub use sharding::{
+    HandOffModeSetting, LeastShardAllocationStrategySettings, ShardingHealthCheckSettings,
+    ShardingSettings,
+};
+pub use transport::{MIN_FRAME_SIZE, TransportSettings};
+
+/// The built-in configuration: every key with its default and a comment saying what it does.
+pub const REFERENCE_TOML: &str = include_str!("../reference.toml");
+
+/// The whole configuration of a node.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// `cluster.*`: membership, failure detection, downing.
+    pub cluster: ClusterSettings,
+    /// `transport.*`: the TCP transport between nodes.
+    pub transport: TransportSettings,
+    /// `management.*`: the management HTTP API.
+    pub management: ManagementSettings,
+    /// `logging.*`: log format and level.
+    pub logging: LoggingSettings,
+}

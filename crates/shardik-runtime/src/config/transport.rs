@@ -1,0 +1,95 @@
+//! `transport.*`: the TCP transport between nodes.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+use super::validate::{fmt_duration, invalid, positive_count, positive_duration};
+use super::values::de_bytes;
+
+/// The smallest accepted `transport.maximum-frame-size`: a handshake or a small gossip must
+/// always fit, or no connection could ever be established.
+pub const MIN_FRAME_SIZE: usize = 1024;
+
+/// `transport.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TransportSettings {
+    /// `maximum-frame-size`, in bytes.
+    #[serde(deserialize_with = "de_bytes")]
+    pub maximum_frame_size: usize,
+    /// `outbound-control-queue-size`.
+    pub outbound_control_queue_size: usize,
+    /// `outbound-user-queue-size`.
+    pub outbound_user_queue_size: usize,
+    /// `connect-timeout`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub connect_timeout: Duration,
+    /// `handshake-timeout`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub handshake_timeout: Duration,
+    /// `idle-timeout`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub idle_timeout: Duration,
+    /// `reconnect-backoff-min`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub reconnect_backoff_min: Duration,
+    /// `reconnect-backoff-max`.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub reconnect_backoff_max: Duration,
+    /// `maximum-gossip-decompressed-size`, in bytes.
+    #[serde(deserialize_with = "de_bytes")]
+    pub maximum_gossip_decompressed_size: usize,
+}
+
+impl TransportSettings {
+    /// The checks of `transport.*`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.maximum_frame_size < MIN_FRAME_SIZE {
+            return Err(invalid(
+                "transport.maximum-frame-size",
+                self.maximum_frame_size,
+                "at least 1KiB (1024 bytes)",
+            ));
+        }
+        positive_count(
+            "transport.outbound-control-queue-size",
+            self.outbound_control_queue_size,
+        )?;
+        positive_count(
+            "transport.outbound-user-queue-size",
+            self.outbound_user_queue_size,
+        )?;
+        positive_count(
+            "transport.maximum-gossip-decompressed-size",
+            self.maximum_gossip_decompressed_size,
+        )?;
+        for (key, d) in [
+            ("transport.connect-timeout", self.connect_timeout),
+            ("transport.handshake-timeout", self.handshake_timeout),
+            ("transport.idle-timeout", self.idle_timeout),
+            (
+                "transport.reconnect-backoff-min",
+                self.reconnect_backoff_min,
+            ),
+            (
+                "transport.reconnect-backoff-max",
+                self.reconnect_backoff_max,
+            ),
+        ] {
+            positive_duration(key, d)?;
+        }
+        if self.reconnect_backoff_max < self.reconnect_backoff_min {
+            return Err(invalid(
+                "transport.reconnect-backoff-max",
+                fmt_duration(self.reconnect_backoff_max),
+                &format!(
+                    "a duration no shorter than `transport.reconnect-backoff-min` ({})",
+                    fmt_duration(self.reconnect_backoff_min)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
