@@ -141,39 +141,24 @@ async fn start(
 }
 
 impl Fake {
+    /// The same requests as against a real node's API.
+    fn api(&self) -> Api {
+        Api {
+            base: self.base.clone(),
+            client: self.client.clone(),
+        }
+    }
+
     async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let r = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        (status, r.json().await.unwrap())
+        self.api().get(path).await
     }
 
     async fn put_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
-        let r = self
-            .client
-            .put(format!("{}{path}", self.base))
-            .form(form)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        (status, r.json().await.unwrap())
+        self.api().send_form(reqwest::Method::PUT, path, form).await
     }
 
     async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
-        let r = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .form(form)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        (status, r.json().await.unwrap())
+        self.api().post_form(path, form).await
     }
 
     async fn delete(&self, path: &str) -> (StatusCode, Value) {
@@ -544,9 +529,18 @@ impl Api {
     }
 
     async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+        self.send_form(reqwest::Method::POST, path, form).await
+    }
+
+    async fn send_form(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        form: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
         let r = self
             .client
-            .post(format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base))
             .form(form)
             .send()
             .await

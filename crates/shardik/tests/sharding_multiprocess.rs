@@ -89,6 +89,38 @@ async fn counter(
     ))
 }
 
+/// Increments each counter of `ids` once through `management`, retrying until every one has
+/// answered; returns each counter's answer (its value and the node that ran it).
+async fn increment_each(
+    http: &reqwest::Client,
+    nodes: &mut [Node],
+    management: &str,
+    ids: &[String],
+) -> BTreeMap<String, (u64, String)> {
+    let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+    let found = std::sync::Mutex::new(BTreeMap::new());
+    eventually(
+        "every counter answers an increment",
+        BOUND,
+        &mut refs,
+        || {
+            let found = &found;
+            async move {
+                for id in ids {
+                    if found.lock().unwrap().contains_key(id) {
+                        continue;
+                    }
+                    let answer = counter(http, management, id, true).await?;
+                    found.lock().unwrap().insert(id.clone(), answer);
+                }
+                Ok(())
+            }
+        },
+    )
+    .await;
+    found.into_inner().unwrap()
+}
+
 fn ids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("c{i}")).collect()
 }
@@ -179,31 +211,11 @@ async fn stop_one_and_check_rehoming(prefix: &str, graceful: bool) {
     let mut nodes = counter_cluster(&http, prefix, 3).await;
     let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
     let ids = ids(60);
-    let mut homes: BTreeMap<String, String> = BTreeMap::new();
-    {
-        let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
-        let found = std::sync::Mutex::new(BTreeMap::new());
-        eventually(
-            "every counter answers an increment",
-            BOUND,
-            &mut refs,
-            || {
-                let (http, mgmt, ids, found) = (&http, &mgmt, &ids, &found);
-                async move {
-                    for id in ids {
-                        if found.lock().unwrap().contains_key(id) {
-                            continue;
-                        }
-                        let (_, home) = counter(http, &mgmt[0], id, true).await?;
-                        found.lock().unwrap().insert(id.clone(), home);
-                    }
-                    Ok(())
-                }
-            },
-        )
-        .await;
-        homes.extend(found.into_inner().unwrap());
-    }
+    let homes: BTreeMap<String, String> = increment_each(&http, &mut nodes, &mgmt[0], &ids)
+        .await
+        .into_iter()
+        .map(|(id, (_, home))| (id, home))
+        .collect();
     let mut victim = nodes.remove(2);
     let victim_addr = victim.addr().to_string();
     assert!(
@@ -297,36 +309,11 @@ async fn a_leave_through_the_management_api_hands_off_and_loses_nothing() {
     let mut nodes = counter_cluster(&http, "apileave", 3).await;
     let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
     let ids = ids(40);
-    let mut acks: BTreeMap<String, Vec<Ack>> = BTreeMap::new();
-    {
-        let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
-        let found = std::sync::Mutex::new(BTreeMap::new());
-        eventually(
-            "every counter answers an increment",
-            BOUND,
-            &mut refs,
-            || {
-                let (http, mgmt, ids, found) = (&http, &mgmt, &ids, &found);
-                async move {
-                    for id in ids {
-                        if found.lock().unwrap().contains_key(id) {
-                            continue;
-                        }
-                        let (value, node) = counter(http, &mgmt[0], id, true).await?;
-                        found
-                            .lock()
-                            .unwrap()
-                            .insert(id.clone(), Ack { value, node });
-                    }
-                    Ok(())
-                }
-            },
-        )
-        .await;
-        for (id, ack) in found.into_inner().unwrap() {
-            acks.insert(id, vec![ack]);
-        }
-    }
+    let mut acks: BTreeMap<String, Vec<Ack>> = increment_each(&http, &mut nodes, &mgmt[0], &ids)
+        .await
+        .into_iter()
+        .map(|(id, (value, node))| (id, vec![Ack { value, node }]))
+        .collect();
     let victim_addr = nodes[2].addr().to_string();
     let hosted: Vec<String> = acks
         .iter()

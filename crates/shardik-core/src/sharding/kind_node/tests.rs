@@ -169,17 +169,34 @@ fn a_deferred_strategy_is_asked_once_and_its_answer_places_the_shard() {
     );
 }
 
+/// Which node's client sends the first message to each entity.
+enum Sender {
+    A,
+    B,
+}
+
+/// Two Up nodes (`a` the oldest, hosting the coordinator) and 40 entities that each got
+/// message 1 from `sender`, settled.
+fn two_nodes_with_entities(seed: u64, sender: Sender) -> (Net, UniqueAddress, UniqueAddress) {
+    let mut net = Net::new(seed, HandOffMode::Forward);
+    let a = net.add(1, false);
+    let b = net.add(2, false);
+    net.advance(Duration::from_secs(1));
+    let via = match sender {
+        Sender::A => a.clone(),
+        Sender::B => b.clone(),
+    };
+    for i in 0..40 {
+        net.tell(&via, &format!("e{i}"), 1);
+    }
+    net.advance(Duration::from_secs(1));
+    (net, a, b)
+}
+
 #[test]
 fn seeing_itself_leaving_hands_every_shard_off_without_being_asked() {
     for seed in 0..20 {
-        let mut net = Net::new(seed, HandOffMode::Forward);
-        let a = net.add(1, false);
-        let b = net.add(2, false);
-        net.advance(Duration::from_secs(1));
-        for i in 0..40 {
-            net.tell(&a, &format!("e{i}"), 1);
-        }
-        net.advance(Duration::from_secs(1));
+        let (mut net, a, b) = two_nodes_with_entities(seed, Sender::A);
         assert!(net.hosts().values().any(|h| h.contains(&b)), "b hosts some");
         // Only the membership status changes: no shutdown is asked of the region.
         net.set_status(&b, MemberStatus::Leaving);
@@ -203,14 +220,7 @@ fn seeing_itself_leaving_hands_every_shard_off_without_being_asked() {
 
 #[test]
 fn the_oldest_keeps_its_coordinator_through_exiting_until_it_is_removed() {
-    let mut net = Net::new(3, HandOffMode::Forward);
-    let a = net.add(1, false);
-    let b = net.add(2, false);
-    net.advance(Duration::from_secs(1));
-    for i in 0..40 {
-        net.tell(&b, &format!("e{i}"), 1);
-    }
-    net.advance(Duration::from_secs(1));
+    let (mut net, a, b) = two_nodes_with_entities(3, Sender::B);
     assert!(net.hosts().values().any(|h| h.contains(&a)), "a hosts some");
     // The leader moves it on at once, before its hand-off could finish.
     net.set_status(&a, MemberStatus::Leaving);
@@ -236,14 +246,7 @@ fn the_oldest_keeps_its_coordinator_through_exiting_until_it_is_removed() {
 
 #[test]
 fn a_hand_off_that_cannot_finish_stops_the_region_after_the_shutdown_timeout() {
-    let mut net = Net::new(4, HandOffMode::Forward);
-    let a = net.add(1, false);
-    let b = net.add(2, false);
-    net.advance(Duration::from_secs(1));
-    for i in 0..40 {
-        net.tell(&b, &format!("e{i}"), 1);
-    }
-    net.advance(Duration::from_secs(1));
+    let (mut net, a, b) = two_nodes_with_entities(4, Sender::B);
     assert!(net.hosts().values().any(|h| h.contains(&b)));
     // The coordinator's node dies unnoticed: b cannot hand anything off.
     net.crash(&a);
