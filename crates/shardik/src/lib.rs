@@ -1,0 +1,89 @@
+//! Cluster sharding for Rust.
+//!
+//! You address a stateful object (a user, a cart, a device) by id; the cluster decides which
+//! machine runs it, keeps at most one live copy, moves it when machines join or leave, and
+//! passivates idle ones to bound memory. Add this crate alone (`cargo add shardik`): it
+//! re-exports what an application writes against. The layers underneath are reachable as
+//! [`runtime`] (tokio transport, node driver, configuration, management API) and [`core`]
+//! (the I/O-free protocol state machines).
+//!
+//! # Example
+//!
+//! One node that forms a cluster by itself, a sharded counter, a tell and an ask, and a
+//! graceful leave (this example runs as a test):
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use serde::{Deserialize, Serialize};
+//! use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, Node, Settings};
+//!
+//! #[derive(Serialize, Deserialize)]
+//! enum Cmd {
+//!     Add(u64),
+//!     Get,
+//! }
+//!
+//! #[derive(Default)]
+//! struct Counter(u64);
+//!
+//! impl Entity for Counter {
+//!     type Command = Cmd;
+//!     type Reply = u64;
+//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext) -> u64 {
+//!         if let Cmd::Add(n) = cmd {
+//!             self.0 += n;
+//!         }
+//!         self.0
+//!     }
+//! }
+//!
+//! const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
+//!
+//! # fn free_port() -> u16 {
+//! #     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+//! # }
+//! # #[tokio::main]
+//! # async fn main() -> anyhow::Result<()> {
+//! # let port = free_port();
+//! let address: shardik::Address = format!("127.0.0.1:{port}").parse()?;
+//! // Built-in defaults, then an optional TOML file, then SHARDIK_* environment variables.
+//! let mut settings = Settings::load(None)?;
+//! # settings.cluster.seed_node_timeout = Duration::from_millis(300);
+//! # settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
+//! # settings.cluster.gossip_interval = Duration::from_millis(100);
+//! # settings.cluster.leader_actions_interval = Duration::from_millis(100);
+//! // A node with sharding, in one call; the first seed forms the cluster.
+//! let node = Node::builder(settings)
+//!     .bind(address.clone())
+//!     .seeds([address])
+//!     .start()
+//!     .await?;
+//! node.sharding().init(EntityKind::for_key(COUNTER, |_id| Counter::default()))?;
+//! // From anywhere that has the node's sharding: a reference by typed key and entity id.
+//! let counter = node.sharding().entity_ref_for(COUNTER, "counter-42")?;
+//! counter.tell(Cmd::Add(2)).await?; // waits while the region's queue is full
+//! counter.try_tell(Cmd::Add(3))?; // fails at once instead
+//! let value = counter.ask(Cmd::Get, Duration::from_secs(10)).await?;
+//! assert_eq!(value, 5);
+//! // Hand the shards off, leave the cluster, wait until the node is out.
+//! assert_eq!(node.leave().await, shardik::ShutdownReason::Left);
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub use shardik_core as core;
+pub use shardik_runtime as runtime;
+
+pub use shardik_core::membership::{
+    Address, ClusterEvent, Member, MemberStatus, ShutdownReason, UniqueAddress,
+};
+pub use shardik_runtime::config::Settings;
+pub use shardik_runtime::handle::NodeHandle;
+pub use shardik_runtime::sharding::{
+    AsyncShardAllocationStrategy, Codec, CodecError, Entity, EntityContext, EntityKind,
+    EntityRef, EntityRegion, EntityTypeKey, InitError, Postcard, Sharding, ShardingError,
+};
+pub use shardik_runtime::{Node, NodeBuilder};
