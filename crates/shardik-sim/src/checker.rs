@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use shardik_core::Instant;
 use shardik_core::membership::{ClusterEvent, MemberStatus, Membership, UniqueAddress};
 
-use crate::world::NodeId;
+use crate::node_id::NodeId;
 
 /// Collects invariant violations; a run passes when there are none.
 #[derive(Default)]

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod checker;
+mod node_id;
 pub mod scenario;
 pub mod sharding;
 pub mod wire_size;

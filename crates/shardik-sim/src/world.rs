@@ -16,8 +16,7 @@ use shardik_core::membership::{
 use crate::checker::Checker;
 use crate::wire_size;
 
-/// Index of a node slot (an address; restarts reuse the slot with a new incarnation).
-pub type NodeId = usize;
+pub use crate::node_id::NodeId;
 
 /// Network and world settings.
 #[derive(Clone, Debug)]

@@ -1,4 +1,5 @@
-//! Custom shard allocation strategies for an entity kind, synchronous or asynchronous.
+//! Running an entity kind's asynchronous shard allocation strategy (the strategy types are in
+//! `strategy.rs`).
 //!
 //! The coordinator core asks its strategy synchronously, so that it stays free of I/O and
 //! replayable. An asynchronous strategy (one that consults another service, say) is run as the
@@ -8,81 +9,14 @@
 //! the shard. What to do with an answer is the core's decision, not this file's.
 
 use std::collections::BTreeSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use shardik_core::membership::UniqueAddress;
-use shardik_core::sharding::{
-    AllocationChoice, AllocationSettings, AllocationSnapshot, BoxedStrategy, ShardId,
-};
+use shardik_core::sharding::{AllocationSnapshot, ShardId};
 use tokio::sync::mpsc;
 
-use super::kind::Control;
-
-/// A future an asynchronous strategy returns.
-pub type StrategyFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// A shard allocation strategy that may wait (for another service, a database, …) before it
-/// decides. Register one with
-/// [`EntityKind::with_async_allocation_strategy`](super::EntityKind::with_async_allocation_strategy).
-///
-/// The snapshot is the coordinator's view when it asked; by the time the answer arrives the
-/// cluster may have changed, so an answer naming a region that is no longer offered is
-/// ignored and the shard is asked about again.
-pub trait AsyncShardAllocationStrategy: Send + Sync + 'static {
-    /// Where to put a new shard (one of the regions of `current`), or `None` for "not now".
-    fn allocate_shard(
-        &self,
-        requester: UniqueAddress,
-        shard: ShardId,
-        current: AllocationSnapshot<UniqueAddress>,
-    ) -> StrategyFuture<Option<UniqueAddress>>;
-
-    /// Which allocated shards to move; `in_progress` are already moving.
-    fn rebalance(
-        &self,
-        current: AllocationSnapshot<UniqueAddress>,
-        in_progress: BTreeSet<ShardId>,
-    ) -> StrategyFuture<BTreeSet<ShardId>>;
-}
-
-/// How a kind's coordinator places shards on this node.
-#[derive(Clone, Default)]
-pub(crate) enum KindAllocation {
-    /// The strategy `cluster.sharding.least-shard-allocation-strategy` selects.
-    #[default]
-    Configured,
-    /// The kind's own synchronous strategy, built afresh whenever this node starts the
-    /// coordinator.
-    Immediate(Arc<dyn Fn() -> BoxedStrategy + Send + Sync>),
-    /// The kind's own asynchronous strategy: the core asks it through effects.
-    Deferred(Arc<dyn AsyncShardAllocationStrategy>),
-}
-
-impl KindAllocation {
-    /// What the core's coordinator is given.
-    pub fn choice(&self, configured: AllocationSettings) -> AllocationChoice {
-        match self {
-            KindAllocation::Configured => {
-                AllocationChoice::Immediate(Box::new(move || configured.strategy()))
-            }
-            KindAllocation::Immediate(make) => {
-                let make = Arc::clone(make);
-                AllocationChoice::Immediate(Box::new(move || make()))
-            }
-            KindAllocation::Deferred(_) => AllocationChoice::Deferred,
-        }
-    }
-
-    /// The asynchronous strategy that answers the core's questions, if the kind has one.
-    pub fn deferred(&self) -> Option<&Arc<dyn AsyncShardAllocationStrategy>> {
-        match self {
-            KindAllocation::Deferred(s) => Some(s),
-            _ => None,
-        }
-    }
-}
+use super::messages::Control;
+use super::strategy::AsyncShardAllocationStrategy;
 
 /// Works out the answer to an allocation question in a task of its own and hands it back to
 /// the kind's task, whose core then places the shard. The handle is weak, so a strategy that
@@ -134,6 +68,7 @@ mod tests {
     use shardik_core::sharding::RegionEntry;
 
     use super::*;
+    use crate::sharding::strategy::StrategyFuture;
 
     /// Picks the region with the highest address, after a pause.
     struct Highest;

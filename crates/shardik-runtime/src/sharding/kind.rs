@@ -4,7 +4,6 @@
 //! messages, membership changes and timer expiries, and turns its effects into channel sends,
 //! network frames and entity calls. Every protocol decision is the core's.
 
-use std::collections::BTreeSet;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,81 +17,22 @@ use shardik_core::sharding::{
     KindNode, KindNodeSettings, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
-    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
-    encode_envelope, encode_sharding,
+    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireReply, encode_envelope,
+    encode_sharding,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
-use super::allocation::{KindAllocation, answer_allocation, answer_rebalance};
+use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
 use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
+use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::pending::PendingAsks;
+use super::strategy::KindAllocation;
 use crate::handle::MembershipSnapshot;
 use crate::metrics as m;
 use crate::transport::UserSender;
-
-/// A reply a local asker waits for.
-pub(crate) struct LocalReply<R> {
-    pub tx: oneshot::Sender<Result<R, ShardingError>>,
-    pub deadline: TokioInstant,
-}
-
-/// A command from a sender on this node.
-pub(crate) struct LocalMsg<E: Entity> {
-    pub entity: EntityId,
-    pub shard: ShardId,
-    pub cmd: E::Command,
-    pub reply: Option<LocalReply<E::Reply>>,
-}
-
-/// Input that does not depend on the entity type: from the network, the management API, the
-/// node's shutdown.
-pub(crate) enum Control {
-    Remote {
-        from: UniqueAddress,
-        env: WireEnvelope,
-    },
-    Protocol {
-        from: UniqueAddress,
-        msg: Protocol,
-    },
-    State(oneshot::Sender<RegionState>),
-    Stats(oneshot::Sender<Vec<(ShardId, usize)>>),
-    Shutdown(oneshot::Sender<()>),
-    /// The kind's asynchronous allocation strategy answered where `shard` goes.
-    AllocationAnswered {
-        requester: UniqueAddress,
-        shard: ShardId,
-        answer: Option<UniqueAddress>,
-    },
-    /// The kind's asynchronous allocation strategy answered which shards to move.
-    RebalanceAnswered(BTreeSet<ShardId>),
-}
-
-/// What a region reports about itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RegionState {
-    /// Each hosted shard with its live entity ids, in shard order.
-    pub shards: Vec<(ShardId, Vec<EntityId>)>,
-    /// Whether the region is registered with a coordinator.
-    pub registered: bool,
-    /// Messages waiting for a shard home.
-    pub buffered: usize,
-}
-
-/// The message a region routes: typed for local senders, bytes for remote ones.
-pub(crate) enum Payload<E: Entity> {
-    Local {
-        cmd: E::Command,
-        reply: Option<LocalReply<E::Reply>>,
-    },
-    Remote {
-        bytes: Bytes,
-        reply_to: Option<(UniqueAddress, NonZeroU64)>,
-    },
-}
 
 /// Settings of one kind's task.
 #[derive(Clone)]

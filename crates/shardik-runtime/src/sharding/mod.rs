@@ -4,13 +4,21 @@
 //! takes the node's inbound user traffic and dispatches it to the entity kinds registered
 //! with [`Sharding::init`]. Each kind runs in one task per node (see `kind.rs`), which owns the
 //! kind's region, its entities, and the coordinator while this node hosts it.
+//!
+//! Module dependencies run one way only (each file uses only those listed before it):
+//! `id_map`, `strategy` → `api` → `messages`, `pending`, `host` → `allocation` → `kind` →
+//! `mod.rs`. `api` (what users write against) needs only the strategy types, never the kind's
+//! task; the messages the task receives live in `messages` so that senders need not know the
+//! task.
 
 mod allocation;
 mod api;
 mod host;
 mod id_map;
 mod kind;
+mod messages;
 mod pending;
+mod strategy;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,21 +33,22 @@ use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-pub use allocation::{AsyncShardAllocationStrategy, StrategyFuture};
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
     ShardingError,
 };
-pub use kind::RegionState;
+pub use messages::RegionState;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
 };
+pub use strategy::{AsyncShardAllocationStrategy, StrategyFuture};
 
 use crate::handle::NodeHandle;
 use crate::metrics as m;
 use crate::node::RunningNode;
 use crate::transport::{InboundUser, UserSender};
-use kind::{Control, KindSettings, KindTask, LocalMsg, LocalReply};
+use kind::{KindSettings, KindTask};
+use messages::{Control, LocalMsg, LocalReply};
 use pending::PendingAsks;
 
 /// Sharding settings of a node (`cluster.sharding`).
