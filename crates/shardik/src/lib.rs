@@ -83,7 +83,7 @@ pub use shardik_core::membership::{
 pub use shardik_runtime::config::Settings;
 pub use shardik_runtime::handle::NodeHandle;
 pub use shardik_runtime::sharding::{
-    AsyncShardAllocationStrategy, Codec, CodecError, Entity, EntityContext, EntityKind,
-    EntityRef, EntityRegion, EntityTypeKey, InitError, Postcard, Sharding, ShardingError,
+    AsyncShardAllocationStrategy, Codec, CodecError, Entity, EntityContext, EntityKind, EntityRef,
+    EntityRegion, EntityTypeKey, InitError, Postcard, Sharding, ShardingError,
 };
 pub use shardik_runtime::{Node, NodeBuilder};
