@@ -13,11 +13,14 @@
 
 mod allocation;
 mod api;
+mod daemon;
 mod host;
 mod id_map;
+mod keepalive;
 mod kind;
 mod messages;
 mod pending;
+mod singleton;
 mod strategy;
 
 use std::collections::HashMap;
@@ -37,10 +40,13 @@ pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
     ShardingError,
 };
+pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
+pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
 };
+pub use singleton::{ClusterSingleton, OldestUpStrategy, SingletonRef, SingletonSettings};
 pub use strategy::{AsyncShardAllocationStrategy, StrategyFuture};
 
 use crate::handle::NodeHandle;
