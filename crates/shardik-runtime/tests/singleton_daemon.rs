@@ -58,19 +58,32 @@ impl TestNode {
 /// Starts the nodes one after the other (so their ages are their order) and waits until all
 /// are Up.
 async fn cluster(n: usize) -> Vec<TestNode> {
-    let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    cluster_with_roles(&vec![&[][..]; n]).await
+}
+
+/// As [`cluster`], one node per entry of `roles`, with those roles.
+async fn cluster_with_roles(roles: &[&[&str]]) -> Vec<TestNode> {
+    let ports: Vec<u16> = roles.iter().map(|_| free_port()).collect();
     let mut nodes = Vec::new();
-    for &port in &ports {
+    for (&port, node_roles) in ports.iter().zip(roles) {
+        let roles: BTreeSet<String> = node_roles.iter().map(|r| r.to_string()).collect();
         let running = node::start(NodeOptions {
             bind: Address::new("127.0.0.1", port),
             seeds: vec![Address::new("127.0.0.1", ports[0])],
-            membership: membership(),
+            membership: MembershipConfig {
+                roles: roles.clone(),
+                ..membership()
+            },
             transport: TransportConfig::default(),
             leave_timeout: Duration::from_secs(20),
         })
         .await
         .expect("node starts");
-        let sharding = Sharding::start(&running, sharding_config()).expect("sharding starts");
+        let config = ShardingConfig {
+            self_roles: roles,
+            ..sharding_config()
+        };
+        let sharding = Sharding::start(&running, config).expect("sharding starts");
         nodes.push(TestNode { running, sharding });
         let up = nodes.len();
         eventually("the new node is Up everywhere", || {
@@ -205,6 +218,42 @@ async fn the_singleton_runs_on_the_oldest_and_moves_to_the_next_oldest_losing_no
     assert_eq!(home, next);
     let starts = starts.lock().unwrap().clone();
     assert_eq!(starts, [oldest, next], "one incarnation per home");
+}
+
+/// With a role, the singleton runs on the oldest member that has it; the others, the oldest
+/// node included, reach it through their proxies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_singleton_runs_on_the_oldest_member_with_its_role() {
+    let nodes = cluster_with_roles(&[&[], &["backend"], &["backend"]]).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut refs = Vec::new();
+    for n in &nodes {
+        let (node, log) = (n.address(), Arc::clone(&log));
+        let settings = SingletonSettings::new("logger")
+            .with_role("backend")
+            .with_keep_alive_interval(Duration::from_millis(300));
+        refs.push(
+            ClusterSingleton::init(&n.sharding, settings, move || Logger {
+                node: node.clone(),
+                log: Arc::clone(&log),
+            })
+            .expect("singleton registers"),
+        );
+    }
+    for (i, r) in refs.iter().enumerate() {
+        r.tell(LogCommand::Record(i as u64)).await.expect("sent");
+        let home = r
+            .ask(LogCommand::Where, Duration::from_secs(10))
+            .await
+            .expect("answered");
+        assert_eq!(home, nodes[1].address(), "the oldest with the role");
+    }
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        [0, 1, 2],
+        "told from every node, the proxy included"
+    );
 }
 
 /// The incarnations of the daemon's workers now alive: incarnation number → (index, node).
