@@ -83,7 +83,9 @@ pub use shardik_core::membership::{
 pub use shardik_runtime::config::Settings;
 pub use shardik_runtime::handle::NodeHandle;
 pub use shardik_runtime::sharding::{
-    AsyncShardAllocationStrategy, Codec, CodecError, Entity, EntityContext, EntityKind, EntityRef,
-    EntityRegion, EntityTypeKey, InitError, Postcard, Sharding, ShardingError,
+    AsyncShardAllocationStrategy, ClusterSingleton, Codec, CodecError, DaemonSettings, Entity,
+    EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError, ManagedInitError,
+    ManagedRef, Postcard, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
+    SingletonSettings, WorkerRef,
 };
 pub use shardik_runtime::{Node, NodeBuilder};

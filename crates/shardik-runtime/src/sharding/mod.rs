@@ -2,22 +2,26 @@
 //!
 //! [`Sharding::start`] attaches sharding to a [`RunningNode`](crate::node::RunningNode): it
 //! takes the node's inbound user traffic and dispatches it to the entity kinds registered
-//! with [`Sharding::init`]. Each kind runs in one task per node (see `kind.rs`), which owns the
-//! kind's region, its entities, and the coordinator while this node hosts it.
+//! with [`Sharding::init`]. Each kind runs in one task per node (see `kind.rs`), which drives
+//! the core's `KindNode` (region, coordinator while hosted here) and owns the kind's entities.
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
 //! `id_map`, `strategy` → `api` → `messages`, `pending`, `host` → `allocation` → `kind` →
-//! `mod.rs`. `api` (what users write against) needs only the strategy types, never the kind's
-//! task; the messages the task receives live in `messages` so that senders need not know the
-//! task.
+//! `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users write against) needs only
+//! the strategy types, never the kind's task; the messages the task receives live in
+//! `messages` so that senders need not know the task. The singleton and the daemon process are
+//! built on the public sharding API of this file, like a user's code would be.
 
 mod allocation;
 mod api;
+mod daemon;
 mod host;
 mod id_map;
+mod keepalive;
 mod kind;
 mod messages;
 mod pending;
+mod singleton;
 mod strategy;
 
 use std::collections::HashMap;
@@ -37,10 +41,13 @@ pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
     ShardingError,
 };
+pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
+pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
 };
+pub use singleton::{ClusterSingleton, OldestUpStrategy, SingletonRef, SingletonSettings};
 pub use strategy::{AsyncShardAllocationStrategy, StrategyFuture};
 
 use crate::handle::NodeHandle;

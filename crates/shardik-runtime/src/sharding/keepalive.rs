@@ -1,0 +1,157 @@
+//! What the cluster singleton and the sharded daemon process share: a user entity wrapped so
+//! that it can be started (and kept alive) by a message that is not the user's, a typed
+//! reference that hides the wrapping, and the task that sends those keep-alive messages.
+//!
+//! Both are ordinary entity kinds; the only thing they add to sharding is that some entities
+//! must run although nobody writes to them. A sharded entity starts on its first message, so
+//! "keep it running" is "keep sending it a message": every node sends [`Managed::KeepAlive`]
+//! to each such entity every `keep-alive-interval`. A keep-alive to a running entity costs one
+//! routed message and does nothing; one to an entity whose node left or failed starts it at
+//! its new home.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::api::{Entity, EntityContext, ShardingError};
+use super::{EntityRef, EntityRegion, InitError};
+
+/// A command to a managed entity: the keep-alive that starts it, or the user's command.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Managed<C> {
+    /// Start (if not running) and do nothing else.
+    KeepAlive,
+    /// The user's command.
+    User(C),
+}
+
+/// A managed entity's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ManagedReply<R> {
+    /// The answer to a keep-alive.
+    Alive,
+    /// The user entity's answer.
+    User(R),
+    /// The entity id names no managed entity (only a misbehaving peer sends such ids).
+    NoSuchEntity,
+}
+
+/// The user entity inside; `None` for an id that names none (a daemon index out of range),
+/// which answers [`ManagedReply::NoSuchEntity`] and stops at once.
+pub(crate) struct ManagedEntity<E> {
+    pub(crate) inner: Option<E>,
+}
+
+impl<E: Entity> Entity for ManagedEntity<E> {
+    type Command = Managed<E::Command>;
+    type Reply = ManagedReply<E::Reply>;
+
+    async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext) -> Self::Reply {
+        let Some(inner) = self.inner.as_mut() else {
+            // Passivation is off for managed kinds: without this, every bogus id a peer sends
+            // would stay in memory.
+            ctx.passivate();
+            return ManagedReply::NoSuchEntity;
+        };
+        match cmd {
+            Managed::KeepAlive => ManagedReply::Alive,
+            Managed::User(c) => ManagedReply::User(inner.handle(c, ctx).await),
+        }
+    }
+}
+
+/// Why a cluster singleton or a sharded daemon process could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManagedInitError {
+    /// Registering the underlying entity kind failed.
+    #[error(transparent)]
+    Init(#[from] InitError),
+    /// The keep-alive interval must be positive.
+    #[error("the keep-alive interval must be positive")]
+    ZeroKeepAliveInterval,
+    /// A sharded daemon process needs at least one worker.
+    #[error("a sharded daemon process needs at least one worker")]
+    NoWorkers,
+}
+
+/// A typed reference to a cluster singleton or to one worker of a sharded daemon process,
+/// usable from every node (through the node's region or proxy of the underlying kind).
+pub struct ManagedRef<E: Entity> {
+    pub(crate) inner: EntityRef<ManagedEntity<E>>,
+}
+
+impl<E: Entity> Clone for ManagedRef<E> {
+    fn clone(&self) -> Self {
+        ManagedRef {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<E: Entity> std::fmt::Debug for ManagedRef<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedRef")
+            .field("entity", &self.inner.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Entity> ManagedRef<E> {
+    /// The underlying entity's id.
+    pub fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    /// Sends `cmd` without waiting for an answer, waiting while the region's queue is full.
+    /// While the entity moves, the message waits in the region's buffer.
+    pub async fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+        self.inner.tell(Managed::User(cmd)).await
+    }
+
+    /// Sends `cmd` without waiting, failing at once with [`ShardingError::BufferFull`] when
+    /// the region's queue is full.
+    pub fn try_tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+        self.inner.try_tell(Managed::User(cmd))
+    }
+
+    /// Sends `cmd` and waits at most `timeout` for the answer.
+    pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
+        match self.inner.ask(Managed::User(cmd), timeout).await? {
+            ManagedReply::User(r) => Ok(r),
+            // Our own references only name existing entities, and a user command is never
+            // answered with `Alive`; say so instead of panicking on a confused peer.
+            ManagedReply::Alive => Err(ShardingError::EntityFailed(format!(
+                "{} answered a command with a keep-alive reply",
+                self.id()
+            ))),
+            ManagedReply::NoSuchEntity => Err(ShardingError::EntityFailed(format!(
+                "{} names no entity of this kind",
+                self.id()
+            ))),
+        }
+    }
+}
+
+/// Sends a keep-alive to every entity of `ids` at once and then every `interval`, from this
+/// node, until the region stops. A full queue skips one round rather than waiting: the next
+/// round repeats it, and a keep-alive must never hold up user traffic.
+pub(crate) fn spawn_keep_alive<E: Entity>(
+    region: EntityRegion<ManagedEntity<E>>,
+    ids: impl Fn() -> Box<dyn Iterator<Item = String> + Send> + Send + 'static,
+    interval: Duration,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for id in ids() {
+                if let Err(ShardingError::RegionStopped) = region.try_tell(&id, Managed::KeepAlive)
+                {
+                    return;
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,296 @@
+//! A cluster singleton built from sharding: one entity kind with one shard holding one entity,
+//! placed by an allocation strategy on the oldest Up member with the singleton's role.
+//!
+//! # How it maps to Akka
+//!
+//! Akka's `ClusterSingleton` runs a `ClusterSingletonManager` on every node with the role and
+//! its own hand-over protocol (`HandOverToMe`, `HandOverInProgress`, `HandOverDone`,
+//! `TakeOverFromMe`) between the old and the new oldest member; a `ClusterSingletonProxy`
+//! locates the singleton and buffers messages while there is none. Here, the same outcomes
+//! come from the sharding we already have, with no protocol of its own:
+//!
+//! * **where it runs**: the kind's allocation strategy ([`OldestUpStrategy`]) places its one
+//!   shard on the region of the oldest Up member with the role (age by up-number, as Akka's
+//!   oldest), and its rebalance moves the shard whenever an older Up member hosts a region
+//!   (for example when the singleton was placed before the oldest member's region had
+//!   registered);
+//! * **hand-over on leave**: a leaving member's regions hand their shards off (that is
+//!   sharding's graceful shutdown), then the coordinator places the shard on the next oldest;
+//!   after a crash, the shard is re-placed once the member is removed (plus the down-removal
+//!   margin), which is Akka's `DelayedMemberRemoved` rule;
+//! * **the proxy**: every node gets a region of the kind (a proxy where the node lacks the
+//!   role); messages sent while the singleton moves wait in the region's buffer and, in the
+//!   default `forward` hand-off mode, reach the new incarnation in order;
+//! * **eager start**: Akka's manager starts the singleton as soon as its node is the oldest.
+//!   Here every node sends the singleton a keep-alive at once and every
+//!   [`keep_alive_interval`](SingletonSettings::with_keep_alive_interval), so it runs before
+//!   the first user message and restarts at its new home without one.
+//!
+//! # What differs
+//!
+//! * The singleton is an [`Entity`] (it handles commands and answers them), not an actor with
+//!   a lifecycle of its own; its termination message is the kind's stop message
+//!   ([`SingletonSettings::with_stop_message`]).
+//! * Between the old incarnation's stop and the new one's start, the gap is the shard
+//!   hand-off plus up to one keep-alive interval (or the first user message, whichever comes
+//!   first); Akka's gap is its hand-over protocol's round trips.
+//! * No lease (`use-lease`) yet.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardik_core::membership::{MemberStatus, UniqueAddress};
+use shardik_core::sharding::{AllocationSnapshot, ShardAllocationStrategy, ShardId};
+use shardik_passivation::ResolvedStrategy;
+
+use super::Sharding;
+use super::api::{Entity, EntityKind};
+use super::keepalive::{Managed, ManagedEntity, ManagedInitError, ManagedRef, spawn_keep_alive};
+
+/// A reference to a cluster singleton, usable from every node.
+pub type SingletonRef<E> = ManagedRef<E>;
+
+/// The id of the singleton's only shard and only entity.
+const SINGLETON_ID: &str = "singleton";
+
+/// How a cluster singleton runs.
+pub struct SingletonSettings<C> {
+    name: String,
+    role: Option<String>,
+    keep_alive_interval: Duration,
+    stop_message: Option<Arc<dyn Fn() -> C + Send + Sync>>,
+}
+
+impl<C> std::fmt::Debug for SingletonSettings<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SingletonSettings")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("keep_alive_interval", &self.keep_alive_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> SingletonSettings<C> {
+    /// A singleton called `name` (every node must use the same name), on any member, kept
+    /// alive every 10 s.
+    pub fn new(name: &str) -> Self {
+        SingletonSettings {
+            name: name.to_string(),
+            role: None,
+            keep_alive_interval: Duration::from_secs(10),
+            stop_message: None,
+        }
+    }
+
+    /// Runs the singleton only on members with `role`; nodes without it reach it by proxy.
+    pub fn with_role(mut self, role: &str) -> Self {
+        self.role = Some(role.to_string()).filter(|r| !r.is_empty());
+        self
+    }
+
+    /// How often every node makes sure the singleton runs (Akka has no such setting: its
+    /// manager starts the singleton itself). This bounds how long the singleton may be down
+    /// after a move when nobody writes to it.
+    pub fn with_keep_alive_interval(mut self, interval: Duration) -> Self {
+        self.keep_alive_interval = interval;
+        self
+    }
+
+    /// The command the singleton receives before it stops (hand-off to another member):
+    /// Akka's `terminationMessage`.
+    pub fn with_stop_message(mut self, make: impl Fn() -> C + Send + Sync + 'static) -> Self {
+        self.stop_message = Some(Arc::new(make));
+        self
+    }
+
+    /// The name of the entity kind the singleton is registered as.
+    pub fn kind_name(&self) -> String {
+        format!("cluster-singleton-{}", self.name)
+    }
+}
+
+/// Starts cluster singletons.
+#[derive(Debug)]
+pub struct ClusterSingleton;
+
+impl ClusterSingleton {
+    /// Registers the singleton on this node (every node that wants to reach it must call
+    /// this, with the same settings) and returns a reference to it. On nodes with the role,
+    /// `factory` creates the singleton when it comes to live here.
+    pub fn init<E: Entity>(
+        sharding: &Sharding,
+        settings: SingletonSettings<E::Command>,
+        factory: impl Fn() -> E + Send + Sync + 'static,
+    ) -> Result<SingletonRef<E>, ManagedInitError> {
+        if settings.keep_alive_interval.is_zero() {
+            return Err(ManagedInitError::ZeroKeepAliveInterval);
+        }
+        let mut kind = EntityKind::new(&settings.kind_name(), move |_| ManagedEntity {
+            inner: Some(factory()),
+        })
+        .with_shard_extractor(|_| ShardId::from(SINGLETON_ID))
+        // A singleton runs until its node leaves, never passivated for being idle.
+        .with_passivation(ResolvedStrategy::Disabled)
+        .with_allocation_strategy(|| OldestUpStrategy);
+        if let Some(role) = &settings.role {
+            kind = kind.with_role(role);
+        }
+        if let Some(stop) = settings.stop_message.clone() {
+            kind = kind.with_stop_message(move || Managed::User(stop()));
+        }
+        let region = sharding.init(kind)?;
+        spawn_keep_alive(
+            region.clone(),
+            || Box::new(std::iter::once(SINGLETON_ID.to_string())),
+            settings.keep_alive_interval,
+        );
+        Ok(ManagedRef {
+            inner: region.entity_ref(SINGLETON_ID),
+        })
+    }
+}
+
+/// Places every shard on the region of the oldest Up member (by up-number, as Akka's
+/// singleton chooses), and moves shards that live anywhere else.
+///
+/// Regions on Leaving, Exiting or unknown members are never chosen: their shards leave with
+/// the region's graceful hand-off, and the coordinator then asks this strategy for the new
+/// home. Only regions the snapshot lists count, so with a role only members with the role do.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OldestUpStrategy;
+
+impl OldestUpStrategy {
+    fn oldest_up(current: &AllocationSnapshot<UniqueAddress>) -> Option<&UniqueAddress> {
+        current
+            .regions()
+            .filter_map(|e| {
+                let m = e.member.as_ref()?;
+                (m.status == MemberStatus::Up).then_some((m, &e.region))
+            })
+            .min_by(|(a, _), (b, _)| a.age_cmp(b))
+            .map(|(_, region)| region)
+    }
+}
+
+impl ShardAllocationStrategy<UniqueAddress> for OldestUpStrategy {
+    fn allocate_shard(
+        &mut self,
+        _requester: &UniqueAddress,
+        _shard: &ShardId,
+        current: &AllocationSnapshot<UniqueAddress>,
+    ) -> Option<UniqueAddress> {
+        Self::oldest_up(current).cloned()
+    }
+
+    fn rebalance(
+        &mut self,
+        current: &AllocationSnapshot<UniqueAddress>,
+        in_progress: &BTreeSet<ShardId>,
+    ) -> BTreeSet<ShardId> {
+        // A hand-off needs every region's acknowledgement (an unreachable member stalls it);
+        // with unreachable members, wait, as the built-in strategies do.
+        if current.unreachable_members {
+            return BTreeSet::new();
+        }
+        let Some(oldest) = Self::oldest_up(current) else {
+            return BTreeSet::new();
+        };
+        current
+            .regions()
+            // Leaving regions hand their shards off by themselves.
+            .filter(|e| &e.region != oldest && !e.is_leaving())
+            .flat_map(|e| e.shards.iter())
+            .filter(|s| !in_progress.contains(*s))
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardik_core::membership::{Address, Member};
+
+    fn member(port: u16, status: MemberStatus, up: u32) -> (UniqueAddress, Member) {
+        let addr = UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port));
+        let mut m = Member::joining(addr.clone(), Default::default(), "");
+        m.status = status;
+        m.up_number = up;
+        (addr, m)
+    }
+
+    #[test]
+    fn allocates_to_the_oldest_up_member_not_the_lowest_address() {
+        let (a, ma) = member(1, MemberStatus::Up, 3);
+        let (b, mb) = member(2, MemberStatus::Up, 1);
+        let (c, mc) = member(3, MemberStatus::Leaving, 0);
+        let snap = AllocationSnapshot::new()
+            .with_region(a.clone(), Some(ma), Vec::<ShardId>::new())
+            .with_region(b.clone(), Some(mb), Vec::<ShardId>::new())
+            .with_region(c, Some(mc), Vec::<ShardId>::new());
+        let chosen = OldestUpStrategy.allocate_shard(&a, &ShardId::from("s"), &snap);
+        assert_eq!(
+            chosen,
+            Some(b),
+            "up#1 beats up#3; the Leaving up#0 is skipped"
+        );
+    }
+
+    #[test]
+    fn rebalances_to_an_older_member_but_not_from_a_leaving_one() {
+        let (a, ma) = member(1, MemberStatus::Up, 3);
+        let (b, mb) = member(2, MemberStatus::Up, 1);
+        let snap = AllocationSnapshot::new()
+            .with_region(a.clone(), Some(ma.clone()), ["s"])
+            .with_region(b.clone(), Some(mb.clone()), Vec::<ShardId>::new());
+        let moved = OldestUpStrategy.rebalance(&snap, &BTreeSet::new());
+        assert_eq!(moved, BTreeSet::from([ShardId::from("s")]));
+        // Already moving: not again.
+        let moving = BTreeSet::from([ShardId::from("s")]);
+        assert!(OldestUpStrategy.rebalance(&snap, &moving).is_empty());
+        // At home on the oldest: stays.
+        let home = AllocationSnapshot::new()
+            .with_region(a.clone(), Some(ma.clone()), Vec::<ShardId>::new())
+            .with_region(b.clone(), Some(mb.clone()), ["s"]);
+        assert!(
+            OldestUpStrategy
+                .rebalance(&home, &BTreeSet::new())
+                .is_empty()
+        );
+        // On a leaving member: its own hand-off moves it.
+        let leaving = AllocationSnapshot::new()
+            .with_region(
+                a.clone(),
+                Some(ma.with_status(MemberStatus::Leaving)),
+                ["s"],
+            )
+            .with_region(b.clone(), Some(mb.clone()), Vec::<ShardId>::new());
+        assert!(
+            OldestUpStrategy
+                .rebalance(&leaving, &BTreeSet::new())
+                .is_empty()
+        );
+        // With an unreachable member: wait.
+        let stalled = snap.with_unreachable_members(true);
+        assert!(
+            OldestUpStrategy
+                .rebalance(&stalled, &BTreeSet::new())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn nothing_to_choose_without_an_up_member() {
+        let (a, ma) = member(1, MemberStatus::Leaving, 1);
+        let (b, mb) = member(2, MemberStatus::WeaklyUp, u32::MAX);
+        let snap = AllocationSnapshot::new()
+            .with_region(a.clone(), Some(ma), Vec::<ShardId>::new())
+            .with_region(b, Some(mb), Vec::<ShardId>::new());
+        assert_eq!(
+            OldestUpStrategy.allocate_shard(&a, &ShardId::from("s"), &snap),
+            None
+        );
+    }
+}
