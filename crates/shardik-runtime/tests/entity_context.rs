@@ -160,6 +160,11 @@ async fn wait_up(nodes: &[&RunningNode], n: usize) {
 
 /// One node with the probe kind, and the log its probes write to.
 async fn probe_node() -> (RunningNode, EntityRef<Probe>, Log) {
+    probe_node_idle(None).await
+}
+
+/// As [`probe_node`], the kind passivating entities idle for `idle`.
+async fn probe_node_idle(idle: Option<Duration>) -> (RunningNode, EntityRef<Probe>, Log) {
     let p = free_port();
     let (running, sharding) = start(p, p, &[]).await;
     wait_up(&[&running], 1).await;
@@ -175,7 +180,8 @@ async fn probe_node() -> (RunningNode, EntityRef<Probe>, Log) {
                 probe.record("created");
                 probe
             })
-            .with_stop_message(|| Cmd::Stop),
+            .with_stop_message(|| Cmd::Stop)
+            .with_idle_timeout(idle),
         )
         .expect("kind registers");
     let probe = region.entity_ref("p");
@@ -378,6 +384,31 @@ async fn passivation_cancels_timers_and_they_never_recreate_the_entity() {
         ticks,
         "timers belong to an incarnation"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_busy_only_with_its_own_timers_is_still_idle() {
+    let (_node, probe, log) = probe_node_idle(Some(Duration::from_secs(1))).await;
+    probe
+        .ask(
+            Cmd::Repeat {
+                key: "tick".into(),
+                ms: 100,
+                tag: "tick".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    sleep_ms(4000).await;
+    let log_now = events(&log);
+    let stop = log_now
+        .iter()
+        .position(|e| e == "p:stop")
+        .expect("passivated although its timer kept it busy");
+    assert!(stop > 5, "the timer ticked before: {log_now:?}");
+    assert_eq!(&log_now[stop + 1..], &[] as &[String]);
+    assert_eq!(count(&log, "p:created"), 1);
 }
 
 // --- entity references inside messages, across nodes ---

@@ -40,7 +40,10 @@ pub trait Entity: Sized + Send + 'static {
 /// Requests are collected while the handler runs and carried out, in the order they were
 /// made, once it returns. Timers and the receive timeout belong to the incarnation: when the
 /// entity is passivated, handed off or stopped they are cancelled, so a timer never brings a
-/// stopped entity back. An entity without timers costs nothing for them.
+/// stopped entity back. An entity without timers costs nothing for them. What an entity sends
+/// itself (messages to self, timers, the receive timeout) does not count as use for
+/// passivation, as in Akka, where it reaches the actor without passing its shard: an entity
+/// kept busy only by its own timers is still passivated when idle.
 pub struct EntityContext<E: Entity> {
     pub(crate) entity_id: EntityId,
     pub(crate) shard_id: ShardId,

@@ -40,6 +40,11 @@ pub(crate) enum ReplyTo<R> {
 pub(crate) struct Job<E: Entity> {
     pub cmd: E::Command,
     pub reply: ReplyTo<E::Reply>,
+    /// Sent by the entity to itself (a message to self, a timer, the receive timeout). As in
+    /// the reference, where these go straight to the actor and not through its shard, they do
+    /// not count as use for passivation: an entity kept busy only by its own timers is still
+    /// passivated when idle.
+    pub from_context: bool,
 }
 
 enum Item<E: Entity> {
@@ -70,6 +75,8 @@ pub(crate) struct Completed<E: Entity> {
     outcome: Result<Option<E::Reply>, String>,
     passivate: bool,
     was_stop: bool,
+    /// The command came from the entity's own context (see [`Job::from_context`]).
+    from_context: bool,
     /// What the handler asked of the runtime through its context, in order.
     requests: Vec<ContextRequest<E::Command>>,
 }
@@ -461,6 +468,7 @@ impl<E: Entity> EntityHost<E> {
             passivate,
             was_stop,
             requests,
+            from_context,
         } = done;
         match outcome {
             Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
@@ -479,7 +487,9 @@ impl<E: Entity> EntityHost<E> {
             self.timers.cancel_entity(&shard, &id);
             return;
         };
-        slot.last_used = now_s;
+        if !from_context {
+            slot.last_used = now_s;
+        }
         match entity {
             Some(e) if !was_stop => {
                 slot.entity = Some(e);
@@ -493,6 +503,7 @@ impl<E: Entity> EntityHost<E> {
                                 .push_back(Item::Job(Job {
                                     cmd,
                                     reply: ReplyTo::None,
+                                    from_context: true,
                                 }));
                             self.queued += 1;
                         }
@@ -551,6 +562,7 @@ impl<E: Entity> EntityHost<E> {
             let job = Job {
                 cmd,
                 reply: ReplyTo::None,
+                from_context: true,
             };
             let start = start_or_queue(slot, job);
             self.started_or_queued(&shard, &id, start);
@@ -586,6 +598,7 @@ impl<E: Entity> EntityHost<E> {
                     let job = Job {
                         cmd: make(),
                         reply: ReplyTo::None,
+                        from_context: false,
                     };
                     let fut = run(self.node.clone(), shard, id, entity, job, true);
                     self.push_running(fut);
@@ -601,6 +614,7 @@ impl<E: Entity> EntityHost<E> {
                         passivate: false,
                         was_stop: true,
                         requests: Vec::new(),
+                        from_context: false,
                     };
                     self.finished.push_back(done);
                 }
@@ -637,7 +651,11 @@ fn run<E: Entity>(
         // The context owns the ids while the handler runs and hands them back after, so no
         // reference count is touched for them on the way.
         let mut ctx = EntityContext::<E>::new(id, shard, node);
-        let Job { cmd, reply } = job;
+        let Job {
+            cmd,
+            reply,
+            from_context,
+        } = job;
         let result = AssertUnwindSafe(entity.handle(cmd, &mut ctx))
             .catch_unwind()
             .await;
@@ -658,6 +676,7 @@ fn run<E: Entity>(
                 passivate,
                 was_stop,
                 requests,
+                from_context,
             },
             Err(panic) => {
                 let msg = panic
@@ -674,6 +693,7 @@ fn run<E: Entity>(
                     passivate: false,
                     was_stop,
                     requests: Vec::new(),
+                    from_context,
                 }
             }
         }

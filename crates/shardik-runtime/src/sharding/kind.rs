@@ -495,6 +495,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     Some(r) => ReplyTo::Local(r.tx),
                     None => ReplyTo::None,
                 },
+                from_context: false,
             },
             Payload::Remote { bytes, reply_to } => {
                 match decoding_with(&self.resolver, || self.codec.decode::<E::Command>(&bytes)) {
@@ -504,6 +505,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                             Some((node, ask_id)) => ReplyTo::Remote { node, ask_id },
                             None => ReplyTo::None,
                         },
+                        from_context: false,
                     },
                     Err(e) => {
                         self.count_drop("decode-failed");
