@@ -146,7 +146,7 @@ impl<E: Entity> EntityContext<E> {
 
     /// Delivers a copy of `cmd` to this entity every `delay`, counted from each delivery
     /// (Akka's `startTimerWithFixedDelay`), until cancelled or the entity stops. A timer
-    /// already running under `key` is replaced.
+    /// already running under `key` is replaced. Delays under a millisecond count as one.
     pub fn start_timer_with_fixed_delay(&mut self, key: &str, cmd: E::Command, delay: Duration)
     where
         E::Command: Clone,
@@ -171,7 +171,8 @@ impl<E: Entity> EntityContext<E> {
 
     /// Delivers a copy of `cmd` whenever the entity has handled no command for `timeout`
     /// (Akka's `setReceiveTimeout`); every command handled, the timeout's own included, starts
-    /// the silence anew. Replaces an earlier receive timeout.
+    /// the silence anew. Replaces an earlier receive timeout. Timeouts under a millisecond
+    /// count as one.
     pub fn set_receive_timeout(&mut self, timeout: Duration, cmd: E::Command)
     where
         E::Command: Clone,

@@ -65,6 +65,10 @@ fn after(now: u64, d: Duration) -> u64 {
     now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The shortest period of a repeating timer or a receive timeout: a period of zero would be
+/// due again the moment it fired, and the kind's task would do nothing else.
+const MIN_PERIOD: Duration = Duration::from_millis(1);
+
 impl<C> Timers<C> {
     fn schedule(&mut self, at: u64, shard: &ShardId, id: &EntityId) -> u64 {
         self.next_seq += 1;
@@ -116,6 +120,10 @@ impl<C> Timers<C> {
                 command,
                 delay,
             } => {
+                let delay = match command {
+                    TimerCommand::Repeat(_) => delay.max(MIN_PERIOD),
+                    TimerCommand::Once(_) => delay,
+                };
                 let seq = self.schedule(after(now, delay), shard, id);
                 let timers = &mut self.entry(shard, id).timers;
                 let timer = Timer {
@@ -143,6 +151,7 @@ impl<C> Timers<C> {
                 self.tidy(shard, id);
             }
             ContextRequest::ReceiveTimeout(Some((timeout, make))) => {
+                let timeout = timeout.max(MIN_PERIOD);
                 let seq = self.schedule(after(now, timeout), shard, id);
                 self.entry(shard, id).receive = Some(ReceiveTimeout { timeout, make, seq });
             }
@@ -299,6 +308,15 @@ mod tests {
             t.owners.is_empty(),
             "nothing kept for an entity without timers"
         );
+    }
+
+    #[test]
+    fn a_repeating_timer_of_zero_delay_does_not_fire_forever_at_once() {
+        let mut t = Timers::default();
+        start(&mut t, "z", 3, 0, true, 0);
+        assert_eq!(fired(&mut t, 0), Vec::<u32>::new());
+        assert_eq!(fired(&mut t, MS), vec![3]);
+        assert_eq!(fired(&mut t, MS), Vec::<u32>::new());
     }
 
     #[test]
