@@ -228,7 +228,7 @@ impl<P: Probe> Entity for Tally<P> {
     type Command = u64;
     type Reply = u64;
 
-    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext) -> u64 {
+    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
         if add > 0 {
             self.value += add;
             self.probe.told();

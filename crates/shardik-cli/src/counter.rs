@@ -49,7 +49,7 @@ impl Entity for Counter {
     type Command = CounterCommand;
     type Reply = CounterReply;
 
-    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext) -> CounterReply {
+    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext<Self>) -> CounterReply {
         if cmd == CounterCommand::Increment {
             self.value += 1;
         }

@@ -29,7 +29,7 @@
 //! impl Entity for Counter {
 //!     type Command = Cmd;
 //!     type Reply = u64;
-//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext) -> u64 {
+//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) -> u64 {
 //!         if let Cmd::Add(n) = cmd {
 //!             self.0 += n;
 //!         }

@@ -854,7 +854,11 @@ impl shardik_runtime::sharding::Entity for Counter {
     type Command = ();
     type Reply = u64;
 
-    async fn handle(&mut self, _: (), _: &mut shardik_runtime::sharding::EntityContext) -> u64 {
+    async fn handle(
+        &mut self,
+        _: (),
+        _: &mut shardik_runtime::sharding::EntityContext<Self>,
+    ) -> u64 {
         self.0 += 1;
         self.0
     }

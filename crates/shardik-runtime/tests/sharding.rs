@@ -37,7 +37,7 @@ impl Entity for Counter {
     type Command = CounterCommand;
     type Reply = CounterReply;
 
-    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext) -> CounterReply {
+    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext<Self>) -> CounterReply {
         if cmd == CounterCommand::Increment {
             self.value += 1;
         }
@@ -511,7 +511,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     impl Entity for Impostor {
         type Command = CounterCommand;
         type Reply = CounterReply;
-        async fn handle(&mut self, _: CounterCommand, _: &mut EntityContext) -> CounterReply {
+        async fn handle(&mut self, _: CounterCommand, _: &mut EntityContext<Self>) -> CounterReply {
             unreachable!("never registered")
         }
     }

@@ -130,7 +130,7 @@ impl Entity for Logger {
     type Command = LogCommand;
     type Reply = String;
 
-    async fn handle(&mut self, cmd: LogCommand, _: &mut EntityContext) -> String {
+    async fn handle(&mut self, cmd: LogCommand, _: &mut EntityContext<Self>) -> String {
         if let LogCommand::Record(n) = cmd {
             self.log.lock().unwrap().push((n, self.node.clone()));
         }
@@ -276,7 +276,7 @@ impl Entity for Worker {
     type Command = ();
     type Reply = u32;
 
-    async fn handle(&mut self, _: (), _: &mut EntityContext) -> u32 {
+    async fn handle(&mut self, _: (), _: &mut EntityContext<Self>) -> u32 {
         self.index
     }
 }

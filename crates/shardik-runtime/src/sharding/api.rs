@@ -18,30 +18,129 @@ use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 ///
 /// Commands to one entity are handled one at a time, in arrival order; different entities run
 /// concurrently. An idle entity is just its value in a map: it has no task and no mailbox.
-pub trait Entity: Send + 'static {
+pub trait Entity: Sized + Send + 'static {
     /// What the entity is told or asked.
     type Command: Serialize + DeserializeOwned + Send + 'static;
     /// What it answers.
     type Reply: Serialize + DeserializeOwned + Send + 'static;
 
-    /// Handles one command. `ctx` names the entity and lets it ask to be passivated.
+    /// Handles one command. `ctx` names the entity and lets it ask to be passivated, send
+    /// commands to itself, start timers and set a receive timeout.
     fn handle(
         &mut self,
         cmd: Self::Command,
-        ctx: &mut EntityContext,
+        ctx: &mut EntityContext<Self>,
     ) -> impl Future<Output = Self::Reply> + Send;
 }
 
-/// What a handler knows about its entity, and how it asks to be stopped.
-#[derive(Debug)]
-pub struct EntityContext {
+/// What a handler knows about its entity, and what it may ask of the runtime: to be stopped,
+/// to be sent a command later (timers, a receive timeout) or after what is queued (a message
+/// to itself).
+///
+/// Requests are collected while the handler runs and carried out, in the order they were
+/// made, once it returns. Timers and the receive timeout belong to the incarnation: when the
+/// entity is passivated, handed off or stopped they are cancelled, so a timer never brings a
+/// stopped entity back. An entity without timers costs nothing for them. What an entity sends
+/// itself (messages to self, timers, the receive timeout) does not count as use for
+/// passivation, as in Akka, where it reaches the actor without passing its shard: an entity
+/// kept busy only by its own timers is still passivated when idle.
+pub struct EntityContext<E: Entity> {
     pub(crate) entity_id: EntityId,
     pub(crate) shard_id: ShardId,
     pub(crate) node: UniqueAddress,
     pub(crate) passivate: bool,
+    /// Requests for the runtime, applied when the handler returns (empty, unallocated, for
+    /// most commands).
+    pub(crate) requests: Vec<ContextRequest<E::Command>>,
 }
 
-impl EntityContext {
+impl<E: Entity> std::fmt::Debug for EntityContext<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntityContext")
+            .field("entity_id", &self.entity_id)
+            .field("shard_id", &self.shard_id)
+            .field("node", &self.node)
+            .field("passivate", &self.passivate)
+            .field("requests", &self.requests.len())
+            .finish()
+    }
+}
+
+/// Makes the command a repeating timer or the receive timeout delivers, each time it fires.
+pub(crate) type CommandMaker<C> = Box<dyn Fn() -> C + Send>;
+
+/// The command a timer delivers: once, or a fresh copy each time.
+pub(crate) enum TimerCommand<C> {
+    Once(C),
+    Repeat(CommandMaker<C>),
+}
+
+/// One request a handler made through its context.
+pub(crate) enum ContextRequest<C> {
+    /// Queue this command behind the ones waiting for the entity.
+    TellSelf(C),
+    /// Start (or restart) the timer `key`.
+    StartTimer {
+        key: Box<str>,
+        command: TimerCommand<C>,
+        delay: Duration,
+    },
+    /// Cancel the timer `key` (nothing if there is none).
+    CancelTimer(Box<str>),
+    /// Cancel every timer (not the receive timeout).
+    CancelAllTimers,
+    /// Set (`Some`) or clear (`None`) the receive timeout.
+    ReceiveTimeout(Option<(Duration, CommandMaker<C>)>),
+}
+
+impl<C: 'static> ContextRequest<C> {
+    /// The same request for an entity that wraps this one and whose commands wrap `C` with
+    /// `wrap` (the singleton's and the daemon's managed entities).
+    pub(crate) fn map<D: 'static>(self, wrap: fn(C) -> D) -> ContextRequest<D> {
+        let maker = |make: CommandMaker<C>| -> CommandMaker<D> { Box::new(move || wrap(make())) };
+        match self {
+            ContextRequest::TellSelf(c) => ContextRequest::TellSelf(wrap(c)),
+            ContextRequest::StartTimer {
+                key,
+                command,
+                delay,
+            } => ContextRequest::StartTimer {
+                key,
+                command: match command {
+                    TimerCommand::Once(c) => TimerCommand::Once(wrap(c)),
+                    TimerCommand::Repeat(make) => TimerCommand::Repeat(maker(make)),
+                },
+                delay,
+            },
+            ContextRequest::CancelTimer(key) => ContextRequest::CancelTimer(key),
+            ContextRequest::CancelAllTimers => ContextRequest::CancelAllTimers,
+            ContextRequest::ReceiveTimeout(t) => {
+                ContextRequest::ReceiveTimeout(t.map(|(d, make)| (d, maker(make))))
+            }
+        }
+    }
+}
+
+impl<E: Entity> EntityContext<E> {
+    /// A context for an entity that another wraps: the same entity, no requests yet.
+    pub(crate) fn for_inner<I: Entity>(&self) -> EntityContext<I> {
+        EntityContext::new(
+            self.entity_id.clone(),
+            self.shard_id.clone(),
+            self.node.clone(),
+        )
+    }
+
+    pub(crate) fn new(entity_id: EntityId, shard_id: ShardId, node: UniqueAddress) -> Self {
+        EntityContext {
+            entity_id,
+            shard_id,
+            node,
+            passivate: false,
+            requests: Vec::new(),
+        }
+    }
+
     /// The entity's id.
     pub fn entity_id(&self) -> &str {
         &self.entity_id
@@ -59,9 +158,71 @@ impl EntityContext {
 
     /// Asks to be stopped once this command is handled: commands already queued are handled
     /// first, then the kind's stop message (if any), then the entity is dropped. Commands that
-    /// arrive later start a new incarnation.
+    /// arrive later start a new incarnation. Timers and the receive timeout are cancelled.
     pub fn passivate(&mut self) {
         self.passivate = true;
+    }
+
+    /// Sends `cmd` to this entity (Akka's `context.self ! msg`): it is handled after the
+    /// commands already waiting for the entity, like any tell. Sent while the entity is
+    /// stopping (from its stop message, or after a passivation was queued), it is dropped, as
+    /// a message to a stopped actor is.
+    pub fn tell_self(&mut self, cmd: E::Command) {
+        self.requests.push(ContextRequest::TellSelf(cmd));
+    }
+
+    /// Delivers `cmd` to this entity once, after `delay` (Akka's `startSingleTimer`). A timer
+    /// already running under `key` is replaced: its command is not delivered.
+    pub fn start_single_timer(&mut self, key: &str, cmd: E::Command, delay: Duration) {
+        self.requests.push(ContextRequest::StartTimer {
+            key: key.into(),
+            command: TimerCommand::Once(cmd),
+            delay,
+        });
+    }
+
+    /// Delivers a copy of `cmd` to this entity every `delay`, counted from each delivery
+    /// (Akka's `startTimerWithFixedDelay`), until cancelled or the entity stops. A timer
+    /// already running under `key` is replaced. Delays under a millisecond count as one.
+    pub fn start_timer_with_fixed_delay(&mut self, key: &str, cmd: E::Command, delay: Duration)
+    where
+        E::Command: Clone,
+    {
+        self.requests.push(ContextRequest::StartTimer {
+            key: key.into(),
+            command: TimerCommand::Repeat(Box::new(move || cmd.clone())),
+            delay,
+        });
+    }
+
+    /// Cancels the timer `key`: its command is not delivered (nothing happens if there is no
+    /// such timer).
+    pub fn cancel_timer(&mut self, key: &str) {
+        self.requests.push(ContextRequest::CancelTimer(key.into()));
+    }
+
+    /// Cancels every timer of this entity (the receive timeout stays).
+    pub fn cancel_all_timers(&mut self) {
+        self.requests.push(ContextRequest::CancelAllTimers);
+    }
+
+    /// Delivers a copy of `cmd` whenever the entity has handled no command for `timeout`
+    /// (Akka's `setReceiveTimeout`); every command handled, the timeout's own included, starts
+    /// the silence anew. Replaces an earlier receive timeout. Timeouts under a millisecond
+    /// count as one.
+    pub fn set_receive_timeout(&mut self, timeout: Duration, cmd: E::Command)
+    where
+        E::Command: Clone,
+    {
+        self.requests.push(ContextRequest::ReceiveTimeout(Some((
+            timeout,
+            Box::new(move || cmd.clone()),
+        ))));
+    }
+
+    /// Clears the receive timeout.
+    pub fn cancel_receive_timeout(&mut self) {
+        self.requests.push(ContextRequest::ReceiveTimeout(None));
     }
 }
 
@@ -309,7 +470,7 @@ pub enum ShardingError {
 /// # impl Entity for Cart {
 /// #     type Command = u32;
 /// #     type Reply = u32;
-/// #     async fn handle(&mut self, c: u32, _: &mut EntityContext) -> u32 { c }
+/// #     async fn handle(&mut self, c: u32, _: &mut EntityContext<Self>) -> u32 { c }
 /// # }
 /// const CART: EntityTypeKey<Cart> = EntityTypeKey::new("cart");
 /// assert_eq!(CART.name(), "cart");

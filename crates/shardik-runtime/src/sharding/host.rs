@@ -18,7 +18,8 @@ use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 
-use super::api::{Entity, EntityContext};
+use super::api::{ContextRequest, Entity, EntityContext};
+use super::timers::Timers;
 
 use super::id_map::IdMap;
 
@@ -39,6 +40,11 @@ pub(crate) enum ReplyTo<R> {
 pub(crate) struct Job<E: Entity> {
     pub cmd: E::Command,
     pub reply: ReplyTo<E::Reply>,
+    /// Sent by the entity to itself (a message to self, a timer, the receive timeout). As in
+    /// the reference, where these go straight to the actor and not through its shard, they do
+    /// not count as use for passivation: an entity kept busy only by its own timers is still
+    /// passivated when idle.
+    pub from_context: bool,
 }
 
 enum Item<E: Entity> {
@@ -69,6 +75,10 @@ pub(crate) struct Completed<E: Entity> {
     outcome: Result<Option<E::Reply>, String>,
     passivate: bool,
     was_stop: bool,
+    /// The command came from the entity's own context (see [`Job::from_context`]).
+    from_context: bool,
+    /// What the handler asked of the runtime through its context, in order.
+    requests: Vec<ContextRequest<E::Command>>,
 }
 
 type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
@@ -128,6 +138,8 @@ pub(crate) struct EntityHost<E: Entity> {
     finished: VecDeque<Completed<E>>,
     active: usize,
     queued: usize,
+    /// The entities' timers and receive timeouts (empty while none is set).
+    timers: Timers<E::Command>,
 }
 
 impl<E: Entity> EntityHost<E> {
@@ -148,6 +160,7 @@ impl<E: Entity> EntityHost<E> {
             finished: VecDeque::new(),
             active: 0,
             queued: 0,
+            timers: Timers::default(),
         }
     }
 
@@ -363,6 +376,9 @@ impl<E: Entity> EntityHost<E> {
             return false;
         }
         slot.stopping = true;
+        // Passivation, hand-off or stop: the incarnation's timers end here, so none of them
+        // can deliver to (and so re-create) the entity after it stopped.
+        self.timers.cancel_entity(shard, id);
         slot.queue
             .get_or_insert_with(Default::default)
             .push_back(Item::Stop);
@@ -391,6 +407,7 @@ impl<E: Entity> EntityHost<E> {
     /// kept; waiting commands are answered with an error.
     pub fn force_stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
         self.draining.remove(shard);
+        self.timers.cancel_shard(shard);
         if let Some(entities) = self.shards.remove(shard) {
             self.shards_changed();
             for (_, slot) in entities.entities {
@@ -440,7 +457,8 @@ impl<E: Entity> EntityHost<E> {
 
     /// Takes a finished handler back: the entity is idle again (or stopped), its next waiting
     /// item starts, and the reply is handed out.
-    pub fn completed(&mut self, done: Completed<E>, now_s: u32, out: &mut Vec<HostOutput<E>>) {
+    pub fn completed(&mut self, done: Completed<E>, now_ns: u64, out: &mut Vec<HostOutput<E>>) {
+        let now_s = (now_ns / 1_000_000_000) as u32;
         let Completed {
             shard,
             id,
@@ -449,6 +467,8 @@ impl<E: Entity> EntityHost<E> {
             outcome,
             passivate,
             was_stop,
+            requests,
+            from_context,
         } = done;
         match outcome {
             Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
@@ -464,17 +484,37 @@ impl<E: Entity> EntityHost<E> {
         }
         let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
             // Force-stopped meanwhile: the entity is not kept.
+            self.timers.cancel_entity(&shard, &id);
             return;
         };
-        slot.last_used = now_s;
-        // Most commands find their entity idle: then nothing waits and there is no need to
-        // look the slot up again in `advance`.
-        let nothing_waits = slot.queue.is_none();
+        if !from_context {
+            slot.last_used = now_s;
+        }
         match entity {
-            Some(e) if !was_stop => slot.entity = Some(e),
+            Some(e) if !was_stop => {
+                slot.entity = Some(e);
+                // A stopping entity's requests are dropped: its timers are already cancelled
+                // and what it tells itself would reach a stopped incarnation.
+                if !slot.stopping {
+                    for request in requests {
+                        if let Some(cmd) = self.timers.apply(&shard, &id, request, now_ns) {
+                            slot.queue
+                                .get_or_insert_with(Default::default)
+                                .push_back(Item::Job(Job {
+                                    cmd,
+                                    reply: ReplyTo::None,
+                                    from_context: true,
+                                }));
+                            self.queued += 1;
+                        }
+                    }
+                    self.timers.activity(&shard, &id, now_ns);
+                }
+            }
             _ => {
-                // Stopped (stop message handled) or failed: drop this incarnation. What waits
-                // goes to a new one.
+                // Stopped (stop message handled) or failed: drop this incarnation (and its
+                // timers). What waits goes to a new one.
+                self.timers.cancel_entity(&shard, &id);
                 slot.stopping = false;
                 let waiting = slot.queue.as_ref().is_some_and(|q| !q.is_empty());
                 if waiting && !self.draining.contains_key(&shard) {
@@ -491,12 +531,41 @@ impl<E: Entity> EntityHost<E> {
                 }
             }
         }
+        // Most commands find their entity idle and leave nothing queued: then there is no
+        // need to look the slot up again in `advance`.
+        let nothing_waits = slot.queue.is_none();
         if passivate {
             self.stop_entity(&shard, &id);
             return;
         }
         if !nothing_waits {
             self.advance(shard, id);
+        }
+    }
+
+    /// When the next timer or receive timeout is due (nanoseconds of the owner's clock).
+    pub fn next_timer(&self) -> Option<u64> {
+        self.timers.next_due()
+    }
+
+    /// Delivers the commands of the timers due by `now_ns` to their entities. A timer never
+    /// creates an entity: one whose entity is gone or stopping is dropped.
+    pub fn fire_timers(&mut self, now_ns: u64) {
+        while let Some((shard, id, cmd)) = self.timers.pop_due(now_ns) {
+            let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+                self.timers.cancel_entity(&shard, &id);
+                continue;
+            };
+            if slot.stopping {
+                continue;
+            }
+            let job = Job {
+                cmd,
+                reply: ReplyTo::None,
+                from_context: true,
+            };
+            let start = start_or_queue(slot, job);
+            self.started_or_queued(&shard, &id, start);
         }
     }
 
@@ -529,6 +598,7 @@ impl<E: Entity> EntityHost<E> {
                     let job = Job {
                         cmd: make(),
                         reply: ReplyTo::None,
+                        from_context: false,
                     };
                     let fut = run(self.node.clone(), shard, id, entity, job, true);
                     self.push_running(fut);
@@ -543,6 +613,8 @@ impl<E: Entity> EntityHost<E> {
                         outcome: Ok(None),
                         passivate: false,
                         was_stop: true,
+                        requests: Vec::new(),
+                        from_context: false,
                     };
                     self.finished.push_back(done);
                 }
@@ -578,13 +650,12 @@ fn run<E: Entity>(
     Box::pin(async move {
         // The context owns the ids while the handler runs and hands them back after, so no
         // reference count is touched for them on the way.
-        let mut ctx = EntityContext {
-            entity_id: id,
-            shard_id: shard,
-            node,
-            passivate: false,
-        };
-        let Job { cmd, reply } = job;
+        let mut ctx = EntityContext::<E>::new(id, shard, node);
+        let Job {
+            cmd,
+            reply,
+            from_context,
+        } = job;
         let result = AssertUnwindSafe(entity.handle(cmd, &mut ctx))
             .catch_unwind()
             .await;
@@ -592,6 +663,7 @@ fn run<E: Entity>(
             entity_id: id,
             shard_id: shard,
             passivate,
+            requests,
             ..
         } = ctx;
         match result {
@@ -603,6 +675,8 @@ fn run<E: Entity>(
                 outcome: Ok(if was_stop { None } else { Some(r) }),
                 passivate,
                 was_stop,
+                requests,
+                from_context,
             },
             Err(panic) => {
                 let msg = panic
@@ -618,6 +692,8 @@ fn run<E: Entity>(
                     outcome: Err(msg),
                     passivate: false,
                     was_stop,
+                    requests: Vec::new(),
+                    from_context,
                 }
             }
         }

@@ -46,7 +46,7 @@ impl<E: Entity> Entity for ManagedEntity<E> {
     type Command = Managed<E::Command>;
     type Reply = ManagedReply<E::Reply>;
 
-    async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext) -> Self::Reply {
+    async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply {
         let Some(inner) = self.inner.as_mut() else {
             // Passivation is off for managed kinds: without this, every bogus id a peer sends
             // would stay in memory.
@@ -55,7 +55,18 @@ impl<E: Entity> Entity for ManagedEntity<E> {
         };
         match cmd {
             Managed::KeepAlive => ManagedReply::Alive,
-            Managed::User(c) => ManagedReply::User(inner.handle(c, ctx).await),
+            Managed::User(c) => {
+                // The user's entity gets a context of its own type; what it asks of it (stop,
+                // messages to itself, timers) is carried over with its commands wrapped.
+                let mut inner_ctx = ctx.for_inner::<E>();
+                let reply = inner.handle(c, &mut inner_ctx).await;
+                if inner_ctx.passivate {
+                    ctx.passivate();
+                }
+                ctx.requests
+                    .extend(inner_ctx.requests.into_iter().map(|r| r.map(Managed::User)));
+                ManagedReply::User(reply)
+            }
         }
     }
 }
@@ -154,4 +165,50 @@ pub(crate) fn spawn_keep_alive<E: Entity>(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod wrapper_tests {
+    use super::*;
+    use crate::sharding::api::ContextRequest;
+
+    /// Asks for a message to itself, a timer, and its own stop.
+    struct Busy;
+
+    impl Entity for Busy {
+        type Command = u32;
+        type Reply = u32;
+
+        async fn handle(&mut self, cmd: u32, ctx: &mut EntityContext<Self>) -> u32 {
+            ctx.tell_self(cmd + 1);
+            ctx.start_single_timer("t", cmd + 2, std::time::Duration::from_secs(1));
+            ctx.passivate();
+            cmd
+        }
+    }
+
+    #[tokio::test]
+    async fn what_the_wrapped_entity_asks_of_its_context_reaches_the_wrapper_s() {
+        let mut managed = ManagedEntity { inner: Some(Busy) };
+        let mut ctx = EntityContext::<ManagedEntity<Busy>>::new(
+            "0".into(),
+            "0".into(),
+            shardik_core::membership::UniqueAddress::new(
+                shardik_core::membership::Address::new("127.0.0.1", 1),
+                1,
+            ),
+        );
+        let reply = managed.handle(Managed::User(7), &mut ctx).await;
+        assert!(matches!(reply, ManagedReply::User(7)));
+        assert!(ctx.passivate, "the stop request is carried over");
+        assert_eq!(ctx.requests.len(), 2);
+        assert!(matches!(
+            ctx.requests[0],
+            ContextRequest::TellSelf(Managed::User(8))
+        ));
+        assert!(matches!(
+            &ctx.requests[1],
+            ContextRequest::StartTimer { key, command: crate::sharding::api::TimerCommand::Once(Managed::User(9)), .. } if &**key == "t"
+        ));
+    }
 }

@@ -29,6 +29,7 @@ use super::api::{Codec, Entity, ShardingError};
 use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::pending::PendingAsks;
+use super::resolve::{Resolver, decoding_with};
 use super::strategy::KindAllocation;
 use crate::handle::MembershipSnapshot;
 use crate::metrics as m;
@@ -74,6 +75,8 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     /// The way back to this task for answers of an asynchronous strategy (weak, so that a
     /// strategy never keeps its own task's queue open).
     pub control_back: mpsc::WeakSender<Control>,
+    /// This node's kinds, for the `EntityRef`s inside decoded commands and replies.
+    pub resolver: Resolver,
 }
 
 struct State<E: Entity> {
@@ -166,8 +169,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 Some(done) = self.host.running_mut().next(), if self.host.has_running() => {
                     st.turn_clock = Some(self.read_clock(&st));
-                    let now_s = self.now_secs(&st);
-                    self.complete(&mut st, done, now_s);
+                    let now = self.now(&st).as_nanos();
+                    self.complete(&mut st, done, now);
                 }
                 n = self.local.recv_many(&mut batch, 256), if accept && local_open => {
                     if n == 0 {
@@ -217,6 +220,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             .into_iter()
             .chain(st.next_idle_scan)
             .chain(st.next_strategy_tick)
+            .chain(
+                self.host
+                    .next_timer()
+                    .map(|ns| self.tokio_at(st, CoreInstant::from_nanos(ns))),
+            )
             .min()
     }
 
@@ -254,6 +262,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
 
     fn on_timer(&mut self, st: &mut State<E>) {
         let now = self.now(st);
+        // The entities' own timers; what they deliver runs like any delivered command.
+        if self.host.next_timer().is_some_and(|t| t <= now.as_nanos()) {
+            self.host.fire_timers(now.as_nanos());
+            self.drain_finished(st, now.as_nanos());
+        }
         if st.node.poll_timeout().is_some_and(|t| t <= now) {
             let mut out = std::mem::take(&mut st.effects);
             st.node.handle_timeout(now, &mut out);
@@ -358,26 +371,26 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     /// Hands a finished handler back to the host and carries out what follows.
-    fn complete(&mut self, st: &mut State<E>, done: Completed<E>, now_s: u32) {
+    fn complete(&mut self, st: &mut State<E>, done: Completed<E>, now_ns: u64) {
         let mut out = std::mem::take(&mut st.host_out);
-        self.host.completed(done, now_s, &mut out);
+        self.host.completed(done, now_ns, &mut out);
         st.host_out = out;
         self.apply_host_outputs(st);
     }
 
     /// Completes the handlers that finished when they started (completing one may start the
     /// next command of its entity, which may finish at once too).
-    fn drain_finished(&mut self, st: &mut State<E>, now_s: u32) {
+    fn drain_finished(&mut self, st: &mut State<E>, now_ns: u64) {
         while let Some(done) = self.host.next_finished() {
-            self.complete(st, done, now_s);
+            self.complete(st, done, now_ns);
         }
     }
 
     /// Before waiting for input: nothing finished is left uncompleted.
     fn settle(&mut self, st: &mut State<E>) {
         if self.host.has_finished() {
-            let now_s = self.now_secs(st);
-            self.drain_finished(st, now_s);
+            let now = self.now(st).as_nanos();
+            self.drain_finished(st, now);
         }
     }
 
@@ -482,36 +495,40 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     Some(r) => ReplyTo::Local(r.tx),
                     None => ReplyTo::None,
                 },
+                from_context: false,
             },
-            Payload::Remote { bytes, reply_to } => match self.codec.decode::<E::Command>(&bytes) {
-                Ok(cmd) => Job {
-                    cmd,
-                    reply: match reply_to {
-                        Some((node, ask_id)) => ReplyTo::Remote { node, ask_id },
-                        None => ReplyTo::None,
+            Payload::Remote { bytes, reply_to } => {
+                match decoding_with(&self.resolver, || self.codec.decode::<E::Command>(&bytes)) {
+                    Ok(cmd) => Job {
+                        cmd,
+                        reply: match reply_to {
+                            Some((node, ask_id)) => ReplyTo::Remote { node, ask_id },
+                            None => ReplyTo::None,
+                        },
+                        from_context: false,
                     },
-                },
-                Err(e) => {
-                    self.count_drop("decode-failed");
-                    warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be decoded: dropped");
-                    if let Some((node, ask_id)) = reply_to {
-                        self.send_reply_error(
-                            st,
-                            node,
-                            ask_id,
-                            ReplyErrorKind::DecodeFailed,
-                            e.to_string(),
-                        );
+                    Err(e) => {
+                        self.count_drop("decode-failed");
+                        warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be decoded: dropped");
+                        if let Some((node, ask_id)) = reply_to {
+                            self.send_reply_error(
+                                st,
+                                node,
+                                ask_id,
+                                ReplyErrorKind::DecodeFailed,
+                                e.to_string(),
+                            );
+                        }
+                        return;
                     }
-                    return;
                 }
-            },
+            }
         };
         st.delivered += 1;
         let now_ms = now.as_millis();
         self.host
             .deliver(&env.shard, &env.entity, job, now_s, now_ms);
-        self.drain_finished(st, now_s);
+        self.drain_finished(st, now.as_nanos());
     }
 
     fn forward(&mut self, st: &mut State<E>, to: UniqueAddress, env: Envelope<Payload<E>>) {
@@ -565,11 +582,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 };
                 let ask_id = reply.map(|r| {
                     let codec = Arc::clone(&self.codec);
+                    let resolver = self.resolver.clone();
                     self.pending.register(r.deadline, move |result| {
                         let reply = match result {
-                            Ok(bytes) => codec
-                                .decode::<E::Reply>(&bytes)
-                                .map_err(ShardingError::Codec),
+                            Ok(bytes) => {
+                                decoding_with(&resolver, || codec.decode::<E::Reply>(&bytes))
+                                    .map_err(ShardingError::Codec)
+                            }
                             Err(e) => Err(e),
                         };
                         let _ = r.tx.send(reply);

@@ -6,11 +6,12 @@
 //! the core's `KindNode` (region, coordinator while hosted here) and owns the kind's entities.
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `id_map`, `strategy` → `api` → `messages`, `pending`, `host` → `allocation` → `kind` →
-//! `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users write against) needs only
-//! the strategy types, never the kind's task; the messages the task receives live in
-//! `messages` so that senders need not know the task. The singleton and the daemon process are
-//! built on the public sharding API of this file, like a user's code would be.
+//! `id_map`, `strategy` → `api` → `messages`, `pending`, `resolve`, `timers` → `host` →
+//! `allocation` → `kind` → `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users
+//! write against) needs only the strategy types, never the kind's task; the messages the task
+//! receives live in `messages` so that senders need not know the task. The singleton and the
+//! daemon process are built on the public sharding API of this file, like a user's code would
+//! be.
 
 mod allocation;
 mod api;
@@ -21,8 +22,10 @@ mod keepalive;
 mod kind;
 mod messages;
 mod pending;
+mod resolve;
 mod singleton;
 mod strategy;
+mod timers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -200,6 +203,17 @@ struct Inner {
     next_stats_request: std::sync::atomic::AtomicU64,
 }
 
+impl resolve::RegionResolver for Inner {
+    fn with_region(
+        &self,
+        kind: &str,
+        f: &mut dyn FnMut(Option<&(dyn std::any::Any + Send + Sync)>),
+    ) {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        f(kinds.get(kind).map(|k| &*k.region));
+    }
+}
+
 /// One region's answer to a stats request: its node and each hosted shard's entity count.
 type StatsAnswer = (UniqueAddress, Vec<(ShardId, u32)>);
 
@@ -364,6 +378,10 @@ impl Sharding {
             membership: self.inner.node.watch(),
             allocation: kind.allocation.clone(),
             control_back: control_tx.downgrade(),
+            resolver: {
+                let weak: resolve::Resolver = Arc::downgrade(&self.inner) as _;
+                weak
+            },
         };
         let mut task = task;
         if let Some(p) = limit_strategy {
@@ -677,6 +695,13 @@ impl<E: Entity> EntityRegion<E> {
 }
 
 /// The address of one entity.
+///
+/// An `EntityRef` may travel inside a command or a reply, to an entity or an asker on any
+/// node: it is encoded as its kind's name and the entity's id, and decoded into a reference
+/// through the receiving node's region (or proxy) of that kind, so it is usable there at once
+/// (`tell`, `ask`). The receiving node must have registered the kind with the same entity type;
+/// otherwise, or when decoded outside a node's sharding (by hand, say), decoding fails with a
+/// codec error, and the message is dropped as undecodable.
 pub struct EntityRef<E: Entity> {
     region: EntityRegion<E>,
     shard: ShardId,
@@ -693,7 +718,50 @@ impl<E: Entity> Clone for EntityRef<E> {
     }
 }
 
+impl<E: Entity> std::fmt::Debug for EntityRef<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntityRef")
+            .field("kind", &self.region.name)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl<E: Entity> serde::Serialize for EntityRef<E> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&*self.region.name, &*self.id).serialize(serializer)
+    }
+}
+
+impl<'de, E: Entity> serde::Deserialize<'de> for EntityRef<E> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let (kind, id): (String, String) = serde::Deserialize::deserialize(deserializer)?;
+        resolve::resolve(&kind, |region| {
+            region
+                .downcast_ref::<EntityRegion<E>>()
+                .map(|r| r.entity_ref(&id))
+        })
+        .map_err(|e| match e {
+            resolve::ResolveError::NoSharding => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: an EntityRef can only be decoded by a node's sharding"
+            )),
+            resolve::ResolveError::UnknownKind => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: entity kind {kind:?} is not registered on this node"
+            )),
+            resolve::ResolveError::WrongType => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: entity kind {kind:?} is registered here with another entity type"
+            )),
+        })
+    }
+}
+
 impl<E: Entity> EntityRef<E> {
+    /// The entity's kind.
+    pub fn kind(&self) -> &str {
+        &self.region.name
+    }
+
     /// The entity's id.
     pub fn id(&self) -> &str {
         &self.id

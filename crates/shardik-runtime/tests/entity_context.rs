@@ -1,0 +1,587 @@
+//! What an entity can do from its context, on real nodes in one process: messages to itself,
+//! timers, a receive timeout, passivation ending all of them; and entity references carried
+//! inside messages from one node to another.
+//!
+//! The nodes talk over loopback TCP, so the clock is real; the delays are chosen so that the
+//! assertions hold with wide margins on a loaded machine.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use shardik_core::membership::{Address, MembershipConfig};
+use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::sharding::{
+    Entity, EntityContext, EntityKind, EntityRef, EntityTypeKey, Sharding, ShardingConfig,
+};
+use shardik_runtime::transport::TransportConfig;
+
+const ASK: Duration = Duration::from_secs(10);
+
+/// What the probe entity is told.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+enum Cmd {
+    /// Record `tag`.
+    Note(String),
+    /// Sleep, then tell itself `Note(tag)`.
+    BusyThenTellSelf {
+        ms: u64,
+        tag: String,
+    },
+    /// Deliver `Note(tag)` once after `ms` under `key`.
+    Single {
+        key: String,
+        ms: u64,
+        tag: String,
+    },
+    /// Deliver `Note(tag)` every `ms` under `key`.
+    Repeat {
+        key: String,
+        ms: u64,
+        tag: String,
+    },
+    Cancel(String),
+    CancelAll,
+    /// Deliver `Note(tag)` after `ms` of silence.
+    ReceiveTimeout {
+        ms: u64,
+        tag: String,
+    },
+    ClearReceiveTimeout,
+    Passivate,
+    /// The kind's stop message.
+    Stop,
+}
+
+/// Every entity of a test appends what happens to it here, as `id:event`.
+type Log = Arc<Mutex<Vec<String>>>;
+
+struct Probe {
+    id: String,
+    log: Log,
+}
+
+impl Probe {
+    fn record(&self, event: &str) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}:{event}", self.id));
+    }
+}
+
+impl Entity for Probe {
+    type Command = Cmd;
+    type Reply = ();
+
+    async fn handle(&mut self, cmd: Cmd, ctx: &mut EntityContext<Self>) {
+        let ms = Duration::from_millis;
+        match cmd {
+            Cmd::Note(tag) => self.record(&tag),
+            Cmd::BusyThenTellSelf { ms: busy, tag } => {
+                tokio::time::sleep(ms(busy)).await;
+                ctx.tell_self(Cmd::Note(tag));
+            }
+            Cmd::Single { key, ms: d, tag } => ctx.start_single_timer(&key, Cmd::Note(tag), ms(d)),
+            Cmd::Repeat { key, ms: d, tag } => {
+                ctx.start_timer_with_fixed_delay(&key, Cmd::Note(tag), ms(d))
+            }
+            Cmd::Cancel(key) => ctx.cancel_timer(&key),
+            Cmd::CancelAll => ctx.cancel_all_timers(),
+            Cmd::ReceiveTimeout { ms: d, tag } => ctx.set_receive_timeout(ms(d), Cmd::Note(tag)),
+            Cmd::ClearReceiveTimeout => ctx.cancel_receive_timeout(),
+            Cmd::Passivate => ctx.passivate(),
+            Cmd::Stop => self.record("stop"),
+        }
+    }
+}
+
+const PROBE: EntityTypeKey<Probe> = EntityTypeKey::new("probe");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn membership(roles: &[&str]) -> MembershipConfig {
+    MembershipConfig {
+        cluster_name: "context-test".into(),
+        seed_node_timeout: Duration::from_millis(500),
+        periodic_tasks_initial_delay: Duration::from_millis(100),
+        gossip_interval: Duration::from_millis(200),
+        leader_actions_interval: Duration::from_millis(200),
+        roles: roles.iter().map(|r| r.to_string()).collect(),
+        ..MembershipConfig::default()
+    }
+}
+
+async fn start(port: u16, seed: u16, roles: &[&str]) -> (RunningNode, Sharding) {
+    let membership = membership(roles);
+    let running = node::start(NodeOptions {
+        bind: Address::new("127.0.0.1", port),
+        seeds: vec![Address::new("127.0.0.1", seed)],
+        membership: membership.clone(),
+        transport: TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    let mut config = ShardingConfig {
+        number_of_shards: 10,
+        self_roles: membership.roles.clone(),
+        ..ShardingConfig::default()
+    };
+    config.region.retry_interval = Duration::from_millis(200);
+    let sharding = Sharding::start(&running, config).expect("sharding starts");
+    (running, sharding)
+}
+
+async fn wait_up(nodes: &[&RunningNode], n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !nodes.iter().all(|r| {
+        r.handle
+            .snapshot()
+            .members
+            .iter()
+            .filter(|m| m.status == shardik_core::membership::MemberStatus::Up)
+            .count()
+            == n
+    }) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cluster did not form"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One node with the probe kind, and the log its probes write to.
+async fn probe_node() -> (RunningNode, EntityRef<Probe>, Log) {
+    probe_node_idle(None).await
+}
+
+/// As [`probe_node`], the kind passivating entities idle for `idle`.
+async fn probe_node_idle(idle: Option<Duration>) -> (RunningNode, EntityRef<Probe>, Log) {
+    let p = free_port();
+    let (running, sharding) = start(p, p, &[]).await;
+    wait_up(&[&running], 1).await;
+    let log: Log = Arc::default();
+    let for_factory = Arc::clone(&log);
+    let region = sharding
+        .init(
+            EntityKind::for_key(PROBE, move |id| {
+                let probe = Probe {
+                    id: id.to_string(),
+                    log: Arc::clone(&for_factory),
+                };
+                probe.record("created");
+                probe
+            })
+            .with_stop_message(|| Cmd::Stop)
+            .with_idle_timeout(idle),
+        )
+        .expect("kind registers");
+    let probe = region.entity_ref("p");
+    // The first ask waits for the shard's home; after it, the entity exists.
+    probe
+        .ask(Cmd::Note("ready".into()), ASK)
+        .await
+        .expect("answered");
+    (running, probe, log)
+}
+
+fn events(log: &Log) -> Vec<String> {
+    log.lock().unwrap().clone()
+}
+
+fn count(log: &Log, event: &str) -> usize {
+    events(log).iter().filter(|e| *e == event).count()
+}
+
+async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_self_comes_after_the_commands_already_queued() {
+    let (_node, probe, log) = probe_node().await;
+    probe
+        .tell(Cmd::BusyThenTellSelf {
+            ms: 200,
+            tag: "self".into(),
+        })
+        .await
+        .unwrap();
+    // These wait behind the busy handler; the message to self is queued when it returns.
+    probe.tell(Cmd::Note("a".into())).await.unwrap();
+    probe.tell(Cmd::Note("b".into())).await.unwrap();
+    probe.ask(Cmd::Note("c".into()), ASK).await.unwrap();
+    sleep_ms(100).await;
+    assert_eq!(
+        events(&log),
+        ["p:created", "p:ready", "p:a", "p:b", "p:c", "p:self"],
+        "a, b and c were queued before the handler told itself"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_fire_once_repeat_until_cancelled_and_restart_by_key() {
+    let (_node, probe, log) = probe_node().await;
+    let single = |key: &str, ms, tag: &str| Cmd::Single {
+        key: key.into(),
+        ms,
+        tag: tag.into(),
+    };
+    probe.ask(single("once", 100, "once"), ASK).await.unwrap();
+    // Restarting a key replaces its timer: "first" never fires.
+    probe.ask(single("again", 150, "first"), ASK).await.unwrap();
+    probe
+        .ask(single("again", 300, "second"), ASK)
+        .await
+        .unwrap();
+    probe
+        .ask(
+            Cmd::Repeat {
+                key: "tick".into(),
+                ms: 50,
+                tag: "tick".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    sleep_ms(700).await;
+    assert_eq!(count(&log, "p:once"), 1, "a single timer fires once");
+    assert_eq!(count(&log, "p:first"), 0, "the replaced timer did not fire");
+    assert_eq!(count(&log, "p:second"), 1, "the replacing timer fired");
+    let ticks = count(&log, "p:tick");
+    assert!(ticks >= 4, "a fixed-delay timer repeats ({ticks} ticks)");
+
+    probe.ask(Cmd::Cancel("tick".into()), ASK).await.unwrap();
+    let after_cancel = count(&log, "p:tick");
+    sleep_ms(400).await;
+    assert_eq!(count(&log, "p:tick"), after_cancel, "no tick after cancel");
+
+    // Cancelling all stops every timer, whatever its key.
+    probe.ask(single("x", 200, "x"), ASK).await.unwrap();
+    probe
+        .ask(
+            Cmd::Repeat {
+                key: "y".into(),
+                ms: 50,
+                tag: "y".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    probe.ask(Cmd::CancelAll, ASK).await.unwrap();
+    let y = count(&log, "p:y");
+    sleep_ms(400).await;
+    assert_eq!(count(&log, "p:x"), 0);
+    assert_eq!(count(&log, "p:y"), y);
+    assert_eq!(count(&log, "p:created"), 1, "one incarnation throughout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_timeout_fires_after_silence_only() {
+    let (_node, probe, log) = probe_node().await;
+    probe
+        .ask(
+            Cmd::ReceiveTimeout {
+                ms: 300,
+                tag: "idle".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    // Commands every 50 ms for a second: never 300 ms of silence.
+    for i in 0..20 {
+        probe.tell(Cmd::Note(format!("busy{i}"))).await.unwrap();
+        sleep_ms(50).await;
+    }
+    assert_eq!(count(&log, "p:idle"), 0, "no timeout while commands arrive");
+    sleep_ms(500).await;
+    assert!(
+        count(&log, "p:idle") >= 1,
+        "the timeout fired after silence"
+    );
+    probe.ask(Cmd::ClearReceiveTimeout, ASK).await.unwrap();
+    let idle = count(&log, "p:idle");
+    sleep_ms(800).await;
+    assert_eq!(count(&log, "p:idle"), idle, "cleared: no more timeouts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passivation_cancels_timers_and_they_never_recreate_the_entity() {
+    let (_node, probe, log) = probe_node().await;
+    for (key, ms, repeat) in [("tick", 50, true), ("late", 400, false)] {
+        let cmd = if repeat {
+            Cmd::Repeat {
+                key: key.into(),
+                ms,
+                tag: key.into(),
+            }
+        } else {
+            Cmd::Single {
+                key: key.into(),
+                ms,
+                tag: key.into(),
+            }
+        };
+        probe.ask(cmd, ASK).await.unwrap();
+    }
+    probe
+        .ask(
+            Cmd::ReceiveTimeout {
+                ms: 200,
+                tag: "idle".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    sleep_ms(180).await;
+    probe.ask(Cmd::Passivate, ASK).await.unwrap();
+    sleep_ms(900).await;
+    let log_now = events(&log);
+    let stop = log_now
+        .iter()
+        .position(|e| e == "p:stop")
+        .expect("the entity was stopped");
+    assert_eq!(
+        &log_now[stop + 1..],
+        &[] as &[String],
+        "nothing reached the entity after it stopped"
+    );
+    assert_eq!(count(&log, "p:late"), 0, "the pending timer was cancelled");
+    assert_eq!(
+        count(&log, "p:idle"),
+        0,
+        "the receive timeout was cancelled"
+    );
+    assert!(
+        count(&log, "p:tick") >= 1,
+        "the timer ran before passivation"
+    );
+    assert_eq!(
+        count(&log, "p:created"),
+        1,
+        "no timer re-created the entity"
+    );
+
+    // The next command starts a new incarnation, without the old one's timers.
+    probe.ask(Cmd::Note("back".into()), ASK).await.unwrap();
+    let ticks = count(&log, "p:tick");
+    sleep_ms(300).await;
+    assert_eq!(count(&log, "p:created"), 2);
+    assert_eq!(
+        count(&log, "p:tick"),
+        ticks,
+        "timers belong to an incarnation"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_busy_only_with_its_own_timers_is_still_idle() {
+    let (_node, probe, log) = probe_node_idle(Some(Duration::from_secs(1))).await;
+    probe
+        .ask(
+            Cmd::Repeat {
+                key: "tick".into(),
+                ms: 100,
+                tag: "tick".into(),
+            },
+            ASK,
+        )
+        .await
+        .unwrap();
+    sleep_ms(4000).await;
+    let log_now = events(&log);
+    let stop = log_now
+        .iter()
+        .position(|e| e == "p:stop")
+        .expect("passivated although its timer kept it busy");
+    assert!(stop > 5, "the timer ticked before: {log_now:?}");
+    assert_eq!(&log_now[stop + 1..], &[] as &[String]);
+    assert_eq!(count(&log, "p:created"), 1);
+}
+
+// --- entity references inside messages, across nodes ---
+
+/// Asks a ponger to answer, handing it a reference to itself.
+#[derive(Debug, Serialize, Deserialize)]
+enum PingerCmd {
+    /// Ping the ponger `id` with this pinger's own reference, and ask it for its reference.
+    Start { ponger: String },
+    /// The ponger's answer, through the reference it was given.
+    Pong { node: String },
+    /// Where the pongs came from, and this pinger's node.
+    Get,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum PongerCmd {
+    /// Answer `Pong` through `reply_to`.
+    Ping { reply_to: EntityRef<Pinger> },
+    /// Answer with a reference to yourself.
+    WhoAreYou,
+}
+
+struct Pinger {
+    sharding: Sharding,
+    pongs: Vec<String>,
+}
+
+const PINGER: EntityTypeKey<Pinger> = EntityTypeKey::new("pinger");
+const PONGER: EntityTypeKey<Ponger> = EntityTypeKey::new("ponger");
+
+impl Entity for Pinger {
+    type Command = PingerCmd;
+    type Reply = (Vec<String>, String);
+
+    async fn handle(&mut self, cmd: PingerCmd, ctx: &mut EntityContext<Self>) -> Self::Reply {
+        match cmd {
+            PingerCmd::Start { ponger } => {
+                let me = self
+                    .sharding
+                    .entity_ref_for(PINGER, ctx.entity_id())
+                    .expect("pinger registered");
+                let ponger = self
+                    .sharding
+                    .entity_ref_for(PONGER, &ponger)
+                    .expect("ponger registered");
+                ponger
+                    .tell(PongerCmd::Ping { reply_to: me })
+                    .await
+                    .expect("ping sent");
+                // A reference in a reply, decoded on this node, used at once.
+                let again = ponger
+                    .ask(PongerCmd::WhoAreYou, ASK)
+                    .await
+                    .expect("the ponger answers")
+                    .expect("with its reference");
+                let me = self
+                    .sharding
+                    .entity_ref_for(PINGER, ctx.entity_id())
+                    .expect("pinger registered");
+                again
+                    .tell(PongerCmd::Ping { reply_to: me })
+                    .await
+                    .expect("second ping sent");
+            }
+            PingerCmd::Pong { node } => self.pongs.push(node),
+            PingerCmd::Get => {}
+        }
+        (self.pongs.clone(), ctx.node().address.to_string())
+    }
+}
+
+struct Ponger {
+    sharding: Sharding,
+}
+
+impl Entity for Ponger {
+    type Command = PongerCmd;
+    type Reply = Option<EntityRef<Ponger>>;
+
+    async fn handle(&mut self, cmd: PongerCmd, ctx: &mut EntityContext<Self>) -> Self::Reply {
+        match cmd {
+            PongerCmd::Ping { reply_to } => {
+                assert_eq!(reply_to.kind(), "pinger");
+                let node = ctx.node().address.to_string();
+                reply_to
+                    .tell(PingerCmd::Pong { node })
+                    .await
+                    .expect("pong sent");
+                None
+            }
+            PongerCmd::WhoAreYou => Some(
+                self.sharding
+                    .entity_ref_for(PONGER, ctx.entity_id())
+                    .expect("ponger registered"),
+            ),
+        }
+    }
+}
+
+/// Registers both kinds on a node: pingers live on nodes with role "ping", pongers on nodes
+/// with role "pong"; elsewhere each kind is a proxy.
+fn register(sharding: &Sharding) {
+    let s = sharding.clone();
+    sharding
+        .init(
+            EntityKind::for_key(PINGER, move |_| Pinger {
+                sharding: s.clone(),
+                pongs: Vec::new(),
+            })
+            .with_role("ping"),
+        )
+        .expect("pinger registers");
+    let s = sharding.clone();
+    sharding
+        .init(
+            EntityKind::for_key(PONGER, move |_| Ponger {
+                sharding: s.clone(),
+            })
+            .with_role("pong"),
+        )
+        .expect("ponger registers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_ref_travels_to_another_node_and_the_reply_comes_back_through_it() {
+    let (pa, pb) = (free_port(), free_port());
+    let (a, sharding_a) = start(pa, pa, &["ping"]).await;
+    let (b, sharding_b) = start(pb, pa, &["pong"]).await;
+    wait_up(&[&a, &b], 2).await;
+    register(&sharding_a);
+    register(&sharding_b);
+
+    // Started from b, which only proxies pingers: the pinger runs on a.
+    let pinger = sharding_b.entity_ref_for(PINGER, "pinger-1").unwrap();
+    pinger
+        .ask(
+            PingerCmd::Start {
+                ponger: "ponger-1".into(),
+            },
+            ASK,
+        )
+        .await
+        .expect("started");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (pongs, pinger_node) = loop {
+        let (pongs, node) = pinger.ask(PingerCmd::Get, ASK).await.expect("answered");
+        if pongs.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break (pongs, node);
+        }
+        sleep_ms(50).await;
+    };
+    let (a_addr, b_addr) = (
+        a.self_node.address.to_string(),
+        b.self_node.address.to_string(),
+    );
+    assert_eq!(pinger_node, a_addr, "the pinger runs on a");
+    assert_eq!(
+        pongs,
+        vec![b_addr.clone(), b_addr],
+        "both pongs came from b: through the pinger's reference sent in a command, and \
+         through the ponger's reference received in a reply"
+    );
+    let kinds: BTreeSet<String> = sharding_a.kinds().into_iter().collect();
+    assert!(kinds.contains("pinger") && kinds.contains("ponger"));
+}
+
+#[test]
+fn an_entity_ref_decoded_outside_a_node_is_a_clear_error() {
+    let err = serde_json::from_str::<EntityRef<Ponger>>(r#"["ponger","x"]"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("can only be decoded by a node's sharding"),
+        "{err}"
+    );
+}
