@@ -254,6 +254,13 @@ pub fn parse_args(args: &[String]) -> Result<CliOptions, SimError> {
             "--shards and --regions must be at least 1".into(),
         ));
     }
+    // Shard numbers come from a signed 32-bit hash modulo the shard count.
+    if shards > i32::MAX as u32 {
+        return Err(SimError::Usage(format!(
+            "--shards must be at most {}",
+            i32::MAX
+        )));
+    }
     let mut runs = Vec::new();
     if let Some(path) = config {
         runs.extend(parse_config(&path, shards, regions, seed)?);
@@ -391,7 +398,15 @@ fn parse_config(
             policy,
             policy_name: r.policy,
             per_region_limit: r.limit,
-            shards: r.shards.unwrap_or(shards),
+            shards: match r.shards.unwrap_or(shards) {
+                n @ 1..=0x7fff_ffff => n,
+                n => {
+                    return Err(SimError::Usage(format!(
+                        "run {label}: shards {n} must be 1 to {}",
+                        i32::MAX
+                    )));
+                }
+            },
             regions: r.regions.unwrap_or(regions),
             pattern,
         });

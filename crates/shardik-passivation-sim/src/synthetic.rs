@@ -166,6 +166,11 @@ pub fn synthetic_ids(
             Err(SimError::Usage(format!(
                 "synthetic range min {min} > max {max}"
             )))
+        } else if max - min == u64::MAX {
+            // The generators count `max - min + 1` ids, which must fit in 64 bits.
+            Err(SimError::Usage(format!(
+                "synthetic range {min}..={max} is too wide: at most 2^64 - 1 ids"
+            )))
         } else {
             Ok(())
         }

@@ -121,6 +121,11 @@ pub fn read_trace(format: TraceFormat, path: &Path) -> Result<Vec<SimId>, SimErr
                             .next()
                             .and_then(|s| s.parse().ok())
                             .ok_or_else(|| bad("expected `start count`"))?;
+                        if !(0..=MAX_ARC_RUN).contains(&count) {
+                            return Err(bad(&format!(
+                                "count {count} out of range: 0 to {MAX_ARC_RUN} ids per line"
+                            )));
+                        }
                         for v in start..start.saturating_add(count) {
                             ids.push(SimId {
                                 id: v as u64,
@@ -154,3 +159,7 @@ impl TraceCache {
         Ok(t)
     }
 }
+
+/// Most ids one line of an ARC trace may name: the published traces' runs are a few thousand
+/// at most, and a line must not make the reader allocate without bound.
+const MAX_ARC_RUN: i64 = 1 << 24;

@@ -128,6 +128,11 @@ fn clear_errors() {
     assert!(err("--trace lirs").contains("FORMAT:PATH"));
     assert!(err("--events 5").contains("must follow --synthetic"));
     assert!(err("--synthetic loop --shards 0").contains("at least 1"));
+    assert!(err("--synthetic loop --shards 4294967295").contains("at most 2147483647"));
+    assert!(
+        err("--synthetic uniform --min 0 --max 18446744073709551615 --events 10 --policy lru --limit 10")
+            .contains("too wide")
+    );
     assert!(err("--frobnicate").contains("unknown argument `--frobnicate`"));
     assert!(err("--shards").contains("--shards needs a value"));
     assert!(err("--help").contains("--trace"));
@@ -135,4 +140,21 @@ fn clear_errors() {
         run_from_args(&args("--trace lirs:/does/not/exist --limit 1 --policy lru")),
         Err(SimError::Io(_))
     ));
+}
+
+/// An ARC trace line that names more ids than any real trace does is refused before anything
+/// is allocated for it.
+#[test]
+fn an_arc_line_with_a_huge_count_is_refused() {
+    let dir = std::env::temp_dir().join(format!("arc-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.arc");
+    std::fs::write(&path, "0 3 0 0\n0 9223372036854775807 0 0\n").unwrap();
+    let result = run_from_args(&args(&format!(
+        "--trace arc:{} --limit 10 --policy lru",
+        path.display()
+    )));
+    let _ = std::fs::remove_dir_all(&dir);
+    let message = format!("{:?}", result.expect_err("refused"));
+    assert!(message.contains("out of range"), "{message}");
 }
