@@ -538,3 +538,89 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
         Err(shardik_runtime::sharding::StartError::AlreadyStarted)
     ));
 }
+
+/// An account that refuses to go below zero, answering with a status.
+#[derive(Default)]
+struct Account(u64);
+
+#[derive(Serialize, Deserialize)]
+enum AccountCommand {
+    Deposit(u64),
+    Withdraw(u64),
+}
+
+impl Entity for Account {
+    type Command = AccountCommand;
+    type Reply = shardik_runtime::sharding::StatusReply<u64>;
+
+    async fn handle(&mut self, cmd: AccountCommand, _: &mut EntityContext<Self>) -> Self::Reply {
+        use shardik_runtime::sharding::StatusReply;
+        match cmd {
+            AccountCommand::Deposit(n) => self.0 += n,
+            AccountCommand::Withdraw(n) if n > self.0 => {
+                return StatusReply::error(format!("balance {} is less than {n}", self.0));
+            }
+            AccountCommand::Withdraw(n) => self.0 -= n,
+        }
+        StatusReply::success(self.0)
+    }
+}
+
+/// `ask_status` gives a success's value, and a refusal as `ShardingError::Refused`, across nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_reply_turns_a_refusal_into_an_error() {
+    use shardik_runtime::Node;
+    const ACCOUNT: EntityTypeKey<Account> = EntityTypeKey::new("account");
+    let (pa, pb) = (free_port(), free_port());
+    let (a_addr, b_addr) = (Address::new("127.0.0.1", pa), Address::new("127.0.0.1", pb));
+    let a = Node::builder(fast_settings())
+        .bind(a_addr.clone())
+        .seeds([a_addr.clone()])
+        .start()
+        .await
+        .expect("node a starts");
+    let b = Node::builder(fast_settings())
+        .bind(b_addr)
+        .seeds([a_addr])
+        .start()
+        .await
+        .expect("node b starts");
+    for n in [&a, &b] {
+        n.sharding()
+            .init(EntityKind::for_key(ACCOUNT, |_| Account::default()))
+            .expect("kind registers");
+    }
+    let mut events = a.subscribe();
+    if a.handle().snapshot().members.len() < 2 {
+        wait_for_event(&mut events, "two members Up", |ev| {
+            matches!(ev, shardik_core::membership::ClusterEvent::MemberUp(m) if m.addr.address.port == pb)
+        })
+        .await;
+    }
+    // Through both nodes, so that at least one of the asks crosses the network.
+    for (i, node) in [&a, &b].into_iter().enumerate() {
+        let account = node
+            .sharding()
+            .entity_ref_for(ACCOUNT, &format!("acct-{i}"))
+            .expect("known kind");
+        let balance = account
+            .ask_status(AccountCommand::Deposit(10), Duration::from_secs(10))
+            .await
+            .expect("deposit succeeds");
+        assert_eq!(balance, 10);
+        let refused = account
+            .ask_status(AccountCommand::Withdraw(25), Duration::from_secs(10))
+            .await;
+        assert_eq!(
+            refused,
+            Err(ShardingError::Refused("balance 10 is less than 25".into()))
+        );
+        let balance = account
+            .ask_status(AccountCommand::Withdraw(4), Duration::from_secs(10))
+            .await
+            .expect("withdrawal succeeds");
+        assert_eq!(balance, 6);
+    }
+    b.leave().await;
+    a.leave().await;
+}

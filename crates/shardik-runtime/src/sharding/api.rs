@@ -4,8 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
@@ -458,6 +458,41 @@ pub enum ShardingError {
     /// the kind was registered with.
     #[error("entity kind {0:?} is registered with another entity type")]
     WrongEntityType(String),
+    /// The entity answered with an error ([`StatusReply::Error`], through
+    /// `EntityRef::ask_status`): the command was handled and refused.
+    #[error("refused by the entity: {0}")]
+    Refused(String),
+}
+
+/// A reply that says whether the command succeeded (Akka's `StatusReply`): use it as an
+/// entity's `Reply` and ask with `EntityRef::ask_status`, which turns an error answer into
+/// [`ShardingError::Refused`], so that a caller handles "refused" like any other failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StatusReply<T> {
+    /// The command succeeded, with this value.
+    Success(T),
+    /// The command was refused, for the reason given.
+    Error(String),
+}
+
+impl<T> StatusReply<T> {
+    /// A success carrying `value`.
+    pub fn success(value: T) -> Self {
+        StatusReply::Success(value)
+    }
+
+    /// A refusal saying why.
+    pub fn error(why: impl Into<String>) -> Self {
+        StatusReply::Error(why.into())
+    }
+
+    /// The value, or the reason as an error.
+    pub fn into_result(self) -> Result<T, String> {
+        match self {
+            StatusReply::Success(v) => Ok(v),
+            StatusReply::Error(e) => Err(e),
+        }
+    }
 }
 
 /// The typed name of an entity kind (Akka's `EntityTypeKey`): with it, an entity reference

@@ -42,7 +42,7 @@ use tracing::{debug, warn};
 
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
-    ShardingError,
+    ShardingError, StatusReply,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};
@@ -796,6 +796,23 @@ impl<E: Entity> EntityRef<E> {
             .send(self.msg(cmd, None))
             .await
             .map_err(|_| ShardingError::RegionStopped)
+    }
+
+    /// As [`ask`](Self::ask), for an entity that answers with a [`StatusReply`] (Akka's
+    /// `askWithStatus`): a success gives its value, a refusal is
+    /// [`ShardingError::Refused`].
+    pub async fn ask_status<T>(
+        &self,
+        cmd: E::Command,
+        timeout: Duration,
+    ) -> Result<T, ShardingError>
+    where
+        E: Entity<Reply = StatusReply<T>>,
+    {
+        self.ask(cmd, timeout)
+            .await?
+            .into_result()
+            .map_err(ShardingError::Refused)
     }
 
     /// Sends `cmd` and waits at most `timeout` for the entity's reply.
