@@ -34,8 +34,7 @@ use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig,
-    ShardingError,
+    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig, TellError,
 };
 use tokio::sync::{Notify, mpsc};
 
@@ -489,7 +488,7 @@ async fn produce_waiting<F: Future<Output = anyhow::Result<()>>>(
 fn tell<P: Probe>(r: &Ref<P>, add: u64) -> anyhow::Result<bool> {
     match r.try_tell(add) {
         Ok(()) => Ok(true),
-        Err(ShardingError::BufferFull) => Ok(false),
+        Err(TellError::BufferFull) => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

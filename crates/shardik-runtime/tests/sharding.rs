@@ -522,6 +522,25 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     );
 
     assert_eq!(b.leave().await, ShutdownReason::Left);
+    // A reference into the stopped node's region says so, as the one error a tell can meet
+    // besides a full queue.
+    let stopped = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match counter.try_tell(CounterCommand::Get) {
+                Err(shardik_runtime::sharding::TellError::RegionStopped) => return,
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+    .await;
+    assert!(
+        stopped.is_ok(),
+        "the left node's region reports itself stopped"
+    );
+    assert_eq!(
+        counter.tell(CounterCommand::Get).await,
+        Err(shardik_runtime::sharding::TellError::RegionStopped)
+    );
     wait_for_event(&mut events, "b removed", |ev| {
         matches!(ev, ClusterEvent::MemberRemoved { member, .. } if member.addr.address == b_addr)
     })

@@ -86,6 +86,6 @@ pub use shardik_runtime::sharding::{
     AsyncShardAllocationStrategy, ClusterSingleton, Codec, CodecError, DaemonSettings, Entity,
     EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError, ManagedInitError,
     ManagedRef, Postcard, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
-    SingletonSettings, StatusReply, WorkerRef,
+    SingletonSettings, StatusReply, TellError, WorkerRef,
 };
 pub use shardik_runtime::{Node, NodeBuilder};

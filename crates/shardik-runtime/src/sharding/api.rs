@@ -464,6 +464,28 @@ pub enum ShardingError {
     Refused(String),
 }
 
+/// Why a tell did not go out: the only two ways it can fail, so a caller matches exactly
+/// those (an ask can fail in more ways: [`ShardingError`], which a `TellError` converts into).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TellError {
+    /// The region's queue is full (only from `try_tell`; `tell` waits for room instead).
+    #[error("the region's queue is full; retry later, or use tell(..).await, which waits for room")]
+    BufferFull,
+    /// The region is stopped (the node is shutting down).
+    #[error("the region is stopped")]
+    RegionStopped,
+}
+
+impl From<TellError> for ShardingError {
+    fn from(e: TellError) -> Self {
+        match e {
+            TellError::BufferFull => ShardingError::BufferFull,
+            TellError::RegionStopped => ShardingError::RegionStopped,
+        }
+    }
+}
+
 /// A reply that says whether the command succeeded (Akka's `StatusReply`): use it as an
 /// entity's `Reply` and ask with `EntityRef::ask_status`, which turns an error answer into
 /// [`ShardingError::Refused`], so that a caller handles "refused" like any other failure.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::{Entity, EntityContext, ShardingError};
+use super::api::{Entity, EntityContext, ShardingError, TellError};
 use super::{EntityRef, EntityRegion, InitError};
 
 /// A command to a managed entity: the keep-alive that starts it, or the user's command.
@@ -116,13 +116,13 @@ impl<E: Entity> ManagedRef<E> {
 
     /// Sends `cmd` without waiting for an answer, waiting while the region's queue is full.
     /// While the entity moves, the message waits in the region's buffer.
-    pub async fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    pub async fn tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.inner.tell(Managed::User(cmd)).await
     }
 
-    /// Sends `cmd` without waiting, failing at once with [`ShardingError::BufferFull`] when
-    /// the region's queue is full.
-    pub fn try_tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    /// Sends `cmd` without waiting, failing at once with [`TellError::BufferFull`] when the
+    /// region's queue is full.
+    pub fn try_tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.inner.try_tell(Managed::User(cmd))
     }
 
@@ -158,8 +158,7 @@ pub(crate) fn spawn_keep_alive<E: Entity>(
         loop {
             tick.tick().await;
             for id in ids() {
-                if let Err(ShardingError::RegionStopped) = region.try_tell(&id, Managed::KeepAlive)
-                {
+                if let Err(TellError::RegionStopped) = region.try_tell(&id, Managed::KeepAlive) {
                     return;
                 }
             }

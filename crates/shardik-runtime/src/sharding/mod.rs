@@ -42,7 +42,7 @@ use tracing::{debug, warn};
 
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
-    ShardingError, StatusReply,
+    ShardingError, StatusReply, TellError,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};
@@ -677,12 +677,12 @@ impl<E: Entity> EntityRegion<E> {
     }
 
     /// Sends `cmd` to entity `id`, waiting while the region's queue is full.
-    pub async fn tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
+    pub async fn tell(&self, id: &str, cmd: E::Command) -> Result<(), TellError> {
         self.entity_ref(id).tell(cmd).await
     }
 
     /// Sends `cmd` to entity `id`, failing at once when the region's queue is full.
-    pub fn try_tell(&self, id: &str, cmd: E::Command) -> Result<(), ShardingError> {
+    pub fn try_tell(&self, id: &str, cmd: E::Command) -> Result<(), TellError> {
         self.entity_ref(id).try_tell(cmd)
     }
 
@@ -777,25 +777,26 @@ impl<E: Entity> EntityRef<E> {
     }
 
     /// Sends `cmd` without waiting for an answer. Fails at once with
-    /// [`ShardingError::BufferFull`] when the region's queue is full (tokio's `try_send`).
-    pub fn try_tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    /// [`TellError::BufferFull`] when the region's queue is full (tokio's `try_send`).
+    pub fn try_tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
             .local
             .try_send(self.msg(cmd, None))
             .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => ShardingError::BufferFull,
-                mpsc::error::TrySendError::Closed(_) => ShardingError::RegionStopped,
+                mpsc::error::TrySendError::Full(_) => TellError::BufferFull,
+                mpsc::error::TrySendError::Closed(_) => TellError::RegionStopped,
             })
     }
 
     /// Sends `cmd` without waiting for an answer, but waiting while the region's queue is
-    /// full: the back-pressure a steady sender wants (tokio's `send`).
-    pub async fn tell(&self, cmd: E::Command) -> Result<(), ShardingError> {
+    /// full: the back-pressure a steady sender wants (tokio's `send`). It fails only when the
+    /// region has stopped.
+    pub async fn tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
             .local
             .send(self.msg(cmd, None))
             .await
-            .map_err(|_| ShardingError::RegionStopped)
+            .map_err(|_| TellError::RegionStopped)
     }
 
     /// As [`ask`](Self::ask), for an entity that answers with a [`StatusReply`] (Akka's
