@@ -5,6 +5,10 @@
 //! The nodes talk over loopback TCP, so the clock is real; the delays are chosen so that the
 //! assertions hold with wide margins on a loaded machine.
 
+mod common;
+
+use common::{fast_membership, free_port};
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,23 +103,8 @@ impl Entity for Probe {
 
 const PROBE: EntityTypeKey<Probe> = EntityTypeKey::new("probe");
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 fn membership(roles: &[&str]) -> MembershipConfig {
-    MembershipConfig {
-        cluster_name: "context-test".into(),
-        seed_node_timeout: Duration::from_millis(500),
-        periodic_tasks_initial_delay: Duration::from_millis(100),
-        gossip_interval: Duration::from_millis(200),
-        leader_actions_interval: Duration::from_millis(200),
-        roles: roles.iter().map(|r| r.to_string()).collect(),
-        ..MembershipConfig::default()
-    }
+    fast_membership("context-test", roles)
 }
 
 async fn start(port: u16, seed: u16, roles: &[&str]) -> (RunningNode, Sharding) {

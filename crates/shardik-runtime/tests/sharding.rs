@@ -1,6 +1,10 @@
 //! Sharding on real nodes in one process, over loopback TCP: entities are created on their
 //! first message, answer asks from any node, live on one node, and move on graceful shutdown.
 
+mod common;
+
+use common::{fast_membership, free_port};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -54,22 +58,8 @@ fn counter_kind() -> EntityKind<Counter> {
     EntityKind::for_key(COUNTER, |_| Counter::default())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 fn membership() -> MembershipConfig {
-    MembershipConfig {
-        cluster_name: "sharding-test".into(),
-        seed_node_timeout: Duration::from_millis(500),
-        periodic_tasks_initial_delay: Duration::from_millis(100),
-        gossip_interval: Duration::from_millis(200),
-        leader_actions_interval: Duration::from_millis(200),
-        ..MembershipConfig::default()
-    }
+    fast_membership("sharding-test", &[])
 }
 
 fn sharding_config() -> ShardingConfig {
@@ -418,6 +408,16 @@ fn fast_settings() -> shardik_runtime::config::Settings {
     s
 }
 
+/// A node from the builder at `bind`, joining through `seed` (itself, to form a cluster).
+async fn start_with_builder(bind: &Address, seed: &Address) -> shardik_runtime::Node {
+    shardik_runtime::Node::builder(fast_settings())
+        .bind(bind.clone())
+        .seeds([seed.clone()])
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("node {bind} starts: {e}"))
+}
+
 async fn wait_for_event(
     events: &mut tokio::sync::broadcast::Receiver<shardik_core::membership::ClusterEvent>,
     what: &str,
@@ -442,16 +442,12 @@ async fn wait_for_event(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     use shardik_core::membership::{ClusterEvent, ShutdownReason};
-    use shardik_runtime::Node;
 
-    let (pa, pb) = (free_port(), free_port());
-    let (a_addr, b_addr) = (Address::new("127.0.0.1", pa), Address::new("127.0.0.1", pb));
-    let a = Node::builder(fast_settings())
-        .bind(a_addr.clone())
-        .seeds([a_addr.clone()])
-        .start()
-        .await
-        .expect("node a starts");
+    let (a_addr, b_addr) = (
+        Address::new("127.0.0.1", free_port()),
+        Address::new("127.0.0.1", free_port()),
+    );
+    let a = start_with_builder(&a_addr, &a_addr).await;
     a.sharding().init(counter_kind()).expect("kind registers");
     let mut events = a.subscribe();
     wait_for_event(
@@ -460,12 +456,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
         |ev| matches!(ev, ClusterEvent::MemberUp(m) if m.addr.address == a_addr),
     )
     .await;
-    let b = Node::builder(fast_settings())
-        .bind(b_addr.clone())
-        .seeds([a_addr.clone()])
-        .start()
-        .await
-        .expect("node b starts");
+    let b = start_with_builder(&b_addr, &a_addr).await;
     b.sharding().init(counter_kind()).expect("kind registers");
     wait_for_event(
         &mut events,
@@ -588,22 +579,11 @@ impl Entity for Account {
 /// `ask_status` gives a success's value, and a refusal as `ShardingError::Refused`, across nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_reply_turns_a_refusal_into_an_error() {
-    use shardik_runtime::Node;
     const ACCOUNT: EntityTypeKey<Account> = EntityTypeKey::new("account");
-    let (pa, pb) = (free_port(), free_port());
-    let (a_addr, b_addr) = (Address::new("127.0.0.1", pa), Address::new("127.0.0.1", pb));
-    let a = Node::builder(fast_settings())
-        .bind(a_addr.clone())
-        .seeds([a_addr.clone()])
-        .start()
-        .await
-        .expect("node a starts");
-    let b = Node::builder(fast_settings())
-        .bind(b_addr)
-        .seeds([a_addr])
-        .start()
-        .await
-        .expect("node b starts");
+    let pb = free_port();
+    let a_addr = Address::new("127.0.0.1", free_port());
+    let a = start_with_builder(&a_addr, &a_addr).await;
+    let b = start_with_builder(&Address::new("127.0.0.1", pb), &a_addr).await;
     for n in [&a, &b] {
         n.sharding()
             .init(EntityKind::for_key(ACCOUNT, |_| Account::default()))

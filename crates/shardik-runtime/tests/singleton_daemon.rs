@@ -2,6 +2,10 @@
 //! loopback TCP: where they run, that they start without a user message, and that they move
 //! when a node leaves.
 
+mod common;
+
+use common::{fast_membership, free_port};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,22 +19,8 @@ use shardik_runtime::sharding::{
 };
 use shardik_runtime::transport::TransportConfig;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 fn membership() -> MembershipConfig {
-    MembershipConfig {
-        cluster_name: "singleton-test".into(),
-        seed_node_timeout: Duration::from_millis(500),
-        periodic_tasks_initial_delay: Duration::from_millis(100),
-        gossip_interval: Duration::from_millis(200),
-        leader_actions_interval: Duration::from_millis(200),
-        ..MembershipConfig::default()
-    }
+    fast_membership("singleton-test", &[])
 }
 
 fn sharding_config() -> ShardingConfig {

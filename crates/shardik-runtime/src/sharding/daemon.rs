@@ -22,14 +22,12 @@
 //!   nodes without the role ping too, through their proxy. The number of workers is fixed
 //!   (no rescaling, which Akka added in 2.9).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::sharding::ShardId;
-use shardik_passivation::ResolvedStrategy;
 
 use super::api::{Entity, EntityKind};
-use super::keepalive::{Managed, ManagedEntity, ManagedInitError, ManagedRef, spawn_keep_alive};
+use super::keepalive::{ManagedEntity, ManagedInitError, ManagedOptions, ManagedRef, init_managed};
 use super::{EntityRegion, Sharding};
 
 /// A reference to one worker of a sharded daemon process.
@@ -39,9 +37,7 @@ pub type WorkerRef<E> = ManagedRef<E>;
 pub struct DaemonSettings<C> {
     name: String,
     workers: u32,
-    role: Option<String>,
-    keep_alive_interval: Duration,
-    stop_message: Option<Arc<dyn Fn() -> C + Send + Sync>>,
+    options: ManagedOptions<C>,
 }
 
 impl<C> std::fmt::Debug for DaemonSettings<C> {
@@ -49,8 +45,8 @@ impl<C> std::fmt::Debug for DaemonSettings<C> {
         f.debug_struct("DaemonSettings")
             .field("name", &self.name)
             .field("workers", &self.workers)
-            .field("role", &self.role)
-            .field("keep_alive_interval", &self.keep_alive_interval)
+            .field("role", &self.options.role)
+            .field("keep_alive_interval", &self.options.keep_alive_interval)
             .finish_non_exhaustive()
     }
 }
@@ -62,28 +58,26 @@ impl<C> DaemonSettings<C> {
         DaemonSettings {
             name: name.to_string(),
             workers,
-            role: None,
-            keep_alive_interval: Duration::from_secs(10),
-            stop_message: None,
+            options: ManagedOptions::default(),
         }
     }
 
     /// Runs workers only on members with `role`.
     pub fn with_role(mut self, role: &str) -> Self {
-        self.role = Some(role.to_string()).filter(|r| !r.is_empty());
+        self.options.set_role(role);
         self
     }
 
     /// How often every node pings every worker: the longest a worker stays down after its
     /// node left or failed (once its shard can be re-allocated).
     pub fn with_keep_alive_interval(mut self, interval: Duration) -> Self {
-        self.keep_alive_interval = interval;
+        self.options.keep_alive_interval = interval;
         self
     }
 
     /// The command a worker receives before it is stopped (hand-off to another node).
     pub fn with_stop_message(mut self, make: impl Fn() -> C + Send + Sync + 'static) -> Self {
-        self.stop_message = Some(Arc::new(make));
+        self.options.set_stop_message(make);
         self
     }
 
@@ -139,30 +133,17 @@ impl<E: Entity> ShardedDaemonProcess<E> {
         if settings.workers == 0 {
             return Err(ManagedInitError::NoWorkers);
         }
-        if settings.keep_alive_interval.is_zero() {
-            return Err(ManagedInitError::ZeroKeepAliveInterval);
-        }
         let n = settings.workers;
-        let mut kind = EntityKind::new(&settings.kind_name(), move |id| ManagedEntity {
+        let kind = EntityKind::new(&settings.kind_name(), move |id| ManagedEntity {
             // Ids come from the network too: anything but a canonical index below `n` is no
             // worker (and stops again at once).
             inner: worker_index(id, n).map(&factory),
         })
         // Each worker its own shard, so the allocation strategy spreads them over the nodes.
-        .with_shard_extractor(|id: &str| ShardId::from(id))
-        .with_passivation(ResolvedStrategy::Disabled);
-        if let Some(role) = &settings.role {
-            kind = kind.with_role(role);
-        }
-        if let Some(stop) = settings.stop_message.clone() {
-            kind = kind.with_stop_message(move || Managed::User(stop()));
-        }
-        let region = sharding.init(kind)?;
-        spawn_keep_alive(
-            region.clone(),
-            move || Box::new((0..n).map(|i| i.to_string())),
-            settings.keep_alive_interval,
-        );
+        .with_shard_extractor(|id: &str| ShardId::from(id));
+        let region = init_managed(sharding, kind, settings.options, move || {
+            Box::new((0..n).map(|i| i.to_string()))
+        })?;
         Ok(ShardedDaemonProcess { region, workers: n })
     }
 

@@ -9,12 +9,66 @@
 //! routed message and does nothing; one to an entity whose node left or failed starts it at
 //! its new home.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use shardik_passivation::ResolvedStrategy;
 
-use super::api::{Entity, EntityContext, ShardingError, TellError};
-use super::{EntityRef, EntityRegion, InitError};
+use super::api::{Entity, EntityContext, EntityKind, ShardingError, TellError};
+use super::{EntityRef, EntityRegion, InitError, Sharding};
+
+/// The settings a singleton and a daemon process share.
+pub(crate) struct ManagedOptions<C> {
+    pub(crate) role: Option<String>,
+    pub(crate) keep_alive_interval: Duration,
+    pub(crate) stop_message: Option<Arc<dyn Fn() -> C + Send + Sync>>,
+}
+
+impl<C> Default for ManagedOptions<C> {
+    /// Any member; kept alive every 10 s (Akka's `keep-alive-interval`); no stop message.
+    fn default() -> Self {
+        ManagedOptions {
+            role: None,
+            keep_alive_interval: Duration::from_secs(10),
+            stop_message: None,
+        }
+    }
+}
+
+impl<C> ManagedOptions<C> {
+    pub(crate) fn set_role(&mut self, role: &str) {
+        self.role = Some(role.to_string()).filter(|r| !r.is_empty());
+    }
+
+    pub(crate) fn set_stop_message(&mut self, make: impl Fn() -> C + Send + Sync + 'static) {
+        self.stop_message = Some(Arc::new(make));
+    }
+}
+
+/// Registers `kind` as a managed kind on `sharding` (never passivated, with the options' role
+/// and stop message) and starts this node's keep-alive task over the ids `ids` names.
+pub(crate) fn init_managed<E: Entity>(
+    sharding: &Sharding,
+    kind: EntityKind<ManagedEntity<E>>,
+    options: ManagedOptions<E::Command>,
+    ids: impl Fn() -> Box<dyn Iterator<Item = String> + Send> + Send + 'static,
+) -> Result<EntityRegion<ManagedEntity<E>>, ManagedInitError> {
+    if options.keep_alive_interval.is_zero() {
+        return Err(ManagedInitError::ZeroKeepAliveInterval);
+    }
+    // Managed entities run until their node leaves: never passivated for being idle.
+    let mut kind = kind.with_passivation(ResolvedStrategy::Disabled);
+    if let Some(role) = &options.role {
+        kind = kind.with_role(role);
+    }
+    if let Some(stop) = options.stop_message {
+        kind = kind.with_stop_message(move || Managed::User(stop()));
+    }
+    let region = sharding.init(kind)?;
+    spawn_keep_alive(region.clone(), ids, options.keep_alive_interval);
+    Ok(region)
+}
 
 /// A command to a managed entity: the keep-alive that starts it, or the user's command.
 #[derive(Debug, Serialize, Deserialize)]
@@ -147,7 +201,7 @@ impl<E: Entity> ManagedRef<E> {
 /// Sends a keep-alive to every entity of `ids` at once and then every `interval`, from this
 /// node, until the region stops. A full queue skips one round rather than waiting: the next
 /// round repeats it, and a keep-alive must never hold up user traffic.
-pub(crate) fn spawn_keep_alive<E: Entity>(
+fn spawn_keep_alive<E: Entity>(
     region: EntityRegion<ManagedEntity<E>>,
     ids: impl Fn() -> Box<dyn Iterator<Item = String> + Send> + Send + 'static,
     interval: Duration,

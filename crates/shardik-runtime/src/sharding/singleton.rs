@@ -37,16 +37,14 @@
 //! * No lease (`use-lease`) yet.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::membership::{MemberStatus, UniqueAddress};
 use shardik_core::sharding::{AllocationSnapshot, ShardAllocationStrategy, ShardId};
-use shardik_passivation::ResolvedStrategy;
 
 use super::Sharding;
 use super::api::{Entity, EntityKind};
-use super::keepalive::{Managed, ManagedEntity, ManagedInitError, ManagedRef, spawn_keep_alive};
+use super::keepalive::{ManagedEntity, ManagedInitError, ManagedOptions, ManagedRef, init_managed};
 
 /// A reference to a cluster singleton, usable from every node.
 pub type SingletonRef<E> = ManagedRef<E>;
@@ -57,17 +55,15 @@ const SINGLETON_ID: &str = "singleton";
 /// How a cluster singleton runs.
 pub struct SingletonSettings<C> {
     name: String,
-    role: Option<String>,
-    keep_alive_interval: Duration,
-    stop_message: Option<Arc<dyn Fn() -> C + Send + Sync>>,
+    options: ManagedOptions<C>,
 }
 
 impl<C> std::fmt::Debug for SingletonSettings<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SingletonSettings")
             .field("name", &self.name)
-            .field("role", &self.role)
-            .field("keep_alive_interval", &self.keep_alive_interval)
+            .field("role", &self.options.role)
+            .field("keep_alive_interval", &self.options.keep_alive_interval)
             .finish_non_exhaustive()
     }
 }
@@ -78,15 +74,13 @@ impl<C> SingletonSettings<C> {
     pub fn new(name: &str) -> Self {
         SingletonSettings {
             name: name.to_string(),
-            role: None,
-            keep_alive_interval: Duration::from_secs(10),
-            stop_message: None,
+            options: ManagedOptions::default(),
         }
     }
 
     /// Runs the singleton only on members with `role`; nodes without it reach it by proxy.
     pub fn with_role(mut self, role: &str) -> Self {
-        self.role = Some(role.to_string()).filter(|r| !r.is_empty());
+        self.options.set_role(role);
         self
     }
 
@@ -94,14 +88,14 @@ impl<C> SingletonSettings<C> {
     /// manager starts the singleton itself). This bounds how long the singleton may be down
     /// after a move when nobody writes to it.
     pub fn with_keep_alive_interval(mut self, interval: Duration) -> Self {
-        self.keep_alive_interval = interval;
+        self.options.keep_alive_interval = interval;
         self
     }
 
     /// The command the singleton receives before it stops (hand-off to another member):
     /// Akka's `terminationMessage`.
     pub fn with_stop_message(mut self, make: impl Fn() -> C + Send + Sync + 'static) -> Self {
-        self.stop_message = Some(Arc::new(make));
+        self.options.set_stop_message(make);
         self
     }
 
@@ -124,28 +118,14 @@ impl ClusterSingleton {
         settings: SingletonSettings<E::Command>,
         factory: impl Fn() -> E + Send + Sync + 'static,
     ) -> Result<SingletonRef<E>, ManagedInitError> {
-        if settings.keep_alive_interval.is_zero() {
-            return Err(ManagedInitError::ZeroKeepAliveInterval);
-        }
-        let mut kind = EntityKind::new(&settings.kind_name(), move |_| ManagedEntity {
+        let kind = EntityKind::new(&settings.kind_name(), move |_| ManagedEntity {
             inner: Some(factory()),
         })
         .with_shard_extractor(|_| ShardId::from(SINGLETON_ID))
-        // A singleton runs until its node leaves, never passivated for being idle.
-        .with_passivation(ResolvedStrategy::Disabled)
         .with_allocation_strategy(|| OldestUpStrategy);
-        if let Some(role) = &settings.role {
-            kind = kind.with_role(role);
-        }
-        if let Some(stop) = settings.stop_message.clone() {
-            kind = kind.with_stop_message(move || Managed::User(stop()));
-        }
-        let region = sharding.init(kind)?;
-        spawn_keep_alive(
-            region.clone(),
-            || Box::new(std::iter::once(SINGLETON_ID.to_string())),
-            settings.keep_alive_interval,
-        );
+        let region = init_managed(sharding, kind, settings.options, || {
+            Box::new(std::iter::once(SINGLETON_ID.to_string()))
+        })?;
         Ok(ManagedRef {
             inner: region.entity_ref(SINGLETON_ID),
         })
