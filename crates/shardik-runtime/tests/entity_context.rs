@@ -1,6 +1,7 @@
 //! What an entity can do from its context, on real nodes in one process: messages to itself,
-//! timers, a receive timeout, passivation ending all of them; and entity references carried
-//! inside messages from one node to another.
+//! timers, a receive timeout, passivation ending all of them; entity references carried
+//! inside messages from one node to another; and typed reply handles (`ask_with`), answered
+//! on the asker's node, from another node, and after being passed on to a third entity.
 //!
 //! The nodes talk over loopback TCP, so the clock is real; the delays are chosen so that the
 //! assertions hold with wide margins on a loaded machine.
@@ -17,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, MembershipConfig};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityRef, EntityTypeKey, Sharding, ShardingConfig,
+    Entity, EntityContext, EntityKind, EntityRef, EntityTypeKey, ReplyTo, Sharding, ShardingConfig,
+    ShardingError,
 };
 use shardik_runtime::transport::TransportConfig;
 
@@ -568,6 +570,187 @@ async fn an_entity_ref_travels_to_another_node_and_the_reply_comes_back_through_
 #[test]
 fn an_entity_ref_decoded_outside_a_node_is_a_clear_error() {
     let err = serde_json::from_str::<EntityRef<Ponger>>(r#"["ponger","x"]"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("can only be decoded by a node's sharding"),
+        "{err}"
+    );
+}
+
+// Typed replies per command: accounts live on nodes with role "ledger", auditors on nodes with
+// role "audit"; each command of an account has its own reply type.
+
+#[derive(Debug, Serialize, Deserialize)]
+enum AccountCmd {
+    /// Adds `amount`; answers the new balance.
+    Deposit { amount: u64, reply_to: ReplyTo<u64> },
+    /// Answers every deposit so far.
+    History(ReplyTo<Vec<u64>>),
+    /// Passes the reply handle on to this account's auditor, which answers it.
+    Audit(ReplyTo<String>),
+    /// Never answers.
+    Ignore(ReplyTo<u64>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum AuditorCmd {
+    Check {
+        account: String,
+        deposits: usize,
+        reply_to: ReplyTo<String>,
+    },
+}
+
+struct Account {
+    sharding: Sharding,
+    deposits: Vec<u64>,
+}
+
+struct Auditor;
+
+const ACCOUNT: EntityTypeKey<Account> = EntityTypeKey::new("account");
+const AUDITOR: EntityTypeKey<Auditor> = EntityTypeKey::new("auditor");
+
+impl Entity for Account {
+    type Command = AccountCmd;
+    type Reply = ();
+
+    async fn handle(&mut self, cmd: AccountCmd, ctx: &mut EntityContext<Self>) {
+        match cmd {
+            AccountCmd::Deposit { amount, reply_to } => {
+                self.deposits.push(amount);
+                reply_to.send(self.deposits.iter().sum());
+            }
+            AccountCmd::History(reply_to) => reply_to.send(self.deposits.clone()),
+            AccountCmd::Audit(reply_to) => {
+                let auditor = self
+                    .sharding
+                    .entity_ref_for(AUDITOR, ctx.entity_id())
+                    .expect("auditor registered");
+                auditor
+                    .tell(AuditorCmd::Check {
+                        account: ctx.entity_id().to_string(),
+                        deposits: self.deposits.len(),
+                        reply_to,
+                    })
+                    .await
+                    .expect("check sent");
+            }
+            AccountCmd::Ignore(_) => {}
+        }
+    }
+}
+
+impl Entity for Auditor {
+    type Command = AuditorCmd;
+    type Reply = ();
+
+    async fn handle(&mut self, cmd: AuditorCmd, ctx: &mut EntityContext<Self>) {
+        let AuditorCmd::Check {
+            account,
+            deposits,
+            reply_to,
+        } = cmd;
+        reply_to.send(format!(
+            "{account}: {deposits} deposits, audited on {}",
+            ctx.node().address
+        ));
+    }
+}
+
+fn register_ledger(sharding: &Sharding) {
+    let s = sharding.clone();
+    sharding
+        .init(
+            EntityKind::for_key(ACCOUNT, move |_| Account {
+                sharding: s.clone(),
+                deposits: Vec::new(),
+            })
+            .with_role("ledger"),
+        )
+        .expect("account registers");
+    sharding
+        .init(EntityKind::for_key(AUDITOR, |_| Auditor).with_role("audit"))
+        .expect("auditor registers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs() {
+    let (pa, pb) = (free_port(), free_port());
+    let (a, sharding_a) = start(pa, pa, &["ledger"]).await;
+    let (b, sharding_b) = start(pb, pa, &["audit"]).await;
+    wait_up(&[&a, &b], 2).await;
+    register_ledger(&sharding_a);
+    register_ledger(&sharding_b);
+
+    // Asked on the account's own node: the answer is handed over without encoding.
+    let on_a = sharding_a.entity_ref_for(ACCOUNT, "acc-1").unwrap();
+    let balance = on_a
+        .ask_with(
+            |reply_to| AccountCmd::Deposit {
+                amount: 5,
+                reply_to,
+            },
+            ASK,
+        )
+        .await
+        .expect("deposit answered locally");
+    assert_eq!(balance, 5);
+
+    // Asked from b, which only proxies accounts: the handle travels to a, is decoded there,
+    // and the answer comes back in a reply frame.
+    let from_b = sharding_b.entity_ref_for(ACCOUNT, "acc-1").unwrap();
+    let balance = from_b
+        .ask_with(
+            |reply_to| AccountCmd::Deposit {
+                amount: 7,
+                reply_to,
+            },
+            ASK,
+        )
+        .await
+        .expect("deposit answered remotely");
+    assert_eq!(balance, 12);
+    let history: Vec<u64> = from_b
+        .ask_with(AccountCmd::History, ASK)
+        .await
+        .expect("history answered remotely");
+    assert_eq!(history, vec![5, 7], "another reply type on the same entity");
+
+    // Passed on: b asks the account on a, which hands the handle to the auditor on b; the
+    // auditor answers its asker's own node. And from a: the auditor answers across the wire.
+    let b_addr = b.self_node.address.to_string();
+    let audit = from_b
+        .ask_with(AccountCmd::Audit, ASK)
+        .await
+        .expect("audit answered after two hops");
+    assert_eq!(audit, format!("acc-1: 2 deposits, audited on {b_addr}"));
+    let audit = on_a
+        .ask_with(AccountCmd::Audit, ASK)
+        .await
+        .expect("audit answered from b to a");
+    assert_eq!(audit, format!("acc-1: 2 deposits, audited on {b_addr}"));
+
+    // An entity that never answers makes the ask time out, locally and remotely.
+    let short = Duration::from_millis(300);
+    for account in [&on_a, &from_b] {
+        assert_eq!(
+            account.ask_with(AccountCmd::Ignore, short).await,
+            Err(ShardingError::Timeout(short))
+        );
+    }
+    assert_eq!(
+        on_a.ask_with(AccountCmd::History, Duration::ZERO).await,
+        Err(ShardingError::InvalidTimeout)
+    );
+}
+
+#[test]
+fn a_reply_handle_decoded_outside_a_node_is_a_clear_error() {
+    let err = serde_json::from_str::<ReplyTo<u64>>(
+        r#"["account",{"address":{"host":"127.0.0.1","port":1},"uid":7},3]"#,
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("can only be decoded by a node's sharding"),

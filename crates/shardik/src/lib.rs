@@ -16,12 +16,14 @@
 //! use std::time::Duration;
 //!
 //! use serde::{Deserialize, Serialize};
-//! use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, Node, Settings};
+//! use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, Node, ReplyTo, Settings};
 //!
 //! #[derive(Serialize, Deserialize)]
 //! enum Cmd {
 //!     Add(u64),
 //!     Get,
+//!     // A command with a reply type of its own, answered through the handle it carries.
+//!     IsEven(ReplyTo<bool>),
 //! }
 //!
 //! #[derive(Default)]
@@ -31,8 +33,10 @@
 //!     type Command = Cmd;
 //!     type Reply = u64;
 //!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) -> u64 {
-//!         if let Cmd::Add(n) = cmd {
-//!             self.0 += n;
+//!         match cmd {
+//!             Cmd::Add(n) => self.0 += n,
+//!             Cmd::Get => {}
+//!             Cmd::IsEven(reply_to) => reply_to.send(self.0 % 2 == 0),
 //!         }
 //!         self.0
 //!     }
@@ -66,6 +70,8 @@
 //! counter.try_tell(Cmd::Add(3))?; // fails at once instead
 //! let value = counter.ask(Cmd::Get, Duration::from_secs(10)).await?;
 //! assert_eq!(value, 5);
+//! let even = counter.ask_with(Cmd::IsEven, Duration::from_secs(10)).await?;
+//! assert!(!even);
 //! // Hand the shards off, leave the cluster, wait until the node is out.
 //! assert_eq!(node.leave().await, shardik::ShutdownReason::Left);
 //! # Ok(())
@@ -85,7 +91,7 @@ pub use shardik_runtime::handle::NodeHandle;
 pub use shardik_runtime::sharding::{
     AsyncShardAllocationStrategy, ClusterSingleton, Codec, CodecError, DaemonSettings, Entity,
     EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError, ManagedInitError,
-    ManagedRef, Postcard, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
+    ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
     SingletonSettings, StatusReply, TellError, WorkerRef,
 };
 pub use shardik_runtime::{Node, NodeBuilder};

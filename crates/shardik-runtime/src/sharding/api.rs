@@ -477,6 +477,21 @@ pub enum TellError {
     RegionStopped,
 }
 
+impl ShardingError {
+    /// The asker's error for a reply frame's error, from an ask to kind `kind`.
+    pub(crate) fn from_reply_error(kind: &str, e: shardik_wire::ReplyError) -> Self {
+        use shardik_wire::ReplyErrorKind;
+        match e.kind {
+            ReplyErrorKind::UnknownKind => ShardingError::UnknownKind(kind.to_string()),
+            ReplyErrorKind::BufferFull => ShardingError::BufferFull,
+            ReplyErrorKind::RegionStopped => ShardingError::RegionStopped,
+            ReplyErrorKind::EntityFailed => ShardingError::EntityFailed(e.message),
+            ReplyErrorKind::DecodeFailed => ShardingError::Codec(CodecError(e.message)),
+            ReplyErrorKind::ShardUnavailable => ShardingError::ShardUnavailable(e.message),
+        }
+    }
+}
+
 impl From<TellError> for ShardingError {
     fn from(e: TellError) -> Self {
         match e {

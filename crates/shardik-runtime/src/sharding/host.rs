@@ -24,7 +24,7 @@ use super::timers::Timers;
 use super::id_map::IdMap;
 
 /// Where a command's reply goes.
-pub(crate) enum ReplyTo<R> {
+pub(crate) enum Asker<R> {
     /// Nowhere (a tell).
     None,
     /// A local asker.
@@ -39,7 +39,7 @@ pub(crate) enum ReplyTo<R> {
 /// A command waiting for or being handled by its entity.
 pub(crate) struct Job<E: Entity> {
     pub cmd: E::Command,
-    pub reply: ReplyTo<E::Reply>,
+    pub reply: Asker<E::Reply>,
     /// Sent by the entity to itself (a message to self, a timer, the receive timeout). As in
     /// the reference, where these go straight to the actor and not through its shard, they do
     /// not count as use for passivation: an entity kept busy only by its own timers is still
@@ -71,7 +71,7 @@ pub(crate) struct Completed<E: Entity> {
     shard: ShardId,
     id: EntityId,
     entity: Option<E>,
-    reply: ReplyTo<E::Reply>,
+    reply: Asker<E::Reply>,
     outcome: Result<Option<E::Reply>, String>,
     passivate: bool,
     was_stop: bool,
@@ -86,7 +86,7 @@ type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
 /// What the host asks its owner to do after a step.
 pub(crate) enum HostOutput<E: Entity> {
     /// Send this reply.
-    Reply(ReplyTo<E::Reply>, Result<E::Reply, String>),
+    Reply(Asker<E::Reply>, Result<E::Reply, String>),
     /// Every entity of the shard has stopped (after a hand-off request).
     ShardEmpty(ShardId),
 }
@@ -502,7 +502,7 @@ impl<E: Entity> EntityHost<E> {
                                 .get_or_insert_with(Default::default)
                                 .push_back(Item::Job(Job {
                                     cmd,
-                                    reply: ReplyTo::None,
+                                    reply: Asker::None,
                                     from_context: true,
                                 }));
                             self.queued += 1;
@@ -561,7 +561,7 @@ impl<E: Entity> EntityHost<E> {
             }
             let job = Job {
                 cmd,
-                reply: ReplyTo::None,
+                reply: Asker::None,
                 from_context: true,
             };
             let start = start_or_queue(slot, job);
@@ -597,7 +597,7 @@ impl<E: Entity> EntityHost<E> {
                 Some(make) => {
                     let job = Job {
                         cmd: make(),
-                        reply: ReplyTo::None,
+                        reply: Asker::None,
                         from_context: false,
                     };
                     let fut = run(self.node.clone(), shard, id, entity, job, true);
@@ -609,7 +609,7 @@ impl<E: Entity> EntityHost<E> {
                         shard,
                         id,
                         entity: None,
-                        reply: ReplyTo::None,
+                        reply: Asker::None,
                         outcome: Ok(None),
                         passivate: false,
                         was_stop: true,

@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
-use super::host::{Completed, EntityHost, HostOutput, Job, ReplyTo};
+use super::host::{Asker, Completed, EntityHost, HostOutput, Job};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::pending::PendingAsks;
 use super::resolve::{Resolver, decoding_with};
@@ -492,8 +492,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Payload::Local { cmd, reply } => Job {
                 cmd,
                 reply: match reply {
-                    Some(r) => ReplyTo::Local(r.tx),
-                    None => ReplyTo::None,
+                    Some(r) => Asker::Local(r.tx),
+                    None => Asker::None,
                 },
                 from_context: false,
             },
@@ -502,8 +502,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     Ok(cmd) => Job {
                         cmd,
                         reply: match reply_to {
-                            Some((node, ask_id)) => ReplyTo::Remote { node, ask_id },
-                            None => ReplyTo::None,
+                            Some((node, ask_id)) => Asker::Remote { node, ask_id },
+                            None => Asker::None,
                         },
                         from_context: false,
                     },
@@ -607,18 +607,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         st.outgoing.push((to, buf.freeze()));
     }
 
-    fn reply(
-        &mut self,
-        st: &mut State<E>,
-        to: ReplyTo<E::Reply>,
-        result: Result<E::Reply, String>,
-    ) {
+    fn reply(&mut self, st: &mut State<E>, to: Asker<E::Reply>, result: Result<E::Reply, String>) {
         match to {
-            ReplyTo::None => {}
-            ReplyTo::Local(tx) => {
+            Asker::None => {}
+            Asker::Local(tx) => {
                 let _ = tx.send(result.map_err(ShardingError::EntityFailed));
             }
-            ReplyTo::Remote { node, ask_id } => match result {
+            Asker::Remote { node, ask_id } => match result {
                 Ok(r) => match self.codec.encode(&r) {
                     Ok(bytes) => {
                         let frame = ShardingFrame {

@@ -6,7 +6,7 @@
 //! the core's `KindNode` (region, coordinator while hosted here) and owns the kind's entities.
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `id_map`, `strategy` → `api` → `messages`, `pending`, `resolve`, `timers` → `host` →
+//! `id_map`, `strategy` → `api` → `messages`, `pending` → `resolve` → `reply_to`, `timers` → `host` →
 //! `allocation` → `kind` → `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users
 //! write against) needs only the strategy types, never the kind's task; the messages the task
 //! receives live in `messages` so that senders need not know the task. The singleton and the
@@ -22,6 +22,7 @@ mod keepalive;
 mod kind;
 mod messages;
 mod pending;
+mod reply_to;
 mod resolve;
 mod singleton;
 mod strategy;
@@ -47,6 +48,7 @@ pub use api::{
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
+pub use reply_to::ReplyTo;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
 };
@@ -59,7 +61,7 @@ use crate::node::RunningNode;
 use crate::transport::{InboundUser, UserSender};
 use kind::{KindSettings, KindTask};
 use messages::{Control, LocalMsg, LocalReply};
-use pending::PendingAsks;
+use pending::{PendingAsks, ReplyEndpoint};
 
 /// Sharding settings of a node (`cluster.sharding`).
 #[derive(Clone, Debug)]
@@ -199,6 +201,7 @@ struct Inner {
     config: ShardingConfig,
     kinds: Mutex<HashMap<Arc<str>, KindEntry>>,
     pending: PendingAsks,
+    replies: Arc<ReplyEndpoint>,
     stats_waiters: Mutex<HashMap<u64, mpsc::UnboundedSender<StatsAnswer>>>,
     next_stats_request: std::sync::atomic::AtomicU64,
 }
@@ -211,6 +214,10 @@ impl resolve::RegionResolver for Inner {
     ) {
         let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
         f(kinds.get(kind).map(|k| &*k.region));
+    }
+
+    fn reply_endpoint(&self) -> Arc<ReplyEndpoint> {
+        Arc::clone(&self.replies)
     }
 }
 
@@ -263,13 +270,20 @@ impl Sharding {
         sender: UserSender,
         config: ShardingConfig,
     ) -> Sharding {
+        let pending = PendingAsks::default();
+        let replies = Arc::new(ReplyEndpoint::new(
+            self_node.clone(),
+            pending.clone(),
+            sender.clone(),
+        ));
         let inner = Arc::new(Inner {
             node,
             self_node,
             sender,
             config,
             kinds: Mutex::new(HashMap::new()),
-            pending: PendingAsks::default(),
+            pending,
+            replies,
             stats_waiters: Mutex::new(HashMap::new()),
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
         });
@@ -330,6 +344,7 @@ impl Sharding {
             local: local_tx,
             control: control_tx.clone(),
             shards: ShardIds::new(cfg.number_of_shards, kind.extractor.clone()),
+            replies: Arc::clone(&self.inner.replies),
         };
         {
             let mut kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());
@@ -635,6 +650,8 @@ pub struct EntityRegion<E: Entity> {
     local: mpsc::Sender<LocalMsg<E>>,
     control: mpsc::Sender<Control>,
     shards: ShardIds,
+    /// The node's asks and answers, for `ask_with`.
+    replies: Arc<ReplyEndpoint>,
 }
 
 impl<E: Entity> Clone for EntityRegion<E> {
@@ -644,6 +661,7 @@ impl<E: Entity> Clone for EntityRegion<E> {
             local: self.local.clone(),
             control: self.control.clone(),
             shards: self.shards.clone(),
+            replies: Arc::clone(&self.replies),
         }
     }
 }
@@ -816,6 +834,81 @@ impl<E: Entity> EntityRef<E> {
             .map_err(ShardingError::Refused)
     }
 
+    /// Sends the command `make` builds around a [`ReplyTo`] and waits at most `timeout` for
+    /// the answer the entity sends through it (Akka's `ask(replyTo => Cmd(.., replyTo))`): each
+    /// command can have its own reply type. The command goes as a tell, so the entity's own
+    /// `Reply` is not used for it; an entity that never answers, or fails while handling the
+    /// command, makes the ask time out.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use shardik_runtime::sharding::{Entity, EntityContext, EntityRef, ReplyTo};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # enum AccountCmd { Balance(ReplyTo<u64>) }
+    /// # struct Account;
+    /// # impl Entity for Account {
+    /// #     type Command = AccountCmd;
+    /// #     type Reply = ();
+    /// #     async fn handle(&mut self, cmd: AccountCmd, _: &mut EntityContext<Self>) {}
+    /// # }
+    /// # async fn example(account: EntityRef<Account>) -> Result<(), shardik_runtime::sharding::ShardingError> {
+    /// let balance: u64 = account
+    ///     .ask_with(AccountCmd::Balance, Duration::from_secs(5))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ask_with<R, C>(
+        &self,
+        make: impl FnOnce(ReplyTo<R, C>) -> E::Command,
+        timeout: Duration,
+    ) -> Result<R, ShardingError>
+    where
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        C: Codec + Default,
+    {
+        if timeout.is_zero() {
+            return Err(ShardingError::InvalidTimeout);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        let slot: reply_to::AnswerSlot<R> = Arc::new(Mutex::new(Some(tx)));
+        // Registered with the node's waiting asks in case the command, and the ReplyTo inside
+        // it, travel to another node: the answer then comes back encoded, by ask id.
+        let remote_slot = Arc::clone(&slot);
+        let ask_id = self
+            .region
+            .replies
+            .pending()
+            .register(deadline, move |answer| {
+                let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
+                reply_to::fill(&remote_slot, answer);
+            });
+        let reply_to = ReplyTo::local(
+            Arc::clone(&self.region.name),
+            ask_id,
+            slot,
+            Arc::clone(&self.region.replies),
+        );
+        let sent = tokio::time::timeout_at(
+            deadline,
+            self.region.local.send(self.msg(make(reply_to), None)),
+        )
+        .await;
+        let outcome = match sent {
+            Ok(Ok(())) => match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(answer)) => answer,
+                // No answer in time (the slot also closes when the expired entry is swept).
+                Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
+            },
+            Ok(Err(_)) => Err(ShardingError::RegionStopped),
+            Err(_) => Err(ShardingError::Timeout(timeout)),
+        };
+        self.region.replies.pending().forget(ask_id.get());
+        outcome
+    }
+
     /// Sends `cmd` and waits at most `timeout` for the entity's reply.
     pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
         if timeout.is_zero() {
@@ -857,16 +950,9 @@ async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
         };
         let control = match frame.body {
             ShardingBody::Reply(reply) => {
-                let result = reply.result.map_err(|e| match e.kind {
-                    ReplyErrorKind::UnknownKind => {
-                        ShardingError::UnknownKind(frame.kind.to_string())
-                    }
-                    ReplyErrorKind::BufferFull => ShardingError::BufferFull,
-                    ReplyErrorKind::RegionStopped => ShardingError::RegionStopped,
-                    ReplyErrorKind::EntityFailed => ShardingError::EntityFailed(e.message),
-                    ReplyErrorKind::DecodeFailed => ShardingError::Codec(CodecError(e.message)),
-                    ReplyErrorKind::ShardUnavailable => ShardingError::ShardUnavailable(e.message),
-                });
+                let result = reply
+                    .result
+                    .map_err(|e| ShardingError::from_reply_error(&frame.kind, e));
                 if !inner.pending.complete(reply.ask_id, result) {
                     debug!(
                         ask_id = reply.ask_id,

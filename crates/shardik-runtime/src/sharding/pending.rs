@@ -1,8 +1,12 @@
-//! Asks waiting for a reply from another node.
+//! Asks between nodes: the asks of this node that wait for a reply from another
+//! ([`PendingAsks`]), and the way this node sends an answer to an asker by its ask id
+//! ([`ReplyEndpoint`]).
 //!
-//! Each is a one-shot callback under a fresh id, removed when its reply arrives. An asker that
-//! gave up (timeout) leaves its entry behind; entries past their deadline are swept as new ones
-//! are registered, so the table stays bounded by the asks in flight within their timeouts.
+//! Each waiting ask is a one-shot callback under a fresh id, removed when its reply arrives. An
+//! asker that gave up (timeout) leaves its entry behind; entries past their deadline are swept
+//! as new ones are registered, so the table stays bounded by the asks in flight within their
+//! timeouts. Ids start at a random point in each incarnation of a node, so that a late reply
+//! meant for an earlier incarnation on the same address does not complete an unrelated ask.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
@@ -12,7 +16,11 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use shardik_core::membership::UniqueAddress;
+use shardik_wire::{ReplyError, ShardingBody, ShardingFrame, WireReply, encode_sharding};
+
 use super::api::ShardingError;
+use crate::transport::UserSender;
 
 type Callback = Box<dyn FnOnce(Result<Bytes, ShardingError>) + Send>;
 
@@ -28,10 +36,20 @@ struct Table {
 }
 
 /// The asks of one node that wait for remote replies.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct PendingAsks {
     next: Arc<AtomicU64>,
     table: Arc<Mutex<Table>>,
+}
+
+impl Default for PendingAsks {
+    fn default() -> Self {
+        // Half the id space from a random start: wrapping is never reached in practice.
+        PendingAsks {
+            next: Arc::new(AtomicU64::new(rand::random::<u64>() >> 1)),
+            table: Arc::default(),
+        }
+    }
 }
 
 impl PendingAsks {
@@ -77,6 +95,15 @@ impl PendingAsks {
         }
     }
 
+    /// Drops ask `id` without completing it (it was answered another way).
+    pub fn forget(&self, id: u64) {
+        self.table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entries
+            .remove(&id);
+    }
+
     /// Asks waiting (for tests and metrics).
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -85,6 +112,69 @@ impl PendingAsks {
             .unwrap_or_else(|e| e.into_inner())
             .entries
             .len()
+    }
+}
+
+/// How this node answers an ask by its id, wherever the asker is: through the pending table
+/// when the asker is this node, else in a reply frame to the asker's node.
+pub(crate) struct ReplyEndpoint {
+    self_node: UniqueAddress,
+    pending: PendingAsks,
+    sender: UserSender,
+}
+
+impl ReplyEndpoint {
+    pub fn new(self_node: UniqueAddress, pending: PendingAsks, sender: UserSender) -> Self {
+        ReplyEndpoint {
+            self_node,
+            pending,
+            sender,
+        }
+    }
+
+    /// This node's table of waiting asks.
+    pub fn pending(&self) -> &PendingAsks {
+        &self.pending
+    }
+
+    /// This node.
+    pub fn self_node(&self) -> &UniqueAddress {
+        &self.self_node
+    }
+
+    /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).
+    /// `kind` names the entity kind the ask went to, for the asker's logs. Never blocks: when
+    /// the asker's queue is full, the reply waits in a task of its own.
+    pub fn answer(
+        &self,
+        kind: &Arc<str>,
+        asker: &UniqueAddress,
+        ask_id: NonZeroU64,
+        result: Result<Bytes, ReplyError>,
+    ) {
+        if *asker == self.self_node {
+            let result = result.map_err(|e| ShardingError::from_reply_error(kind, e));
+            if !self.pending.complete(ask_id.get(), result) {
+                tracing::debug!(ask_id, "reply for an ask that is no longer waiting");
+            }
+            return;
+        }
+        let frame = ShardingFrame {
+            kind: Arc::clone(kind),
+            body: ShardingBody::Reply(WireReply {
+                ask_id: ask_id.get(),
+                result,
+            }),
+        };
+        let payload = encode_sharding(&frame);
+        let (sender, to, kind) = (self.sender.clone(), asker.address.clone(), Arc::clone(kind));
+        tokio::spawn(async move {
+            if !sender.send(&to, payload).await {
+                metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "reply-undeliverable")
+                    .increment(1);
+                tracing::warn!(%to, %kind, "a reply could not be queued for its asker; the ask will time out");
+            }
+        });
     }
 }
 

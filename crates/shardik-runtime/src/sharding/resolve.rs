@@ -1,20 +1,26 @@
-//! How an [`EntityRef`](super::EntityRef) that arrived inside a message finds its way back to a
-//! live region: the kind task that decodes a command or a reply makes its node's sharding
-//! reachable from the decoding thread for the duration of the (synchronous) decode, and an
-//! `EntityRef`'s `Deserialize` looks its kind up there.
+//! How an [`EntityRef`](super::EntityRef) or a [`ReplyTo`](super::ReplyTo) that arrived inside a
+//! message finds its way back to a live node: the kind task that decodes a command or a reply
+//! makes its node's sharding reachable from the decoding thread for the duration of the
+//! (synchronous) decode, and their `Deserialize` looks the kind, or the node's way of sending
+//! replies, up there.
 //!
 //! A scope is used, not a value passed to the codec, so that any serde codec works unchanged
-//! and an `EntityRef` may sit anywhere inside a user's command or reply.
+//! and an `EntityRef` or a `ReplyTo` may sit anywhere inside a user's command or reply.
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
+
+use super::pending::ReplyEndpoint;
 
 /// A node's registry of entity kinds, as seen by a decoding `EntityRef`.
 pub(crate) trait RegionResolver: Send + Sync {
     /// Calls `f` with the type-erased `EntityRegion` of `kind` registered on this node, or with
     /// `None` if no such kind is registered.
     fn with_region(&self, kind: &str, f: &mut dyn FnMut(Option<&(dyn Any + Send + Sync)>));
+
+    /// How this node answers asks by id.
+    fn reply_endpoint(&self) -> Arc<ReplyEndpoint>;
 }
 
 /// The node whose sharding decodes on this thread right now.
@@ -50,6 +56,13 @@ pub(crate) enum ResolveError {
     UnknownKind,
     /// The kind is registered with another entity type.
     WrongType,
+}
+
+/// The current thread's node's way of answering asks, or `None` outside a decode scope.
+pub(crate) fn reply_endpoint() -> Option<Arc<ReplyEndpoint>> {
+    CURRENT
+        .with(|c| c.borrow().as_ref().and_then(Weak::upgrade))
+        .map(|resolver| resolver.reply_endpoint())
 }
 
 /// Resolves `kind` on the current thread's node with `f` (which gets the type-erased region
