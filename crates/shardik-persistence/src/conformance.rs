@@ -1,0 +1,374 @@
+//! The rules every [`Store`] keeps, as checks any implementation runs in its tests
+//! (`conformance::run_all(&store).await`). Each check uses persistence ids and kinds of its own
+//! under a fresh prefix, so the checks can share one database with other data.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::{
+    AtomicWrite, NewEvent, PersistenceId, Snapshot, Store, StoredState, WriteRefused,
+    persistence_id,
+};
+
+fn event(seq: u64, text: &str, tags: &[&str]) -> NewEvent {
+    NewEvent {
+        seq,
+        payload: Bytes::copy_from_slice(text.as_bytes()),
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+fn write(pid: &PersistenceId, events: Vec<NewEvent>) -> AtomicWrite {
+    AtomicWrite {
+        persistence_id: Arc::clone(pid),
+        events,
+    }
+}
+
+fn payloads(events: &[crate::StoredEvent]) -> Vec<(u64, String)> {
+    events
+        .iter()
+        .map(|e| (e.seq, String::from_utf8_lossy(&e.payload).into_owned()))
+        .collect()
+}
+
+/// A prefix no earlier run used, so that checks against a persistent database start clean.
+fn fresh(prefix: &str) -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{nanos:x}-{:x}", std::process::id())
+}
+
+/// Runs every check.
+pub async fn run_all<S: Store + ?Sized>(store: &S) {
+    journal_round_trip(store).await;
+    taken_sequence_refuses_the_whole_write(store).await;
+    batch_answers_each_write(store).await;
+    deleted_events_keep_their_numbers(store).await;
+    snapshots_latest_and_deletion(store).await;
+    durable_state_moves_one_revision_at_a_time(store).await;
+    remembered_entities_per_shard(store).await;
+    events_by_tag_in_commit_order(store).await;
+}
+
+/// Events come back in order, bounded by range and count; the highest number is known.
+pub async fn journal_round_trip<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("rt"), "a");
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 0);
+    let r = store
+        .append(vec![write(
+            &pid,
+            vec![event(1, "one", &[]), event(2, "two", &[])],
+        )])
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Ok(())]);
+    let r = store
+        .append(vec![write(&pid, vec![event(3, "three", &[])])])
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Ok(())]);
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 3);
+    let all = store
+        .read_events(&pid, 1, u64::MAX, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        payloads(&all),
+        vec![(1, "one".into()), (2, "two".into()), (3, "three".into())]
+    );
+    let middle = store.read_events(&pid, 2, 2, 10).await.unwrap();
+    assert_eq!(payloads(&middle), vec![(2, "two".into())]);
+    let first_two = store.read_events(&pid, 1, u64::MAX, 2).await.unwrap();
+    assert_eq!(first_two.len(), 2);
+}
+
+/// A write that claims a taken number is refused as a whole: none of its events lands.
+pub async fn taken_sequence_refuses_the_whole_write<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("taken"), "a");
+    store
+        .append(vec![write(&pid, vec![event(1, "first", &[])])])
+        .await
+        .unwrap();
+    let r = store
+        .append(vec![write(
+            &pid,
+            vec![event(1, "rival", &[]), event(2, "rival-2", &[])],
+        )])
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r[..], [Err(WriteRefused::SequenceTaken { seq: 1, .. })]),
+        "{r:?}"
+    );
+    let all = store.read_events(&pid, 1, u64::MAX, 100).await.unwrap();
+    assert_eq!(payloads(&all), vec![(1, "first".into())]);
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 1);
+}
+
+/// One batch, many writers: each write is answered on its own, refused ones change nothing.
+pub async fn batch_answers_each_write<S: Store + ?Sized>(store: &S) {
+    let prefix = fresh("batch");
+    let (a, b, c) = (
+        persistence_id(&prefix, "a"),
+        persistence_id(&prefix, "b"),
+        persistence_id(&prefix, "c"),
+    );
+    store
+        .append(vec![write(&b, vec![event(1, "b1", &[])])])
+        .await
+        .unwrap();
+    let r = store
+        .append(vec![
+            write(&a, vec![event(1, "a1", &[])]),
+            write(&b, vec![event(1, "b1-again", &[])]),
+            write(&c, vec![event(1, "c1", &[]), event(2, "c2", &[])]),
+            write(&a, vec![event(2, "a2", &[])]),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r.len(), 4);
+    assert_eq!(r[0], Ok(()));
+    assert!(matches!(r[1], Err(WriteRefused::SequenceTaken { .. })));
+    assert_eq!(r[2], Ok(()));
+    assert_eq!(r[3], Ok(()));
+    let b_events = store.read_events(&b, 1, u64::MAX, 10).await.unwrap();
+    assert_eq!(payloads(&b_events), vec![(1, "b1".into())]);
+    assert_eq!(store.highest_seq(&a).await.unwrap(), 2);
+    assert_eq!(store.highest_seq(&c).await.unwrap(), 2);
+}
+
+/// Deleted events are not read back, but their numbers stay taken.
+pub async fn deleted_events_keep_their_numbers<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("deleted"), "a");
+    let events = (1..=4).map(|i| event(i, &format!("e{i}"), &[])).collect();
+    store.append(vec![write(&pid, events)]).await.unwrap();
+    store.delete_events_to(&pid, 4).await.unwrap();
+    assert!(
+        store
+            .read_events(&pid, 1, u64::MAX, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 4);
+    let r = store
+        .append(vec![write(&pid, vec![event(3, "again", &[])])])
+        .await
+        .unwrap();
+    assert!(matches!(r[0], Err(WriteRefused::SequenceTaken { .. })));
+    let r = store
+        .append(vec![write(&pid, vec![event(5, "e5", &[])])])
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Ok(())]);
+    let left = store.read_events(&pid, 1, u64::MAX, 10).await.unwrap();
+    assert_eq!(payloads(&left), vec![(5, "e5".into())]);
+}
+
+/// The latest snapshot is the one with the highest number; older ones can be deleted.
+pub async fn snapshots_latest_and_deletion<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("snap"), "a");
+    assert_eq!(store.latest_snapshot(&pid).await.unwrap(), None);
+    for seq in [10, 30, 20] {
+        store
+            .save_snapshot(
+                &pid,
+                Snapshot {
+                    seq,
+                    payload: Bytes::from(format!("s{seq}")),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let latest = store.latest_snapshot(&pid).await.unwrap().unwrap();
+    assert_eq!((latest.seq, &latest.payload[..]), (30, &b"s30"[..]));
+    store.delete_snapshots_below(&pid, 30).await.unwrap();
+    let latest = store.latest_snapshot(&pid).await.unwrap().unwrap();
+    assert_eq!(latest.seq, 30);
+    store
+        .save_snapshot(
+            &pid,
+            Snapshot {
+                seq: 30,
+                payload: Bytes::from_static(b"s30-replaced"),
+            },
+        )
+        .await
+        .unwrap();
+    let latest = store.latest_snapshot(&pid).await.unwrap().unwrap();
+    assert_eq!(&latest.payload[..], b"s30-replaced");
+}
+
+/// Durable state: revision 1 first, then each write exactly one more; a stale one is refused.
+pub async fn durable_state_moves_one_revision_at_a_time<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("state"), "a");
+    let state = |revision, text: &'static str| StoredState {
+        revision,
+        payload: Bytes::from_static(text.as_bytes()),
+    };
+    assert_eq!(store.load_state(&pid).await.unwrap(), None);
+    assert!(matches!(
+        store.write_state(&pid, state(2, "skip")).await.unwrap(),
+        Err(WriteRefused::RevisionConflict { .. })
+    ));
+    assert_eq!(
+        store.write_state(&pid, state(1, "v1")).await.unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        store.write_state(&pid, state(2, "v2")).await.unwrap(),
+        Ok(())
+    );
+    assert!(matches!(
+        store.write_state(&pid, state(2, "rival")).await.unwrap(),
+        Err(WriteRefused::RevisionConflict { .. })
+    ));
+    assert_eq!(store.load_state(&pid).await.unwrap(), Some(state(2, "v2")));
+}
+
+/// Remembered entities per shard: started ones are listed, stopped ones go, empty shards go.
+pub async fn remembered_entities_per_shard<S: Store + ?Sized>(store: &S) {
+    let kind = fresh("remember");
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    store
+        .update_remembered(&kind, "7", &ids(&["b", "a", "c"]), &[])
+        .await
+        .unwrap();
+    store
+        .update_remembered(&kind, "3", &ids(&["x"]), &[])
+        .await
+        .unwrap();
+    store
+        .update_remembered(&kind, "7", &ids(&["d"]), &ids(&["b", "d"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.remembered_shards(&kind).await.unwrap(),
+        ids(&["3", "7"])
+    );
+    assert_eq!(
+        store.remembered_entities(&kind, "7").await.unwrap(),
+        ids(&["a", "c"])
+    );
+    store
+        .update_remembered(&kind, "3", &[], &ids(&["x"]))
+        .await
+        .unwrap();
+    assert_eq!(store.remembered_shards(&kind).await.unwrap(), ids(&["7"]));
+    assert!(
+        store
+            .remembered_entities(&kind, "3")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Tagged events come back in commit order, resumable after the last offset seen.
+pub async fn events_by_tag_in_commit_order<S: Store + ?Sized>(store: &S) {
+    let prefix = fresh("tags");
+    let tag = format!("{prefix}-tag");
+    let (a, b) = (persistence_id(&prefix, "a"), persistence_id(&prefix, "b"));
+    store
+        .append(vec![
+            write(&a, vec![event(1, "a1", &[&tag]), event(2, "a2", &[])]),
+            write(&b, vec![event(1, "b1", &[&tag, "other"])]),
+        ])
+        .await
+        .unwrap();
+    store
+        .append(vec![write(&a, vec![event(3, "a3", &[&tag])])])
+        .await
+        .unwrap();
+    let found = store.events_by_tag(&tag, 0, 100).await.unwrap();
+    let seen: Vec<(String, u64)> = found
+        .iter()
+        .map(|e| (e.persistence_id.to_string(), e.seq))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![(a.to_string(), 1), (b.to_string(), 1), (a.to_string(), 3)]
+    );
+    assert!(found.windows(2).all(|w| w[0].offset < w[1].offset));
+    let rest = store
+        .events_by_tag(&tag, found[0].offset, 100)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 2);
+    let one = store.events_by_tag(&tag, 0, 1).await.unwrap();
+    assert_eq!(one.len(), 1);
+}
+
+/// Two writers race for the same journal, each claiming the next number after what it last
+/// saw: every number ends up written exactly once, and each writer's refused writes are the
+/// ones the other won.
+pub async fn racing_writers_never_interleave<S: Store + ?Sized>(
+    first: &S,
+    second: &S,
+    rounds: u64,
+) {
+    let pid = persistence_id(&fresh("race"), "a");
+    let (a, b) = futures_util::future::join(
+        race_writer(first, &pid, "first", rounds),
+        race_writer(second, &pid, "second", rounds),
+    )
+    .await;
+    let events = first
+        .read_events(&pid, 1, u64::MAX, usize::MAX)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=rounds).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    for e in &events {
+        let winner = if a.contains(&e.seq) {
+            "first"
+        } else {
+            "second"
+        };
+        assert!(
+            a.contains(&e.seq) != b.contains(&e.seq),
+            "seq {} claimed by both or neither",
+            e.seq
+        );
+        assert_eq!(&e.payload[..], winner.as_bytes());
+    }
+}
+
+/// One of the racing writers: the numbers it won.
+async fn race_writer<S: Store + ?Sized>(
+    store: &S,
+    pid: &PersistenceId,
+    name: &str,
+    rounds: u64,
+) -> Vec<u64> {
+    let mut won = Vec::new();
+    let mut next = 1;
+    while next <= rounds {
+        let r = store
+            .append(vec![write(pid, vec![event(next, name, &[])])])
+            .await
+            .unwrap();
+        match &r[..] {
+            [Ok(())] => {
+                won.push(next);
+                next += 1;
+            }
+            [Err(WriteRefused::SequenceTaken { .. })] => {
+                next = store.highest_seq(pid).await.unwrap() + 1;
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+        // Let the other writer run between writes on a single-threaded runtime.
+        tokio::task::yield_now().await;
+    }
+    won
+}
