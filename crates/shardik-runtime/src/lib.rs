@@ -70,6 +70,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod node;
+pub mod persistence;
 pub mod sharding;
 pub mod transport;
 

@@ -49,11 +49,16 @@ pub const SHARDING_ENTITIES: &str = "shardik_sharding_entities";
 pub const SHARDING_SHARDS: &str = "shardik_sharding_shards";
 /// Messages waiting for a shard home in this node's region (gauge; label `kind`).
 pub const SHARDING_BUFFERED: &str = "shardik_sharding_buffered";
-/// Entity handlers that panicked (counter).
+/// Entity handlers that panicked or failed (a durable entity's refused or lost write) (counter).
 pub const ENTITY_FAILURES_TOTAL: &str = "shardik_entity_failures_total";
 
+/// Journal writes committed or refused, over all entities of this node (counter).
+pub const JOURNAL_WRITES_TOTAL: &str = "shardik_journal_writes_total";
+/// Journal batches sent to the store (counter); writes / batches is the mean batch size.
+pub const JOURNAL_BATCHES_TOTAL: &str = "shardik_journal_batches_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 20] = [
+pub const ALL_NAMES: [&str; 22] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -74,6 +79,8 @@ pub const ALL_NAMES: [&str; 20] = [
     SHARDING_SHARDS,
     SHARDING_BUFFERED,
     ENTITY_FAILURES_TOTAL,
+    JOURNAL_WRITES_TOTAL,
+    JOURNAL_BATCHES_TOTAL,
 ];
 
 /// Why the recorder could not be installed.

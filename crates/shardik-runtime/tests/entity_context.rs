@@ -8,20 +8,17 @@
 
 mod common;
 
-use common::{fast_membership, free_port};
+use common::{free_port, wait_up};
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shardik_core::membership::{Address, MembershipConfig};
-use shardik_runtime::node::{self, NodeOptions, RunningNode};
+use shardik_runtime::node::RunningNode;
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityRef, EntityTypeKey, ReplyTo, Sharding, ShardingConfig,
-    ShardingError,
+    Entity, EntityContext, EntityKind, EntityRef, EntityTypeKey, ReplyTo, Sharding, ShardingError,
 };
-use shardik_runtime::transport::TransportConfig;
 
 const ASK: Duration = Duration::from_secs(10);
 
@@ -105,48 +102,8 @@ impl Entity for Probe {
 
 const PROBE: EntityTypeKey<Probe> = EntityTypeKey::new("probe");
 
-fn membership(roles: &[&str]) -> MembershipConfig {
-    fast_membership("context-test", roles)
-}
-
 async fn start(port: u16, seed: u16, roles: &[&str]) -> (RunningNode, Sharding) {
-    let membership = membership(roles);
-    let running = node::start(NodeOptions {
-        bind: Address::new("127.0.0.1", port),
-        seeds: vec![Address::new("127.0.0.1", seed)],
-        membership: membership.clone(),
-        transport: TransportConfig::default(),
-        leave_timeout: Duration::from_secs(10),
-    })
-    .await
-    .expect("node starts");
-    let mut config = ShardingConfig {
-        number_of_shards: 10,
-        self_roles: membership.roles.clone(),
-        ..ShardingConfig::default()
-    };
-    config.region.retry_interval = Duration::from_millis(200);
-    let sharding = Sharding::start(&running, config).expect("sharding starts");
-    (running, sharding)
-}
-
-async fn wait_up(nodes: &[&RunningNode], n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !nodes.iter().all(|r| {
-        r.handle
-            .snapshot()
-            .members
-            .iter()
-            .filter(|m| m.status == shardik_core::membership::MemberStatus::Up)
-            .count()
-            == n
-    }) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "cluster did not form"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::start_sharding_node("context-test", port, seed, roles).await
 }
 
 /// One node with the probe kind, and the log its probes write to.

@@ -31,7 +31,26 @@ pub trait Entity: Sized + Send + 'static {
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
     ) -> impl Future<Output = Self::Reply> + Send;
+
+    /// Handles one command, or fails as a whole: on `Err`, the asker gets
+    /// [`ShardingError::EntityFailed`] with the failure's text, and this incarnation of the
+    /// entity is dropped (what it did not make durable is gone; the next command starts a new
+    /// one). The runtime calls this; the default calls [`handle`](Self::handle) and never
+    /// fails. Durable entities (event sourced, durable state) fail this way when the store
+    /// refuses or loses a write.
+    fn try_handle(
+        &mut self,
+        cmd: Self::Command,
+        ctx: &mut EntityContext<Self>,
+    ) -> impl Future<Output = Result<Self::Reply, EntityFailure>> + Send {
+        async move { Ok(self.handle(cmd, ctx).await) }
+    }
 }
+
+/// Why an entity failed to handle a command (see [`Entity::try_handle`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EntityFailure(pub String);
 
 /// What a handler knows about its entity, and what it may ask of the runtime: to be stopped,
 /// to be sent a command later (timers, a receive timeout) or after what is queued (a message

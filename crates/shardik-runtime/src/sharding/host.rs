@@ -473,13 +473,10 @@ impl<E: Entity> EntityHost<E> {
         match outcome {
             Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
             Ok(None) => {}
-            Err(panic) => {
-                tracing::error!(entity = %id, shard = %shard, %panic, "entity handler panicked; entity dropped");
+            Err(why) => {
+                tracing::error!(entity = %id, shard = %shard, %why, "entity failed; this incarnation is dropped");
                 metrics::counter!(crate::metrics::ENTITY_FAILURES_TOTAL).increment(1);
-                out.push(HostOutput::Reply(
-                    reply,
-                    Err(format!("handler panicked: {panic}")),
-                ));
+                out.push(HostOutput::Reply(reply, Err(why)));
             }
         }
         let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
@@ -656,7 +653,7 @@ fn run<E: Entity>(
             reply,
             from_context,
         } = job;
-        let result = AssertUnwindSafe(entity.handle(cmd, &mut ctx))
+        let result = AssertUnwindSafe(entity.try_handle(cmd, &mut ctx))
             .catch_unwind()
             .await;
         let EntityContext {
@@ -667,7 +664,7 @@ fn run<E: Entity>(
             ..
         } = ctx;
         match result {
-            Ok(r) => Completed {
+            Ok(Ok(r)) => Completed {
                 shard,
                 id,
                 entity: Some(entity),
@@ -678,12 +675,24 @@ fn run<E: Entity>(
                 requests,
                 from_context,
             },
+            Ok(Err(failure)) => Completed {
+                shard,
+                id,
+                entity: None,
+                reply,
+                outcome: Err(failure.0),
+                passivate: false,
+                was_stop,
+                requests: Vec::new(),
+                from_context,
+            },
             Err(panic) => {
                 let msg = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
+                let msg = format!("handler panicked: {msg}");
                 Completed {
                     shard,
                     id,

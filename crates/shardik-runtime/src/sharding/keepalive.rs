@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use shardik_passivation::ResolvedStrategy;
 
-use super::api::{Entity, EntityContext, EntityKind, ShardingError, TellError};
+use super::api::{Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError};
 use super::{EntityRef, EntityRegion, InitError, Sharding};
 
 /// The settings a singleton and a daemon process share.
@@ -101,25 +101,37 @@ impl<E: Entity> Entity for ManagedEntity<E> {
     type Reply = ManagedReply<E::Reply>;
 
     async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply {
+        // The runtime calls `try_handle`; a failure of the user's entity is a failure here.
+        match self.try_handle(cmd, ctx).await {
+            Ok(reply) => reply,
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+
+    async fn try_handle(
+        &mut self,
+        cmd: Self::Command,
+        ctx: &mut EntityContext<Self>,
+    ) -> Result<Self::Reply, EntityFailure> {
         let Some(inner) = self.inner.as_mut() else {
             // Passivation is off for managed kinds: without this, every bogus id a peer sends
             // would stay in memory.
             ctx.passivate();
-            return ManagedReply::NoSuchEntity;
+            return Ok(ManagedReply::NoSuchEntity);
         };
         match cmd {
-            Managed::KeepAlive => ManagedReply::Alive,
+            Managed::KeepAlive => Ok(ManagedReply::Alive),
             Managed::User(c) => {
                 // The user's entity gets a context of its own type; what it asks of it (stop,
                 // messages to itself, timers) is carried over with its commands wrapped.
                 let mut inner_ctx = ctx.for_inner::<E>();
-                let reply = inner.handle(c, &mut inner_ctx).await;
+                let reply = inner.try_handle(c, &mut inner_ctx).await?;
                 if inner_ctx.passivate {
                     ctx.passivate();
                 }
                 ctx.requests
                     .extend(inner_ctx.requests.into_iter().map(|r| r.map(Managed::User)));
-                ManagedReply::User(reply)
+                Ok(ManagedReply::User(reply))
             }
         }
     }

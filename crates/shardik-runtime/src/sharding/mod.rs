@@ -42,8 +42,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
 pub use api::{
-    Codec, CodecError, Entity, EntityContext, EntityKind, EntityTypeKey, Postcard, ShardExtractor,
-    ShardingError, StatusReply, TellError,
+    Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard,
+    ShardExtractor, ShardingError, StatusReply, TellError,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};

@@ -27,3 +27,57 @@ pub fn fast_membership(cluster_name: &str, roles: &[&str]) -> MembershipConfig {
         ..MembershipConfig::default()
     }
 }
+
+/// Starts a node on loopback `port` that joins through `seed` (itself for the first), with
+/// sharding attached: 10 shards, region retries every 200 ms.
+pub async fn start_sharding_node(
+    cluster_name: &str,
+    port: u16,
+    seed: u16,
+    roles: &[&str],
+) -> (
+    shardik_runtime::node::RunningNode,
+    shardik_runtime::sharding::Sharding,
+) {
+    use shardik_core::membership::Address;
+    use shardik_runtime::node::{self, NodeOptions};
+    use shardik_runtime::sharding::{Sharding, ShardingConfig};
+    let membership = fast_membership(cluster_name, roles);
+    let running = node::start(NodeOptions {
+        bind: Address::new("127.0.0.1", port),
+        seeds: vec![Address::new("127.0.0.1", seed)],
+        membership: membership.clone(),
+        transport: shardik_runtime::transport::TransportConfig::default(),
+        leave_timeout: Duration::from_secs(10),
+    })
+    .await
+    .expect("node starts");
+    let mut config = ShardingConfig {
+        number_of_shards: 10,
+        self_roles: membership.roles.clone(),
+        ..ShardingConfig::default()
+    };
+    config.region.retry_interval = Duration::from_millis(200);
+    let sharding = Sharding::start(&running, config).expect("sharding starts");
+    (running, sharding)
+}
+
+/// Waits (at most 20 s) until every node of `nodes` sees `n` members Up.
+pub async fn wait_up(nodes: &[&shardik_runtime::node::RunningNode], n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !nodes.iter().all(|r| {
+        r.handle
+            .snapshot()
+            .members
+            .iter()
+            .filter(|m| m.status == shardik_core::membership::MemberStatus::Up)
+            .count()
+            == n
+    }) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cluster did not form"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

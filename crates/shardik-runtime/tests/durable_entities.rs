@@ -1,0 +1,461 @@
+//! Durable entities on real nodes in one process, over the in-memory store (the SQLite and
+//! PostgreSQL stores keep the same contract, checked by their own conformance tests, and the
+//! multi-process tests run the binary on them): state that survives passivation and a move to
+//! another node, snapshots and retention, answers only after the write, a second writer
+//! refused, recovery that refuses a gap, durable state by revision, and events by tag.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shardik_persistence::{
+    AtomicWrite, MemoryStore, NewEvent, Snapshot, Store, StoreFuture, StoredEvent, StoredState,
+    TaggedEvent, WriteResult, persistence_id,
+};
+use shardik_runtime::node::RunningNode;
+use shardik_runtime::persistence::{
+    DurableState, DurableStateContext, DurableStateEntity, Effect, EventSourced,
+    EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence, Retention, StateEffect,
+};
+use shardik_runtime::sharding::{EntityKind, EntityTypeKey, ReplyTo, Sharding, ShardingError};
+
+use common::{free_port, start_sharding_node, wait_up};
+
+const ASK: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Cmd {
+    Add(u64),
+    AddTwice(u64),
+    Get,
+    /// Answers through the handle, after persisting.
+    AddAndTell(u64, ReplyTo<String>),
+    /// Persists, answers, then stops.
+    AddAndStop(u64),
+    /// Answers the address of the node it runs on.
+    Where(ReplyTo<String>),
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Added(u64);
+
+#[derive(Default, Serialize, Deserialize)]
+struct Counter {
+    total: u64,
+    events: u64,
+}
+
+impl EventSourcedEntity for Counter {
+    type Command = Cmd;
+    type Event = Added;
+    type Reply = u64;
+
+    fn handle_command(&self, cmd: Cmd, ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
+        match cmd {
+            Cmd::Add(n) => Effect::persist(Added(n), |s: &Self| s.total),
+            Cmd::AddTwice(n) => Effect::persist_all([Added(n), Added(n)], |s: &Self| s.total),
+            Cmd::Get => Effect::reply(self.total),
+            Cmd::AddAndTell(n, reply_to) => Effect::persist(Added(n), move |s: &Self| {
+                reply_to.send(format!("total {}", s.total));
+                s.total
+            }),
+            Cmd::AddAndStop(n) => {
+                ctx.passivate();
+                Effect::persist(Added(n), |s: &Self| s.total)
+            }
+            Cmd::Where(reply_to) => {
+                reply_to.send(ctx.node().address.to_string());
+                Effect::reply(self.total)
+            }
+        }
+    }
+
+    fn apply_event(&mut self, Added(n): &Added) {
+        self.total += n;
+        self.events += 1;
+    }
+
+    fn tags(&self, Added(n): &Added) -> Vec<String> {
+        if n % 2 == 0 {
+            vec!["even".into()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("es-counter");
+
+async fn one_node() -> (RunningNode, Sharding) {
+    let port = free_port();
+    let (node, sharding) = start_sharding_node("durable-test", port, port, &[]).await;
+    wait_up(&[&node], 1).await;
+    (node, sharding)
+}
+
+fn register(sharding: &Sharding, persistence: &Persistence, retention: Option<Retention>) {
+    let mut kind = EventSourcedKind::new(COUNTER, persistence, |_| Counter::default());
+    if let Some(r) = retention {
+        kind = kind.with_snapshots(r);
+    }
+    sharding.init(kind.into_kind()).expect("kind registers");
+}
+
+/// Asks the entity to stop and waits until a new incarnation answers (it recovered).
+async fn passivate(sharding: &Sharding, id: &str, add: u64) -> u64 {
+    let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
+    counter.ask(Cmd::AddAndStop(add), ASK).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_is_rebuilt_from_the_journal_after_the_entity_stops() {
+    let (_node, sharding) = one_node().await;
+    let store = MemoryStore::new();
+    let persistence = Persistence::new(Arc::new(store.clone()));
+    register(&sharding, &persistence, None);
+    let counter = sharding.entity_ref_for(COUNTER, "c1").unwrap();
+    assert_eq!(counter.ask(Cmd::Add(2), ASK).await.unwrap(), 2);
+    assert_eq!(counter.ask(Cmd::AddTwice(3), ASK).await.unwrap(), 8);
+    let told: String = counter
+        .ask_with(|r| Cmd::AddAndTell(1, r), ASK)
+        .await
+        .unwrap();
+    assert_eq!(told, "total 9");
+    assert_eq!(passivate(&sharding, "c1", 1).await, 10);
+    // A new incarnation: recovered from the five events, not from zero.
+    assert_eq!(counter.ask(Cmd::Get, ASK).await.unwrap(), 10);
+    let pid = persistence_id("es-counter", "c1");
+    let journal = store.read_events(&pid, 1, u64::MAX, 100).await.unwrap();
+    let seqs: Vec<u64> = journal.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        vec![1, 2, 3, 4, 5],
+        "one event per Add, two for AddTwice"
+    );
+    // Tagged events (even amounts) are found across the store.
+    let even = store.events_by_tag("even", 0, 100).await.unwrap();
+    assert_eq!(even.len(), 1, "only Add(2) was even");
+    assert_eq!((even[0].persistence_id.clone(), even[0].seq), (pid, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_bound_recovery_and_old_ones_are_deleted() {
+    let (_node, sharding) = one_node().await;
+    let store = MemoryStore::new();
+    let persistence = Persistence::new(Arc::new(store.clone()));
+    let retention = Retention {
+        every: 10,
+        keep: 2,
+        delete_events: true,
+    };
+    register(&sharding, &persistence, Some(retention));
+    let counter = sharding.entity_ref_for(COUNTER, "c2").unwrap();
+    for i in 1..=35u64 {
+        assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), i);
+    }
+    let pid = persistence_id("es-counter", "c2");
+    // Snapshots are saved in the background: wait for the one at 30 and its clean-up.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let latest = store.latest_snapshot(&pid).await.unwrap().map(|s| s.seq);
+        let first_event = store.read_events(&pid, 1, u64::MAX, 1).await.unwrap();
+        if latest == Some(30) && first_event.first().map(|e| e.seq) == Some(21) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "snapshot at 30 and events from 21: {latest:?} {first_event:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Events up to the oldest kept snapshot (20: two kept, ten apart) are deleted; their
+    // numbers stay taken.
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 35);
+    assert_eq!(passivate(&sharding, "c2", 1).await, 36);
+    // Recovered from the snapshot at 30 plus events 31..36.
+    assert_eq!(counter.ask(Cmd::Get, ASK).await.unwrap(), 36);
+}
+
+/// A store that holds every append until it is opened, to see when answers go out.
+#[derive(Clone)]
+struct GatedStore {
+    inner: MemoryStore,
+    open: Arc<tokio::sync::Semaphore>,
+}
+
+impl Store for GatedStore {
+    fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
+        Box::pin(async move {
+            let _permit = self.open.acquire().await.expect("gate");
+            self.inner.append(writes).await
+        })
+    }
+    fn read_events<'a>(
+        &'a self,
+        pid: &'a str,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<StoredEvent>> {
+        self.inner.read_events(pid, from, to, max)
+    }
+    fn highest_seq<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, u64> {
+        self.inner.highest_seq(pid)
+    }
+    fn delete_events_to<'a>(&'a self, pid: &'a str, to: u64) -> StoreFuture<'a, ()> {
+        self.inner.delete_events_to(pid, to)
+    }
+    fn events_by_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        offset: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<TaggedEvent>> {
+        self.inner.events_by_tag(tag, offset, max)
+    }
+    fn save_snapshot<'a>(&'a self, pid: &'a str, s: Snapshot) -> StoreFuture<'a, ()> {
+        self.inner.save_snapshot(pid, s)
+    }
+    fn latest_snapshot<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<Snapshot>> {
+        self.inner.latest_snapshot(pid)
+    }
+    fn delete_snapshots_below<'a>(&'a self, pid: &'a str, below: u64) -> StoreFuture<'a, ()> {
+        self.inner.delete_snapshots_below(pid, below)
+    }
+    fn load_state<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<StoredState>> {
+        self.inner.load_state(pid)
+    }
+    fn write_state<'a>(&'a self, pid: &'a str, s: StoredState) -> StoreFuture<'a, WriteResult> {
+        self.inner.write_state(pid, s)
+    }
+    fn update_remembered<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+        started: &'a [String],
+        stopped: &'a [String],
+    ) -> StoreFuture<'a, ()> {
+        self.inner.update_remembered(kind, shard, started, stopped)
+    }
+    fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>> {
+        self.inner.remembered_shards(kind)
+    }
+    fn remembered_entities<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+    ) -> StoreFuture<'a, Vec<String>> {
+        self.inner.remembered_entities(kind, shard)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_is_answered_only_after_its_events_are_written() {
+    let (_node, sharding) = one_node().await;
+    let gated = GatedStore {
+        inner: MemoryStore::new(),
+        open: Arc::new(tokio::sync::Semaphore::new(0)),
+    };
+    let persistence = Persistence::new(Arc::new(gated.clone()));
+    register(&sharding, &persistence, None);
+    let counter = sharding.entity_ref_for(COUNTER, "c3").unwrap();
+    let asked = tokio::spawn({
+        let counter = counter.clone();
+        async move { counter.ask(Cmd::Add(4), ASK).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!asked.is_finished(), "answered before the write was done");
+    let pid = persistence_id("es-counter", "c3");
+    assert_eq!(gated.inner.highest_seq(&pid).await.unwrap(), 0);
+    gated.open.add_permits(1_000);
+    assert_eq!(asked.await.unwrap().unwrap(), 4);
+    assert_eq!(gated.inner.highest_seq(&pid).await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote() {
+    let (_node, sharding) = one_node().await;
+    let store = MemoryStore::new();
+    let persistence = Persistence::new(Arc::new(store.clone()));
+    register(&sharding, &persistence, None);
+    let counter = sharding.entity_ref_for(COUNTER, "c4").unwrap();
+    assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), 1);
+    // Another live copy (as a split brain would make) writes event 2 first.
+    let pid = persistence_id("es-counter", "c4");
+    let rival = AtomicWrite {
+        persistence_id: pid.clone(),
+        events: vec![NewEvent {
+            seq: 2,
+            payload: Bytes::from(postcard::to_allocvec(&Added(100)).unwrap()),
+            tags: Vec::new(),
+        }],
+    };
+    assert_eq!(store.append(vec![rival]).await.unwrap(), vec![Ok(())]);
+    // This copy's write of event 2 is refused: the asker is told, nothing is applied.
+    match counter.ask(Cmd::Add(5), ASK).await {
+        Err(ShardingError::EntityFailed(why)) => {
+            assert!(why.contains("refused"), "{why}")
+        }
+        other => panic!("expected a refused write, got {other:?}"),
+    }
+    // The failed incarnation was dropped; the next one recovers both writers' events in order.
+    assert_eq!(counter.ask(Cmd::Get, ASK).await.unwrap(), 101);
+    let events = store.read_events(&pid, 1, u64::MAX, 10).await.unwrap();
+    assert_eq!(events.len(), 2, "the refused event is not in the journal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_refuses_a_journal_with_a_gap() {
+    let (_node, sharding) = one_node().await;
+    let store = MemoryStore::new();
+    let pid = persistence_id("es-counter", "c5");
+    for seq in [1, 3] {
+        let write = AtomicWrite {
+            persistence_id: pid.clone(),
+            events: vec![NewEvent {
+                seq,
+                payload: Bytes::from(postcard::to_allocvec(&Added(1)).unwrap()),
+                tags: Vec::new(),
+            }],
+        };
+        assert_eq!(store.append(vec![write]).await.unwrap(), vec![Ok(())]);
+    }
+    let persistence = Persistence::new(Arc::new(store.clone()));
+    register(&sharding, &persistence, None);
+    let counter = sharding.entity_ref_for(COUNTER, "c5").unwrap();
+    match counter.ask(Cmd::Get, ASK).await {
+        Err(ShardingError::EntityFailed(why)) => {
+            assert!(why.contains("jumps from event 1 to 3"), "{why}")
+        }
+        other => panic!("expected a recovery failure, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_that_moves_to_another_node_keeps_its_state() {
+    let (pa, pb) = (free_port(), free_port());
+    let (a, sharding_a) = start_sharding_node("durable-move", pa, pa, &[]).await;
+    let (b, sharding_b) = start_sharding_node("durable-move", pb, pa, &[]).await;
+    wait_up(&[&a, &b], 2).await;
+    // Both nodes share one store, as processes share one database.
+    let store = Arc::new(MemoryStore::new());
+    register(&sharding_a, &Persistence::new(store.clone()), None);
+    register(&sharding_b, &Persistence::new(store.clone()), None);
+    let (ref_a, ref_b) = (
+        sharding_a.entity_ref_for(COUNTER, "mover").unwrap(),
+        sharding_b.entity_ref_for(COUNTER, "mover").unwrap(),
+    );
+    let mut expected = 0;
+    for n in 1..=5 {
+        expected += n;
+        assert_eq!(ref_b.ask(Cmd::Add(n), ASK).await.unwrap(), expected);
+    }
+    // The node that hosts the counter leaves; its shards are handed to the other.
+    let host: String = ref_b.ask_with(Cmd::Where, ASK).await.unwrap();
+    let a_addr = a.self_node.address.to_string();
+    let (leaving, staying, survivor) = if host == a_addr {
+        (&a, &ref_b, &b)
+    } else {
+        (&b, &ref_a, &a)
+    };
+    leaving
+        .handle
+        .leave(leaving.self_node.address.clone())
+        .await
+        .expect("leave asked");
+    for n in 6..=8 {
+        expected += n;
+        let got = staying.ask(Cmd::Add(n), ASK).await.unwrap();
+        assert_eq!(got, expected, "no increment lost across the move");
+    }
+    let now: String = staying.ask_with(Cmd::Where, ASK).await.unwrap();
+    assert_eq!(
+        now,
+        survivor.self_node.address.to_string(),
+        "the counter moved"
+    );
+    let pid = persistence_id("es-counter", "mover");
+    assert_eq!(store.highest_seq(&pid).await.unwrap(), 8);
+}
+
+// Durable state.
+
+#[derive(Debug, Serialize, Deserialize)]
+enum CartCmd {
+    Add(String),
+    Items,
+}
+
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct Cart {
+    items: Vec<String>,
+}
+
+impl DurableStateEntity for Cart {
+    type Command = CartCmd;
+    type Reply = Vec<String>;
+
+    fn handle_command(
+        &self,
+        cmd: CartCmd,
+        _ctx: &mut DurableStateContext<Self>,
+    ) -> StateEffect<Self> {
+        match cmd {
+            CartCmd::Add(item) => {
+                let mut next = self.clone();
+                next.items.push(item);
+                StateEffect::persist(next, |s| s.items.clone())
+            }
+            CartCmd::Items => StateEffect::reply(self.items.clone()),
+        }
+    }
+}
+
+const CART: EntityTypeKey<DurableState<Cart>> = EntityTypeKey::new("ds-cart");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
+    let (_node, sharding) = one_node().await;
+    let store = MemoryStore::new();
+    let persistence = Persistence::new(Arc::new(store.clone()));
+    sharding
+        .init(EntityKind::durable_state(CART, &persistence, |_| {
+            Cart::default()
+        }))
+        .unwrap();
+    let cart = sharding.entity_ref_for(CART, "cart-1").unwrap();
+    assert_eq!(
+        cart.ask(CartCmd::Add("apple".into()), ASK).await.unwrap(),
+        ["apple"]
+    );
+    assert_eq!(
+        cart.ask(CartCmd::Add("pear".into()), ASK).await.unwrap(),
+        ["apple", "pear"]
+    );
+    let pid = persistence_id("ds-cart", "cart-1");
+    assert_eq!(store.load_state(&pid).await.unwrap().unwrap().revision, 2);
+    // Another copy writes revision 3 first: this one's write is refused, and its next
+    // incarnation loads what the other wrote.
+    let other = Cart {
+        items: vec!["plum".into()],
+    };
+    let written = store
+        .write_state(
+            &pid,
+            StoredState {
+                revision: 3,
+                payload: Bytes::from(postcard::to_allocvec(&other).unwrap()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(written, Ok(()));
+    match cart.ask(CartCmd::Add("fig".into()), ASK).await {
+        Err(ShardingError::EntityFailed(why)) => assert!(why.contains("refused"), "{why}"),
+        other => panic!("expected a refused write, got {other:?}"),
+    }
+    assert_eq!(cart.ask(CartCmd::Items, ASK).await.unwrap(), ["plum"]);
+}
