@@ -21,8 +21,11 @@ use futures_util::future::BoxFuture;
 
 pub mod conformance;
 mod memory;
+mod sqlite;
+mod util;
 
 pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
 
 /// The journal key of one entity: `"{kind}|{entity id}"` (see [`persistence_id`]).
 pub type PersistenceId = Arc<str>;
@@ -243,6 +246,16 @@ pub trait Store: Send + Sync + 'static {
         started: &'a [String],
         stopped: &'a [String],
     ) -> StoreFuture<'a, ()>;
+
+    /// Stops the store: waits for the writes it already accepted to be answered, then releases
+    /// its connections, threads and files. Calls after `close` fail with
+    /// [`StoreError::Unavailable`]; closing twice is harmless. Dropping a store without closing
+    /// it releases the same things, but in the background.
+    ///
+    /// The default does nothing, for stores with nothing to release (such as [`MemoryStore`]).
+    fn close(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// The shards of `kind` with at least one remembered entity, sorted.
     fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>>;
