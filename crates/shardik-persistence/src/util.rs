@@ -1,5 +1,7 @@
 //! Small helpers the SQL stores share: number conversions (SQL integers are signed 64-bit, the
-//! trait's numbers are `u64`).
+//! trait's numbers are `u64`) and error descriptions that keep their causes.
+
+use std::error::Error;
 
 use crate::StoreError;
 
@@ -27,4 +29,20 @@ pub(crate) fn to_sql(value: u64, what: &str) -> Result<i64, StoreError> {
 pub(crate) fn from_sql(value: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(value)
         .map_err(|_| StoreError::Corrupt(format!("stored {what} {value} is negative")))
+}
+
+/// An error with its chain of causes, as one line (drivers often put the useful part, such as
+/// "connection refused", in a source rather than in the error's own message).
+pub(crate) fn describe(error: &dyn Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
 }
