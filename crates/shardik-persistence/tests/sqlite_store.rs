@@ -317,3 +317,88 @@ async fn an_uncreatable_directory_is_unavailable() {
         "a directory is not a database: {refused:?}"
     );
 }
+
+/// Set in the child process of the test below: the database file it writes to.
+const CHILD_ENV: &str = "SHARDIK_TEST_SQLITE_CHILD_DB";
+const KILL_TEST: &str = "acknowledged_writes_survive_a_sigkill_while_another_process_writes";
+
+/// Two processes write to one file at once; one is SIGKILLed mid-stream. Every write it had
+/// seen acknowledged is in the file, and the other process's writes are all there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_a_sigkill_while_another_process_writes() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        return child_writes_until_killed(PathBuf::from(path)).await;
+    }
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let dir = temp_dir();
+    let path = dir.path().join("two-processes.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", KILL_TEST, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The child prints "ack N" once write N is acknowledged; kill it after 200 of them.
+    let acks = tokio::task::spawn_blocking(move || {
+        let mut last = 0;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.strip_prefix("ack ") {
+                last = n.parse::<u64>().unwrap();
+                if last == 200 {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    return last;
+                }
+            }
+        }
+        let status = child.wait().unwrap();
+        panic!("the child stopped ({status}) after {last} acknowledged writes");
+    });
+    let mut mine = 0;
+    while !acks.is_finished() {
+        mine += 1;
+        let r = store
+            .append(vec![one_event("parent|a", mine, b"p".to_vec())])
+            .await
+            .unwrap();
+        assert_eq!(r, vec![Ok(())]);
+        assert!(mine < 100_000, "the child never got to 200 writes");
+    }
+    let acknowledged = acks.await.unwrap();
+    store.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let child_events = store
+        .read_events("child|a", 1, acknowledged, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        child_events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=acknowledged).collect::<Vec<_>>(),
+        "every acknowledged write of the killed process is there"
+    );
+    assert_eq!(store.highest_seq("parent|a").await.unwrap(), mine);
+    store.close().await.unwrap();
+}
+
+async fn child_writes_until_killed(path: PathBuf) {
+    use std::io::Write;
+    let store = SqliteStore::open(&path).await.unwrap();
+    // Bounded, in case the parent died without killing this process.
+    for seq in 1..=10_000 {
+        let r = store
+            .append(vec![one_event("child|a", seq, b"c".to_vec())])
+            .await
+            .unwrap();
+        assert_eq!(r, vec![Ok(())]);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ack {seq}").unwrap();
+        out.flush().unwrap();
+    }
+}
