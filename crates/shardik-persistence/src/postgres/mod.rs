@@ -2,6 +2,7 @@
 //! with prepared statements cached per connection.
 
 mod append;
+mod error;
 mod schema;
 
 use std::fmt;
@@ -11,10 +12,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use deadpool_postgres::{
-    Client, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
-    Transaction,
+    Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction,
 };
-use tokio_postgres::config::Host;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
@@ -23,6 +22,7 @@ use crate::{
     AtomicWrite, PersistenceId, Snapshot, Store, StoreError, StoreFuture, StoredEvent, StoredState,
     TaggedEvent, WriteRefused, WriteResult,
 };
+use error::{PgErr, server_name};
 
 /// How long connecting to the server may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -157,75 +157,6 @@ impl PostgresStore {
             .iter()
             .map(|row| row.try_get(0).map_err(|e| self.err.decode(doing, e)))
             .collect()
-    }
-}
-
-/// `host:port` of every host the configuration names, for messages.
-fn server_name(config: &tokio_postgres::Config) -> String {
-    let ports = config.get_ports();
-    let names: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            // One port for all hosts, one per host, or none (the default).
-            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-            match host {
-                Host::Tcp(name) => format!("{name}:{port}"),
-                Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
-            }
-        })
-        .collect();
-    if names.is_empty() {
-        "(no host given)".to_string()
-    } else {
-        names.join(",")
-    }
-}
-
-/// Turns driver errors into the store's, naming the server.
-#[derive(Clone, Debug)]
-pub(crate) struct PgErr {
-    server: Arc<str>,
-}
-
-impl PgErr {
-    /// A connection could not be had.
-    fn pool(&self, e: PoolError) -> StoreError {
-        let server = &self.server;
-        StoreError::Unavailable(match e {
-            PoolError::Backend(e) => {
-                format!("cannot connect to PostgreSQL at {server}: {}", describe(&e))
-            }
-            PoolError::Timeout(TimeoutType::Create) => format!(
-                "PostgreSQL at {server} did not complete the login within {} s",
-                CREATE_TIMEOUT.as_secs()
-            ),
-            PoolError::Timeout(_) => format!(
-                "timed out waiting for a free connection to PostgreSQL at {server} (all {POOL_SIZE} busy)"
-            ),
-            PoolError::Closed => format!("the PostgreSQL store for {server} is closed"),
-            other => format!("no connection to PostgreSQL at {server}: {other}"),
-        })
-    }
-
-    /// A statement failed.
-    fn query(&self, doing: &str, e: tokio_postgres::Error) -> StoreError {
-        let why = format!("PostgreSQL at {}: {doing}: {}", self.server, describe(&e));
-        if e.as_db_error().is_none() && e.is_closed() {
-            StoreError::Unavailable(why)
-        } else {
-            StoreError::Failed(why)
-        }
-    }
-
-    /// A row did not decode as shardik wrote it.
-    fn decode(&self, what: &str, e: tokio_postgres::Error) -> StoreError {
-        StoreError::Corrupt(format!(
-            "PostgreSQL at {}: {what}: {}",
-            self.server,
-            describe(&e)
-        ))
     }
 }
 
