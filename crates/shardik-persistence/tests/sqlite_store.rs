@@ -339,7 +339,7 @@ async fn acknowledged_writes_survive_a_sigkill_while_another_process_writes() {
         .args(["--exact", KILL_TEST, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &path)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
