@@ -47,6 +47,8 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     journal_round_trip(store).await;
     taken_sequence_refuses_the_whole_write(store).await;
     batch_answers_each_write(store).await;
+    clashes_within_one_batch(store).await;
+    tags_and_empty_payloads_round_trip(store).await;
     deleted_events_keep_their_numbers(store).await;
     snapshots_latest_and_deletion(store).await;
     durable_state_moves_one_revision_at_a_time(store).await;
@@ -139,6 +141,145 @@ pub async fn batch_answers_each_write<S: Store + ?Sized>(store: &S) {
     assert_eq!(payloads(&b_events), vec![(1, "b1".into())]);
     assert_eq!(store.highest_seq(&a).await.unwrap(), 2);
     assert_eq!(store.highest_seq(&c).await.unwrap(), 2);
+}
+
+/// Writes of one batch that claim the same number: the earlier write that succeeds gets it,
+/// as if the writes were applied one after the other.
+pub async fn clashes_within_one_batch<S: Store + ?Sized>(store: &S) {
+    let pid = persistence_id(&fresh("clash"), "a");
+    store
+        .append(vec![write(&pid, vec![event(3, "three", &[])])])
+        .await
+        .unwrap();
+    let r = store
+        .append(vec![
+            // Refused: 3 is taken, so its 2 is not written either...
+            write(&pid, vec![event(2, "two-a", &[]), event(3, "three-a", &[])]),
+            // ...and this write gets 2...
+            write(&pid, vec![event(2, "two-b", &[])]),
+            // ...which this one then cannot have.
+            write(&pid, vec![event(2, "two-c", &[])]),
+            write(&pid, vec![event(1, "one", &[])]),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        matches!(r[0], Err(WriteRefused::SequenceTaken { seq: 3, .. })),
+        "{r:?}"
+    );
+    assert_eq!(r[1], Ok(()));
+    assert!(
+        matches!(r[2], Err(WriteRefused::SequenceTaken { seq: 2, .. })),
+        "{r:?}"
+    );
+    assert_eq!(r[3], Ok(()));
+    let all = store.read_events(&pid, 1, u64::MAX, 10).await.unwrap();
+    assert_eq!(
+        payloads(&all),
+        vec![(1, "one".into()), (2, "two-b".into()), (3, "three".into())]
+    );
+}
+
+/// Tags come back in the order written (even a repeated one), empty payloads stay empty (not
+/// deleted), and empty ranges read nothing.
+pub async fn tags_and_empty_payloads_round_trip<S: Store + ?Sized>(store: &S) {
+    let prefix = fresh("roundtrip");
+    let pid = persistence_id(&prefix, "a");
+    let tag = format!("{prefix}-tag");
+    let tags = vec![
+        "zeta".to_string(),
+        tag.clone(),
+        "alpha".to_string(),
+        tag.clone(),
+    ];
+    let first = NewEvent {
+        seq: 1,
+        payload: Bytes::new(),
+        tags: tags.clone(),
+    };
+    let second = NewEvent {
+        seq: 2,
+        payload: Bytes::from_static(&[0, 255, 0, 1]),
+        tags: Vec::new(),
+    };
+    let r = store
+        .append(vec![write(&pid, vec![first, second])])
+        .await
+        .unwrap();
+    assert_eq!(r, vec![Ok(())]);
+    let all = store
+        .read_events(&pid, 1, u64::MAX, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!((&all[0].payload[..], &all[0].tags), (&b""[..], &tags));
+    assert_eq!(
+        (&all[1].payload[..], all[1].tags.len()),
+        (&[0, 255, 0, 1][..], 0)
+    );
+    assert!(store.read_events(&pid, 2, 1, 10).await.unwrap().is_empty());
+    assert!(store.read_events(&pid, 1, 2, 0).await.unwrap().is_empty());
+    let found = store.events_by_tag(&tag, 0, 10).await.unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "an event is found once however often it has the tag"
+    );
+    assert_eq!((found[0].seq, &found[0].payload[..]), (1, &b""[..]));
+}
+
+/// One batch carrying a write for each of `entities` journals: all written; the same batch
+/// again: all refused, nothing changed; half new, half taken: each answered on its own.
+pub async fn many_writes_in_one_batch<S: Store + ?Sized>(store: &S, entities: usize) {
+    let prefix = fresh("many");
+    let pids: Vec<PersistenceId> = (0..entities)
+        .map(|i| persistence_id(&prefix, &i.to_string()))
+        .collect();
+    let batch = |seq: u64, text: &str| -> Vec<AtomicWrite> {
+        pids.iter()
+            .map(|pid| write(pid, vec![event(seq, text, &[])]))
+            .collect()
+    };
+    let r = store.append(batch(1, "first")).await.unwrap();
+    assert_eq!(r.len(), entities);
+    assert!(
+        r.iter().all(|r| r.is_ok()),
+        "every write of the batch lands"
+    );
+    let r = store.append(batch(1, "again")).await.unwrap();
+    assert_eq!(r.len(), entities);
+    assert!(
+        r.iter()
+            .all(|r| matches!(r, Err(WriteRefused::SequenceTaken { seq: 1, .. }))),
+        "every write is refused"
+    );
+    // Even journals get their second event now; then a batch of seq 2 for all: only the odd
+    // ones land.
+    let evens: Vec<AtomicWrite> = pids
+        .iter()
+        .step_by(2)
+        .map(|pid| write(pid, vec![event(2, "early", &[])]))
+        .collect();
+    assert!(store.append(evens).await.unwrap().iter().all(|r| r.is_ok()));
+    let r = store.append(batch(2, "late")).await.unwrap();
+    for (i, answer) in r.iter().enumerate() {
+        if i % 2 == 0 {
+            assert!(matches!(
+                answer,
+                Err(WriteRefused::SequenceTaken { seq: 2, .. })
+            ));
+        } else {
+            assert_eq!(answer, &Ok(()));
+        }
+    }
+    for (i, pid) in pids.iter().enumerate().step_by(97) {
+        let events = store.read_events(pid, 1, u64::MAX, 10).await.unwrap();
+        let second = if i % 2 == 0 { "early" } else { "late" };
+        assert_eq!(
+            payloads(&events),
+            vec![(1, "first".into()), (2, second.into())]
+        );
+    }
 }
 
 /// Deleted events are not read back, but their numbers stay taken.

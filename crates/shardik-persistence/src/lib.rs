@@ -1,7 +1,7 @@
 //! Storage for durable entities: one [`Store`] trait for entity journals, snapshots, durable
 //! state and remembered-entity sets, with three implementations: [`MemoryStore`] (tests and the
-//! simulator), SQLite (the embedded default, one file shared by the processes of one machine)
-//! and PostgreSQL (clusters of many machines).
+//! simulator), [`SqliteStore`] (the embedded default, one file shared by the processes of one
+//! machine) and [`PostgresStore`] (clusters of many machines).
 //!
 //! The store, not a read-then-write in the caller, keeps one writer per entity: a journal
 //! write names the persistence id and the sequence numbers it claims, and a number that already
@@ -11,6 +11,9 @@
 //!
 //! Writes are batched by the caller: [`Store::append`] takes the writes of many entities and
 //! commits them together (one transaction), answering each one on its own.
+//!
+//! [`open_store`] opens a store from a URL (`memory:`, `sqlite:PATH`, `postgres://…`), as
+//! configuration names it; [`SqliteStore`] and [`PostgresStore`] can also be opened directly.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -21,8 +24,15 @@ use futures_util::future::BoxFuture;
 
 pub mod conformance;
 mod memory;
+mod open;
+mod postgres;
+mod sqlite;
+mod util;
 
 pub use memory::MemoryStore;
+pub use open::open_store;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
 
 /// The journal key of one entity: `"{kind}|{entity id}"` (see [`persistence_id`]).
 pub type PersistenceId = Arc<str>;
@@ -68,7 +78,8 @@ pub struct StoredEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaggedEvent {
     /// The event's position in the store's global order (increasing in commit order within one
-    /// store; resume a query after the last offset seen).
+    /// store; resume a query after the last offset seen). [`PostgresStore`] numbers events as
+    /// they are inserted, not as they commit: see its caveat for concurrent writers.
     pub offset: u64,
     /// Whose journal.
     pub persistence_id: PersistenceId,
@@ -243,6 +254,16 @@ pub trait Store: Send + Sync + 'static {
         started: &'a [String],
         stopped: &'a [String],
     ) -> StoreFuture<'a, ()>;
+
+    /// Stops the store: waits for the writes it already accepted to be answered, then releases
+    /// its connections, threads and files. Calls after `close` fail with
+    /// [`StoreError::Unavailable`]; closing twice is harmless. Dropping a store without closing
+    /// it releases the same things, but in the background.
+    ///
+    /// The default does nothing, for stores with nothing to release (such as [`MemoryStore`]).
+    fn close(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// The shards of `kind` with at least one remembered entity, sorted.
     fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>>;

@@ -12,3 +12,8 @@ async fn two_writers_on_one_memory_store_never_interleave() {
     let store = MemoryStore::new();
     conformance::racing_writers_never_interleave(&store, &store.clone(), 200).await;
 }
+
+#[tokio::test]
+async fn the_memory_store_answers_each_write_of_a_large_batch() {
+    conformance::many_writes_in_one_batch(&MemoryStore::new(), 1_000).await;
+}

@@ -1,0 +1,502 @@
+//! The PostgreSQL store: one database shared by the nodes of a cluster, over a connection pool
+//! with prepared statements cached per connection.
+
+mod append;
+mod error;
+mod schema;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use deadpool_postgres::{
+    Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction,
+};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use crate::util::{bound, describe, from_sql, limit, to_sql};
+use crate::{
+    AtomicWrite, PersistenceId, Snapshot, Store, StoreError, StoreFuture, StoredEvent, StoredState,
+    TaggedEvent, WriteRefused, WriteResult,
+};
+use error::{PgErr, server_name};
+
+/// How long connecting to the server may take, unless the URL sets `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections in the pool: enough for the batching callers of one node, few enough that many
+/// nodes fit within the server's `max_connections`.
+const POOL_SIZE: usize = 8;
+
+/// How long connecting and logging in may take: the driver's connect timeout covers only the
+/// TCP connection, and a server that accepts but never answers must not hang the caller.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a call waits for a free connection before failing.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// A [`Store`] in a PostgreSQL database.
+///
+/// Connections carry no TLS: use it on a trusted network, or through a local proxy
+/// (`sslmode=require` in the URL fails to connect).
+///
+/// Queries by tag ([`Store::events_by_tag`]) order events by a `bigserial` ordinal. Its numbers
+/// are taken when rows are inserted, not when they commit: with several writers at once a
+/// smaller offset can become visible after a larger one was read, so a query resuming after
+/// the larger one can miss it. Readers that must see every event should stay a little behind
+/// the newest offsets (as Akka's JDBC journal does with its "eventual consistency delay").
+pub struct PostgresStore {
+    pool: Pool,
+    err: PgErr,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.err.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
+    /// PostgreSQL's `key=value` form) and creates or migrates the schema.
+    ///
+    /// Errors: [`StoreError::BadUrl`] when `url` does not parse, [`StoreError::Unavailable`]
+    /// (naming the server and the cause) when the server cannot be reached within a few
+    /// seconds or refuses the login, [`StoreError::SchemaTooNew`] when a newer shardik wrote
+    /// the schema (nothing is changed).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::BadUrl {
+            url: url.to_string(),
+            why: describe(&e),
+        })?;
+        Self::from_config(config).await
+    }
+
+    /// As [`connect`](Self::connect), from a parsed configuration.
+    pub async fn from_config(mut config: tokio_postgres::Config) -> Result<Self, StoreError> {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let err = PgErr {
+            server: Arc::from(server_name(&config)),
+        };
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // Checking a connection before each use costs a round trip; a broken one shows
+                // up as a failed call instead, and the pool drops it.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CREATE_TIMEOUT))
+            .build()
+            .map_err(|e| StoreError::Failed(format!("cannot build the connection pool: {e}")))?;
+        let store = PostgresStore { pool, err };
+        let mut client = store.client().await?;
+        schema::migrate(&mut client, &store.err).await?;
+        drop(client);
+        Ok(store)
+    }
+
+    async fn client(&self) -> Result<Client, StoreError> {
+        self.pool.get().await.map_err(|e| self.err.pool(e))
+    }
+
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| self.err.query(doing, e))?;
+        client
+            .query(&stmt, params)
+            .await
+            .map_err(|e| self.err.query(doing, e))
+    }
+
+    async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| self.err.query(doing, e))?;
+        client
+            .execute(&stmt, params)
+            .await
+            .map_err(|e| self.err.query(doing, e))
+    }
+
+    async fn strings(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.query(sql, params, doing)
+            .await?
+            .iter()
+            .map(|row| row.try_get(0).map_err(|e| self.err.decode(doing, e)))
+            .collect()
+    }
+}
+
+impl Store for PostgresStore {
+    fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
+        Box::pin(async move {
+            if writes.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut client = self.client().await?;
+            append::append(&mut client, &self.err, &writes).await
+        })
+    }
+
+    fn read_events<'a>(
+        &'a self,
+        persistence_id: &'a str,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<StoredEvent>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    r#"SELECT e.seq, e.payload,
+                           ARRAY(SELECT t.tag FROM shardik_event_tags AS t
+                                 WHERE t.ordinal = e.ordinal ORDER BY t.pos)
+                       FROM shardik_events AS e
+                       WHERE e.pid = $1 AND e.seq BETWEEN $2 AND $3 AND e.payload IS NOT NULL
+                       ORDER BY e.seq LIMIT $4"#,
+                    &[&persistence_id, &bound(from), &bound(to), &limit(max)],
+                    "reading a journal",
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    let decode = |e| self.err.decode("an event", e);
+                    let seq: i64 = row.try_get(0).map_err(decode)?;
+                    let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
+                    let tags: Vec<String> = row.try_get(2).map_err(decode)?;
+                    Ok(StoredEvent {
+                        seq: from_sql(seq, "sequence number")?,
+                        payload: Bytes::from(payload),
+                        tags,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn highest_seq<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT max(seq) FROM shardik_events WHERE pid = $1",
+                    &[&persistence_id],
+                    "reading the highest sequence number",
+                )
+                .await?;
+            let highest: Option<i64> = match rows.first() {
+                Some(row) => row
+                    .try_get(0)
+                    .map_err(|e| self.err.decode("the highest sequence number", e))?,
+                None => None,
+            };
+            highest.map_or(Ok(0), |seq| from_sql(seq, "sequence number"))
+        })
+    }
+
+    fn delete_events_to<'a>(&'a self, persistence_id: &'a str, to: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            // One statement, so atomic: the payloads go (the rows, so the numbers, stay) and
+            // so do the tags, so queries by tag no longer find the events.
+            self.execute(
+                "WITH deleted AS (
+                     UPDATE shardik_events SET payload = NULL
+                     WHERE pid = $1 AND seq <= $2 AND payload IS NOT NULL
+                     RETURNING ordinal)
+                 DELETE FROM shardik_event_tags WHERE ordinal IN (SELECT ordinal FROM deleted)",
+                &[&persistence_id, &bound(to)],
+                "deleting events",
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn events_by_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        offset: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<TaggedEvent>> {
+        Box::pin(async move {
+            // DISTINCT: an event carrying the same tag twice is found once.
+            let rows = self
+                .query(
+                    "SELECT e.ordinal, e.pid, e.seq, e.payload
+                     FROM (SELECT DISTINCT ordinal FROM shardik_event_tags
+                           WHERE tag = $1 AND ordinal > $2 ORDER BY ordinal LIMIT $3) AS t
+                     JOIN shardik_events AS e ON e.ordinal = t.ordinal
+                     WHERE e.payload IS NOT NULL
+                     ORDER BY e.ordinal",
+                    &[&tag, &bound(offset), &limit(max)],
+                    "querying by tag",
+                )
+                .await?;
+            let mut found = Vec::with_capacity(rows.len());
+            let mut last_pid: Option<PersistenceId> = None;
+            for row in &rows {
+                let decode = |e| self.err.decode("a tagged event", e);
+                let ordinal: i64 = row.try_get(0).map_err(decode)?;
+                let pid: &str = row.try_get(1).map_err(decode)?;
+                let seq: i64 = row.try_get(2).map_err(decode)?;
+                let payload: Vec<u8> = row.try_get(3).map_err(decode)?;
+                // Many events of one journal come in a row: share their persistence id.
+                let persistence_id = match &last_pid {
+                    Some(p) if &**p == pid => Arc::clone(p),
+                    _ => PersistenceId::from(pid),
+                };
+                last_pid = Some(Arc::clone(&persistence_id));
+                found.push(TaggedEvent {
+                    offset: from_sql(ordinal, "event offset")?,
+                    persistence_id,
+                    seq: from_sql(seq, "sequence number")?,
+                    payload: Bytes::from(payload),
+                });
+            }
+            Ok(found)
+        })
+    }
+
+    fn save_snapshot<'a>(
+        &'a self,
+        persistence_id: &'a str,
+        snapshot: Snapshot,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let seq = to_sql(snapshot.seq, "snapshot sequence number")?;
+            self.execute(
+                "INSERT INTO shardik_snapshots (pid, seq, payload) VALUES ($1, $2, $3)
+                 ON CONFLICT (pid, seq) DO UPDATE SET payload = excluded.payload",
+                &[&persistence_id, &seq, &&snapshot.payload[..]],
+                "saving a snapshot",
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn latest_snapshot<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Option<Snapshot>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT seq, payload FROM shardik_snapshots WHERE pid = $1
+                     ORDER BY seq DESC LIMIT 1",
+                    &[&persistence_id],
+                    "reading the latest snapshot",
+                )
+                .await?;
+            rows.first()
+                .map(|row| {
+                    let decode = |e| self.err.decode("a snapshot", e);
+                    let seq: i64 = row.try_get(0).map_err(decode)?;
+                    let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
+                    Ok(Snapshot {
+                        seq: from_sql(seq, "snapshot sequence number")?,
+                        payload: Bytes::from(payload),
+                    })
+                })
+                .transpose()
+        })
+    }
+
+    fn delete_snapshots_below<'a>(
+        &'a self,
+        persistence_id: &'a str,
+        below: u64,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.execute(
+                "DELETE FROM shardik_snapshots WHERE pid = $1 AND seq < $2",
+                &[&persistence_id, &bound(below)],
+                "deleting snapshots",
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn load_state<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Option<StoredState>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "SELECT revision, payload FROM shardik_states WHERE pid = $1",
+                    &[&persistence_id],
+                    "reading a durable state",
+                )
+                .await?;
+            rows.first()
+                .map(|row| {
+                    let decode = |e| self.err.decode("a durable state", e);
+                    let revision: i64 = row.try_get(0).map_err(decode)?;
+                    let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
+                    Ok(StoredState {
+                        revision: from_sql(revision, "state revision")?,
+                        payload: Bytes::from(payload),
+                    })
+                })
+                .transpose()
+        })
+    }
+
+    fn write_state<'a>(
+        &'a self,
+        persistence_id: &'a str,
+        state: StoredState,
+    ) -> StoreFuture<'a, WriteResult> {
+        Box::pin(async move {
+            let conflict = || {
+                Err(WriteRefused::RevisionConflict {
+                    persistence_id: persistence_id.into(),
+                    expected: state.revision.saturating_sub(1),
+                })
+            };
+            let payload = &state.payload[..];
+            // Revision 1 is an insert that must find no row; revision n an update that must
+            // find n - 1. Either way one statement, so two writers cannot both succeed.
+            let changed = match state.revision {
+                0 => return Ok(conflict()),
+                1 => {
+                    self.execute(
+                        "INSERT INTO shardik_states (pid, revision, payload) VALUES ($1, 1, $2)
+                         ON CONFLICT (pid) DO NOTHING",
+                        &[&persistence_id, &payload],
+                        "writing a durable state",
+                    )
+                    .await?
+                }
+                revision => {
+                    let revision = to_sql(revision, "state revision")?;
+                    self.execute(
+                        "UPDATE shardik_states SET revision = $2::bigint, payload = $3
+                         WHERE pid = $1 AND revision = $2::bigint - 1",
+                        &[&persistence_id, &revision, &payload],
+                        "writing a durable state",
+                    )
+                    .await?
+                }
+            };
+            Ok(if changed == 1 { Ok(()) } else { conflict() })
+        })
+    }
+
+    fn update_remembered<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+        started: &'a [String],
+        stopped: &'a [String],
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| self.err.query("starting to remember entities", e))?;
+            // Started first, then stopped: an id in both ends stopped.
+            run(
+                &tx,
+                &self.err,
+                "INSERT INTO shardik_remembered (kind, shard, entity)
+                 SELECT $1, $2, entity FROM unnest($3::text[]) AS entity
+                 ON CONFLICT DO NOTHING",
+                &[&kind, &shard, &started],
+                "remembering entities",
+            )
+            .await?;
+            run(
+                &tx,
+                &self.err,
+                "DELETE FROM shardik_remembered
+                 WHERE kind = $1 AND shard = $2 AND entity = ANY($3::text[])",
+                &[&kind, &shard, &stopped],
+                "forgetting entities",
+            )
+            .await?;
+            tx.commit()
+                .await
+                .map_err(|e| self.err.query("committing remembered entities", e))
+        })
+    }
+
+    fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            self.strings(
+                "SELECT DISTINCT shard FROM shardik_remembered WHERE kind = $1 ORDER BY shard",
+                &[&kind],
+                "reading remembered shards",
+            )
+            .await
+        })
+    }
+
+    fn remembered_entities<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+    ) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            self.strings(
+                "SELECT entity FROM shardik_remembered WHERE kind = $1 AND shard = $2
+                 ORDER BY entity",
+                &[&kind, &shard],
+                "reading remembered entities",
+            )
+            .await
+        })
+    }
+
+    /// Closes the pool: connections in use finish their call, then every connection closes.
+    fn close(&self) -> StoreFuture<'_, ()> {
+        self.pool.close();
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Runs one statement in a transaction, prepared once per connection.
+async fn run(
+    tx: &Transaction<'_>,
+    err: &PgErr,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    doing: &str,
+) -> Result<u64, StoreError> {
+    let stmt = tx
+        .prepare_cached(sql)
+        .await
+        .map_err(|e| err.query(doing, e))?;
+    tx.execute(&stmt, params)
+        .await
+        .map_err(|e| err.query(doing, e))
+}

@@ -1,0 +1,80 @@
+//! Opening stores by URL: each accepted form opens its store; anything else is a bad URL that
+//! says what is accepted.
+
+mod common;
+
+use shardik_persistence::{StoreError, conformance, open_store};
+
+#[tokio::test]
+async fn memory_opens_a_memory_store() {
+    let store = open_store("memory:").await.unwrap();
+    conformance::journal_round_trip(&*store).await;
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_opens_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, form) in ["sqlite:", "sqlite://"].iter().enumerate() {
+        let path = dir.path().join(format!("by-url-{i}.db"));
+        let store = open_store(&format!("{form}{}", path.display()))
+            .await
+            .unwrap();
+        conformance::journal_round_trip(&*store).await;
+        store.close().await.unwrap();
+        assert!(path.exists(), "{form} opened {}", path.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_and_postgresql_open_a_postgres_store() {
+    let url = common::fresh_database().await;
+    let store = open_store(&url).await.unwrap();
+    conformance::journal_round_trip(&*store).await;
+    store.close().await.unwrap();
+    let url = url.replacen("postgres://", "postgresql://", 1);
+    let store = open_store(&url).await.unwrap();
+    conformance::journal_round_trip(&*store).await;
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_postgres_url_is_unavailable() {
+    let port = common::closed_port();
+    let refused = open_store(&format!("postgres://postgres@127.0.0.1:{port}/x"))
+        .await
+        .err()
+        .expect("no server there");
+    assert!(
+        matches!(&refused, StoreError::Unavailable(why) if why.contains(&port.to_string())),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn other_urls_are_bad_urls_listing_the_accepted_forms() {
+    for url in [
+        "",
+        "store.db",
+        "mysql://localhost/db",
+        "file:/tmp/x.db",
+        "redis://localhost",
+    ] {
+        match open_store(url).await.err() {
+            Some(StoreError::BadUrl { url: u, why }) => {
+                assert_eq!(u, url);
+                for form in ["memory:", "sqlite:PATH", "postgres://", "postgresql://"] {
+                    assert!(why.contains(form), "{url:?}: {why}");
+                }
+            }
+            other => panic!("{url:?}: expected BadUrl, got {other:?}"),
+        }
+    }
+    for url in ["sqlite:", "memory:extra", "postgres://u@h:notaport/db"] {
+        let refused = open_store(url).await.err();
+        assert!(
+            matches!(&refused, Some(StoreError::BadUrl { .. })),
+            "{url:?}: {refused:?}"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The PostgreSQL store against a real server (started by `scripts/with-postgres`): the store
+//! rules, two pools racing, large batches, migrations, and servers it cannot use.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use shardik_persistence::{PostgresStore, Store, StoreError, conformance};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_store_keeps_the_store_rules() {
+    let store = PostgresStore::connect(&common::fresh_database().await)
+        .await
+        .unwrap();
+    conformance::run_all(&store).await;
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_postgres_pools_never_interleave() {
+    let url = common::fresh_database().await;
+    let first = PostgresStore::connect(&url).await.unwrap();
+    let second = PostgresStore::connect(&url).await.unwrap();
+    conformance::racing_writers_never_interleave(&first, &second, 200).await;
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_store_answers_each_write_of_a_large_batch() {
+    let store = PostgresStore::connect(&common::fresh_database().await)
+        .await
+        .unwrap();
+    conformance::many_writes_in_one_batch(&store, 1_000).await;
+    store.close().await.unwrap();
+}
+
+/// Nodes starting together on an empty database migrate it once (the advisory lock), and all
+/// start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_starting_together_migrate_once() {
+    let url = common::fresh_database().await;
+    let starts = futures_util::future::join_all((0..4).map(|_| PostgresStore::connect(&url))).await;
+    for start in starts {
+        start.unwrap().close().await.unwrap();
+    }
+    let client = common::admin(&url).await;
+    let rows = client
+        .query("SELECT version FROM shardik_schema", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "one version row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused_and_left_unchanged() {
+    let url = common::fresh_database().await;
+    PostgresStore::connect(&url)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let client = common::admin(&url).await;
+    let bumped: i32 = client
+        .query_one(
+            "UPDATE shardik_schema SET version = version + 1 RETURNING version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let tables = "SELECT string_agg(table_name, ',' ORDER BY table_name)
+                  FROM information_schema.tables WHERE table_schema = current_schema()";
+    let tables_before: String = client.query_one(tables, &[]).await.unwrap().get(0);
+
+    let refused = PostgresStore::connect(&url).await.unwrap_err();
+    assert_eq!(
+        refused,
+        StoreError::SchemaTooNew {
+            found: bumped as u32,
+            supported: bumped as u32 - 1
+        }
+    );
+    let version: i32 = client
+        .query_one("SELECT version FROM shardik_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, bumped, "the version row is unchanged");
+    let tables_after: String = client.query_one(tables, &[]).await.unwrap().get(0);
+    assert_eq!(tables_after, tables_before, "no table was added or dropped");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable_naming_it() {
+    let port = common::closed_port();
+    let started = Instant::now();
+    let refused = PostgresStore::connect(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+        .await
+        .unwrap_err();
+    match refused {
+        StoreError::Unavailable(why) => {
+            assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}");
+            assert!(why.to_lowercase().contains("refused"), "the cause: {why}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A server that accepts the connection but never answers the login: the store gives up after
+/// its timeout instead of hanging.
+#[tokio::test]
+async fn a_silent_server_times_out_as_unavailable() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let started = Instant::now();
+    let refused = PostgresStore::connect(&format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+        .await
+        .unwrap_err();
+    match refused {
+        StoreError::Unavailable(why) => {
+            assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+    silent.abort();
+}
+
+#[tokio::test]
+async fn an_unparseable_url_is_a_bad_url() {
+    for url in [
+        "postgres://postgres@127.0.0.1:notaport/db",
+        "postgres://postgres@127.0.0.1:99999999/db",
+        "postgresql://host/db?no_such_option=1",
+    ] {
+        let refused = PostgresStore::connect(url).await.unwrap_err();
+        assert!(
+            matches!(&refused, StoreError::BadUrl { url: u, .. } if u == url),
+            "{url}: {refused:?}"
+        );
+    }
+}

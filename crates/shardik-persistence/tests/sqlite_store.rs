@@ -1,0 +1,404 @@
+//! The SQLite store against real files: the store rules, two stores racing on one file, large
+//! batches, reopening, and files it must refuse without touching them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shardik_persistence::{
+    AtomicWrite, NewEvent, Snapshot, SqliteStore, Store, StoreError, StoredState, conformance,
+    persistence_id,
+};
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+/// The files of `dir` with their contents, to show a failed open changed nothing.
+fn dir_contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn one_event(pid: &str, seq: u64, payload: Vec<u8>) -> AtomicWrite {
+    AtomicWrite {
+        persistence_id: pid.into(),
+        events: vec![NewEvent {
+            seq,
+            payload: Bytes::from(payload),
+            tags: vec!["t".into()],
+        }],
+    }
+}
+
+#[tokio::test]
+async fn the_sqlite_store_keeps_the_store_rules() {
+    let dir = temp_dir();
+    let store = SqliteStore::open(dir.path().join("store.db"))
+        .await
+        .unwrap();
+    conformance::run_all(&store).await;
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sqlite_stores_on_one_file_never_interleave() {
+    let dir = temp_dir();
+    let path = dir.path().join("shared.db");
+    let first = SqliteStore::open(&path).await.unwrap();
+    let second = SqliteStore::open(&path).await.unwrap();
+    conformance::racing_writers_never_interleave(&first, &second, 200).await;
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_store_answers_each_write_of_a_large_batch() {
+    let dir = temp_dir();
+    let store = SqliteStore::open(dir.path().join("batch.db"))
+        .await
+        .unwrap();
+    conformance::many_writes_in_one_batch(&store, 1_000).await;
+    store.close().await.unwrap();
+}
+
+/// Many tasks appending at once: the writer thread gathers their requests into shared commits,
+/// and every one is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_are_all_answered() {
+    let dir = temp_dir();
+    let store = Arc::new(SqliteStore::open(dir.path().join("many.db")).await.unwrap());
+    let tasks: Vec<_> = (0..64)
+        .map(|task| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let pid = persistence_id("concurrent", &task.to_string());
+                for seq in 1..=20 {
+                    let r = store
+                        .append(vec![one_event(&pid, seq, vec![task as u8])])
+                        .await
+                        .unwrap();
+                    assert_eq!(r, vec![Ok(())]);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for task in 0..64 {
+        let pid = persistence_id("concurrent", &task.to_string());
+        assert_eq!(store.highest_seq(&pid).await.unwrap(), 20);
+    }
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn what_was_written_is_there_after_reopening() {
+    let dir = temp_dir();
+    let path = dir.path().join("nested").join("dirs").join("kept.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .append(vec![one_event("k|a", 1, b"event".to_vec())])
+        .await
+        .unwrap();
+    let snapshot = Snapshot {
+        seq: 1,
+        payload: Bytes::from_static(b"snap"),
+    };
+    store.save_snapshot("k|a", snapshot.clone()).await.unwrap();
+    let state = StoredState {
+        revision: 1,
+        payload: Bytes::from_static(b"state"),
+    };
+    store
+        .write_state("k|b", state.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .update_remembered("k", "3", &["a".to_string()], &[])
+        .await
+        .unwrap();
+    store.delete_events_to("k|none", 5).await.unwrap();
+    store.close().await.unwrap();
+    let after_close = store.highest_seq("k|a").await;
+    assert!(
+        matches!(after_close, Err(StoreError::Unavailable(_))),
+        "{after_close:?}"
+    );
+    store.close().await.unwrap();
+
+    let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["kept.db"],
+        "closing leaves no -wal or -shm file"
+    );
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(&events[0].payload[..], b"event");
+    assert_eq!(events[0].tags, vec!["t".to_string()]);
+    assert_eq!(store.latest_snapshot("k|a").await.unwrap(), Some(snapshot));
+    assert_eq!(store.load_state("k|b").await.unwrap(), Some(state));
+    assert_eq!(
+        store.remembered_entities("k", "3").await.unwrap(),
+        vec!["a".to_string()]
+    );
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused_and_left_unchanged() {
+    let dir = temp_dir();
+    let path = dir.path().join("newer.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .append(vec![one_event("k|a", 1, b"x".to_vec())])
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    let current: u32 = {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("UPDATE shardik_schema SET version = version + 1", [])
+            .unwrap();
+        conn.query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
+            .unwrap()
+    };
+    let before = dir_contents(dir.path());
+
+    let refused = SqliteStore::open(&path).await.unwrap_err();
+    assert_eq!(
+        refused,
+        StoreError::SchemaTooNew {
+            found: current,
+            supported: current - 1
+        }
+    );
+    assert_eq!(dir_contents(dir.path()), before, "nothing on disk changed");
+}
+
+/// A newer schema is also refused when another connection holds the file open (so the check
+/// before opening cannot read it alone): the migration transaction finds it.
+#[tokio::test]
+async fn a_newer_schema_is_refused_while_the_file_is_in_use() {
+    let dir = temp_dir();
+    let path = dir.path().join("busy.db");
+    SqliteStore::open(&path)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE shardik_schema SET version = version + 1", [])
+        .unwrap();
+    let version = |conn: &rusqlite::Connection| -> u32 {
+        conn.query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
+            .unwrap()
+    };
+    let bumped = version(&conn);
+    let refused = SqliteStore::open(&path).await.unwrap_err();
+    assert_eq!(
+        refused,
+        StoreError::SchemaTooNew {
+            found: bumped,
+            supported: bumped - 1
+        }
+    );
+    assert_eq!(version(&conn), bumped, "the version row is unchanged");
+}
+
+/// Bytes that no SQLite wrote (a fixed pseudo-random sequence).
+fn garbage(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+async fn assert_refused_as_corrupt(dir: &Path, path: &Path) {
+    let before = dir_contents(dir);
+    let refused = SqliteStore::open(path).await.unwrap_err();
+    match &refused {
+        StoreError::Corrupt(why) => assert!(
+            why.contains(&path.display().to_string()),
+            "the message names the file: {why}"
+        ),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(
+        dir_contents(dir),
+        before,
+        "the file is unchanged, nothing added"
+    );
+}
+
+#[tokio::test]
+async fn a_file_of_garbage_is_refused_as_corrupt() {
+    let dir = temp_dir();
+    let path = dir.path().join("garbage.db");
+    std::fs::write(&path, garbage(8192)).unwrap();
+    assert_refused_as_corrupt(dir.path(), &path).await;
+    let short = dir.path().join("short.db");
+    std::fs::write(&short, b"SQLite format 3\0 but short").unwrap();
+    assert_refused_as_corrupt(dir.path(), &short).await;
+}
+
+#[tokio::test]
+async fn a_truncated_database_is_refused_as_corrupt() {
+    let dir = temp_dir();
+    let path = dir.path().join("cut.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let writes = (1..=500)
+        .map(|i| one_event(&persistence_id("cut", &i.to_string()), 1, garbage(300)))
+        .collect();
+    store.append(writes).await.unwrap();
+    store.close().await.unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 100_000, "a file of many pages");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    assert_refused_as_corrupt(dir.path(), &path).await;
+}
+
+/// A real database whose pages after the first are overwritten: the header is sound, the
+/// tables are not.
+#[tokio::test]
+async fn a_database_with_damaged_pages_is_refused_as_corrupt() {
+    let dir = temp_dir();
+    let path = dir.path().join("damaged.db");
+    SqliteStore::open(&path)
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    let len = bytes.len();
+    bytes[page..].copy_from_slice(&garbage(len - page));
+    std::fs::write(&path, &bytes).unwrap();
+    assert_refused_as_corrupt(dir.path(), &path).await;
+}
+
+#[tokio::test]
+async fn an_uncreatable_directory_is_unavailable() {
+    let dir = temp_dir();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let refused = SqliteStore::open(file.join("sub").join("store.db"))
+        .await
+        .unwrap_err();
+    match refused {
+        StoreError::Unavailable(why) => assert!(why.contains("a-file"), "{why}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    let refused = SqliteStore::open(dir.path()).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Unavailable(_)),
+        "a directory is not a database: {refused:?}"
+    );
+}
+
+/// Set in the child process of the test below: the database file it writes to.
+const CHILD_ENV: &str = "SHARDIK_TEST_SQLITE_CHILD_DB";
+const KILL_TEST: &str = "acknowledged_writes_survive_a_sigkill_while_another_process_writes";
+
+/// Two processes write to one file at once; one is SIGKILLed mid-stream. Every write it had
+/// seen acknowledged is in the file, and the other process's writes are all there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_a_sigkill_while_another_process_writes() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        return child_writes_until_killed(PathBuf::from(path)).await;
+    }
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let dir = temp_dir();
+    let path = dir.path().join("two-processes.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", KILL_TEST, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The child prints "ack N" once write N is acknowledged; kill it after 200 of them.
+    let acks = tokio::task::spawn_blocking(move || {
+        let mut last = 0;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(n) = line.strip_prefix("ack ") {
+                last = n.parse::<u64>().unwrap();
+                if last == 200 {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    return last;
+                }
+            }
+        }
+        let status = child.wait().unwrap();
+        panic!("the child stopped ({status}) after {last} acknowledged writes");
+    });
+    let mut mine = 0;
+    while !acks.is_finished() {
+        mine += 1;
+        let r = store
+            .append(vec![one_event("parent|a", mine, b"p".to_vec())])
+            .await
+            .unwrap();
+        assert_eq!(r, vec![Ok(())]);
+        assert!(mine < 100_000, "the child never got to 200 writes");
+    }
+    let acknowledged = acks.await.unwrap();
+    store.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let child_events = store
+        .read_events("child|a", 1, acknowledged, usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        child_events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=acknowledged).collect::<Vec<_>>(),
+        "every acknowledged write of the killed process is there"
+    );
+    assert_eq!(store.highest_seq("parent|a").await.unwrap(), mine);
+    store.close().await.unwrap();
+}
+
+async fn child_writes_until_killed(path: PathBuf) {
+    use std::io::Write;
+    let store = SqliteStore::open(&path).await.unwrap();
+    // Bounded, in case the parent died without killing this process.
+    for seq in 1..=10_000 {
+        let r = store
+            .append(vec![one_event("child|a", seq, b"c".to_vec())])
+            .await
+            .unwrap();
+        assert_eq!(r, vec![Ok(())]);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ack {seq}").unwrap();
+        out.flush().unwrap();
+    }
+}
