@@ -2,8 +2,10 @@
 //! over the management API. It is the binary's, not the library's: an example of what a user
 //! writes.
 //!
-//! The value lives in memory only: when the entity is passivated or its shard moves, the next
-//! incarnation starts from zero again (durable entities come with the storage layer).
+//! Counters are event sourced: each increment is one `Incremented` event in the node's store,
+//! written before the increment is answered, so a counter keeps its value when it is
+//! passivated, when its shard moves, when its node is killed and when the whole cluster
+//! restarts.
 
 use std::time::Duration;
 
@@ -14,12 +16,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityTypeKey, Sharding, ShardingError,
+use shardik_runtime::persistence::{
+    Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
+    Retention,
 };
+use shardik_runtime::sharding::{EntityKind, EntityTypeKey, Sharding, ShardingError};
 
 /// The kind's typed name.
-pub const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
+pub const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("counter");
 
 /// What a counter is told.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -30,6 +34,10 @@ pub enum CounterCommand {
     Get,
 }
 
+/// What a counter records: one event per increment.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Incremented;
+
 /// A counter's answer: its value and the node that hosts it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CounterReply {
@@ -39,34 +47,56 @@ pub struct CounterReply {
     pub node: String,
 }
 
-/// A number per id.
-#[derive(Debug, Default)]
+/// A number per id: the count of its `Incremented` events.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Counter {
     value: u64,
 }
 
-impl Entity for Counter {
+impl EventSourcedEntity for Counter {
     type Command = CounterCommand;
+    type Event = Incremented;
     type Reply = CounterReply;
 
-    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext<Self>) -> CounterReply {
-        if cmd == CounterCommand::Increment {
-            self.value += 1;
+    fn handle_command(
+        &self,
+        cmd: CounterCommand,
+        ctx: &mut EventSourcedContext<Self>,
+    ) -> Effect<Self> {
+        let node = ctx.node().address.to_string();
+        match cmd {
+            CounterCommand::Increment => {
+                Effect::persist(Incremented, move |s: &Self| CounterReply {
+                    value: s.value,
+                    node,
+                })
+            }
+            CounterCommand::Get => Effect::reply(CounterReply {
+                value: self.value,
+                node,
+            }),
         }
-        CounterReply {
-            value: self.value,
-            node: ctx.node().address.to_string(),
-        }
+    }
+
+    fn apply_event(&mut self, _: &Incremented) {
+        self.value += 1;
     }
 }
 
-/// The `counter` kind.
-pub fn counter_kind() -> EntityKind<Counter> {
-    EntityKind::for_key(COUNTER, |_| Counter::default())
+/// The `counter` kind, persisted in `persistence`, with a snapshot every 100 increments (the
+/// newest two kept, older events deleted) so that recovering a busy counter stays quick.
+pub fn counter_kind(persistence: &Persistence) -> EntityKind<EventSourced<Counter>> {
+    EventSourcedKind::new(COUNTER, persistence, |_| Counter::default())
+        .with_snapshots(Retention {
+            every: 100,
+            keep: 2,
+            delete_events: true,
+        })
+        .into_kind()
 }
 
 /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}`, each answering
-/// `{"id", "value", "node"}`. The counters are looked up by their key on `sharding`, where
+/// `{"id", "value", "node"}`; an increment is answered once it is durable. The counters are looked up by their key on `sharding`, where
 /// [`counter_kind`] must have been registered.
 pub fn counter_routes(sharding: Sharding) -> Router {
     Router::new()

@@ -1,13 +1,16 @@
 //! `shardik demo`: a local cluster of real node processes, narrated.
 //!
-//! Starts three `shardik node --demo-counters` processes on free loopback ports, prints each
-//! membership change as the first node sees it, drives increments to a few thousand `counter`
-//! entities through all nodes, prints where the shards live, adds a fourth node and shows
-//! shards rebalancing to it, kills one node with SIGKILL and shows its shards re-homed once it
-//! is downed and removed, and stops everything with SIGTERM (hand-off, then graceful leave).
-//! It ends with a summary of messages sent, delivered and dropped (with reasons). Timeouts are
-//! shortened through environment overrides so the whole run takes about a minute;
-//! `--simulated` runs the membership story in the simulator.
+//! Starts three `shardik node --demo-counters` processes on free loopback ports, sharing one
+//! SQLite file in a temporary directory, prints each membership change as the first node sees
+//! it, drives increments to a few thousand event-sourced `counter` entities through all nodes,
+//! prints where the shards live, adds a fourth node and shows shards rebalancing to it, kills
+//! one node with SIGKILL and shows its shards re-homed once it is downed and removed (the
+//! counters it ran keep their values), kills every node and starts a new cluster on the same
+//! file (every counter still has its value), and stops everything with SIGTERM (hand-off, then
+//! graceful leave). Every answer is checked against the increments acknowledged before it; the
+//! run ends with a summary of increments sent, answered, dropped (with reasons) and lost.
+//! Timeouts are shortened through environment overrides so the whole run takes about a
+//! minute; `--simulated` runs the membership story in the simulator.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -89,12 +92,15 @@ fn spawn_node(
     port: u16,
     mgmt: u16,
     seeds: &[u16],
+    store: &str,
     tx: &mpsc::Sender<Seen>,
 ) -> anyhow::Result<DemoNode> {
     let exe = std::env::current_exe().context("cannot find the shardik executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("node")
         .arg("--demo-counters")
+        .arg("--store")
+        .arg(store)
         .arg("--bind")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--management")
@@ -192,25 +198,60 @@ impl Narrator {
 }
 
 /// What the demo's traffic achieved.
-#[derive(Default)]
+/// What the demo's clients saw: every increment sent, answered or not, and whether every
+/// answer counted all the increments acknowledged before it.
 struct Tally {
     sent: u64,
     delivered: u64,
     failed: std::collections::BTreeMap<String, u64>,
+    /// Per counter: increments acknowledged (answered 200).
+    acked: Vec<u64>,
+    /// Per counter: increments sent (an unanswered one may still have been applied).
+    tried: Vec<u64>,
+    /// Answers whose value was below the acknowledged count (an increment lost) or above the
+    /// sent count (one applied twice).
+    wrong: u64,
 }
 
 impl Tally {
+    fn new() -> Self {
+        Tally {
+            sent: 0,
+            delivered: 0,
+            failed: Default::default(),
+            acked: vec![0; COUNTERS],
+            tried: vec![0; COUNTERS],
+            wrong: 0,
+        }
+    }
+
+    /// Checks an answered value of counter `i` against what its clients know.
+    fn check(&mut self, i: usize, body: &str) {
+        let value = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["value"].as_u64());
+        match value {
+            Some(v) if v >= self.acked[i] && v <= self.tried[i] => {}
+            _ => self.wrong += 1,
+        }
+    }
+
     /// One increment of every counter, spread round-robin over `nodes`.
     fn round(&mut self, nodes: &[&DemoNode]) {
         for i in 0..COUNTERS {
             let node = nodes[i % nodes.len()];
             self.sent += 1;
+            self.tried[i] += 1;
             match crate::mgmt_client::request(
                 node.mgmt,
                 "POST",
                 &format!("/demo/counter/c{i}/increment"),
             ) {
-                Some((200, _)) => self.delivered += 1,
+                Some((200, body)) => {
+                    self.delivered += 1;
+                    self.acked[i] += 1;
+                    self.check(i, &body);
+                }
                 Some((status, body)) => {
                     let why = serde_json::from_str::<serde_json::Value>(&body)
                         .ok()
@@ -221,6 +262,21 @@ impl Tally {
                 None => *self.failed.entry("no HTTP answer".into()).or_default() += 1,
             }
         }
+    }
+
+    /// Reads every counter once through `nodes`; returns how many answered.
+    fn read_all(&mut self, nodes: &[&DemoNode]) -> usize {
+        let mut answered = 0;
+        for i in 0..COUNTERS {
+            let node = nodes[i % nodes.len()];
+            if let Some(body) =
+                crate::mgmt_client::get_ok(node.mgmt, &format!("/demo/counter/c{i}"))
+            {
+                answered += 1;
+                self.check(i, &body);
+            }
+        }
+        answered
     }
 }
 
@@ -290,6 +346,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for (k, v) in FAST {
         println!("  {k}={v}");
     }
+    let data = tempfile::tempdir().context("cannot make a temporary directory for the store")?;
+    let store = format!("sqlite:{}", data.path().join("shardik.db").display());
+    println!("Every node keeps its counters in one SQLite file: {store}");
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_, _>>()?;
     let mgmt: Vec<u16> = (0..4).map(|_| free_port()).collect::<Result<_, _>>()?;
     let seeds = [ports[0], ports[1]];
@@ -302,11 +361,11 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("\nMembership changes as {} sees them:\n", narrator.observer);
     let mut nodes: Vec<DemoNode> = Vec::new();
     for (i, port) in ports.iter().enumerate() {
-        nodes.push(spawn_node(*port, mgmt[i], &seeds, &tx)?);
+        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx)?);
     }
     let third = nodes[2].name.clone();
     narrator.wait_for(&format!("member {third} is Up"), Duration::from_secs(30))?;
-    let mut tally = Tally::default();
+    let mut tally = Tally::new();
     println!(
         "\n-> the cluster is formed. Incrementing {COUNTERS} counters, round-robin through all three nodes...\n"
     );
@@ -323,7 +382,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     println!("\n-> a fourth node joins; traffic goes on while shards rebalance to it.\n");
     let fourth_port = free_port()?;
-    nodes.push(spawn_node(fourth_port, mgmt[3], &seeds, &tx)?);
+    nodes.push(spawn_node(fourth_port, mgmt[3], &seeds, &store, &tx)?);
     let fourth = nodes[3].name.clone();
     narrator.wait_for(&format!("member {fourth} is Up"), Duration::from_secs(30))?;
     let deadline = Instant::now() + Duration::from_secs(40);
@@ -357,10 +416,51 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let live: Vec<&DemoNode> = nodes.iter().collect();
         tally.round(&live);
         narrator.drain();
-        narrator.say("every counter answered again; the shards now live on:");
+        narrator.say(&format!(
+            "every counter answered again, counting on from its value ({} answers so far lost or doubled an increment); the shards now live on:",
+            tally.wrong
+        ));
         print_distribution(&live);
     }
-    let dropped = dropped_by_reason(&nodes.iter().collect::<Vec<_>>());
+    let mut dropped = dropped_by_reason(&nodes.iter().collect::<Vec<_>>());
+
+    println!(
+        "\n-> every node is killed with SIGKILL at once, and a new cluster of three starts on the same file.\n"
+    );
+    for node in nodes.iter_mut() {
+        let _ = node.child.kill();
+        let _ = node.child.wait();
+    }
+    nodes.clear();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_, _>>()?;
+    let mgmt: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_, _>>()?;
+    let seeds = [ports[0], ports[1]];
+    let (tx, rx) = mpsc::channel();
+    let narrator = Narrator {
+        start: narrator.start,
+        rx,
+        observer: format!("127.0.0.1:{}", ports[0]),
+    };
+    for (i, port) in ports.iter().enumerate() {
+        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx)?);
+    }
+    let last = nodes[2].name.clone();
+    narrator.wait_for(&format!("member {last} is Up"), Duration::from_secs(30))?;
+    {
+        let live: Vec<&DemoNode> = nodes.iter().collect();
+        let answered = tally.read_all(&live);
+        narrator.drain();
+        narrator.say(&format!(
+            "{answered} of {COUNTERS} counters read back after the restart, each recovered from its events and snapshots ({} answers so far lost or doubled an increment)",
+            tally.wrong
+        ));
+        tally.round(&live);
+        narrator.say("and they count on:");
+        print_distribution(&live);
+        for (why, n) in dropped_by_reason(&live) {
+            *dropped.entry(why).or_default() += n;
+        }
+    }
 
     println!("\n-> every node hands off its shards and leaves gracefully (SIGTERM).\n");
     // The newest first, so that the observer narrates their leaving before it leaves itself.
@@ -409,11 +509,16 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
     );
     println!(
-        "(Counters live in memory: a counter that moved or whose node died starts again from zero.)"
+        "Every answer counted every increment acknowledged before it, across a move, a SIGKILL and a full restart: {}.",
+        if tally.wrong == 0 {
+            "yes, none lost and none applied twice".to_string()
+        } else {
+            format!("NO, {} answers were wrong", tally.wrong)
+        }
     );
-    let clean = codes.iter().all(|c| *c == Some(0));
+    let clean = codes.iter().all(|c| *c == Some(0)) && tally.wrong == 0;
     println!(
-        "\nDone in {:.1}s: formed, served, rebalanced, lost a node, re-homed its shards, and left gracefully ({}).",
+        "\nDone in {:.1}s: formed, served, rebalanced, lost a node, re-homed its shards, restarted the whole cluster, and left gracefully ({}).",
         narrator.start.elapsed().as_secs_f64(),
         if clean {
             "every node exited with 0"

@@ -14,6 +14,7 @@ use shardik_core::membership::{Address, ShutdownReason};
 use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::StopRequest;
+use shardik_runtime::persistence::Persistence;
 use shardik_runtime::{Node, http, logging};
 
 use crate::counter::{counter_kind, counter_routes};
@@ -37,9 +38,14 @@ pub struct NodeArgs {
     /// A TOML configuration file layered over the built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Directory for this node's durable data (created if missing).
+    /// Directory of the embedded store's default file `shardik.db` (created if missing).
+    /// Overrides `persistence.data-dir`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// The store of durable entities: `sqlite:PATH`, `postgres://user@host:port/db` or
+    /// `memory:`. Overrides `persistence.store` (default: `sqlite:{data-dir}/shardik.db`).
+    #[arg(long)]
+    store: Option<String>,
     /// Register the built-in demo entity kind `counter` and serve
     /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}` on the management API.
     #[arg(long)]
@@ -60,8 +66,10 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         settings.management.http.port = m.port;
     }
     if let Some(dir) = &args.data_dir {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create --data-dir {}", dir.display()))?;
+        settings.persistence.data_dir = dir.display().to_string();
+    }
+    if let Some(store) = &args.store {
+        settings.persistence.store = store.clone();
     }
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
@@ -87,6 +95,18 @@ async fn run_node(
                 "cannot listen for the management API on {mgmt_addr} (use --management HOST:PORT)"
             )
         })?;
+    // The store is opened before the node joins, so that a store that cannot be reached,
+    // parsed or read stops the process at startup with the cause, before it is a member.
+    let persistence = if demo_counters {
+        let url = settings.persistence.store_url();
+        let persistence = Persistence::open(&url)
+            .await
+            .with_context(|| format!("cannot open the store {url}"))?;
+        info!(store = %url, "store opened");
+        Some(persistence)
+    } else {
+        None
+    };
     let (running, sharding) = Node::builder(settings.clone())
         .bind(bind.clone())
         .start()
@@ -101,9 +121,9 @@ async fn run_node(
         .metrics(metrics)
         .sharding(sharding.clone())
         .router();
-    if demo_counters {
+    if let Some(persistence) = &persistence {
         sharding
-            .init(counter_kind())
+            .init(counter_kind(persistence))
             .context("cannot register the demo counters")?;
         router = router.merge(counter_routes(sharding.clone()));
         info!(

@@ -29,7 +29,10 @@ async fn counter_cluster_with(
     extra: &[(&str, &str)],
 ) -> Vec<Node> {
     let env: Vec<(&str, &str)> = SHARDING_FAST.iter().chain(extra).copied().collect();
-    let mut nodes = start_cluster_with_args(http, prefix, n, &env, &["--demo-counters"]).await;
+    // Every cluster has a store of its own: the counters start from zero.
+    let store = fresh_sqlite_store(prefix);
+    let args = ["--demo-counters", "--store", &store];
+    let mut nodes = start_cluster_with_args(http, prefix, n, &env, &args).await;
     let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
     // Every region must be known to the coordinator before the first counter is touched;
     // otherwise shards allocated meanwhile all land on the regions that registered first and
@@ -204,8 +207,7 @@ async fn counters_live_on_one_node_and_answer_through_all() {
 }
 
 /// Kills a node with SIGKILL (`graceful = false`) or stops it with SIGTERM; every counter
-/// answers afterwards from a survivor, and counters that did not live on the stopped node keep
-/// their values.
+/// answers afterwards from a survivor with its value.
 async fn stop_one_and_check_rehoming(prefix: &str, graceful: bool) {
     let http = client();
     let mut nodes = counter_cluster(&http, prefix, 3).await;
@@ -255,13 +257,13 @@ async fn stop_one_and_check_rehoming(prefix: &str, graceful: bool) {
         },
     )
     .await;
+    // Counters are event sourced: moved or not, each keeps its acknowledged increment.
     for id in &ids {
         let (value, _) = counter(&http, &survivors[0], id, false)
             .await
             .expect("answers");
-        if homes[id] != victim_addr {
-            assert_eq!(value, 1, "{id} did not move and keeps its value");
-        }
+        let moved = homes[id] == victim_addr;
+        assert_eq!(value, 1, "{id} keeps its value (moved: {moved})");
     }
 }
 
@@ -300,9 +302,9 @@ struct Ack {
 /// A leave asked of another node through the management API (not the leaving process's own
 /// signal handler) still hands every shard off first: under steady increments, the leaving
 /// node exits 0, every counter it hosted answers from a survivor, and no increment is lost:
-/// each one is acknowledged, and each counter's acknowledged values count up by one on the
-/// node that runs it (a counter that moves starts again from zero there: entity state does
-/// not travel with a hand-off until entities are durable) and end where its value ends.
+/// each one is acknowledged, and each counter's acknowledged values count up by one across
+/// the move (counters are event sourced: the new home recovers the value) and end where its
+/// value ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leave_through_the_management_api_hands_off_and_loses_nothing() {
     let http = client();
@@ -383,25 +385,19 @@ async fn a_leave_through_the_management_api_hands_off_and_loses_nothing() {
     }
     for (id, seq) in &acks {
         for w in seq.windows(2) {
-            let expected = if w[1].node == w[0].node {
-                w[0].value + 1
-            } else {
-                1
-            };
             assert_eq!(
-                w[1].value, expected,
+                w[1].value,
+                w[0].value + 1,
                 "{id}: an increment was lost or applied twice: {seq:?}"
             );
         }
         let last = seq.last().expect("at least one");
         let (value, node) = counter(&http, &mgmt[0], id, false).await.expect("answers");
         assert_ne!(node, victim_addr, "{id} moved off the leaving node");
-        if node == last.node {
-            assert_eq!(
-                value, last.value,
-                "{id} ends at its last acknowledged value"
-            );
-        }
+        assert_eq!(
+            value, last.value,
+            "{id} ends at its last acknowledged value"
+        );
     }
     for id in &hosted {
         let seq = &acks[id];
@@ -478,8 +474,8 @@ async fn an_active_entity_limit_from_configuration_bounds_each_node() {
     .await;
     let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
     let ids = ids(3000);
-    // Touch every counter once, alternating the node asked, then touch the first ones again
-    // (they were passivated, so they answer as fresh counters).
+    // Touch every counter once, alternating the node asked; then read one that was
+    // passivated (it recovers its increment from the store).
     let mut most = vec![0; mgmt.len()];
     for (i, id) in ids.iter().enumerate() {
         let (value, _) = counter(&http, &mgmt[i % 2], id, true)
@@ -522,8 +518,8 @@ async fn an_active_entity_limit_from_configuration_bounds_each_node() {
         .await
         .expect("a passivated counter answers again");
     assert_eq!(
-        value, 0,
-        "a passivated counter comes back as a new incarnation"
+        value, 1,
+        "a passivated counter comes back as a new incarnation that recovers its increment"
     );
     for n in &mut nodes {
         assert!(n.exited().is_none(), "{}", n.report());

@@ -500,6 +500,50 @@ pub async fn start_cluster_with_args(
     nodes
 }
 
+/// A `sqlite:` store URL in a file no other test or earlier run uses, so that every cluster
+/// starts from an empty store.
+pub fn fresh_sqlite_store(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = std::env::temp_dir().join(format!(
+        "shardik-mp-{}-{prefix}-{nanos:x}.db",
+        std::process::id()
+    ));
+    format!("sqlite:{}", path.display())
+}
+
+/// A `postgres://` store URL naming a new, empty database on the test server that
+/// `scripts/with-postgres` started (`SHARDIK_TEST_POSTGRES_URL`). Panics, saying how to run the
+/// tests, when that server is not there: a test that needs PostgreSQL never skips quietly.
+pub fn fresh_postgres_database(prefix: &str) -> String {
+    let base = std::env::var("SHARDIK_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "SHARDIK_TEST_POSTGRES_URL is not set: run the tests through `scripts/with-postgres \
+             cargo test --workspace`, which starts a throwaway PostgreSQL server"
+        )
+    });
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = format!("{prefix}_{}_{nanos:x}", std::process::id());
+    let out = Command::new("psql")
+        .arg(&base)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!("CREATE DATABASE {name}"))
+        .output()
+        .expect("psql runs (it comes with PostgreSQL)");
+    assert!(
+        out.status.success(),
+        "cannot create database {name} on {base}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (server, _db) = base
+        .rsplit_once('/')
+        .expect("a postgres URL ends in /database");
+    format!("{server}/{name}")
+}
+
 /// Sum of all samples of a Prometheus metric family in `text`.
 pub fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()

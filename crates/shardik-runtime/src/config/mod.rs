@@ -20,6 +20,7 @@ mod error;
 mod load;
 mod logging;
 mod management;
+mod persistence;
 mod sharding;
 mod transport;
 mod validate;
@@ -37,6 +38,7 @@ pub use error::ConfigError;
 pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};
 pub use logging::LoggingSettings;
 pub use management::{ManagementHttpSettings, ManagementSettings};
+pub use persistence::PersistenceSettings;
 pub use sharding::{
     HandOffModeSetting, LeastShardAllocationStrategySettings, ShardingHealthCheckSettings,
     ShardingSettings,
@@ -58,4 +60,6 @@ pub struct Settings {
     pub management: ManagementSettings,
     /// `logging.*`: log format and level.
     pub logging: LoggingSettings,
+    /// `persistence.*`: the store of durable entities.
+    pub persistence: PersistenceSettings,
 }

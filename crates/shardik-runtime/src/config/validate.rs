@@ -14,6 +14,7 @@ impl Settings {
         self.cluster.validate()?;
         self.transport.validate()?;
         self.management.validate()?;
+        self.persistence.validate()?;
         self.logging.validate()
     }
 }

@@ -51,6 +51,13 @@ impl Persistence {
         }
     }
 
+    /// Opens the store `url` names (`sqlite:PATH`, `postgres://…`, `memory:`; see
+    /// [`shardik_persistence::open_store`]) and starts the journal writer over it. A store that
+    /// cannot be reached, parsed or read is an error naming the cause.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Ok(Self::new(shardik_persistence::open_store(url).await?))
+    }
+
     /// The store underneath (for queries such as events by tag).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
