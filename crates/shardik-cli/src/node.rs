@@ -122,8 +122,16 @@ async fn run_node(
         .sharding(sharding.clone())
         .router();
     if let Some(persistence) = &persistence {
+        let mut counters = counter_kind(persistence);
+        let sharding_settings = &settings.cluster.sharding;
+        if sharding_settings.remember_entities {
+            counters = counters.with_remember_entities(
+                std::sync::Arc::clone(persistence.store()),
+                sharding_settings.entity_recovery(),
+            );
+        }
         sharding
-            .init(counter_kind(persistence))
+            .init(counters)
             .context("cannot register the demo counters")?;
         router = router.merge(counter_routes(sharding.clone()));
         info!(

@@ -1,6 +1,7 @@
 //! Durable counters across real `shardik node --demo-counters` processes, on SQLite and on a
 //! real PostgreSQL server: under steady increments one node is killed with SIGKILL, later every
-//! node is, and a new cluster starts on the same store. Every acknowledged increment is still
+//! node is, and a new cluster starts on the same store. With remember-entities on, every
+//! counter runs again before any message is sent to it; every acknowledged increment is still
 //! in the counters, and none was applied twice.
 //!
 //! The PostgreSQL test needs `SHARDIK_TEST_POSTGRES_URL`, which `scripts/with-postgres` sets
@@ -107,7 +108,32 @@ async fn round(http: &reqwest::Client, managements: &[String], books: &mut Books
 
 async fn cluster(http: &reqwest::Client, prefix: &str, store: &str) -> Vec<Node> {
     let args = ["--demo-counters", "--store", store];
-    start_cluster_with_args(http, prefix, 3, SHARDING_FAST, &args).await
+    let env: Vec<(&str, &str)> = SHARDING_FAST
+        .iter()
+        .copied()
+        .chain([("SHARDIK_CLUSTER__SHARDING__REMEMBER_ENTITIES", "on")])
+        .collect();
+    start_cluster_with_args(http, prefix, 3, &env, &args).await
+}
+
+/// Live counters over the cluster, from each node's `GET /cluster/shards/counter`.
+async fn live_counters(http: &reqwest::Client, managements: &[String]) -> Result<u64, String> {
+    let mut total = 0;
+    for m in managements {
+        let v: Value = http
+            .get(format!("http://{m}/cluster/shards/counter"))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        // `regions`: this node's own shards, each with its live entities.
+        for shard in v["regions"].as_array().cloned().unwrap_or_default() {
+            total += shard["numEntities"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(total)
 }
 
 async fn counters_survive_sigkills(prefix: &str, store: &str) {
@@ -152,6 +178,24 @@ async fn counters_survive_sigkills(prefix: &str, store: &str) {
     let mut nodes = cluster(&http, &format!("{prefix}-again"), store).await;
     let managements: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
     let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
+    // Remember-entities is on: every counter runs again before anyone writes to it.
+    eventually(
+        "every remembered counter runs again without a message",
+        BOUND,
+        &mut refs,
+        || {
+            let (http, managements) = (&http, &managements);
+            async move {
+                let live = live_counters(http, managements).await?;
+                if live == COUNTERS as u64 {
+                    Ok(())
+                } else {
+                    Err(format!("{live} of {COUNTERS} counters running"))
+                }
+            }
+        },
+    )
+    .await;
     let values = std::sync::Mutex::new(vec![None; COUNTERS]);
     eventually(
         "every counter answers after the restart",

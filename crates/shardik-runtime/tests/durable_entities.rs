@@ -2,7 +2,8 @@
 //! PostgreSQL stores keep the same contract, checked by their own conformance tests, and the
 //! multi-process tests run the binary on them): state that survives passivation and a move to
 //! another node, snapshots and retention, answers only after the write, a second writer
-//! refused, recovery that refuses a gap, durable state by revision, and events by tag.
+//! refused, recovery that refuses a gap, durable state by revision, events by tag, and
+//! remembered entities that start again after a full restart without a message.
 
 mod common;
 
@@ -20,7 +21,9 @@ use shardik_runtime::persistence::{
     DurableState, DurableStateContext, DurableStateEntity, Effect, EventSourced,
     EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence, Retention, StateEffect,
 };
-use shardik_runtime::sharding::{EntityKind, EntityTypeKey, ReplyTo, Sharding, ShardingError};
+use shardik_runtime::sharding::{
+    EntityKind, EntityRecovery, EntityTypeKey, ReplyTo, Sharding, ShardingError,
+};
 
 use common::{free_port, start_sharding_node, wait_up};
 
@@ -458,4 +461,94 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
         other => panic!("expected a refused write, got {other:?}"),
     }
     assert_eq!(cart.ask(CartCmd::Items, ASK).await.unwrap(), ["plum"]);
+}
+
+// Remembered entities.
+
+/// Registers the event-sourced counter remembering its entities in `store`.
+fn register_remembering(sharding: &Sharding, store: &Arc<MemoryStore>, recovery: EntityRecovery) {
+    let persistence = Persistence::new(store.clone());
+    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default())
+        .into_kind()
+        .with_remember_entities(store.clone(), recovery);
+    sharding.init(kind).expect("kind registers");
+}
+
+/// The entity ids the node's region of the counter kind runs, sorted.
+async fn running(sharding: &Sharding) -> Vec<String> {
+    let state = sharding
+        .region_state("es-counter", ASK)
+        .await
+        .expect("the region answers");
+    let mut ids: Vec<String> = state
+        .shards
+        .into_iter()
+        .flat_map(|(_, ids)| ids.into_iter().map(|id| id.to_string()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn remembered_entities_come_back(recovery: EntityRecovery) {
+    let store = Arc::new(MemoryStore::new());
+    let (first, sharding) = one_node().await;
+    register_remembering(&sharding, &store, recovery);
+    let ids = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"];
+    for id in ids {
+        let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
+        assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), 1);
+    }
+    // r7 stops by itself: it is forgotten. The others are handed off when the node leaves,
+    // which keeps them remembered.
+    assert_eq!(passivate(&sharding, "r7", 1).await, 2);
+    first
+        .stop
+        .send(shardik_runtime::node::StopRequest::Leave)
+        .await
+        .expect("leave asked");
+    let reason = tokio::time::timeout(Duration::from_secs(20), first.finished)
+        .await
+        .expect("the first node leaves")
+        .expect("its task ends");
+    assert_eq!(reason, shardik_core::membership::ShutdownReason::Left);
+
+    // A new cluster on the same store: nobody sends anything, yet the six come back.
+    let (_second, sharding) = one_node().await;
+    register_remembering(&sharding, &store, recovery);
+    let expected: Vec<String> = ids[..6].iter().map(|s| s.to_string()).collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now_running = running(&sharding).await;
+        if now_running == expected {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "remembered entities did not come back: {now_running:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // They recover their state on their first command, as any entity.
+    let r1 = sharding.entity_ref_for(COUNTER, "r1").unwrap();
+    assert_eq!(r1.ask(Cmd::Get, ASK).await.unwrap(), 1);
+    let r7 = sharding.entity_ref_for(COUNTER, "r7").unwrap();
+    assert_eq!(
+        r7.ask(Cmd::Get, ASK).await.unwrap(),
+        2,
+        "r7 restarts on demand"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_entities_start_again_after_a_full_restart_without_a_message() {
+    remembered_entities_come_back(EntityRecovery::All).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_entities_start_at_a_constant_rate_when_asked() {
+    remembered_entities_come_back(EntityRecovery::ConstantRate {
+        entities: 2,
+        frequency: Duration::from_millis(20),
+    })
+    .await;
 }

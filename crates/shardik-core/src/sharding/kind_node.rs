@@ -103,6 +103,10 @@ pub enum KindInput<M> {
     /// Stop at once without hand-off (the node is going away): entities are dropped and
     /// buffered messages reported.
     Stop,
+    /// Find (and so allocate) a home for `shard` although no message waits for it: a shard
+    /// with remembered entities, which must start after a restart of the whole cluster
+    /// before anyone writes to it. Asked again every retry interval until a home is known.
+    WantHome(ShardId),
 }
 
 /// What a [`KindNode`] asks its driver to do.
@@ -310,6 +314,12 @@ impl<M> KindNode<M> {
                 }
             }
             KindInput::Shutdown => self.begin_shutdown(now, out),
+            KindInput::WantHome(shard) => {
+                let mut rout = std::mem::take(&mut self.region_out);
+                self.region.want_home(shard, &mut rout);
+                self.region_effects(&mut rout, out);
+                self.region_out = rout;
+            }
             KindInput::Stop => {
                 let mut rout = std::mem::take(&mut self.region_out);
                 self.region.stop(&mut rout);

@@ -203,6 +203,9 @@ pub struct Region<M> {
     /// Shards handed off from here in forwarding mode whose buffered messages still go to the
     /// new home, followed by a [`Protocol::HandOverDone`].
     handover_pending: BTreeSet<ShardId>,
+    /// Shards whose home is wanted without a message waiting (remembered entities): asked for
+    /// every retry until a home is known.
+    wanted: BTreeSet<ShardId>,
     /// Drain markers that arrived before the hand-off they belong to.
     early_drains: BTreeMap<ShardId, BTreeSet<UniqueAddress>>,
     graceful: bool,
@@ -229,6 +232,7 @@ impl<M> Region<M> {
             buffers: BTreeMap::new(),
             buffered: 0,
             handover_pending: BTreeSet::new(),
+            wanted: BTreeSet::new(),
             early_drains: BTreeMap::new(),
             early_handovers: BTreeMap::new(),
             graceful: false,
@@ -369,6 +373,17 @@ impl<M> Region<M> {
         self.buffered += 1;
         let handing_off = matches!(self.hosted.get(&shard), Some(Hosted::HandingOff { .. }));
         if first && !handing_off {
+            self.request_home(shard, out);
+        }
+    }
+
+    /// Asks for the home of `shard` although no message waits for it, and keeps asking every
+    /// retry interval until one is known (a proxy never hosts, so it does not ask).
+    pub fn want_home(&mut self, shard: ShardId, out: &mut Vec<RegionEffect<M>>) {
+        if self.proxy || self.stopped || self.homes.contains_key(&shard) {
+            return;
+        }
+        if self.wanted.insert(shard.clone()) {
             self.request_home(shard, out);
         }
     }
@@ -516,6 +531,7 @@ impl<M> Region<M> {
         region: UniqueAddress,
         out: &mut Vec<RegionEffect<M>>,
     ) {
+        self.wanted.remove(&shard);
         if region == self.me {
             if !self.proxy && !self.hosted.contains_key(&shard) {
                 // The coordinator says it lives here: host it (its HostShard may follow).
@@ -980,6 +996,7 @@ impl<M> Region<M> {
                         .keys()
                         .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
                         .chain(self.handover_pending.iter())
+                        .chain(self.wanted.iter())
                         .cloned()
                         .collect();
                     for shard in waiting {

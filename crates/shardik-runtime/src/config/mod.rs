@@ -40,8 +40,8 @@ pub use logging::LoggingSettings;
 pub use management::{ManagementHttpSettings, ManagementSettings};
 pub use persistence::PersistenceSettings;
 pub use sharding::{
-    HandOffModeSetting, LeastShardAllocationStrategySettings, ShardingHealthCheckSettings,
-    ShardingSettings,
+    ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
+    LeastShardAllocationStrategySettings, ShardingHealthCheckSettings, ShardingSettings,
 };
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};
 

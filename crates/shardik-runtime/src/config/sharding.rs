@@ -53,6 +53,15 @@ pub struct ShardingSettings {
     /// `handoff-mode`: what happens to messages buffered at a shard's old home during a
     /// hand-off.
     pub handoff_mode: HandOffModeSetting,
+    /// `remember-entities`: kinds registered with a store remember their running entities
+    /// (the binary's demo counters follow it; a library kind opts in with
+    /// `EntityKind::with_remember_entities`).
+    #[serde(deserialize_with = "super::values::de_switch")]
+    pub remember_entities: bool,
+    /// `entity-recovery-strategy`: `all` or `constant`.
+    pub entity_recovery_strategy: EntityRecoveryStrategySetting,
+    /// `entity-recovery-constant-rate-strategy.*`.
+    pub entity_recovery_constant_rate_strategy: ConstantRateSettings,
     /// `least-shard-allocation-strategy.*`.
     pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
     /// `passivation.*`: the strategy that stops entities automatically. The keys, their
@@ -64,7 +73,42 @@ pub struct ShardingSettings {
     pub healthcheck: ShardingHealthCheckSettings,
 }
 
+/// `entity-recovery-strategy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntityRecoveryStrategySetting {
+    /// Start a shard's remembered entities all at once.
+    All,
+    /// Start them `number-of-entities` every `frequency`.
+    Constant,
+}
+
+/// `entity-recovery-constant-rate-strategy.*`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConstantRateSettings {
+    /// `frequency`: the time between two steps.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub frequency: Duration,
+    /// `number-of-entities`: how many start per step; at least 1.
+    pub number_of_entities: usize,
+}
+
 impl ShardingSettings {
+    /// How remembered entities start, from `entity-recovery-strategy` and its block.
+    pub fn entity_recovery(&self) -> crate::sharding::EntityRecovery {
+        match self.entity_recovery_strategy {
+            EntityRecoveryStrategySetting::All => crate::sharding::EntityRecovery::All,
+            EntityRecoveryStrategySetting::Constant => {
+                let c = &self.entity_recovery_constant_rate_strategy;
+                crate::sharding::EntityRecovery::ConstantRate {
+                    entities: c.number_of_entities,
+                    frequency: c.frequency,
+                }
+            }
+        }
+    }
+
     /// The allocation core's settings from `least-shard-allocation-strategy.*`.
     pub fn allocation_settings(&self) -> AllocationSettings {
         let a = &self.least_shard_allocation_strategy;
@@ -164,6 +208,14 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
         ));
     }
     positive_count("cluster.sharding.buffer-size", s.buffer_size)?;
+    positive_count(
+        "cluster.sharding.entity-recovery-constant-rate-strategy.number-of-entities",
+        s.entity_recovery_constant_rate_strategy.number_of_entities,
+    )?;
+    positive_duration(
+        "cluster.sharding.entity-recovery-constant-rate-strategy.frequency",
+        s.entity_recovery_constant_rate_strategy.frequency,
+    )?;
     for (key, d) in [
         ("cluster.sharding.retry-interval", s.retry_interval),
         ("cluster.sharding.handoff-timeout", s.handoff_timeout),

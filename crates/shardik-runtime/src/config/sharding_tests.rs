@@ -450,6 +450,27 @@ fn bad_sharding_values_name_the_key_and_what_is_allowed() {
 }
 
 #[test]
+fn remember_entities_and_its_recovery_strategy_are_read() {
+    let s = Settings::from_toml_str(
+        "[cluster.sharding]\nremember-entities = \"on\"\nentity-recovery-strategy = \"constant\"\n\
+         [cluster.sharding.entity-recovery-constant-rate-strategy]\nnumber-of-entities = 7\nfrequency = \"250ms\"",
+    )
+    .expect("valid");
+    assert!(s.cluster.sharding.remember_entities);
+    assert_eq!(
+        s.cluster.sharding.entity_recovery(),
+        crate::sharding::EntityRecovery::ConstantRate {
+            entities: 7,
+            frequency: Duration::from_millis(250),
+        }
+    );
+    let (e, _) = err_text(
+        "[cluster.sharding.entity-recovery-constant-rate-strategy]\nnumber-of-entities = 0",
+    );
+    assert!(matches!(e, ConfigError::InvalidValue { .. }), "{e:?}");
+}
+
+#[test]
 fn unknown_sharding_keys_are_refused() {
     let (e, text) = err_text("[cluster.sharding]\nnumber-of-shard = 10");
     assert!(matches!(e, ConfigError::UnknownKey { .. }), "{e:?}");
@@ -460,8 +481,8 @@ fn unknown_sharding_keys_are_refused() {
     );
     for (toml, key) in [
         (
-            "[cluster.sharding]\nremember-entities = true",
-            "cluster.sharding.remember-entities",
+            "[cluster.sharding]\nremember-entitys = true",
+            "cluster.sharding.remember-entitys",
         ),
         (
             "[cluster.sharding.least-shard-allocation-strategy]\nlimit = 3",

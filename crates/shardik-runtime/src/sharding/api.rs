@@ -11,6 +11,7 @@ use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
+use super::remember::{EntityRecovery, RememberSettings};
 use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and
@@ -287,6 +288,7 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) passivation: Option<shardik_passivation::ResolvedStrategy>,
     pub(crate) allocation: KindAllocation,
     pub(crate) codec: Arc<C>,
+    pub(crate) remember: Option<RememberSettings>,
 }
 
 impl<E: Entity> EntityKind<E, Postcard> {
@@ -310,6 +312,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             passivation: None,
             allocation: KindAllocation::Configured,
             codec: Arc::new(Postcard),
+            remember: None,
         }
     }
 }
@@ -419,6 +422,21 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         }
     }
 
+    /// Remembers the running entities in `store` (Akka's `remember-entities`): an entity is
+    /// recorded before its first command is handled and forgotten when it passivates, and when
+    /// a shard starts on a node (after a rebalance, a crash or a restart of the whole cluster)
+    /// its remembered entities are started again without a message, as `recovery` says.
+    /// Automatic passivation (idle timeout or limit) is off for such a kind, as in the
+    /// reference; an entity still stops when it asks to (`ctx.passivate()`).
+    pub fn with_remember_entities(
+        mut self,
+        store: Arc<dyn shardik_persistence::Store>,
+        recovery: EntityRecovery,
+    ) -> Self {
+        self.remember = Some(RememberSettings { store, recovery });
+        self
+    }
+
     /// Uses `codec` for commands and replies that cross the network.
     pub fn with_codec<C2: Codec>(self, codec: C2) -> EntityKind<E, C2> {
         EntityKind {
@@ -431,6 +449,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             passivation: self.passivation,
             allocation: self.allocation,
             codec: Arc::new(codec),
+            remember: self.remember,
         }
     }
 

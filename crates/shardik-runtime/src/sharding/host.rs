@@ -19,6 +19,7 @@ use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 
 use super::api::{ContextRequest, Entity, EntityContext};
+use super::remember::RememberWriter;
 use super::timers::Timers;
 
 use super::id_map::IdMap;
@@ -140,6 +141,8 @@ pub(crate) struct EntityHost<E: Entity> {
     queued: usize,
     /// The entities' timers and receive timeouts (empty while none is set).
     timers: Timers<E::Command>,
+    /// Where started and passivated entities are recorded, when the kind remembers them.
+    remember: Option<RememberWriter>,
 }
 
 impl<E: Entity> EntityHost<E> {
@@ -161,7 +164,45 @@ impl<E: Entity> EntityHost<E> {
             active: 0,
             queued: 0,
             timers: Timers::default(),
+            remember: None,
         }
+    }
+
+    /// Records started and passivated entities with `writer` (remember-entities). Must be set
+    /// before the first delivery.
+    pub fn set_remember(&mut self, writer: RememberWriter) {
+        self.remember = Some(writer);
+    }
+
+    /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
+    /// command (they are already remembered: nothing is written). Returns how many started.
+    pub fn start_remembered(&mut self, shard: &ShardId, ids: &[EntityId], now_s: u32) -> usize {
+        if !self.shards.contains_key(shard) {
+            let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
+            self.shards.insert(
+                shard.clone(),
+                ShardEntities {
+                    entities: IdMap::default(),
+                    strategy,
+                },
+            );
+            self.shards_changed();
+        }
+        let entities = self.shards.get_mut(shard).expect("inserted above");
+        let mut started = 0;
+        for id in ids {
+            if entities.get(id).is_none() {
+                entities.get_or_insert_with(id, || Slot {
+                    entity: Some((self.factory)(id)),
+                    queue: None,
+                    last_used: now_s,
+                    stopping: false,
+                });
+                started += 1;
+            }
+        }
+        self.active += started;
+        started
     }
 
     /// Passivates automatically with `strategy` (limit-based or composite; a plain idle timeout
@@ -296,10 +337,12 @@ impl<E: Entity> EntityHost<E> {
             self.passivate_buf = out;
         }
         let entities = self.shards.get_mut(shard).expect("inserted above");
+        let mut created = false;
         let slot = match entities.get_mut(id) {
             Some(slot) => slot,
             None => {
                 self.active += 1;
+                created = true;
                 entities.get_or_insert_with(id, || Slot {
                     entity: Some((self.factory)(id)),
                     queue: None,
@@ -309,7 +352,23 @@ impl<E: Entity> EntityHost<E> {
             }
         };
         let start = start_or_queue(slot, job);
-        self.started_or_queued(shard, id, start);
+        match (created, &self.remember, start) {
+            // A new incarnation of a remembering kind: its first command waits until the
+            // store records it as started.
+            (true, Some(writer), Some((entity, job))) => {
+                let fut = run(
+                    self.node.clone(),
+                    shard.clone(),
+                    id.clone(),
+                    entity,
+                    job,
+                    false,
+                    Some(writer.clone()),
+                );
+                self.push_running(fut);
+            }
+            (_, _, start) => self.started_or_queued(shard, id, start),
+        }
         if stop_after_delivery {
             self.stop_entity(shard, id);
         }
@@ -337,6 +396,7 @@ impl<E: Entity> EntityHost<E> {
                     entity,
                     job,
                     false,
+                    None,
                 );
                 self.push_running(fut);
             }
@@ -512,6 +572,13 @@ impl<E: Entity> EntityHost<E> {
                 // Stopped (stop message handled) or failed: drop this incarnation (and its
                 // timers). What waits goes to a new one.
                 self.timers.cancel_entity(&shard, &id);
+                // A passivation (not a hand-off, not a failure) ends the entity's remembered
+                // life; a handed-off or failed entity stays remembered.
+                if was_stop && !self.draining.contains_key(&shard) {
+                    if let Some(writer) = &self.remember {
+                        writer.stopped(&shard, &id);
+                    }
+                }
                 slot.stopping = false;
                 let waiting = slot.queue.as_ref().is_some_and(|q| !q.is_empty());
                 if waiting && !self.draining.contains_key(&shard) {
@@ -587,7 +654,7 @@ impl<E: Entity> EntityHost<E> {
         match item {
             Item::Job(job) => {
                 self.queued -= 1;
-                let fut = run(self.node.clone(), shard, id, entity, job, false);
+                let fut = run(self.node.clone(), shard, id, entity, job, false, None);
                 self.push_running(fut);
             }
             Item::Stop => match &self.stop_message {
@@ -597,7 +664,7 @@ impl<E: Entity> EntityHost<E> {
                         reply: Asker::None,
                         from_context: false,
                     };
-                    let fut = run(self.node.clone(), shard, id, entity, job, true);
+                    let fut = run(self.node.clone(), shard, id, entity, job, true, None);
                     self.push_running(fut);
                 }
                 None => {
@@ -643,8 +710,24 @@ fn run<E: Entity>(
     mut entity: E,
     job: Job<E>,
     was_stop: bool,
+    remember: Option<RememberWriter>,
 ) -> Running<E> {
     Box::pin(async move {
+        if let Some(writer) = remember {
+            if let Err(e) = writer.started(&shard, &id).await {
+                return Completed {
+                    shard,
+                    id,
+                    entity: None,
+                    reply: job.reply,
+                    outcome: Err(format!("the entity could not be remembered: {e}")),
+                    passivate: false,
+                    was_stop,
+                    requests: Vec::new(),
+                    from_context: job.from_context,
+                };
+            }
+        }
         // The context owns the ids while the handler runs and hands them back after, so no
         // reference count is touched for them on the way.
         let mut ctx = EntityContext::<E>::new(id, shard, node);

@@ -29,6 +29,7 @@ use super::api::{Codec, Entity, ShardingError};
 use super::host::{Asker, Completed, EntityHost, HostOutput, Job};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::pending::PendingAsks;
+use super::remember::{self, RememberSettings, RememberWriter};
 use super::resolve::{Resolver, decoding_with};
 use super::strategy::KindAllocation;
 use crate::handle::MembershipSnapshot;
@@ -77,6 +78,8 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub control_back: mpsc::WeakSender<Control>,
     /// This node's kinds, for the `EntityRef`s inside decoded commands and replies.
     pub resolver: Resolver,
+    /// Where the kind's running entities are remembered, if it remembers them.
+    pub remember: Option<RememberSettings>,
 }
 
 struct State<E: Entity> {
@@ -98,6 +101,20 @@ struct State<E: Entity> {
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub async fn run(mut self) {
+        if let Some(remember) = &self.remember {
+            self.host.set_remember(RememberWriter::spawn(
+                self.name.clone(),
+                Arc::clone(&remember.store),
+            ));
+            if !self.settings.proxy {
+                tokio::spawn(remember::load_shards(
+                    self.name.clone(),
+                    remember.clone(),
+                    self.settings.region.retry_interval,
+                    self.control_back.clone(),
+                ));
+            }
+        }
         let epoch = TokioInstant::now();
         let node = KindNode::new(
             self.me.clone(),
@@ -342,6 +359,18 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     answer,
                 },
             ),
+            Control::WantHomes(shards) => {
+                for shard in shards {
+                    self.input(st, KindInput::WantHome(shard));
+                }
+            }
+            Control::StartRemembered { shard, ids } => {
+                if st.node.delivers_at_once(&shard) {
+                    let now_s = (self.now(st).as_nanos() / 1_000_000_000) as u32;
+                    let started = self.host.start_remembered(&shard, &ids, now_s);
+                    debug!(kind = %self.name, %shard, started, "remembered entities started");
+                }
+            }
             Control::RebalanceAnswered(moves) => {
                 self.input(st, KindInput::RebalanceAnswered(moves))
             }
@@ -409,7 +438,16 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 KindEffect::Forward { to, env } => self.forward(st, to, env),
                 KindEffect::Deliver(env) => self.deliver(st, env),
                 KindEffect::ShardStarted(shard) => {
-                    debug!(kind = %self.name, %shard, "shard started here")
+                    debug!(kind = %self.name, %shard, "shard started here");
+                    if let Some(remember) = &self.remember {
+                        tokio::spawn(remember::load_and_start(
+                            self.name.clone(),
+                            shard,
+                            remember.clone(),
+                            self.settings.region.retry_interval,
+                            self.control_back.clone(),
+                        ));
+                    }
                 }
                 KindEffect::StopEntities(shard) => {
                     let mut out = std::mem::take(&mut st.host_out);

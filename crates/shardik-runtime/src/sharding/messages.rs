@@ -51,6 +51,13 @@ pub(crate) enum Control {
     },
     /// The kind's asynchronous allocation strategy answered which shards to move.
     RebalanceAnswered(BTreeSet<ShardId>),
+    /// Remembered entities of `shard` to start, if the shard still runs here.
+    StartRemembered {
+        shard: ShardId,
+        ids: Vec<EntityId>,
+    },
+    /// Shards with remembered entities, whose homes are to be found without a message.
+    WantHomes(Vec<ShardId>),
 }
 
 /// What a region reports about itself.

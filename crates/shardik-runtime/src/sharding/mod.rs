@@ -6,7 +6,7 @@
 //! the core's `KindNode` (region, coordinator while hosted here) and owns the kind's entities.
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `id_map`, `strategy` → `api` → `messages`, `pending` → `resolve` → `reply_to`, `timers` → `host` →
+//! `id_map`, `strategy` → `api` → `messages`, `pending` → `resolve` → `reply_to`, `timers`, `remember` → `host` →
 //! `allocation` → `kind` → `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users
 //! write against) needs only the strategy types, never the kind's task; the messages the task
 //! receives live in `messages` so that senders need not know the task. The singleton and the
@@ -22,6 +22,7 @@ mod keepalive;
 mod kind;
 mod messages;
 mod pending;
+mod remember;
 mod reply_to;
 mod resolve;
 mod singleton;
@@ -48,6 +49,7 @@ pub use api::{
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
+pub use remember::EntityRecovery;
 pub use reply_to::ReplyTo;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
@@ -362,7 +364,14 @@ impl Sharding {
         }
         // A plain idle timeout is a periodic scan over the entities' last-use times (4 bytes
         // each); limit-based strategies keep their own bookkeeping, idle check included.
-        let (idle_scan, limit_strategy) = match kind.effective_passivation(&cfg.passivation) {
+        // Remembered entities are never passivated automatically (the reference turns
+        // automatic passivation off with remember-entities): only when they ask to stop.
+        let passivation = if kind.remember.is_some() {
+            ResolvedStrategy::Disabled
+        } else {
+            kind.effective_passivation(&cfg.passivation)
+        };
+        let (idle_scan, limit_strategy) = match passivation {
             ResolvedStrategy::Disabled => (None, None),
             ResolvedStrategy::Idle(check) => (Some(check), None),
             limited => (None, Some(limited)),
@@ -397,6 +406,7 @@ impl Sharding {
                 let weak: resolve::Resolver = Arc::downgrade(&self.inner) as _;
                 weak
             },
+            remember: kind.remember.clone(),
         };
         let mut task = task;
         if let Some(p) = limit_strategy {

@@ -93,6 +93,59 @@ fn a_lone_node_runs_its_coordinator_and_talks_to_it_without_the_network() {
 }
 
 #[test]
+fn a_wanted_home_starts_a_shard_without_any_message_and_a_proxy_never_asks() {
+    let (mut k, _) = lone(least());
+    let mut out = Vec::new();
+    k.handle(
+        Instant::from_millis(2),
+        KindInput::WantHome("9".into()),
+        &mut out,
+    );
+    assert!(
+        out.contains(&KindEffect::ShardStarted("9".into())),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter().any(|e| matches!(e, KindEffect::Deliver(_))),
+        "nothing to deliver: {out:?}"
+    );
+    assert!(k.delivers_at_once(&"9".into()));
+    // Asked again once known: nothing more happens.
+    let mut again = Vec::new();
+    k.handle(
+        Instant::from_millis(3),
+        KindInput::WantHome("9".into()),
+        &mut again,
+    );
+    assert!(
+        !again.contains(&KindEffect::ShardStarted("9".into())),
+        "{again:?}"
+    );
+
+    let me = node(1);
+    let mut proxy = KindNode::<Msg>::new(me.clone(), settings(true), least(), Instant::ZERO);
+    let mut out = Vec::new();
+    proxy.handle(
+        Instant::from_millis(1),
+        KindInput::Membership {
+            members: vec![up(&me, 1)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    out.clear();
+    proxy.handle(
+        Instant::from_millis(2),
+        KindInput::WantHome("9".into()),
+        &mut out,
+    );
+    assert!(
+        out.is_empty(),
+        "a proxy hosts nothing, so it wants no home: {out:?}"
+    );
+}
+
+#[test]
 fn a_proxy_never_runs_the_coordinator_even_when_oldest() {
     let me = node(1);
     let now = Instant::from_millis(1);
