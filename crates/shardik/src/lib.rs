@@ -85,6 +85,7 @@ pub use shardik_runtime as runtime;
 /// Durable entities: event-sourced ([`persistence::EventSourcedEntity`], its
 /// [`persistence::Effect`]s and [`persistence::EventSourcedKind`]) and durable-state ones, on
 /// the store a [`persistence::Persistence`] opens (`sqlite:PATH`, `postgres://…`, `memory:`).
+/// `examples/shopping-cart` in the repository is a whole application built on them.
 pub use shardik_runtime::persistence;
 
 pub use shardik_core::membership::{
