@@ -60,6 +60,28 @@ async fn two_sqlite_stores_on_one_file_never_interleave() {
     second.close().await.unwrap();
 }
 
+/// Processes started together (the nodes of a local cluster) open a new file at the same
+/// moment: every one of them opens it. Switching a new file to WAL mode needs it to itself,
+/// and SQLite refuses that at once, without waiting, when another connection is in the middle
+/// of the same switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_opened_at_the_same_moment_on_a_new_file_all_open() {
+    for round in 0..30 {
+        let dir = temp_dir();
+        let path = dir.path().join("new.db");
+        let opening: Vec<_> = (0..6)
+            .map(|_| tokio::spawn(SqliteStore::open(path.clone())))
+            .collect();
+        for open in opening {
+            let store = open
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            store.close().await.unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sqlite_store_answers_each_write_of_a_large_batch() {
     let dir = temp_dir();

@@ -3,9 +3,9 @@
 //! You address a stateful object (a user, a cart, a device) by id; the cluster decides which
 //! machine runs it, keeps at most one live copy, moves it when machines join or leave, and
 //! passivates idle ones to bound memory. Add this crate alone (`cargo add shardik`): it
-//! re-exports what an application writes against. The layers underneath are reachable as
-//! [`runtime`] (tokio transport, node driver, configuration, management API) and [`core`]
-//! (the I/O-free protocol state machines).
+//! re-exports what an application writes against, durable entities included ([`persistence`]).
+//! The layers underneath are reachable as [`runtime`] (tokio transport, node driver,
+//! configuration, management API) and [`core`] (the I/O-free protocol state machines).
 //!
 //! # Example
 //!
@@ -82,6 +82,11 @@
 
 pub use shardik_core as core;
 pub use shardik_runtime as runtime;
+/// Durable entities: event-sourced ([`persistence::EventSourcedEntity`], its
+/// [`persistence::Effect`]s and [`persistence::EventSourcedKind`]) and durable-state ones, on
+/// the store a [`persistence::Persistence`] opens (`sqlite:PATH`, `postgres://…`, `memory:`).
+/// `examples/shopping-cart` in the repository is a whole application built on them.
+pub use shardik_runtime::persistence;
 
 pub use shardik_core::membership::{
     Address, ClusterEvent, Member, MemberStatus, ShutdownReason, UniqueAddress,

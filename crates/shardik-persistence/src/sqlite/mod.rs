@@ -98,9 +98,10 @@ impl SqliteStore {
         }
         schema::check_existing_file(&path)?;
         let writer_conn = connect(&path)?;
-        let journal_mode: String = writer_conn
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .ctx(&path, "switching to WAL mode")?;
+        let journal_mode: String = retry_while_busy(|| {
+            writer_conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        })
+        .ctx(&path, "switching to WAL mode")?;
         if !journal_mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Unavailable(format!(
                 "{}: SQLite refused WAL mode (journal mode is {journal_mode}); is it on a network file system?",
@@ -217,6 +218,28 @@ fn wait_for_lock(tries: i32) -> bool {
         true
     } else {
         false
+    }
+}
+
+/// Runs `step` again while SQLite answers `SQLITE_BUSY`, for about [`BUSY_TIMEOUT`] in all.
+///
+/// For the switch of a new file to WAL mode, which needs the file to itself: when several
+/// processes open a new file at the same moment (the nodes of a local cluster started
+/// together), SQLite refuses the switch at once, without calling the busy handler, because
+/// waiting could deadlock with another connection's switch in the middle. Trying again after
+/// that connection is done succeeds (the file is then in WAL mode already).
+fn retry_while_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match step() {
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            outcome => return outcome,
+        }
     }
 }
 

@@ -49,6 +49,13 @@ use crate::sharding::{Entity, EntityContext, EntityFailure, EntityKind, EntityTy
 ///         self.0 += n;
 ///     }
 /// }
+///
+/// // The handlers are functions of values: test them without a node or a store.
+/// let mut ctx = EventSourcedContext::<Counter>::detached("c1");
+/// let mut state = Counter::default();
+/// let effect = state.handle_command(Cmd::Add(2), &mut ctx);
+/// assert_eq!(effect.events().len(), 1);
+/// assert_eq!(effect.run(&mut state), 2); // applies the events, then makes the reply
 /// ```
 pub trait EventSourcedEntity: Sized + Send + 'static {
     /// What the entity is told or asked.
@@ -120,6 +127,21 @@ impl<B: EventSourcedEntity> Effect<B> {
             events: Vec::new(),
             reply: Box::new(move |_| reply),
         }
+    }
+
+    /// The events this effect persists, in order (none for a reply alone).
+    pub fn events(&self) -> &[B::Event] {
+        &self.events
+    }
+
+    /// What the runtime does once the events are written, on a state value and without a
+    /// store: applies the events to `state` with [`apply_event`](EventSourcedEntity::apply_event),
+    /// then makes the reply from the result. For unit tests of command handlers.
+    pub fn run(self, state: &mut B) -> B::Reply {
+        for event in &self.events {
+            state.apply_event(event);
+        }
+        (self.reply)(state)
     }
 }
 

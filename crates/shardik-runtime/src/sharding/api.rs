@@ -161,6 +161,30 @@ impl<E: Entity> EntityContext<E> {
         }
     }
 
+    /// A context outside any node, for unit tests that call a handler directly (such as an
+    /// event-sourced entity's `handle_command`): entity `entity_id` in shard `"0"` of node
+    /// `127.0.0.1:0` (uid 0). What the handler asks through it (timers, messages to self,
+    /// passivation) is kept and goes nowhere.
+    ///
+    /// ```
+    /// # use shardik_runtime::sharding::{Entity, EntityContext};
+    /// # struct Cart;
+    /// # impl Entity for Cart {
+    /// #     type Command = u32;
+    /// #     type Reply = u32;
+    /// #     async fn handle(&mut self, c: u32, _: &mut EntityContext<Self>) -> u32 { c }
+    /// # }
+    /// let ctx = EntityContext::<Cart>::detached("cart-1");
+    /// assert_eq!(ctx.entity_id(), "cart-1");
+    /// ```
+    pub fn detached(entity_id: &str) -> Self {
+        EntityContext::new(
+            entity_id.into(),
+            "0".into(),
+            UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0),
+        )
+    }
+
     /// The entity's id.
     pub fn entity_id(&self) -> &str {
         &self.entity_id

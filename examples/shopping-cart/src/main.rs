@@ -1,0 +1,171 @@
+//! `shopping-cart`: one cluster node running shopping carts, serving the carts' HTTP API and
+//! the management API (`/cluster/members`, `/ready`, `/metrics`, …) on one address, in the
+//! foreground until SIGINT or SIGTERM, which make it leave the cluster gracefully.
+//!
+//! Exit codes: 0 after a graceful leave, 2 for a startup error (bad arguments or
+//! configuration, an address in use, a store that cannot be opened), 3 when the cluster downed
+//! or removed this node, 4 when the cluster refused its configuration.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use shardik::persistence::Persistence;
+use shardik::runtime::http::{self, ManagementApi};
+use shardik::runtime::logging;
+use shardik::runtime::metrics::Metrics;
+use shardik::runtime::node::StopRequest;
+use shardik::{Address, Node, Settings, ShutdownReason};
+use tracing::{info, warn};
+
+use shopping_cart::{api, cart_kind};
+
+/// One node of a shopping-cart cluster.
+#[derive(Parser, Debug)]
+#[command(name = "shopping-cart", version, about)]
+struct Args {
+    /// HOST:PORT to listen on for cluster traffic; also this node's address in the cluster.
+    #[arg(long)]
+    bind: Address,
+    /// A seed node to join through (repeatable); the first seed forms the cluster. Overrides
+    /// `cluster.seed-nodes`.
+    #[arg(long = "seed")]
+    seeds: Vec<Address>,
+    /// HOST:PORT of the HTTP API: the carts and the management routes.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http: String,
+    /// Where the carts' events are stored: `sqlite:PATH` (one file all nodes of a machine
+    /// share), `postgres://user@host:port/db`, or `memory:` (lost at exit). Overrides
+    /// `persistence.store`; without either, `sqlite:{persistence.data-dir}/shopping-cart.db`,
+    /// that is `sqlite:data/shopping-cart.db` in the working directory.
+    #[arg(long)]
+    store: Option<String>,
+    /// How long a request waits for its cart's answer before answering 504.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    ask_timeout: Duration,
+    /// A TOML file of shardik settings layered over the built-in defaults (then `SHARDIK_*`
+    /// environment variables over both).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(args.config.as_deref()).context("invalid configuration")?;
+    logging::init(settings.logging.format, &settings.logging.level)
+        .context("cannot set up logging")?;
+    if args.ask_timeout.is_zero() {
+        anyhow::bail!("--ask-timeout must be positive");
+    }
+    let store = match &args.store {
+        Some(url) => url.clone(),
+        None if settings.persistence.store.is_empty() => {
+            let file = PathBuf::from(&settings.persistence.data_dir).join("shopping-cart.db");
+            format!("sqlite:{}", file.display())
+        }
+        None => settings.persistence.store.clone(),
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(run_node(args, settings, store))
+}
+
+async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Result<ExitCode> {
+    // Everything that can fail for a local reason fails before the node joins: a node that
+    // joined and then stopped would make the cluster move shards twice for nothing.
+    let listener = tokio::net::TcpListener::bind(&args.http)
+        .await
+        .with_context(|| format!("cannot listen for HTTP on {} (use --http)", args.http))?;
+    let persistence = Persistence::open(&store)
+        .await
+        .with_context(|| format!("cannot open the store {store}"))?;
+    info!(store = %store, "store opened");
+    let metrics = Metrics::install().ok();
+
+    let mut builder = Node::builder(settings.clone()).bind(args.bind.clone());
+    if !args.seeds.is_empty() {
+        builder = builder.seeds(args.seeds);
+    }
+    let (running, sharding) = builder
+        .start()
+        .await
+        .with_context(|| format!("cannot start the node on {}", args.bind))?
+        .into_parts();
+    sharding
+        .init(cart_kind(&persistence))
+        .context("cannot register the cart kind")?;
+    let router = ManagementApi::new(running.handle.clone())
+        .settings(&settings)
+        .metrics(metrics)
+        .sharding(sharding.clone())
+        .router()
+        .merge(api::routes(sharding, args.ask_timeout));
+    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve(listener, router, async move {
+        let _ = http_stopped.await;
+    }));
+    info!(node = %running.self_node, http = %args.http, "carts served over HTTP");
+
+    let stop = running.stop.clone();
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(e) => {
+                    warn!(error = %e, "no SIGTERM handler; only Ctrl-C leaves gracefully");
+                    let _ = tokio::signal::ctrl_c().await;
+                    let _ = stop.send(StopRequest::Leave).await;
+                    return;
+                }
+            };
+        let mut first = true;
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            if first {
+                first = false;
+                info!("signal received: leaving the cluster (send it again to exit at once)");
+                let _ = stop.send(StopRequest::Leave).await;
+            } else {
+                warn!("second signal: exiting at once");
+                std::process::exit(130);
+            }
+        }
+    });
+
+    let reason = running.finished.await.context("the node task failed")?;
+    // The carts answered every change only once it was durable, so nothing is lost by
+    // stopping the HTTP server after the node: requests still in flight get 503s.
+    let _ = http_stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    if let Err(e) = persistence.store().close().await {
+        warn!(error = %e, "the store did not close cleanly");
+    }
+    Ok(match reason {
+        ShutdownReason::Left => ExitCode::SUCCESS,
+        ShutdownReason::Downed | ShutdownReason::Removed => {
+            warn!(?reason, "this node was removed from the cluster");
+            ExitCode::from(3)
+        }
+        ShutdownReason::IncompatibleConfig(why) => {
+            warn!(%why, "the cluster refused this node's configuration");
+            ExitCode::from(4)
+        }
+    })
+}
