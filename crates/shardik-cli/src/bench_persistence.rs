@@ -1,17 +1,16 @@
 //! `shardik bench persistence`: what durable entities cost on a real store, measured in one run
 //! against a plain-insert baseline on the same store.
 //!
-//! 1. Baseline ([`throughput::baseline`]): `Store::append` of one event per write, each writer
-//!    on its own persistence id, 1, 16 and 256 writers in a closed loop (append, await,
-//!    append again), no sharding.
-//! 2. Through sharding ([`throughput::sharded`]): one in-process node with an event-sourced
-//!    counter kind on [`Persistence`] over the same store; as many entities as writers, each
-//!    asked `Increment` in a closed loop, so the entities persist concurrently and the node's
-//!    journal writer batches them. The ratio to the baseline at the same concurrency is the
-//!    figure issue 10 sets an aim for (at least half).
-//! 3. Recovery ([`recovery`]): an entity with 10 000 events, recovered without and with
-//!    snapshots: the time from the first command of a new incarnation (after a passivation) to
-//!    its answer, median of a few runs.
+//! 1. Baseline: `Store::append` of one event per write, each writer on its own persistence
+//!    id, 1, 16 and 256 writers in a closed loop (append, await, append again), no sharding.
+//! 2. Through sharding: one in-process node with an event-sourced counter kind on
+//!    [`Persistence`] over the same store; as many entities as writers, each asked `Increment`
+//!    in a closed loop, so the entities persist concurrently and the node's journal writer
+//!    batches them. The ratio to the baseline at the same concurrency is the figure issue 10
+//!    sets an aim for (at least half).
+//! 3. Recovery: an entity with 10 000 events, recovered without and with snapshots: the time
+//!    from the first command of a new incarnation (after a passivation) to its answer, median
+//!    of a few runs.
 //!
 //! Remembered entities are not built yet, so their recovery is not measured.
 //!
@@ -30,7 +29,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use shardik_persistence::{open_store, persistence_id};
+use shardik_persistence::open_store;
 use shardik_runtime::metrics::{Metrics, MetricsHandle};
 use shardik_runtime::persistence::{Effect, EventSourcedContext, EventSourcedEntity, Persistence};
 
@@ -267,11 +266,6 @@ impl EventSourcedEntity for BenchCounter {
     fn apply_event(&mut self, _: &Incremented) {
         self.value += 1;
     }
-}
-
-/// The persistence id of `entity` of the kind `kind`, as the runtime names it.
-fn pid(kind: &str, entity: &str) -> Arc<str> {
-    persistence_id(kind, entity)
 }
 
 // ---------------------------------------------------------------------------------------------

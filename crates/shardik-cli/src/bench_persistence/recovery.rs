@@ -10,11 +10,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use shardik_persistence::Store;
+use shardik_persistence::{Store, persistence_id};
 use shardik_runtime::persistence::{EventSourced, EventSourcedKind, Persistence, Retention};
 use shardik_runtime::sharding::{EntityRef, EntityRegion, EntityTypeKey, Sharding};
 
-use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, Plan, pid};
+use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, Plan};
 use crate::bench_support::load_average;
 
 const PLAIN: EntityTypeKey<EventSourced<BenchCounter>> = EntityTypeKey::new("bench-recover");
@@ -158,7 +158,7 @@ async fn settle(
     if newest == 0 {
         return Ok(None);
     }
-    let pid = pid(kind, entity);
+    let pid = persistence_id(kind, entity);
     let oldest_kept = newest.saturating_sub((retention.keep - 1) * retention.every);
     let began = Instant::now();
     loop {

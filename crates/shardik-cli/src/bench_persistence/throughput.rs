@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
-use shardik_persistence::{AtomicWrite, NewEvent, PersistenceId, Store};
+use shardik_persistence::{AtomicWrite, NewEvent, PersistenceId, Store, persistence_id};
 use shardik_runtime::metrics::MetricsHandle;
 use shardik_runtime::persistence::{EventSourced, EventSourcedKind, Persistence};
 use shardik_runtime::sharding::{EntityKind, EntityRef, EntityRegion, EntityTypeKey};
 
-use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, journal_counters, pid};
+use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, journal_counters};
 use crate::bench_support::{Latencies, load_average};
 
 /// The kind measured: no snapshots, so that it writes exactly one row per command, as the
@@ -46,7 +46,7 @@ pub(super) async fn stored_event(
         .ask(CounterCmd::Increment, ASK_TIMEOUT)
         .await
         .context("the first persisted command failed")?;
-    let pid = pid(DURABLE.name(), probe.id());
+    let pid = persistence_id(DURABLE.name(), probe.id());
     let mut events = store
         .read_events(&pid, 1, 1, 1)
         .await
@@ -240,7 +240,7 @@ async fn baseline(
     let plain = (0..writers)
         .map(|i| PlainWriter {
             store: Arc::clone(store),
-            pid: pid(PLAIN, &format!("{tag}-c{writers}-{i}")),
+            pid: persistence_id(PLAIN, &format!("{tag}-c{writers}-{i}")),
             payload: event.clone(),
             next: 1,
         })
@@ -313,7 +313,7 @@ async fn sharded(
         .collect();
     let (entities, run) = closed_loop(entities, duration).await?;
     for w in &entities {
-        let pid = pid(DURABLE.name(), w.entity.id());
+        let pid = persistence_id(DURABLE.name(), w.entity.id());
         let highest = store.highest_seq(&pid).await?;
         if highest != w.acked {
             bail!(
