@@ -1,5 +1,5 @@
 //! `shardik bench`: measurements of the transport (issue 3); `bench sharding` lives in
-//! [`crate::bench_sharding`]. What both use (runtime choice, peer processes, the open-loop
+//! [`crate::bench_sharding`], `bench persistence` in [`crate::bench_persistence`]. What both use (runtime choice, peer processes, the open-loop
 //! sender, latency percentiles) is in [`crate::bench_support`].
 //!
 //! - `bench transport`: one-way throughput of user messages and request/response latency at a
@@ -68,6 +68,8 @@ enum BenchCmd {
     Idle(IdleArgs),
     /// Cluster sharding: local and remote tells and asks, entity memory, first-message latency.
     Sharding(crate::bench_sharding::ShardingArgs),
+    /// Durable entities: persisted commands against plain appends on one store, and recovery.
+    Persistence(crate::bench_persistence::PersistenceArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -149,6 +151,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         BenchCmd::Idle(a) => idle_bench(a),
         BenchCmd::Sharding(a) => crate::bench_sharding::run(a),
+        BenchCmd::Persistence(a) => crate::bench_persistence::run(a),
     }
 }
 

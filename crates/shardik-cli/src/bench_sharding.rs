@@ -39,8 +39,8 @@ use shardik_runtime::sharding::{
 use tokio::sync::{Notify, mpsc};
 
 use crate::bench_support::{
-    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, open_loop, runtime,
-    set_runtime_kind, unix_ns,
+    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, load_average, open_loop,
+    runtime, set_runtime_kind, unix_ns,
 };
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
@@ -295,17 +295,18 @@ impl Progress {
 // ---------------------------------------------------------------------------------------------
 // Nodes.
 
-/// A node with sharding attached, configured as `shardik node` is by default.
-struct BenchNode {
+/// A node with sharding attached, configured as `shardik node` is by default (also the node
+/// of `bench persistence`).
+pub(crate) struct BenchNode {
     running: RunningNode,
-    sharding: Sharding,
+    pub(crate) sharding: Sharding,
     config: ShardingConfig,
 }
 
 impl BenchNode {
     /// Starts a node on a free loopback port that joins `seeds` (none: it forms a cluster of
     /// its own), with `roles`.
-    async fn start(seeds: Vec<Address>, roles: &[&str]) -> anyhow::Result<BenchNode> {
+    pub(crate) async fn start(seeds: Vec<Address>, roles: &[&str]) -> anyhow::Result<BenchNode> {
         let bind = Address::new("127.0.0.1", free_port()?);
         BenchNode::start_at(bind, seeds, roles).await
     }
@@ -345,7 +346,7 @@ impl BenchNode {
     }
 
     /// Waits until this node is Up and sees `members` members Up.
-    async fn wait_up(&self, members: usize) -> anyhow::Result<()> {
+    pub(crate) async fn wait_up(&self, members: usize) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let s = self.running.handle.snapshot();
@@ -514,14 +515,6 @@ async fn tell_round_robin<P: Probe>(
         anyhow::Ok((refs, first, started.elapsed(), retries))
     });
     producer.await?
-}
-
-/// The one-minute load average (from `/proc/loadavg`), recorded with each result.
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 /// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`).

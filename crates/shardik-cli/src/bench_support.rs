@@ -48,6 +48,15 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
+/// The one-minute load average (from `/proc/loadavg`), recorded with each result: the machine
+/// is shared, and a number means little without the load it was measured under.
+pub(crate) fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 pub(crate) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -213,6 +222,13 @@ impl Latencies {
     /// Number of samples.
     pub(crate) fn len(&self) -> u64 {
         self.0.len()
+    }
+
+    /// Adds the samples of `other` (each concurrent writer keeps its own, merged at the end).
+    pub(crate) fn merge(&mut self, other: &Latencies) -> anyhow::Result<()> {
+        self.0
+            .add(&other.0)
+            .map_err(|e| anyhow::anyhow!("cannot merge latency samples: {e:?}"))
     }
 
     /// The `q` quantile (0..=1; 1 is the maximum) in microseconds: the nearest-rank sample

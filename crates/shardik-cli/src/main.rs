@@ -5,14 +5,16 @@
 //! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
 //! - `passivation-sim`: replays access traces through passivation strategies.
-//! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, and cluster
-//!   sharding (local and remote throughput, ask latency, memory per entity, first message).
+//! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, cluster
+//!   sharding (local and remote throughput, ask latency, memory per entity, first message), and
+//!   durable entities (persisted commands against plain appends, recovery).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_persistence;
 mod bench_sharding;
 mod bench_support;
 mod counter;
@@ -46,7 +48,7 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Measure the transport, the idle cost of a cluster, and cluster sharding.
+    /// Measure the transport, the idle cost of a cluster, cluster sharding and persistence.
     Bench(bench::BenchArgs),
     /// The far side of `bench transport` (started by it; not for direct use).
     #[command(name = "bench-peer", hide = true)]
