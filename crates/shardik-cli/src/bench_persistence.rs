@@ -12,7 +12,7 @@
 //!    from the first command of a new incarnation (after a passivation) to its answer, median
 //!    of a few runs.
 //!
-//! Remembered entities are not built yet, so their recovery is not measured.
+//! The restart of many remembered entities is not measured here yet.
 //!
 //! The two throughput cases of one concurrency run back to back, so that the store holds about
 //! as many rows for both (one store serves the whole run). Every figure comes with the
@@ -318,7 +318,7 @@ fn to_json(url: &str, plan: &Plan, load: f64, report: &Report) -> Value {
         "load1_before": load,
         "throughput": levels,
         "recovery": recoveries,
-        "remembered_entities": "not measured: not built yet",
+        "remembered_entities": "not measured yet",
     })
 }
 
@@ -377,7 +377,7 @@ fn print_table(url: &str, plan: &Plan, load: f64, report: &Report) {
             r.load,
         );
     }
-    println!("remembered entities: not measured (not built yet)");
+    println!("remembered entities: restart not measured yet");
 }
 
 #[cfg(test)]
