@@ -108,6 +108,19 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// Reads a `(number, payload)` row: a snapshot's sequence number or a state's revision.
+    fn numbered_payload(
+        &self,
+        row: &Row,
+        what: &str,
+        number: &str,
+    ) -> Result<(u64, Bytes), StoreError> {
+        let decode = |e| self.err.decode(what, e);
+        let n: i64 = row.try_get(0).map_err(decode)?;
+        let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
+        Ok((from_sql(n, number)?, Bytes::from(payload)))
+    }
+
     async fn client(&self) -> Result<Client, StoreError> {
         self.pool.get().await.map_err(|e| self.err.pool(e))
     }
@@ -319,13 +332,9 @@ impl Store for PostgresStore {
                 .await?;
             rows.first()
                 .map(|row| {
-                    let decode = |e| self.err.decode("a snapshot", e);
-                    let seq: i64 = row.try_get(0).map_err(decode)?;
-                    let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
-                    Ok(Snapshot {
-                        seq: from_sql(seq, "snapshot sequence number")?,
-                        payload: Bytes::from(payload),
-                    })
+                    let (seq, payload) =
+                        self.numbered_payload(row, "a snapshot", "snapshot sequence number")?;
+                    Ok(Snapshot { seq, payload })
                 })
                 .transpose()
         })
@@ -358,13 +367,9 @@ impl Store for PostgresStore {
                 .await?;
             rows.first()
                 .map(|row| {
-                    let decode = |e| self.err.decode("a durable state", e);
-                    let revision: i64 = row.try_get(0).map_err(decode)?;
-                    let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
-                    Ok(StoredState {
-                        revision: from_sql(revision, "state revision")?,
-                        payload: Bytes::from(payload),
-                    })
+                    let (revision, payload) =
+                        self.numbered_payload(row, "a durable state", "state revision")?;
+                    Ok(StoredState { revision, payload })
                 })
                 .transpose()
         })

@@ -11,7 +11,9 @@ use shardik_persistence::{StoredState, persistence_id};
 
 use super::codec::StorageCodec;
 use super::{Persistence, ReplyFromState};
-use crate::sharding::{Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard};
+use crate::sharding::{
+    Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, reply_or_panic,
+};
 
 /// An entity whose whole state is stored after each change (Akka's `DurableStateBehavior`).
 /// The entity value is the state; the command handler reads it and decides.
@@ -161,11 +163,7 @@ impl<B: DurableStateEntity> Entity for DurableState<B> {
     type Reply = B::Reply;
 
     async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) -> B::Reply {
-        // The runtime calls `try_handle`; called directly, a failure is a panic.
-        match self.try_handle(cmd, ctx).await {
-            Ok(reply) => reply,
-            Err(failure) => panic!("{failure}"),
-        }
+        reply_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(

@@ -16,7 +16,9 @@ use shardik_persistence::{AtomicWrite, NewEvent, Snapshot, persistence_id};
 
 use super::codec::StorageCodec;
 use super::{Persistence, ReplyFromState};
-use crate::sharding::{Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard};
+use crate::sharding::{
+    Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, reply_or_panic,
+};
 
 /// An entity whose state is the fold of its events (Akka's `EventSourcedBehavior`). The
 /// entity value is the state: [`handle_command`](Self::handle_command) reads it and decides,
@@ -408,11 +410,7 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
     type Reply = B::Reply;
 
     async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) -> B::Reply {
-        // The runtime calls `try_handle`; called directly, a failure is a panic.
-        match self.try_handle(cmd, ctx).await {
-            Ok(reply) => reply,
-            Err(failure) => panic!("{failure}"),
-        }
+        reply_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(

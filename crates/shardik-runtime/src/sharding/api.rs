@@ -53,6 +53,16 @@ pub trait Entity: Sized + Send + 'static {
 #[error("{0}")]
 pub struct EntityFailure(pub String);
 
+/// The reply of a `try_handle`, for an entity whose `handle` is only its `try_handle` called
+/// directly (the runtime calls `try_handle`): a failure there is a panic, which the host turns
+/// into the same `EntityFailed` answer.
+pub(crate) fn reply_or_panic<R>(handled: Result<R, EntityFailure>) -> R {
+    match handled {
+        Ok(reply) => reply,
+        Err(failure) => panic!("{failure}"),
+    }
+}
+
 /// What a handler knows about its entity, and what it may ask of the runtime: to be stopped,
 /// to be sent a command later (timers, a receive timeout) or after what is queued (a message
 /// to itself).

@@ -15,7 +15,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use shardik_passivation::ResolvedStrategy;
 
-use super::api::{Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError};
+use super::api::{
+    Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError, reply_or_panic,
+};
 use super::{EntityRef, EntityRegion, InitError, Sharding};
 
 /// The settings a singleton and a daemon process share.
@@ -101,11 +103,7 @@ impl<E: Entity> Entity for ManagedEntity<E> {
     type Reply = ManagedReply<E::Reply>;
 
     async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply {
-        // The runtime calls `try_handle`; a failure of the user's entity is a failure here.
-        match self.try_handle(cmd, ctx).await {
-            Ok(reply) => reply,
-            Err(failure) => panic!("{failure}"),
-        }
+        reply_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(

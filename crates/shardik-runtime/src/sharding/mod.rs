@@ -42,6 +42,7 @@ use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
+pub(crate) use api::reply_or_panic;
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard,
     ShardExtractor, ShardingError, StatusReply, TellError,

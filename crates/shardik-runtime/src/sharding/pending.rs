@@ -121,7 +121,14 @@ pub(crate) struct ReplyEndpoint {
     self_node: UniqueAddress,
     pending: PendingAsks,
     sender: UserSender,
+    /// Replies waiting for room in their asker's queue, each in a task of its own.
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// The most replies that may wait for room in their askers' queues at once. Entities answer
+/// commands that arrive from the network; without a bound, an asker that stops reading would
+/// make this node hold every reply meant for it.
+const MAX_WAITING_REPLIES: usize = 4096;
 
 impl ReplyEndpoint {
     pub fn new(self_node: UniqueAddress, pending: PendingAsks, sender: UserSender) -> Self {
@@ -129,6 +136,7 @@ impl ReplyEndpoint {
             self_node,
             pending,
             sender,
+            waiting: Arc::default(),
         }
     }
 
@@ -144,7 +152,8 @@ impl ReplyEndpoint {
 
     /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).
     /// `kind` names the entity kind the ask went to, for the asker's logs. Never blocks: when
-    /// the asker's queue is full, the reply waits in a task of its own.
+    /// the asker's queue is full, the reply waits in a task of its own (at most
+    /// [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and logged).
     pub fn answer(
         &self,
         kind: &Arc<str>,
@@ -168,12 +177,21 @@ impl ReplyEndpoint {
         };
         let payload = encode_sharding(&frame);
         let (sender, to, kind) = (self.sender.clone(), asker.address.clone(), Arc::clone(kind));
+        if self.waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_REPLIES {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "replies-waiting-full")
+                .increment(1);
+            tracing::warn!(%to, %kind, limit = MAX_WAITING_REPLIES, "too many replies wait for their askers; this one is dropped and its ask will time out");
+            return;
+        }
+        let waiting = Arc::clone(&self.waiting);
         tokio::spawn(async move {
             if !sender.send(&to, payload).await {
                 metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "reply-undeliverable")
                     .increment(1);
                 tracing::warn!(%to, %kind, "a reply could not be queued for its asker; the ask will time out");
             }
+            waiting.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
