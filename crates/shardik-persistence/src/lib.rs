@@ -23,12 +23,14 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 pub mod conformance;
+pub mod journaled;
 mod memory;
 mod open;
 mod postgres;
 mod sqlite;
 mod util;
 
+pub use journaled::{JournalCursor, Recovery, Retention, SnapshotPlan};
 pub use memory::MemoryStore;
 pub use open::open_store;
 pub use postgres::PostgresStore;

@@ -18,10 +18,11 @@ use shardik_core::membership::{
     Command, MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
 };
 use shardik_core::sharding::{DropReason, HandOffMode, ShardId};
+use shardik_persistence::Retention;
 use shardik_sim::sharding::config::FAST_STABLE_AFTER;
 use shardik_sim::sharding::{
-    KindSpec, ShardingConfig, ShardingWorld, TrafficConfig, entity_name, fast_membership,
-    fast_world,
+    CrashPoints, DurableSpec, KindSpec, ShardingConfig, ShardingWorld, StoreStats, TrafficConfig,
+    entity_name, fast_membership, fast_world,
 };
 use shardik_sim::world::{NodeId, World};
 
@@ -75,7 +76,8 @@ fn assert_clean(s: &ShardingWorld, seed: u64) {
 
 /// Sends one message to each of the first `entities` entities of `kind` through `via` and runs
 /// until each was delivered, sending again any a region reported dropped (as a client would
-/// on that error: drop mode drops what a hand-off catches). Returns the entities that did not
+/// on that error: drop mode drops what a hand-off catches) or that was lost with a node that
+/// crashed (as a client would after its ask timed out). Returns the entities that did not
 /// answer within `max`.
 fn unanswered(
     s: &mut ShardingWorld,
@@ -97,8 +99,12 @@ fn unanswered(
         if pending.is_empty() || s.now() >= deadline {
             return pending.into_keys().collect();
         }
+        let gone = |s: &ShardingWorld, id: u64| {
+            let l = s.ledger();
+            l.is_dropped(id) || l.lost_on_wire().contains(&id) || l.lost_with_node().contains(&id)
+        };
         for (e, id) in pending.iter_mut() {
-            if id.is_none_or(|id| s.ledger().is_dropped(id)) {
+            if id.is_none_or(|id| gone(s, id)) {
                 *id = s.tell(via, kind, e);
             }
         }
@@ -107,7 +113,7 @@ fn unanswered(
         let before = s.now();
         s.run_until_pred(step, |s| {
             ids.iter()
-                .all(|id| s.ledger().is_delivered(*id) || s.ledger().is_dropped(*id))
+                .all(|id| s.ledger().is_delivered(*id) || gone(s, *id))
         });
         if s.now() == before {
             // Dropped at once: back off before trying again, as a client would.
@@ -706,7 +712,7 @@ fn heal_and_settle(s: &mut ShardingWorld, settle: Settle) -> bool {
 /// answer; the checker must have found nothing, and every message must be delivered,
 /// reported dropped, or lost to a crash or a cut link.
 fn chaos(seed: u64) {
-    chaos_with(seed, Settle::Clean, Timing::FAST)
+    chaos_with(seed, Settle::Clean, Timing::FAST);
 }
 
 /// The timing of the random scenario.
@@ -732,7 +738,27 @@ impl Timing {
     };
 }
 
-fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
+fn chaos_with(seed: u64, settle: Settle, timing: Timing) -> ShardingWorld {
+    chaos_run(seed, settle, timing, None, Expect::Clean)
+}
+
+/// What the random scenario asserts at the end.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Every invariant: membership, sharding, durable entities.
+    Clean,
+    /// Only the durable entities' invariants (for a run known to break sharding's).
+    DurableOnly,
+}
+
+/// The random scenario, with durable entities when `durable` says how.
+fn chaos_run(
+    seed: u64,
+    settle: Settle,
+    timing: Timing,
+    durable: Option<DurableSpec>,
+    expect: Expect,
+) -> ShardingWorld {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
     let mode = if seed % 2 == 0 {
         HandOffMode::Forward
@@ -747,6 +773,7 @@ fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
     ));
     let mut cfg = ShardingConfig::fast(mode);
     cfg.down_removal_margin = timing.stable_after;
+    cfg.durable = durable;
     let mut s = ShardingWorld::new(wcfg, cfg);
     let n = rng.random_range(3..6);
     let (_, at) = s.form_cluster(n);
@@ -806,6 +833,31 @@ fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
     let up = s.run_until_pred(Duration::from_secs(120), |s| {
         s.world().all_up(&all) && s.world().agreed()
     });
+    if up.is_none() && std::env::var("SHARDIK_SIM_DEBUG").is_ok() {
+        for id in s.world().alive_nodes() {
+            let c = s.world().core(id);
+            let view: Vec<String> = c
+                .gossip()
+                .members
+                .values()
+                .map(|m| {
+                    format!(
+                        "{}#{} {:?}",
+                        m.addr.address.host,
+                        m.addr.uid % 10000,
+                        m.status
+                    )
+                })
+                .collect();
+            eprintln!(
+                "node {id} {:?} status {:?} member {} sees {view:?} unreachable {:?}",
+                c.self_node().uid % 10000,
+                c.self_status(),
+                c.is_member(),
+                c.gossip().unreachable_members()
+            );
+        }
+    }
     assert!(
         up.is_some(),
         "seed {seed}: the cluster did not recover; violations {:#?}\n{}",
@@ -823,6 +875,11 @@ fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
         s.hosts(0),
         tail(&s)
     );
+    if s.config().durable.is_some() {
+        // The store's crash points may have taken a node down even now: let what it held
+        // (messages waiting for the home its shards get once the margin has passed) settle.
+        s.run_for(Duration::from_secs(20));
+    }
     let l = s.ledger();
     assert!(l.duplicates().is_empty(), "seed {seed}: duplicates");
     // Crashes and cut links lose messages; nothing else may.
@@ -844,7 +901,14 @@ fn chaos_with(seed: u64, settle: Settle, timing: Timing) {
             "seed {seed}: forward mode dropped at hand-off: {drops:?}"
         );
     }
-    assert_clean(&s, seed);
+    match expect {
+        Expect::Clean => assert_clean(&s, seed),
+        Expect::DurableOnly => {
+            let v = s.durability().violations();
+            assert!(v.is_empty(), "seed {seed}: {v:#?}");
+        }
+    }
+    s
 }
 
 /// Found by the random scenario (seeds 82, 670 and 871 with [`Settle::Reachability`] and
@@ -984,7 +1048,8 @@ fn graceful_churn_in_forward_mode_loses_nothing() {
 
 /// Runs the random scenario over a range of seeds given as `SHARDIK_SIM_SEEDS=FROM..TO`
 /// (default `1..500`) and lists those that fail; the variant `SHARDIK_SIM_SETTLE=reachability`
-/// runs [`Settle::Reachability`]. For hunting: `cargo test -p shardik-sim --test
+/// runs [`Settle::Reachability`], and `SHARDIK_SIM_DURABLE=1` the durable-entity variant
+/// ([`durable_chaos`]). For hunting: `cargo test -p shardik-sim --test
 /// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
 #[test]
 #[ignore = "a search over many seeds, run by hand"]
@@ -996,10 +1061,169 @@ fn many_seeds() {
         Ok("reachability") => Settle::Reachability,
         _ => Settle::Clean,
     };
+    let durable = std::env::var("SHARDIK_SIM_DURABLE").is_ok_and(|v| v == "1");
     let failed: Vec<u64> = (from..to)
         .filter(|&seed| {
-            std::panic::catch_unwind(|| chaos_with(seed, settle, Timing::FAST)).is_err()
+            std::panic::catch_unwind(|| {
+                if durable {
+                    durable_chaos(seed);
+                } else {
+                    chaos_with(seed, settle, Timing::FAST);
+                }
+            })
+            .is_err()
         })
         .collect();
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
+}
+
+/// The durable settings of seed `seed`: no snapshots, snapshots keeping events, or snapshots
+/// that delete the events they cover (so recovery can race a deletion), by turns; crash points
+/// at every place a durable entity can be caught half-way, at most three crashes a run.
+fn durable_spec(seed: u64) -> DurableSpec {
+    let retention = match seed % 3 {
+        0 => None,
+        1 => Some(Retention {
+            every: 3,
+            keep: 2,
+            delete_events: false,
+        }),
+        _ => Some(Retention {
+            every: 3,
+            keep: 1,
+            delete_events: true,
+        }),
+    };
+    DurableSpec {
+        retention,
+        store_latency: Duration::from_millis(2),
+        crash_points: CrashPoints {
+            write_in_flight: 0.003,
+            before_reply: 0.003,
+            during_snapshot: 0.01,
+            limit: 3,
+            restart_after: Duration::from_secs(2),
+        },
+    }
+}
+
+/// The random scenario with durable entities: every message is a command persisting one to
+/// three events. On top of the sharding checks: every acknowledged command's events are in
+/// the journal exactly once, whole, in order, with no gaps; every recovery equals the fold of
+/// the journal; at the end the whole store recovers to it; and every command delivered was
+/// acknowledged, failed (and its asker told), or died with its node.
+fn durable_chaos(seed: u64) -> StoreStats {
+    let spec = Some(durable_spec(seed));
+    let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, spec, Expect::Clean);
+    // Let every write and snapshot in flight land.
+    s.run_for(Duration::from_secs(5));
+    s.check_store();
+    assert_clean(&s, seed);
+    let l = s.ledger();
+    let unanswered = l.unanswered_commands();
+    assert!(
+        unanswered.is_empty(),
+        "seed {seed}: commands {:?} delivered and never answered",
+        &unanswered[..unanswered.len().min(5)]
+    );
+    let d = s.durability();
+    assert!(
+        l.acked_count() >= 200 && d.acknowledged() == l.acked_count(),
+        "seed {seed}: {} acknowledged ({} checked)",
+        l.acked_count(),
+        d.acknowledged()
+    );
+    assert!(
+        d.recoveries() >= 40,
+        "seed {seed}: {} recoveries",
+        d.recoveries()
+    );
+    s.store_stats().expect("durable").clone()
+}
+
+#[test]
+fn random_faults_with_durable_entities_keep_every_acknowledged_event_once() {
+    let mut total = StoreStats::default();
+    for seed in 1..=300 {
+        let st = durable_chaos(seed);
+        total.committed += st.committed;
+        total.refused += st.refused;
+        total.committed_after_crash += st.committed_after_crash;
+        total.lost_in_crash += st.lost_in_crash;
+        total.crashes_write_in_flight += st.crashes_write_in_flight;
+        total.crashes_between_events += st.crashes_between_events;
+        total.crashes_before_reply += st.crashes_before_reply;
+        total.crashes_during_snapshot += st.crashes_during_snapshot;
+        total.snapshots_saved += st.snapshots_saved;
+        total.snapshot_steps_cut += st.snapshot_steps_cut;
+    }
+    eprintln!("{total:#?}");
+    // Every crash point was reached, and both fates of a write caught by a crash happened.
+    assert!(total.crashes_write_in_flight >= 10, "{total:#?}");
+    assert!(total.crashes_between_events >= 5, "{total:#?}");
+    assert!(total.crashes_before_reply >= 10, "{total:#?}");
+    assert!(total.crashes_during_snapshot >= 10, "{total:#?}");
+    assert!(
+        total.committed_after_crash >= 3 && total.lost_in_crash >= 3,
+        "{total:#?}"
+    );
+    assert!(total.snapshots_saved >= 1000, "{total:#?}");
+}
+
+/// The known cases where sharding runs an entity twice (see
+/// `a_brief_heal_lets_a_removed_node_outlive_the_down_removal_margin`), with durable entities:
+/// the two copies write to one journal, and the store's unique key keeps it whole. The copy
+/// that writes second is refused and fails its command; every acknowledged event is still in
+/// the journal once, in order, and the journal recovers to its fold. (Leases with fencing, the
+/// next step, keep the second copy from running at all.)
+#[test]
+fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
+    // Seeds of that scenario in which both copies took commands (in seed 670 only one did).
+    for seed in [82, 871] {
+        let mut spec = durable_spec(seed);
+        spec.crash_points = CrashPoints::none();
+        let mut s = chaos_run(
+            seed,
+            Settle::Reachability,
+            Timing::FIRST,
+            Some(spec),
+            Expect::DurableOnly,
+        );
+        s.run_for(Duration::from_secs(5));
+        s.check_store();
+        let sharding = s.checker().violations();
+        assert!(
+            sharding.iter().any(|v| v.contains("started while live")),
+            "seed {seed}: the scenario no longer runs two copies: {sharding:#?}"
+        );
+        let durable = s.durability().violations();
+        assert!(durable.is_empty(), "seed {seed}: {durable:#?}");
+        let refused = s.store_stats().expect("durable").refused;
+        assert!(refused > 0, "seed {seed}: no write was refused");
+        assert!(
+            s.ledger().failed_count() >= refused,
+            "seed {seed}: a refusal not told"
+        );
+    }
+}
+
+/// Found by the durable-entity random scenario (14 of seeds 1..=5000: 609, 1708, 2042, 2121,
+/// 2437, 2814, 3091, 3276, 3839, 4676, 4790, 4896, 4902, 4909), whose crash points restart
+/// nodes within seconds. Seed 609:
+///
+/// 1. Node 1 crashes and comes back as a new incarnation (t8.1); its join is refused until the
+///    old incarnation is removed (t17.3), then node 0 welcomes it (t18.16).
+/// 2. Node 0 crashes 0.1 s later (a crash point), before its gossip about the joiner reached
+///    any other member.
+/// 3. Node 1 believes it is Joining; nodes 3 and 4 never heard of it and drop its gossip (as the
+///    reference does with gossip from an unknown node); nobody tells it, so it stays Joining
+///    for good (and welcomes node 5's next incarnation into the same dead end).
+///
+/// Not a durability problem (the scenario stops before its durable checks). The membership fix
+/// to make: a joiner that no member other than its welcomer has seen within
+/// `retry-unsuccessful-join-after` joins again from its seeds. Ignored until then.
+#[test]
+#[ignore = "membership: a joiner whose welcomer dies before gossiping stays Joining; see doc"]
+fn a_joiner_whose_welcomer_crashes_at_once_does_not_stay_joining() {
+    durable_chaos(609);
 }

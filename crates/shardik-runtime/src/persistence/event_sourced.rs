@@ -12,7 +12,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shardik_persistence::{AtomicWrite, NewEvent, Snapshot, persistence_id};
+use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
+use shardik_persistence::{
+    JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, persistence_id,
+};
 
 use super::codec::StorageCodec;
 use super::{Persistence, ReplyFromState};
@@ -147,20 +150,11 @@ impl<B: EventSourcedEntity> Effect<B> {
     }
 }
 
-/// When to snapshot, and what to keep (Akka's `RetentionCriteria.snapshotEvery`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Retention {
-    /// A snapshot after every this many events.
-    pub every: u64,
-    /// How many snapshots to keep; older ones are deleted.
-    pub keep: u64,
-    /// Also delete the events before the oldest kept snapshot.
-    pub delete_events: bool,
-}
-
 /// What the entities of one event-sourced kind share.
 struct Shared<B: EventSourcedEntity> {
     kind: Arc<str>,
+    /// The state before any event (recovery goes back to it when it starts over).
+    initial: Arc<dyn Fn(&str) -> B + Send + Sync>,
     persistence: Persistence,
     events: StorageCodec,
     snapshots: Option<(Retention, StateCodec<B>)>,
@@ -177,8 +171,8 @@ struct StateCodec<B> {
 /// whether it was recovered yet (recovery runs before the first command of an incarnation).
 pub struct EventSourced<B: EventSourcedEntity> {
     state: B,
-    seq: u64,
-    recovered: bool,
+    /// Where the journal stands, once recovered (`None`: recovery has not run yet).
+    journal: Option<JournalCursor>,
     shared: Arc<Shared<B>>,
 }
 
@@ -227,11 +221,7 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
     where
         B: Serialize + DeserializeOwned,
     {
-        let retention = Retention {
-            every: retention.every.max(1),
-            keep: retention.keep.max(1),
-            ..retention
-        };
+        let retention = retention.normalized();
         self.snapshots = Some((
             retention,
             StateCodec {
@@ -251,17 +241,17 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
 
     /// The kind, for the usual options (role, passivation, …) and `Sharding::init`.
     pub fn into_kind(self) -> EntityKind<EventSourced<B>, Postcard> {
+        let initial = self.initial;
         let shared = Arc::new(Shared {
             kind: self.key.name().into(),
+            initial: Arc::clone(&initial),
             persistence: self.persistence,
             events: self.events,
             snapshots: self.snapshots,
         });
-        let initial = self.initial;
         EntityKind::for_key(self.key, move |id| EventSourced {
             state: initial(id),
-            seq: 0,
-            recovered: false,
+            journal: None,
             shared: Arc::clone(&shared),
         })
     }
@@ -279,104 +269,97 @@ impl<B: EventSourcedEntity> EventSourced<B> {
 
     /// The sequence number of the last event applied.
     pub fn last_seq(&self) -> u64 {
-        self.seq
+        self.journal.as_ref().map_or(0, JournalCursor::seq)
     }
 
-    /// Rebuilds the state: the newest snapshot (if the kind snapshots), then every event after
-    /// it, in order. A gap in the sequence numbers is a failure, not a silent skip.
-    async fn recover(&mut self, entity_id: &str) -> Result<(), EntityFailure> {
-        const PAGE: usize = 1024;
+    /// Rebuilds the state as the shared [`Recovery`] walks the store: the newest snapshot (if
+    /// the kind snapshots), then every event after it, in order. A gap in the sequence numbers
+    /// starts over from the newest snapshot, and fails if it stays.
+    async fn recover(&mut self, entity_id: &str) -> Result<JournalCursor, EntityFailure> {
         let shared = Arc::clone(&self.shared);
         let store = shared.persistence.store();
         let pid = persistence_id(&shared.kind, entity_id);
-        if let Some((_, codec)) = &shared.snapshots {
-            let snapshot = store
-                .latest_snapshot(&pid)
-                .await
-                .map_err(|e| failure("recovery failed reading the snapshot", e))?;
-            if let Some(snapshot) = snapshot {
-                self.state = (codec.decode)(&shared.events, &snapshot.payload).map_err(|e| {
-                    failure(
-                        &format!("{pid}: snapshot at {} does not decode", snapshot.seq),
-                        e,
-                    )
-                })?;
-                self.seq = snapshot.seq;
-            }
-        }
+        let mut recovery = Recovery::new(Arc::clone(&pid), shared.snapshots.is_some());
         loop {
-            let page = store
-                .read_events(&pid, self.seq + 1, u64::MAX, PAGE)
-                .await
-                .map_err(|e| failure("recovery failed reading events", e))?;
-            let full = page.len() == PAGE;
-            for stored in page {
-                if stored.seq != self.seq + 1 {
-                    return Err(EntityFailure(format!(
-                        "{pid}: the journal jumps from event {} to {} (events deleted without a snapshot to start from?)",
-                        self.seq, stored.seq
-                    )));
+            match recovery.step() {
+                RecoveryStep::ReadSnapshot => {
+                    let snapshot = store
+                        .latest_snapshot(&pid)
+                        .await
+                        .map_err(|e| failure("recovery failed reading the snapshot", e))?;
+                    self.state = match (&snapshot, &shared.snapshots) {
+                        (Some(snapshot), Some((_, codec))) => {
+                            (codec.decode)(&shared.events, &snapshot.payload).map_err(|e| {
+                                failure(
+                                    &format!("{pid}: snapshot at {} does not decode", snapshot.seq),
+                                    e,
+                                )
+                            })?
+                        }
+                        _ => (shared.initial)(entity_id),
+                    };
+                    recovery.snapshot_read(snapshot.map(|s| s.seq));
                 }
-                let event: B::Event = shared.events.decode(&stored.payload).map_err(|e| {
-                    failure(&format!("{pid}: event {} does not decode", stored.seq), e)
-                })?;
-                self.state.apply_event(&event);
-                self.seq = stored.seq;
-            }
-            if !full {
-                break;
+                RecoveryStep::ReadEvents { from, max } => {
+                    let page = store
+                        .read_events(&pid, from, u64::MAX, max)
+                        .await
+                        .map_err(|e| failure("recovery failed reading events", e))?;
+                    let outcome = recovery
+                        .events_read(&page)
+                        .map_err(|gap| EntityFailure(gap.to_string()))?;
+                    if outcome == PageOutcome::Apply {
+                        for stored in page {
+                            let event: B::Event =
+                                shared.events.decode(&stored.payload).map_err(|e| {
+                                    failure(
+                                        &format!("{pid}: event {} does not decode", stored.seq),
+                                        e,
+                                    )
+                                })?;
+                            self.state.apply_event(&event);
+                        }
+                    }
+                }
+                RecoveryStep::Done => return Ok(recovery.finish()),
             }
         }
-        self.recovered = true;
-        Ok(())
     }
 
     /// Writes `events` as the next entries of the journal; applies them once written.
-    async fn persist(
-        &mut self,
-        entity_id: &str,
-        events: Vec<B::Event>,
-    ) -> Result<(), EntityFailure> {
+    async fn persist(&mut self, events: Vec<B::Event>) -> Result<(), EntityFailure> {
         let shared = Arc::clone(&self.shared);
-        let pid = persistence_id(&shared.kind, entity_id);
-        let mut new_events = Vec::with_capacity(events.len());
-        for (seq, event) in (self.seq + 1..).zip(&events) {
+        let journal = self.journal.as_mut().expect("recovered before persisting");
+        let pid = Arc::clone(journal.persistence_id());
+        let mut encoded = Vec::with_capacity(events.len());
+        for (seq, event) in (journal.seq() + 1..).zip(&events) {
             let payload = shared
                 .events
                 .encode(event)
                 .map_err(|e| failure(&format!("{pid}: event {seq} does not encode"), e))?;
-            new_events.push(NewEvent {
-                seq,
-                payload: Bytes::from(payload),
-                tags: self.state.tags(event),
-            });
+            encoded.push((Bytes::from(payload), self.state.tags(event)));
         }
         let written = shared
             .persistence
             .journal()
-            .write(AtomicWrite {
-                persistence_id: Arc::clone(&pid),
-                events: new_events,
-            })
+            .write(journal.next_write(encoded))
             .await
             .map_err(|e| failure("journal write failed", e))?;
         written.map_err(|refused| failure("journal write refused", refused))?;
-        let before = self.seq;
         for event in &events {
             self.state.apply_event(event);
         }
-        self.seq += events.len() as u64;
-        if let Some((retention, codec)) = &shared.snapshots {
-            if before / retention.every != self.seq / retention.every {
-                self.snapshot(pid, *retention, codec);
-            }
+        let retention = shared.snapshots.as_ref().map(|(r, _)| r);
+        if let Some(plan) = journal.written(events.len(), retention) {
+            let (_, codec) = shared.snapshots.as_ref().expect("a plan needs a retention");
+            self.snapshot(pid, plan, codec);
         }
         Ok(())
     }
 
-    /// Saves a snapshot of the current state in the background and applies the retention.
+    /// Carries out `plan` in the background: saves the snapshot, then applies the retention.
     /// A failed snapshot costs only a longer recovery, so it is logged, not fatal.
-    fn snapshot(&self, pid: Arc<str>, retention: Retention, codec: &StateCodec<B>) {
+    fn snapshot(&self, pid: Arc<str>, plan: SnapshotPlan, codec: &StateCodec<B>) {
         let payload = match (codec.encode)(&self.shared.events, &self.state) {
             Ok(p) => Bytes::from(p),
             Err(e) => {
@@ -384,20 +367,21 @@ impl<B: EventSourcedEntity> EventSourced<B> {
                 return;
             }
         };
-        let seq = self.seq;
         let store = Arc::clone(self.shared.persistence.store());
         tokio::spawn(async move {
+            let seq = plan.seq;
             if let Err(e) = store.save_snapshot(&pid, Snapshot { seq, payload }).await {
                 tracing::warn!(%pid, seq, error = %e, "snapshot not saved");
                 return;
             }
-            // Keep `keep` snapshots: the oldest kept one is `keep - 1` periods back.
-            let oldest_kept = seq.saturating_sub((retention.keep - 1) * retention.every);
-            if let Err(e) = store.delete_snapshots_below(&pid, oldest_kept).await {
+            if let Err(e) = store
+                .delete_snapshots_below(&pid, plan.delete_snapshots_below)
+                .await
+            {
                 tracing::warn!(%pid, error = %e, "old snapshots not deleted");
             }
-            if retention.delete_events && oldest_kept > 0 {
-                if let Err(e) = store.delete_events_to(&pid, oldest_kept).await {
+            if let Some(to) = plan.delete_events_to {
+                if let Err(e) = store.delete_events_to(&pid, to).await {
                     tracing::warn!(%pid, error = %e, "events before the snapshot not deleted");
                 }
             }
@@ -418,12 +402,12 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
         cmd: B::Command,
         ctx: &mut EntityContext<Self>,
     ) -> Result<B::Reply, EntityFailure> {
-        if !self.recovered {
-            self.recover(ctx.entity_id()).await?;
+        if self.journal.is_none() {
+            self.journal = Some(self.recover(ctx.entity_id()).await?);
         }
         let Effect { events, reply } = self.state.handle_command(cmd, ctx);
         if !events.is_empty() {
-            self.persist(ctx.entity_id(), events).await?;
+            self.persist(events).await?;
         }
         Ok(reply(&self.state))
     }

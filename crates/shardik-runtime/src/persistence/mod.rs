@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 pub use durable_state::{DurableState, DurableStateContext, DurableStateEntity, StateEffect};
 pub use event_sourced::{
-    Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Retention,
+    Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind,
 };
-pub use shardik_persistence::{MemoryStore, Store, StoreError};
+pub use shardik_persistence::{MemoryStore, Retention, Store, StoreError};
 
 use journal::JournalWriter;
 

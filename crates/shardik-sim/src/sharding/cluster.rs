@@ -19,8 +19,13 @@ use shardik_core::sharding::{CoordinatorEvent, EntityId, Envelope, ShardId, shar
 
 use super::checker::ShardingChecker;
 use super::config::ShardingConfig;
+use super::durability::DurabilityChecker;
+use shardik_persistence::Store;
+
+use super::durable::{SnapshotTask, at_once};
 use super::net::{Net, NetStats, Packet};
 use super::node::{Output, ShardNode, SimMsg, Wire};
+use super::store::{Caller, SimStore, StoreOp, StoreStats};
 use super::traffic::{Ledger, TrafficConfig, entity_name};
 use crate::world::{NodeId, TimelineEntry, World, WorldConfig};
 
@@ -68,6 +73,9 @@ pub struct ShardingWorld {
     timers: BTreeSet<(Instant, NodeId)>,
     timer_of: Vec<Option<Instant>>,
     checker: ShardingChecker,
+    /// The store durable entities persist to (when the configuration has them).
+    store: Option<SimStore>,
+    durability: DurabilityChecker,
     ledger: Ledger,
     traffic: Option<(TrafficConfig, Instant)>,
     timeline: Vec<TimelineEntry>,
@@ -79,6 +87,7 @@ impl ShardingWorld {
     /// An empty world; every node added later runs the sharding layer `cfg` describes.
     pub fn new(world: WorldConfig, cfg: ShardingConfig) -> Self {
         let seed = world.seed;
+        let store = cfg.durable.clone().map(|spec| SimStore::new(spec, seed));
         ShardingWorld {
             world: {
                 let mut w = World::new(world);
@@ -94,6 +103,8 @@ impl ShardingWorld {
             timers: BTreeSet::new(),
             timer_of: Vec::new(),
             checker: ShardingChecker::new(),
+            store,
+            durability: DurabilityChecker::default(),
             ledger: Ledger::default(),
             traffic: None,
             timeline: Vec::new(),
@@ -303,6 +314,7 @@ impl ShardingWorld {
             self.net.next_at(),
             self.timers.first().map(|(t, _)| *t),
             self.traffic.as_ref().map(|(_, t)| *t),
+            self.store.as_ref().and_then(SimStore::next_at),
         ]
         .into_iter()
         .flatten()
@@ -377,11 +389,14 @@ impl ShardingWorld {
         }
     }
 
-    /// Sharding messages, node timers and client bursts due now, in that order.
+    /// Sharding messages, store calls, node timers and client bursts due now, in that order.
     fn own_events(&mut self) {
         let now = self.now();
         while let Some(p) = self.net.pop_due(now) {
             self.arrive(p);
+        }
+        while let Some(op) = self.store.as_mut().and_then(|s| s.pop_due(now)) {
+            self.store_op(op);
         }
         while let Some(&(t, id)) = self.timers.first() {
             if t > now {
@@ -531,7 +546,8 @@ impl ShardingWorld {
                 let slot = &mut self.slots[id];
                 slot.uid = Some(uid.clone());
                 slot.gossip = None;
-                slot.layer = alive.then(|| ShardNode::new(uid, &roles, &self.cfg, now));
+                let store = self.store.as_ref().map(|s| s.store.clone());
+                slot.layer = alive.then(|| ShardNode::new(uid, &roles, &self.cfg, store, now));
                 self.reschedule(id);
             } else if !alive && self.slots[id].layer.is_some() {
                 let why = match self.world.shutdown_reason(id) {
@@ -665,6 +681,191 @@ impl ShardingWorld {
                 Output::RegionStopped { kind } => {
                     self.note(Some(id), format!("kind {kind}: region stopped"));
                 }
+                Output::JournalWrite { token, write } => {
+                    let from = Caller {
+                        id,
+                        node: me.clone(),
+                    };
+                    if let Some(store) = self.store.as_mut() {
+                        store.send_write(now, from, token, write);
+                    }
+                }
+                Output::Acked {
+                    pid,
+                    msg,
+                    first_seq,
+                    last_seq,
+                } => {
+                    self.ledger.acked(msg.id);
+                    if let Some(store) = &self.store {
+                        let store = &store.store;
+                        self.durability
+                            .acked(now, store, &pid, msg.id, first_seq, last_seq);
+                    }
+                }
+                Output::CommandFailed { msg, why } => {
+                    self.note(Some(id), format!("message {} failed: {why}", msg.id));
+                    self.ledger.failed(msg.id);
+                }
+                Output::Recovered { pid, seq, state } => {
+                    self.durability.recovered(now, &pid, seq, &state);
+                }
+                Output::SnapshotDue { pid, plan, payload } => {
+                    let from = Caller {
+                        id,
+                        node: me.clone(),
+                    };
+                    let task = SnapshotTask { pid, plan, payload };
+                    if let Some(store) = self.store.as_mut() {
+                        store.snapshot_step(now, from, task, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A store call arrives (see [`super::store`]).
+    fn store_op(&mut self, op: StoreOp) {
+        let now = self.now();
+        let Some(st) = self.store.as_mut() else {
+            return;
+        };
+        match op {
+            StoreOp::Append { from, token, write } => {
+                let current = self.slots[from.id]
+                    .layer
+                    .as_ref()
+                    .is_some_and(|l| *l.me() == from.node);
+                if !current && !st.had_left() {
+                    st.stats.lost_in_crash += 1;
+                    return;
+                }
+                let result = match at_once(st.store.append(vec![write.clone()])) {
+                    Ok(mut r) if r.len() == 1 => r.pop().expect("one"),
+                    other => panic!("the memory store failed a write: {other:?}"),
+                };
+                if result.is_ok() {
+                    st.stats.committed += 1;
+                    if !current {
+                        st.stats.committed_after_crash += 1;
+                    }
+                    self.durability.committed(now, &write);
+                } else {
+                    st.stats.refused += 1;
+                }
+                if !current {
+                    return;
+                }
+                if st.crash_point(st.spec.crash_points.before_reply) {
+                    st.stats.crashes_before_reply += 1;
+                    st.restart_later(now, from.id);
+                    self.note(
+                        Some(from.id),
+                        "crash point: committed, before the reply".into(),
+                    );
+                    self.crash(from.id);
+                } else {
+                    st.answer(now, from, token, result);
+                }
+            }
+            StoreOp::Answer { to, token, result } => {
+                if self.slots[to.id]
+                    .layer
+                    .as_ref()
+                    .is_none_or(|l| *l.me() != to.node)
+                {
+                    return;
+                }
+                if let Some(until) = self.world.paused_until(to.id) {
+                    st.schedule(until, StoreOp::Answer { to, token, result });
+                    return;
+                }
+                let layer = self.slots[to.id].layer.as_mut().expect("current");
+                let mut out = std::mem::take(&mut self.scratch);
+                layer.write_done(token, result, &mut out);
+                self.dispatch(to.id, &mut out);
+                self.scratch = out;
+            }
+            StoreOp::Snapshot { from, task, step } => {
+                let current = self.slots[from.id]
+                    .layer
+                    .as_ref()
+                    .is_some_and(|l| *l.me() == from.node);
+                let last = if task.plan.delete_events_to.is_some() {
+                    2
+                } else {
+                    1
+                };
+                if !current && !st.had_left() {
+                    st.stats.snapshot_steps_cut += usize::from(last - step + 1);
+                    return;
+                }
+                let (pid, plan) = (&task.pid, &task.plan);
+                let done = match step {
+                    0 => {
+                        let snapshot = shardik_persistence::Snapshot {
+                            seq: plan.seq,
+                            payload: task.payload.clone(),
+                        };
+                        st.stats.snapshots_saved += 1;
+                        at_once(st.store.save_snapshot(pid, snapshot))
+                    }
+                    1 => at_once(
+                        st.store
+                            .delete_snapshots_below(pid, plan.delete_snapshots_below),
+                    ),
+                    _ => at_once(
+                        st.store
+                            .delete_events_to(pid, plan.delete_events_to.unwrap_or(0)),
+                    ),
+                };
+                if let Err(e) = done {
+                    panic!("the memory store failed a snapshot step: {e}");
+                }
+                if step == last {
+                    return;
+                }
+                if !current {
+                    st.stats.snapshot_steps_cut += usize::from(last - step);
+                } else if st.crash_point(st.spec.crash_points.during_snapshot) {
+                    st.stats.crashes_during_snapshot += 1;
+                    st.stats.snapshot_steps_cut += usize::from(last - step);
+                    st.restart_later(now, from.id);
+                    self.note(
+                        Some(from.id),
+                        format!("crash point: after snapshot step {step}"),
+                    );
+                    self.crash(from.id);
+                } else {
+                    st.snapshot_step(now, from, task, step + 1);
+                }
+            }
+            StoreOp::Crash { node } => {
+                if self.slots[node.id]
+                    .layer
+                    .as_ref()
+                    .is_some_and(|l| *l.me() == node.node)
+                {
+                    st.restart_later(now, node.id);
+                    self.note(Some(node.id), "crash point: a write in flight".into());
+                    self.crash(node.id);
+                }
+            }
+            StoreOp::Restart { id } => {
+                if self.world.is_alive(id) {
+                    return;
+                }
+                self.restart(id);
+                let seeds: Vec<NodeId> = self
+                    .world
+                    .alive_nodes()
+                    .into_iter()
+                    .filter(|&j| j != id && self.world.core(j).is_member())
+                    .take(3)
+                    .collect();
+                if !seeds.is_empty() {
+                    self.join(id, &seeds);
+                }
             }
         }
     }
@@ -726,11 +927,32 @@ impl ShardingWorld {
         &self.checker
     }
 
-    /// Every violation found so far, membership's and sharding's.
+    /// Every violation found so far, membership's, sharding's and durable entities'.
     pub fn violations(&self) -> Vec<String> {
         let mut v = self.world.checker().violations().to_vec();
         v.extend(self.checker.violations().iter().cloned());
+        v.extend(self.durability.violations().iter().cloned());
         v
+    }
+
+    /// The durable-entity checker (empty when entities are not durable).
+    pub fn durability(&self) -> &DurabilityChecker {
+        &self.durability
+    }
+
+    /// What the store model saw (`None` when entities are not durable).
+    pub fn store_stats(&self) -> Option<&StoreStats> {
+        self.store.as_ref().map(|s| &s.stats)
+    }
+
+    /// Checks the whole store once more (see [`DurabilityChecker::check_store`]); meant for
+    /// the end of a run, when nothing is in flight.
+    pub fn check_store(&mut self) {
+        let now = self.now();
+        if let Some(st) = &self.store {
+            let snapshots = st.spec.retention.is_some();
+            self.durability.check_store(now, &st.store, snapshots);
+        }
     }
 
     /// Every client message and its fate.

@@ -6,6 +6,7 @@ use shardik_core::membership::MembershipConfig;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::sharding::{CoordinatorSettings, HandOffMode, RegionSettings};
 
+use super::durable::DurableSpec;
 use crate::world::WorldConfig;
 
 /// One entity kind the simulated cluster shards.
@@ -57,6 +58,9 @@ pub struct ShardingConfig {
     pub shutdown_timeout: Duration,
     /// Record shard, coordinator and node events in the sharding timeline.
     pub record_events: bool,
+    /// Durable entities: every message is a command that persists events to a shared store
+    /// (`None`: entities keep nothing).
+    pub durable: Option<DurableSpec>,
 }
 
 /// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
@@ -93,12 +97,19 @@ impl ShardingConfig {
             entity_stop_delay: Duration::from_millis(50),
             shutdown_timeout: Duration::from_secs(10),
             record_events: true,
+            durable: None,
         }
     }
 
     /// Replaces the kinds.
     pub fn with_kinds(mut self, kinds: Vec<KindSpec>) -> Self {
         self.kinds = kinds;
+        self
+    }
+
+    /// Makes the entities durable as `spec` says.
+    pub fn with_durable(mut self, spec: DurableSpec) -> Self {
+        self.durable = Some(spec);
         self
     }
 

@@ -9,6 +9,8 @@
 //! * [`net`]: the sharding network (FIFO per ordered pair of nodes);
 //! * [`traffic`]: the client generator and the ledger of every message's fate;
 //! * [`checker`]: the invariants;
+//! * [`durable`], [`store`], [`durability`]: durable entities (commands that persist events
+//!   to a store with crash points, through the runtime's journal core) and their invariants;
 //! * [`cluster`]: [`ShardingWorld`], which ties them to the membership world.
 //!
 //! [`World`]: crate::world::World
@@ -19,12 +21,18 @@
 pub mod checker;
 pub mod cluster;
 pub mod config;
+pub mod durability;
+pub mod durable;
 pub mod net;
 pub mod node;
+pub mod store;
 pub mod traffic;
 
 pub use checker::ShardingChecker;
 pub use cluster::{HostEvent, ShardingWorld};
 pub use config::{KindSpec, ShardingConfig, fast_membership, fast_world};
+pub use durability::DurabilityChecker;
+pub use durable::{CrashPoints, DurableSpec, EventRec};
 pub use node::{ShardNode, SimMsg};
+pub use store::StoreStats;
 pub use traffic::{Ledger, SentRecord, TrafficConfig, entity_name};

@@ -10,7 +10,10 @@
 //! stop, and is dropped at once on a forced stop, when its region stops, or when the node dies.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
@@ -20,7 +23,10 @@ use shardik_core::sharding::{
     Region, ShardId, ShardingView,
 };
 
+use shardik_persistence::{AtomicWrite, MemoryStore, PersistenceId, SnapshotPlan, WriteResult};
+
 use super::config::ShardingConfig;
+use super::durable::{DurableEntities, EventRec};
 
 /// The payload of a simulated client message: who sent it and its number in that sender's
 /// stream to the entity.
@@ -122,10 +128,55 @@ pub enum Output {
         /// Entity kind.
         kind: usize,
     },
-    /// The node died holding these client messages (buffered, or held for a predecessor).
+    /// The node died holding these client messages (buffered, held for a predecessor, or
+    /// waiting in or written by a durable entity that had not answered).
     LostWithNode {
         /// Message ids.
         ids: Vec<u64>,
+    },
+    /// A durable entity sent a journal write to the store.
+    JournalWrite {
+        /// Names the write in the answer ([`ShardNode::write_done`]).
+        token: u64,
+        /// The events.
+        write: AtomicWrite,
+    },
+    /// A durable entity's command is committed, and the entity answered it.
+    Acked {
+        /// The entity's journal.
+        pid: PersistenceId,
+        /// The command.
+        msg: SimMsg,
+        /// The number of its first event.
+        first_seq: u64,
+        /// The number of its last event.
+        last_seq: u64,
+    },
+    /// A durable entity's command failed: its recovery or its write failed, or its shard
+    /// was stopped before it ran. The asker is told.
+    CommandFailed {
+        /// The command.
+        msg: SimMsg,
+        /// Why.
+        why: String,
+    },
+    /// A durable entity recovered its state from the store.
+    Recovered {
+        /// The entity's journal.
+        pid: PersistenceId,
+        /// The number of the last event recovered.
+        seq: u64,
+        /// The state: every event applied.
+        state: Vec<EventRec>,
+    },
+    /// A durable entity's write made a snapshot due.
+    SnapshotDue {
+        /// The entity's journal.
+        pid: PersistenceId,
+        /// What the snapshot does.
+        plan: SnapshotPlan,
+        /// The state at the snapshot.
+        payload: Bytes,
     },
 }
 
@@ -146,17 +197,28 @@ pub struct ShardNode {
     /// Client messages inside this node's regions (routed here, not yet delivered, forwarded
     /// or dropped): what a crash would take with it.
     holding: BTreeSet<u64>,
+    /// The durable entities, when the entities persist.
+    durable: Option<DurableEntities>,
     effects: Vec<KindEffect<SimMsg>>,
 }
 
 impl ShardNode {
-    /// A layer for node `me` with `roles`, created at `now`.
+    /// A layer for node `me` with `roles`, created at `now`; its entities persist to `store`
+    /// when the configuration makes them durable.
     pub fn new(
         me: UniqueAddress,
         roles: &BTreeSet<String>,
         cfg: &ShardingConfig,
+        store: Option<Arc<MemoryStore>>,
         now: Instant,
     ) -> Self {
+        let durable = cfg.durable.as_ref().zip(store).map(|(spec, store)| {
+            DurableEntities::new(
+                store,
+                spec,
+                cfg.kinds.iter().map(|k| k.name.clone()).collect(),
+            )
+        });
         let kinds = cfg
             .kinds
             .iter()
@@ -184,6 +246,7 @@ impl ShardNode {
             cfg: cfg.clone(),
             kinds,
             holding: BTreeSet::new(),
+            durable,
             effects: Vec::new(),
         }
     }
@@ -304,6 +367,13 @@ impl ShardNode {
                 .map(|(s, _)| s.clone())
                 .collect();
             for shard in due {
+                // A stop waits behind the commands before it (and a write at the store).
+                if self.durable.as_ref().is_some_and(|d| d.busy(k, &shard)) {
+                    self.kinds[k]
+                        .stopping
+                        .insert(shard, now + Duration::from_millis(5));
+                    continue;
+                }
                 self.kinds[k].stopping.remove(&shard);
                 self.stop_entities(k, &shard, out);
                 self.input(now, k, KindInput::EntitiesStopped(shard), out);
@@ -317,8 +387,16 @@ impl ShardNode {
         }
     }
 
+    /// The store answered a durable entity's write.
+    pub fn write_done(&mut self, token: u64, result: WriteResult, out: &mut Vec<Output>) {
+        if let Some(d) = self.durable.as_mut() {
+            d.write_done(token, result, out);
+        }
+    }
+
     /// The node died (crashed or shut down): every entity, shard and coordinator is gone.
     pub fn kill(&mut self, out: &mut Vec<Output>) {
+        let mut lost: Vec<u64> = self.durable.as_mut().map(|d| d.kill()).unwrap_or_default();
         for k in 0..self.kinds.len() {
             let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
             for shard in shards {
@@ -339,9 +417,9 @@ impl ShardNode {
                 });
             }
         }
-        let ids: Vec<u64> = std::mem::take(&mut self.holding).into_iter().collect();
-        if !ids.is_empty() {
-            out.push(Output::LostWithNode { ids });
+        lost.extend(std::mem::take(&mut self.holding));
+        if !lost.is_empty() {
+            out.push(Output::LostWithNode { ids: lost });
         }
     }
 
@@ -351,6 +429,9 @@ impl ShardNode {
     }
 
     fn stop_entities(&mut self, k: usize, shard: &ShardId, out: &mut Vec<Output>) {
+        if let Some(d) = self.durable.as_mut() {
+            d.stop_shard(k, shard, out);
+        }
         if let Some(entities) = self.kinds[k].entities.remove(shard) {
             for entity in entities {
                 out.push(Output::EntityStopped {
@@ -398,7 +479,11 @@ impl ShardNode {
                             entity: env.entity.clone(),
                         });
                     }
+                    let durable = self.durable.as_mut().map(|d| (d, env.clone()));
                     out.push(Output::Delivered { kind: k, env });
+                    if let Some((d, env)) = durable {
+                        d.deliver(k, &env.shard, &env.entity, env.msg, out);
+                    }
                 }
                 KindEffect::ShardStarted(shard) => {
                     out.push(Output::ShardStarted { kind: k, shard })

@@ -70,6 +70,10 @@ pub struct Ledger {
     dropped: BTreeMap<u64, Vec<(Instant, DropReason)>>,
     lost: BTreeSet<u64>,
     lost_with_node: BTreeSet<u64>,
+    /// Durable entities only: commands acknowledged (committed, answered).
+    acked: BTreeSet<u64>,
+    /// Durable entities only: commands answered with a failure.
+    failed: BTreeSet<u64>,
 }
 
 impl Ledger {
@@ -119,6 +123,44 @@ impl Ledger {
 
     pub(crate) fn record_lost_with_node(&mut self, id: u64) {
         self.lost_with_node.insert(id);
+    }
+
+    pub(crate) fn acked(&mut self, id: u64) {
+        self.acked.insert(id);
+    }
+
+    pub(crate) fn failed(&mut self, id: u64) {
+        self.failed.insert(id);
+    }
+
+    /// Whether a durable entity acknowledged message `id`.
+    pub fn is_acked(&self, id: u64) -> bool {
+        self.acked.contains(&id)
+    }
+
+    /// How many commands durable entities acknowledged.
+    pub fn acked_count(&self) -> usize {
+        self.acked.len()
+    }
+
+    /// How many commands durable entities answered with a failure.
+    pub fn failed_count(&self) -> usize {
+        self.failed.len()
+    }
+
+    /// Durable entities only: messages delivered to their entity that were neither
+    /// acknowledged, nor answered with a failure, nor lost with their node. After quiescence
+    /// this must be empty: a command nobody answered vanished.
+    pub fn unanswered_commands(&self) -> Vec<u64> {
+        self.delivered
+            .keys()
+            .filter(|id| {
+                !self.acked.contains(id)
+                    && !self.failed.contains(id)
+                    && !self.lost_with_node.contains(id)
+            })
+            .copied()
+            .collect()
     }
 
     /// Every message sent, by id.
