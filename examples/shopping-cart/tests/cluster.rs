@@ -335,6 +335,45 @@ async fn check_all(
 async fn carts_stay_correct_when_a_node_is_killed_and_a_checked_out_cart_refuses_changes() {
     let dir = TestDir(tempfile::tempdir().expect("a temporary directory"));
     let store = format!("sqlite:{}", dir.0.path().join("carts.db").display());
+    carts_stay_correct(dir, store).await;
+}
+
+/// The same on PostgreSQL: the server `scripts/with-postgres` started, in a database of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn carts_stay_correct_on_postgres_when_a_node_is_killed() {
+    let dir = TestDir(tempfile::tempdir().expect("a temporary directory"));
+    carts_stay_correct(dir, new_postgres_database()).await;
+}
+
+/// A new database on the test server (`SHARDIK_TEST_POSTGRES_URL`, set by
+/// `scripts/with-postgres`), as a store URL. Without the server the test fails and says how to
+/// run it: it never skips quietly.
+fn new_postgres_database() -> String {
+    let Ok(server_url) = std::env::var("SHARDIK_TEST_POSTGRES_URL") else {
+        panic!("no PostgreSQL: run `scripts/with-postgres cargo test -p shopping-cart`");
+    };
+    let db = format!("carts_{}_{:x}", std::process::id(), rand_suffix());
+    let created = Command::new("psql")
+        .args([server_url.as_str(), "-qc", &format!("CREATE DATABASE {db}")])
+        .status()
+        .expect("psql runs");
+    assert!(
+        created.success(),
+        "CREATE DATABASE {db} failed on {server_url}"
+    );
+    let base = &server_url[..server_url.rfind('/').expect("a URL ending in /database")];
+    format!("{base}/{db}")
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Three nodes on `store`: carts changed through every node, a node SIGKILLed, every cart's
+/// items still exactly what was acknowledged, a checked-out cart refusing changes.
+async fn carts_stay_correct(dir: TestDir, store: String) {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(8))
