@@ -91,6 +91,9 @@ pub struct ShardingConfig {
     /// How long a region answering another node's statistics request waits for its own
     /// shards (`shard-region-query-timeout`).
     pub query_timeout: Duration,
+    /// How long after a remembered entity failed its shard starts it again without a message
+    /// (`entity-restart-backoff`; only for kinds that remember their entities).
+    pub entity_restart_backoff: Duration,
 }
 
 impl Default for ShardingConfig {
@@ -106,6 +109,7 @@ impl Default for ShardingConfig {
             shutdown_timeout: Duration::from_secs(60),
             self_roles: Default::default(),
             query_timeout: Duration::from_secs(3),
+            entity_restart_backoff: Duration::from_secs(10),
         }
     }
 }
@@ -157,6 +161,7 @@ impl ShardingConfig {
             shutdown_timeout: sh.handoff_timeout,
             self_roles: membership.roles.clone(),
             query_timeout: sh.shard_region_query_timeout,
+            entity_restart_backoff: sh.entity_restart_backoff,
         }
     }
 
