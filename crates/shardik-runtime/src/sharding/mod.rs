@@ -25,6 +25,7 @@ mod pending;
 mod remember;
 mod reply_to;
 mod resolve;
+mod restarts;
 mod singleton;
 mod strategy;
 mod timers;
@@ -417,6 +418,9 @@ impl Sharding {
         let mut task = task;
         if let Some(p) = limit_strategy {
             task.host.set_passivation(p);
+        }
+        if kind.remember.is_some() {
+            task.host.set_restart_backoff(cfg.entity_restart_backoff);
         }
         tokio::spawn(task.run());
         Ok(region)
