@@ -1,6 +1,7 @@
 //! `shardik bench`: measurements of the transport (issue 3); `bench sharding` lives in
-//! [`crate::bench_sharding`], `bench persistence` in [`crate::bench_persistence`]. What both use (runtime choice, peer processes, the open-loop
-//! sender, latency percentiles) is in [`crate::bench_support`].
+//! [`crate::bench_sharding`], `bench persistence` in [`crate::bench_persistence`],
+//! `bench remembered` in [`crate::bench_remembered`]. What they share (runtime choice, peer
+//! processes, the open-loop sender, latency percentiles) is in [`crate::bench_support`].
 //!
 //! - `bench transport`: one-way throughput of user messages and request/response latency at a
 //!   fixed rate between this process and a second process of the same binary on loopback,
@@ -70,6 +71,8 @@ enum BenchCmd {
     Sharding(crate::bench_sharding::ShardingArgs),
     /// Durable entities: persisted commands against plain appends on one store, and recovery.
     Persistence(crate::bench_persistence::PersistenceArgs),
+    /// Remembered entities: a restart of a whole three-node cluster bringing them back.
+    Remembered(crate::bench_remembered::RememberedArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -152,6 +155,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Idle(a) => idle_bench(a),
         BenchCmd::Sharding(a) => crate::bench_sharding::run(a),
         BenchCmd::Persistence(a) => crate::bench_persistence::run(a),
+        BenchCmd::Remembered(a) => crate::bench_remembered::run(a),
     }
 }
 

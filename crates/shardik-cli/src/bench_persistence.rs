@@ -12,7 +12,8 @@
 //!    from the first command of a new incarnation (after a passivation) to its answer, median
 //!    of a few runs.
 //!
-//! The restart of many remembered entities is not measured here yet.
+//! The restart of many remembered entities is `shardik bench remembered`
+//! ([`crate::bench_remembered`]).
 //!
 //! The two throughput cases of one concurrency run back to back, so that the store holds about
 //! as many rows for both (one store serves the whole run). Every figure comes with the
@@ -179,7 +180,7 @@ async fn measure(url: &str, plan: &Plan) -> anyhow::Result<Report> {
 }
 
 /// A tag unique to this run (hex nanoseconds since the epoch).
-fn run_tag() -> String {
+pub(crate) fn run_tag() -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -187,7 +188,7 @@ fn run_tag() -> String {
 }
 
 /// The store URL without a password, for printing.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => match rest.rsplit_once('@') {
             Some((userinfo, server)) => {
@@ -318,7 +319,6 @@ fn to_json(url: &str, plan: &Plan, load: f64, report: &Report) -> Value {
         "load1_before": load,
         "throughput": levels,
         "recovery": recoveries,
-        "remembered_entities": "not measured yet",
     })
 }
 
@@ -377,7 +377,6 @@ fn print_table(url: &str, plan: &Plan, load: f64, report: &Report) {
             r.load,
         );
     }
-    println!("remembered entities: restart not measured yet");
 }
 
 #[cfg(test)]

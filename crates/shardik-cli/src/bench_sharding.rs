@@ -316,11 +316,24 @@ impl BenchNode {
         seeds: Vec<Address>,
         roles: &[&str],
     ) -> anyhow::Result<BenchNode> {
+        BenchNode::start_with(bind, seeds, roles, |_| {}).await
+    }
+
+    /// Starts a node on `bind` as [`start`](Self::start) does, with its settings changed by
+    /// `tweak` after they are loaded (a benchmark that needs, say, a minimum number of
+    /// members).
+    pub(crate) async fn start_with(
+        bind: Address,
+        seeds: Vec<Address>,
+        roles: &[&str],
+        tweak: impl FnOnce(&mut Settings),
+    ) -> anyhow::Result<BenchNode> {
         // As `shardik node` does; the recorder is process-wide, so a second call is a no-op.
         let _ = Metrics::install();
         let mut settings = Settings::load(None).context("invalid configuration")?;
         settings.cluster.name = CLUSTER.to_string();
         settings.cluster.roles = roles.iter().map(|r| r.to_string()).collect();
+        tweak(&mut settings);
         let seeds = if seeds.is_empty() {
             vec![bind.clone()]
         } else {
@@ -363,6 +376,38 @@ impl BenchNode {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// How many members this node sees Up, or `None` while it is not Up itself.
+    pub(crate) fn members_up(&self) -> Option<usize> {
+        let s = self.running.handle.snapshot();
+        (s.self_status == Some(MemberStatus::Up)).then(|| {
+            s.members
+                .iter()
+                .filter(|m| m.status == MemberStatus::Up)
+                .count()
+        })
+    }
+
+    /// This node's address.
+    pub(crate) fn address(&self) -> &Address {
+        &self.running.self_node.address
+    }
+
+    /// Asks the node to stop at once, without leaving (a crash, as the others see it).
+    pub(crate) async fn crash(&self) {
+        // A closed channel means the node has stopped already.
+        let _ = self.running.stop.send(node::StopRequest::Now).await;
+    }
+
+    /// Waits (at most `limit`) until the node's task has ended, after [`crash`](Self::crash).
+    pub(crate) async fn stopped(self, limit: Duration) -> anyhow::Result<()> {
+        let addr = self.address().clone();
+        tokio::time::timeout(limit, self.running.finished)
+            .await
+            .with_context(|| format!("the node on {addr} did not stop within {limit:?}"))?
+            .with_context(|| format!("the task of the node on {addr} failed"))?;
+        Ok(())
     }
 
     /// Registers `kind`.

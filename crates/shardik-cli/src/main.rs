@@ -7,7 +7,8 @@
 //! - `passivation-sim`: replays access traces through passivation strategies.
 //! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, cluster
 //!   sharding (local and remote throughput, ask latency, memory per entity, first message), and
-//!   durable entities (persisted commands against plain appends, recovery).
+//!   durable entities (persisted commands against plain appends, recovery, a full-cluster
+//!   restart bringing back remembered entities).
 
 use std::process::ExitCode;
 
@@ -15,6 +16,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_persistence;
+mod bench_remembered;
 mod bench_sharding;
 mod bench_support;
 mod counter;

@@ -504,11 +504,15 @@ impl<M> Region<M> {
         self.registration.next_attempt = None;
         self.registration.backoff =
             (self.settings.retry_interval / 8).max(Duration::from_millis(100));
+        // Wanted homes (remembered entities) are asked for now too, as buffered ones are:
+        // after a restart of the whole cluster they are all there is to ask for, and leaving
+        // them to the retry tick delayed every remembered entity by up to `retry_interval`.
         let waiting: Vec<ShardId> = self
             .buffers
             .keys()
             .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
             .chain(self.handover_pending.iter())
+            .chain(self.wanted.iter())
             .cloned()
             .collect::<BTreeSet<_>>()
             .into_iter()

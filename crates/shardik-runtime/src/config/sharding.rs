@@ -62,6 +62,10 @@ pub struct ShardingSettings {
     pub entity_recovery_strategy: EntityRecoveryStrategySetting,
     /// `entity-recovery-constant-rate-strategy.*`.
     pub entity_recovery_constant_rate_strategy: ConstantRateSettings,
+    /// `entity-restart-backoff`: how long after a remembered entity failed (stopped without
+    /// passivating) its shard starts it again without a message.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub entity_restart_backoff: Duration,
     /// `least-shard-allocation-strategy.*`.
     pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
     /// `passivation.*`: the strategy that stops entities automatically. The keys, their
@@ -231,6 +235,10 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
         (
             "cluster.sharding.coordinator-failure-backoff",
             s.coordinator_failure_backoff,
+        ),
+        (
+            "cluster.sharding.entity-restart-backoff",
+            s.entity_restart_backoff,
         ),
         (
             "cluster.sharding.healthcheck.timeout",

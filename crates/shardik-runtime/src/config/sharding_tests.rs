@@ -41,6 +41,7 @@ fn sharding_defaults_are_the_reference_values() {
     assert_eq!(sh.rebalance_interval, Duration::from_secs(10));
     assert_eq!(sh.shard_region_query_timeout, Duration::from_secs(3));
     assert_eq!(sh.coordinator_failure_backoff, Duration::from_secs(5));
+    assert_eq!(sh.entity_restart_backoff, Duration::from_secs(10));
     assert_eq!(sh.handoff_mode, HandOffModeSetting::Forward);
     assert_eq!(sh.handoff_mode.as_str(), "forward");
     let a = &sh.least_shard_allocation_strategy;
@@ -468,6 +469,32 @@ fn remember_entities_and_its_recovery_strategy_are_read() {
         "[cluster.sharding.entity-recovery-constant-rate-strategy]\nnumber-of-entities = 0",
     );
     assert!(matches!(e, ConfigError::InvalidValue { .. }), "{e:?}");
+}
+
+#[test]
+fn entity_restart_backoff_is_read_overridden_checked_and_reaches_sharding() {
+    let s = Settings::from_toml_str("[cluster.sharding]\nentity-restart-backoff = \"250ms\"")
+        .expect("valid");
+    assert_eq!(
+        s.cluster.sharding.entity_restart_backoff,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        crate::sharding::ShardingConfig::from_settings(&s).entity_restart_backoff,
+        Duration::from_millis(250)
+    );
+    let vars = env(&[("SHARDIK_CLUSTER__SHARDING__ENTITY_RESTART_BACKOFF", "3s")]);
+    let s = Settings::load_with_env(None, &vars).unwrap();
+    assert_eq!(
+        s.cluster.sharding.entity_restart_backoff,
+        Duration::from_secs(3)
+    );
+    let (e, text) = err_text("[cluster.sharding]\nentity-restart-backoff = \"0s\"");
+    assert!(matches!(e, ConfigError::InvalidValue { .. }), "{e:?}");
+    assert!(
+        text.contains("cluster.sharding.entity-restart-backoff"),
+        "{text}"
+    );
 }
 
 #[test]

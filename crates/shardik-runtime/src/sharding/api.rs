@@ -459,7 +459,9 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
     /// Remembers the running entities in `store` (Akka's `remember-entities`): an entity is
     /// recorded before its first command is handled and forgotten when it passivates, and when
     /// a shard starts on a node (after a rebalance, a crash or a restart of the whole cluster)
-    /// its remembered entities are started again without a message, as `recovery` says.
+    /// its remembered entities are started again without a message, as `recovery` says. An
+    /// entity whose handler fails (or panics) stays remembered, and its shard starts it again
+    /// after `cluster.sharding.entity-restart-backoff` unless a message does so first.
     /// Automatic passivation (idle timeout or limit) is off for such a kind, as in the
     /// reference; an entity still stops when it asks to (`ctx.passivate()`).
     pub fn with_remember_entities(

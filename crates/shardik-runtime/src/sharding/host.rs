@@ -20,6 +20,7 @@ use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 
 use super::api::{ContextRequest, Entity, EntityContext};
 use super::remember::RememberWriter;
+use super::restarts::RestartSchedule;
 use super::timers::Timers;
 
 use super::id_map::IdMap;
@@ -80,6 +81,9 @@ pub(crate) struct Completed<E: Entity> {
     from_context: bool,
     /// What the handler asked of the runtime through its context, in order.
     requests: Vec<ContextRequest<E::Command>>,
+    /// The incarnation ended because the store could not record it as started: it may not be
+    /// remembered, so it is not restarted on a timer.
+    unrecorded: bool,
 }
 
 type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
@@ -143,6 +147,11 @@ pub(crate) struct EntityHost<E: Entity> {
     timers: Timers<E::Command>,
     /// Where started and passivated entities are recorded, when the kind remembers them.
     remember: Option<RememberWriter>,
+    /// How long after a failure a remembered entity is started again (`None`: never, the kind
+    /// does not remember its entities).
+    restart_backoff: Option<std::time::Duration>,
+    /// Failed remembered entities waiting for their restart.
+    restarts: RestartSchedule,
 }
 
 impl<E: Entity> EntityHost<E> {
@@ -165,6 +174,8 @@ impl<E: Entity> EntityHost<E> {
             queued: 0,
             timers: Timers::default(),
             remember: None,
+            restart_backoff: None,
+            restarts: RestartSchedule::default(),
         }
     }
 
@@ -172,6 +183,36 @@ impl<E: Entity> EntityHost<E> {
     /// before the first delivery.
     pub fn set_remember(&mut self, writer: RememberWriter) {
         self.remember = Some(writer);
+    }
+
+    /// Starts failed remembered entities again `backoff` after their failure (Akka's
+    /// `entity-restart-backoff`). Set for kinds that remember their entities.
+    pub fn set_restart_backoff(&mut self, backoff: std::time::Duration) {
+        self.restart_backoff = Some(backoff);
+    }
+
+    /// When the next failed entity is due to start again (nanoseconds of the owner's clock).
+    pub fn next_restart(&self) -> Option<u64> {
+        self.restarts.next_due()
+    }
+
+    /// Starts the failed entities due by `now_ns` whose shard still runs here (`runs_here`);
+    /// an entity that runs again already (a message started it) was taken off the schedule
+    /// then. Returns how many started.
+    pub fn restart_due(&mut self, now_ns: u64, runs_here: impl Fn(&ShardId) -> bool) -> usize {
+        let now_s = (now_ns / 1_000_000_000) as u32;
+        let mut started = 0;
+        while let Some((shard, id)) = self.restarts.pop_due(now_ns) {
+            if !runs_here(&shard) || self.draining.contains_key(&shard) {
+                continue;
+            }
+            let n = self.start_remembered(&shard, std::slice::from_ref(&id), now_s);
+            if n > 0 {
+                tracing::info!(entity = %id, %shard, "failed remembered entity started again after entity-restart-backoff");
+            }
+            started += n;
+        }
+        started
     }
 
     /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
@@ -192,6 +233,7 @@ impl<E: Entity> EntityHost<E> {
         let mut started = 0;
         for id in ids {
             if entities.get(id).is_none() {
+                self.restarts.cancel(shard, id);
                 entities.get_or_insert_with(id, || Slot {
                     entity: Some((self.factory)(id)),
                     queue: None,
@@ -343,6 +385,8 @@ impl<E: Entity> EntityHost<E> {
             None => {
                 self.active += 1;
                 created = true;
+                // A failed remembered entity that a message starts again needs no restart.
+                self.restarts.cancel(shard, id);
                 entities.get_or_insert_with(id, || Slot {
                     entity: Some((self.factory)(id)),
                     queue: None,
@@ -452,6 +496,8 @@ impl<E: Entity> EntityHost<E> {
     /// [`HostOutput::ShardEmpty`] is returned (at once if the shard has none).
     pub fn stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
         self.draining.insert(shard.clone(), ());
+        // Handed off: the shard's next home starts its remembered entities.
+        self.restarts.cancel_shard(shard);
         let ids: Vec<EntityId> = self
             .shards
             .get(shard)
@@ -468,6 +514,7 @@ impl<E: Entity> EntityHost<E> {
     pub fn force_stop_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
         self.draining.remove(shard);
         self.timers.cancel_shard(shard);
+        self.restarts.cancel_shard(shard);
         if let Some(entities) = self.shards.remove(shard) {
             self.shards_changed();
             for (_, slot) in entities.entities {
@@ -529,7 +576,9 @@ impl<E: Entity> EntityHost<E> {
             was_stop,
             requests,
             from_context,
+            unrecorded,
         } = done;
+        let failed = outcome.is_err();
         match outcome {
             Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
             Ok(None) => {}
@@ -584,6 +633,16 @@ impl<E: Entity> EntityHost<E> {
                 if waiting && !self.draining.contains_key(&shard) {
                     slot.entity = Some((self.factory)(&id));
                 } else {
+                    // A remembered entity that failed (not one that was stopping: that was a
+                    // passivation or a hand-off) is started again after the back-off, unless
+                    // its shard is being handed off.
+                    if let Some(backoff) = self.restart_backoff {
+                        if failed && !was_stop && !unrecorded && !self.draining.contains_key(&shard)
+                        {
+                            let due = now_ns.saturating_add(backoff.as_nanos() as u64);
+                            self.restarts.schedule(&shard, &id, due);
+                        }
+                    }
                     let entities = self.shards.get_mut(&shard).expect("slot present");
                     if let Some(st) = entities.strategy.as_mut() {
                         st.entity_terminated(&id);
@@ -679,6 +738,7 @@ impl<E: Entity> EntityHost<E> {
                         was_stop: true,
                         requests: Vec::new(),
                         from_context: false,
+                        unrecorded: false,
                     };
                     self.finished.push_back(done);
                 }
@@ -725,6 +785,7 @@ fn run<E: Entity>(
                     was_stop,
                     requests: Vec::new(),
                     from_context: job.from_context,
+                    unrecorded: true,
                 };
             }
         }
@@ -757,6 +818,7 @@ fn run<E: Entity>(
                 was_stop,
                 requests,
                 from_context,
+                unrecorded: false,
             },
             Ok(Err(failure)) => Completed {
                 shard,
@@ -768,6 +830,7 @@ fn run<E: Entity>(
                 was_stop,
                 requests: Vec::new(),
                 from_context,
+                unrecorded: false,
             },
             Err(panic) => {
                 let msg = panic
@@ -786,6 +849,7 @@ fn run<E: Entity>(
                     was_stop,
                     requests: Vec::new(),
                     from_context,
+                    unrecorded: false,
                 }
             }
         }

@@ -242,6 +242,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     .next_timer()
                     .map(|ns| self.tokio_at(st, CoreInstant::from_nanos(ns))),
             )
+            .chain(
+                self.host
+                    .next_restart()
+                    .map(|ns| self.tokio_at(st, CoreInstant::from_nanos(ns))),
+            )
             .min()
     }
 
@@ -283,6 +288,16 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         if self.host.next_timer().is_some_and(|t| t <= now.as_nanos()) {
             self.host.fire_timers(now.as_nanos());
             self.drain_finished(st, now.as_nanos());
+        }
+        // Failed remembered entities whose back-off has passed, if their shard still runs here.
+        if self
+            .host
+            .next_restart()
+            .is_some_and(|t| t <= now.as_nanos())
+        {
+            let node = &st.node;
+            self.host
+                .restart_due(now.as_nanos(), |shard| node.delivers_at_once(shard));
         }
         if st.node.poll_timeout().is_some_and(|t| t <= now) {
             let mut out = std::mem::take(&mut st.effects);

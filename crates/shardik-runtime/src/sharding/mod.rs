@@ -25,6 +25,7 @@ mod pending;
 mod remember;
 mod reply_to;
 mod resolve;
+mod restarts;
 mod singleton;
 mod strategy;
 mod timers;
@@ -91,6 +92,9 @@ pub struct ShardingConfig {
     /// How long a region answering another node's statistics request waits for its own
     /// shards (`shard-region-query-timeout`).
     pub query_timeout: Duration,
+    /// How long after a remembered entity failed its shard starts it again without a message
+    /// (`entity-restart-backoff`; only for kinds that remember their entities).
+    pub entity_restart_backoff: Duration,
 }
 
 impl Default for ShardingConfig {
@@ -106,6 +110,7 @@ impl Default for ShardingConfig {
             shutdown_timeout: Duration::from_secs(60),
             self_roles: Default::default(),
             query_timeout: Duration::from_secs(3),
+            entity_restart_backoff: Duration::from_secs(10),
         }
     }
 }
@@ -157,6 +162,7 @@ impl ShardingConfig {
             shutdown_timeout: sh.handoff_timeout,
             self_roles: membership.roles.clone(),
             query_timeout: sh.shard_region_query_timeout,
+            entity_restart_backoff: sh.entity_restart_backoff,
         }
     }
 
@@ -412,6 +418,9 @@ impl Sharding {
         let mut task = task;
         if let Some(p) = limit_strategy {
             task.host.set_passivation(p);
+        }
+        if kind.remember.is_some() {
+            task.host.set_restart_backoff(cfg.entity_restart_backoff);
         }
         tokio::spawn(task.run());
         Ok(region)

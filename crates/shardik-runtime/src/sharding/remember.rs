@@ -6,7 +6,8 @@
 //! An entity is recorded as started before its first command is handled (that command waits
 //! for the write, as in the reference); it is recorded as stopped when it passivates. A
 //! hand-off or a crash records nothing: the entity stays remembered and starts at the shard's
-//! next home. The writes of one kind go through one task, in order; what is queued while a
+//! next home. A failure records nothing either: the shard starts the entity again after
+//! `entity-restart-backoff` (`restarts.rs`), or its next message does. The writes of one kind go through one task, in order; what is queued while a
 //! write is in flight is merged into one update per shard.
 
 use std::collections::BTreeMap;

@@ -39,6 +39,21 @@ pub async fn start_sharding_node(
     shardik_runtime::node::RunningNode,
     shardik_runtime::sharding::Sharding,
 ) {
+    start_sharding_node_with(cluster_name, port, seed, roles, |_| {}).await
+}
+
+/// [`start_sharding_node`], with the sharding settings changed by `tweak` before sharding
+/// starts.
+pub async fn start_sharding_node_with(
+    cluster_name: &str,
+    port: u16,
+    seed: u16,
+    roles: &[&str],
+    tweak: impl FnOnce(&mut shardik_runtime::sharding::ShardingConfig),
+) -> (
+    shardik_runtime::node::RunningNode,
+    shardik_runtime::sharding::Sharding,
+) {
     use shardik_core::membership::Address;
     use shardik_runtime::node::{self, NodeOptions};
     use shardik_runtime::sharding::{Sharding, ShardingConfig};
@@ -58,6 +73,7 @@ pub async fn start_sharding_node(
         ..ShardingConfig::default()
     };
     config.region.retry_interval = Duration::from_millis(200);
+    tweak(&mut config);
     let sharding = Sharding::start(&running, config).expect("sharding starts");
     (running, sharding)
 }

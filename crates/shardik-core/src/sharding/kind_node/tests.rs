@@ -146,6 +146,36 @@ fn a_wanted_home_starts_a_shard_without_any_message_and_a_proxy_never_asks() {
 }
 
 #[test]
+fn a_home_wanted_before_the_region_registers_is_asked_for_when_it_registers() {
+    // As after a restart of the whole cluster: the remembered shards are loaded (and their
+    // homes wanted) while the node is still joining, before any coordinator runs.
+    let me = node(1);
+    let mut k = KindNode::<Msg>::new(me.clone(), settings(false), least(), Instant::ZERO);
+    let mut out = Vec::new();
+    k.handle(
+        Instant::from_millis(1),
+        KindInput::WantHome("9".into()),
+        &mut out,
+    );
+    assert!(out.is_empty(), "no coordinator to ask yet: {out:?}");
+    // Up: the coordinator starts here and the region registers with it, and at that same
+    // instant (not at the region's next retry tick) the wanted shard starts.
+    k.handle(
+        Instant::from_millis(2),
+        KindInput::Membership {
+            members: vec![up(&me, 1)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    assert!(
+        out.contains(&KindEffect::ShardStarted("9".into())),
+        "{out:?}"
+    );
+    assert!(k.delivers_at_once(&"9".into()));
+}
+
+#[test]
 fn a_proxy_never_runs_the_coordinator_even_when_oldest() {
     let me = node(1);
     let now = Instant::from_millis(1);
