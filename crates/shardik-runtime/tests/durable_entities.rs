@@ -187,6 +187,12 @@ async fn snapshots_bound_recovery_and_old_ones_are_deleted() {
 struct GatedStore {
     inner: MemoryStore,
     open: Arc<tokio::sync::Semaphore>,
+    /// When set, a load of remembered entities waits for a permit and then answers as of an
+    /// earlier moment: what the store has plus `stale` (as a load that read the set before a
+    /// passivation was recorded would). `loads_answered` counts the answers.
+    loads: Option<Arc<tokio::sync::Semaphore>>,
+    stale: Vec<String>,
+    loads_answered: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Store for GatedStore {
@@ -251,7 +257,17 @@ impl Store for GatedStore {
         kind: &'a str,
         shard: &'a str,
     ) -> StoreFuture<'a, Vec<String>> {
-        self.inner.remembered_entities(kind, shard)
+        Box::pin(async move {
+            let Some(loads) = &self.loads else {
+                return self.inner.remembered_entities(kind, shard).await;
+            };
+            let _permit = loads.acquire().await.expect("gate");
+            let mut ids = self.inner.remembered_entities(kind, shard).await?;
+            ids.extend(self.stale.iter().cloned());
+            self.loads_answered
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(ids)
+        })
     }
 }
 
@@ -261,6 +277,9 @@ async fn a_command_is_answered_only_after_its_events_are_written() {
     let gated = GatedStore {
         inner: MemoryStore::new(),
         open: Arc::new(tokio::sync::Semaphore::new(0)),
+        loads: None,
+        stale: Vec::new(),
+        loads_answered: Arc::default(),
     };
     let persistence = Persistence::new(Arc::new(gated.clone()));
     register(&sharding, &persistence, None);
@@ -537,6 +556,52 @@ async fn remembered_entities_come_back(recovery: EntityRecovery) {
         2,
         "r7 restarts on demand"
     );
+}
+
+/// A shard's remembered set is loaded when the shard starts; an entity that passivates while
+/// the load is under way may be in what the load read. It must stay stopped: its passivation
+/// ended its remembered life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_stopped() {
+    let (_node, sharding) = one_node().await;
+    let loads = Arc::new(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        open: Arc::new(tokio::sync::Semaphore::new(1 << 20)),
+        loads: Some(loads.clone()),
+        stale: vec!["p".into()],
+        loads_answered: Arc::default(),
+    });
+    let persistence = Persistence::new(store.clone());
+    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default())
+        .into_kind()
+        .with_remember_entities(store.clone(), EntityRecovery::All);
+    sharding.init(kind).expect("kind registers");
+    // p's command starts p's shard (whose load now waits), then p passivates.
+    assert_eq!(passivate(&sharding, "p", 1).await, 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !running(&sharding).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "p did not stop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The load answers with p in it.
+    loads.add_permits(1);
+    while store
+        .loads_answered
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the load never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for _ in 0..30 {
+        assert_eq!(
+            running(&sharding).await,
+            Vec::<String>::new(),
+            "p was started again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -434,7 +434,6 @@ fn per_role_min_nr_of_members_holds_joiners_back_until_enough_have_the_role() {
 /// Both {0,1} and {2} survive as clusters: a split brain (sharding then runs two coordinators
 /// and hosts shards twice). Ignored until the resolver is fixed: it fails today.
 #[test]
-#[ignore = "split brain in the split-brain resolver (indirectly-connected rule); see doc"]
 fn reshaped_partition_before_reachability_recovers_keeps_one_cluster() {
     use shardik_core::Instant;
     use shardik_core::membership::sbr::{SbrSettings, Strategy};

@@ -6,7 +6,7 @@
 //! the kind's task, concurrently with other entities' futures) and back when it completes;
 //! commands arriving meanwhile wait in a queue that exists only while the entity is busy.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -152,6 +152,10 @@ pub(crate) struct EntityHost<E: Entity> {
     restart_backoff: Option<std::time::Duration>,
     /// Failed remembered entities waiting for their restart.
     restarts: RestartSchedule,
+    /// Shards whose remembered set is being loaded, with the entities passivated since the
+    /// load began: the load may have read them before their passivation was recorded, and
+    /// must not start them again.
+    loading: HashMap<ShardId, HashSet<EntityId>>,
 }
 
 impl<E: Entity> EntityHost<E> {
@@ -176,6 +180,7 @@ impl<E: Entity> EntityHost<E> {
             remember: None,
             restart_backoff: None,
             restarts: RestartSchedule::default(),
+            loading: HashMap::new(),
         }
     }
 
@@ -213,6 +218,42 @@ impl<E: Entity> EntityHost<E> {
             started += n;
         }
         started
+    }
+
+    /// The remembered set of `shard` is being loaded (its shard started here).
+    pub fn load_started(&mut self, shard: &ShardId) {
+        self.loading.insert(shard.clone(), HashSet::new());
+    }
+
+    /// The load of `shard`'s remembered set is over.
+    pub fn load_ended(&mut self, shard: &ShardId) {
+        self.loading.remove(shard);
+    }
+
+    /// Starts a step of `shard`'s loaded remembered set ([`start_remembered`]), except the
+    /// entities passivated since the load began; `last` ends the load. Returns how many
+    /// started.
+    ///
+    /// [`start_remembered`]: Self::start_remembered
+    pub fn start_loaded(
+        &mut self,
+        shard: &ShardId,
+        ids: &[EntityId],
+        last: bool,
+        now_s: u32,
+    ) -> usize {
+        let ids: Vec<EntityId> = match self.loading.get(shard) {
+            Some(passivated) if !passivated.is_empty() => ids
+                .iter()
+                .filter(|id| !passivated.contains(*id))
+                .cloned()
+                .collect(),
+            _ => ids.to_vec(),
+        };
+        if last {
+            self.load_ended(shard);
+        }
+        self.start_remembered(shard, &ids, now_s)
     }
 
     /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
@@ -626,6 +667,9 @@ impl<E: Entity> EntityHost<E> {
                 if was_stop && !self.draining.contains_key(&shard) {
                     if let Some(writer) = &self.remember {
                         writer.stopped(&shard, &id);
+                        if let Some(passivated) = self.loading.get_mut(&shard) {
+                            passivated.insert(id.clone());
+                        }
                     }
                 }
                 slot.stopping = false;

@@ -379,11 +379,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     self.input(st, KindInput::WantHome(shard));
                 }
             }
-            Control::StartRemembered { shard, ids } => {
+            Control::StartRemembered { shard, ids, last } => {
                 if st.node.delivers_at_once(&shard) {
                     let now_s = (self.now(st).as_nanos() / 1_000_000_000) as u32;
-                    let started = self.host.start_remembered(&shard, &ids, now_s);
+                    let started = self.host.start_loaded(&shard, &ids, last, now_s);
                     debug!(kind = %self.name, %shard, started, "remembered entities started");
+                } else if last {
+                    self.host.load_ended(&shard);
                 }
             }
             Control::RebalanceAnswered(moves) => {
@@ -455,6 +457,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 KindEffect::ShardStarted(shard) => {
                     debug!(kind = %self.name, %shard, "shard started here");
                     if let Some(remember) = &self.remember {
+                        self.host.load_started(&shard);
                         tokio::spawn(remember::load_and_start(
                             self.name.clone(),
                             shard,

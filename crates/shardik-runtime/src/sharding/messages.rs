@@ -55,6 +55,8 @@ pub(crate) enum Control {
     StartRemembered {
         shard: ShardId,
         ids: Vec<EntityId>,
+        /// The load's last step (sent even when nothing was remembered).
+        last: bool,
     },
     /// Shards with remembered entities, whose homes are to be found without a message.
     WantHomes(Vec<ShardId>),

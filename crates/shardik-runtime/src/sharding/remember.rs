@@ -148,20 +148,26 @@ pub(crate) async fn load_and_start(
             }
         }
     };
-    if ids.is_empty() {
-        return;
-    }
     tracing::debug!(%kind, %shard, entities = ids.len(), "starting remembered entities");
     let ids: Vec<EntityId> = ids.into_iter().map(EntityId::from).collect();
     let step = match settings.recovery {
         EntityRecovery::All => ids.len(),
         EntityRecovery::ConstantRate { entities, .. } => entities.max(1),
+    }
+    .max(1);
+    // At least one step, the last marked, so that the host knows when the load is over.
+    let chunks: Vec<&[EntityId]> = if ids.is_empty() {
+        vec![&[]]
+    } else {
+        ids.chunks(step).collect()
     };
-    for chunk in ids.chunks(step) {
+    let steps = chunks.len();
+    for (i, chunk) in chunks.into_iter().enumerate() {
         let Some(tx) = back.upgrade() else { return };
         let msg = Control::StartRemembered {
             shard: shard.clone(),
             ids: chunk.to_vec(),
+            last: i + 1 == steps,
         };
         if tx.send(msg).await.is_err() {
             return;

@@ -218,15 +218,50 @@ impl<'a> Ctx<'a> {
             strategy,
             members,
             unreachable: view.unreachable.clone(),
-            records: view
-                .records
-                .iter()
-                .filter(|(_, _, st)| *st != ReachabilityStatus::Reachable)
-                .map(|(o, s, _)| (o.clone(), s.clone()))
-                .collect(),
+            records: Self::current_records(view),
             seen_by: &view.seen_by,
             self_addr: &view.self_addr,
         }
+    }
+
+    /// The unreachability records this node can take as current. A record whose observer this
+    /// node has itself lost reached us before we lost it, and may be stale: the observer may
+    /// since have been cut off from the rest too (a partition that changed shape). Such a
+    /// record counts only while some member this node still reaches does not see the observer
+    /// as unreachable, which is the evidence that the observer still talks to the cluster
+    /// (and so is what the indirectly-connected rule is about). Without that filter the stale
+    /// records make the observer look indirectly connected (it observes and is observed) while
+    /// the observer's own side sees a clean partition, the two sides decide by different rules,
+    /// and both can survive (the reshaped partition of `membership_scenarios`, found by the
+    /// sharding simulation's seed 497). See docs/differences-from-akka.md.
+    fn current_records(view: &SbrView) -> Vec<(UniqueAddress, UniqueAddress)> {
+        let unreachable = |st: &ReachabilityStatus| *st != ReachabilityStatus::Reachable;
+        let lost_by_me: BTreeSet<&UniqueAddress> = view
+            .records
+            .iter()
+            .filter(|(o, _, st)| *o == view.self_addr && unreachable(st))
+            .map(|(_, s, _)| s)
+            .collect();
+        let still_reached: Vec<&UniqueAddress> = view
+            .members
+            .iter()
+            .filter(|m| m.status != MemberStatus::Down && m.addr != view.self_addr)
+            .map(|m| &m.addr)
+            .filter(|a| !lost_by_me.contains(a))
+            .collect();
+        let vouched_for = |observer: &UniqueAddress| {
+            still_reached.iter().any(|n| {
+                !view
+                    .records
+                    .iter()
+                    .any(|(o, s, st)| o == *n && s == observer && unreachable(st))
+            })
+        };
+        view.records
+            .iter()
+            .filter(|(o, _, st)| unreachable(st) && (!lost_by_me.contains(o) || vouched_for(o)))
+            .map(|(o, s, _)| (o.clone(), s.clone()))
+            .collect()
     }
 
     fn members_with_role(&self, incl_up: bool, excl_exiting: bool) -> Vec<&'a Member> {
