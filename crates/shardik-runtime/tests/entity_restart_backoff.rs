@@ -22,7 +22,7 @@ use common::{free_port, start_sharding_node_with, wait_up};
 
 const ASK: Duration = Duration::from_secs(10);
 /// The back-off of these tests: short, but long enough to see an entity not running before it.
-const BACKOFF: Duration = Duration::from_millis(200);
+const BACKOFF: Duration = Duration::from_secs(2);
 const REMEMBERING: &str = "restart-remembering";
 const FORGETFUL: &str = "restart-forgetful";
 
