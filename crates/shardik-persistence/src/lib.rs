@@ -1,7 +1,7 @@
 //! Storage for durable entities: one [`Store`] trait for entity journals, snapshots, durable
-//! state, remembered-entity sets and leases, with three implementations: [`MemoryStore`] (tests and the
-//! simulator), [`SqliteStore`] (the embedded default, one file shared by the processes of one
-//! machine) and [`PostgresStore`] (clusters of many machines).
+//! state, remembered-entity sets and leases, with three implementations: [`MemoryStore`]
+//! (tests and the simulator), [`SqliteStore`] (the embedded default, one file shared by the
+//! processes of one machine) and [`PostgresStore`] (clusters of many machines).
 //!
 //! The store, not a read-then-write in the caller, keeps one writer per entity: a journal
 //! write names the persistence id and the sequence numbers it claims, and a number that already
