@@ -98,7 +98,8 @@ impl JournalCursor {
     }
 
     /// The write that appends `events` (payload and tags each), numbered from the next
-    /// sequence number on. The cursor moves only once the store took it ([`written`]).
+    /// sequence number on, without a fence (add one with [`AtomicWrite::fenced`]). The cursor
+    /// moves only once the store took it ([`written`]).
     ///
     /// [`written`]: Self::written
     pub fn next_write(
@@ -111,6 +112,7 @@ impl JournalCursor {
                 .zip(events)
                 .map(|(seq, (payload, tags))| NewEvent { seq, payload, tags })
                 .collect(),
+            fence: None,
         }
     }
 

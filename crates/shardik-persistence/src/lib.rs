@@ -1,13 +1,20 @@
 //! Storage for durable entities: one [`Store`] trait for entity journals, snapshots, durable
-//! state and remembered-entity sets, with three implementations: [`MemoryStore`] (tests and the
-//! simulator), [`SqliteStore`] (the embedded default, one file shared by the processes of one
-//! machine) and [`PostgresStore`] (clusters of many machines).
+//! state, remembered-entity sets and leases, with three implementations: [`MemoryStore`]
+//! (tests and the simulator), [`SqliteStore`] (the embedded default, one file shared by the
+//! processes of one machine) and [`PostgresStore`] (clusters of many machines).
 //!
 //! The store, not a read-then-write in the caller, keeps one writer per entity: a journal
 //! write names the persistence id and the sequence numbers it claims, and a number that already
 //! exists refuses the whole write ([`WriteRefused`]), so two live copies of an entity can never
 //! interleave events in one journal. Deleted events keep their sequence numbers (their payload
 //! is dropped, the key stays), so a deleted number is never written again either.
+//!
+//! Leases live in the same store ([`Store::acquire_lease`] and its siblings; see [`lease`]):
+//! a named lease has one owner at a time, expires by the store's clock unless renewed, and
+//! carries a fencing token that goes up whenever it changes hands. A write may carry its
+//! writer's token ([`Fence`]), and the store refuses one whose token is older than the newest
+//! it accepted for that scope ([`WriteRefused::Fenced`]): a holder that lost its lease without
+//! noticing cannot write.
 //!
 //! Writes are batched by the caller: [`Store::append`] takes the writes of many entities and
 //! commits them together (one transaction), answering each one on its own.
@@ -18,19 +25,24 @@
 #![warn(missing_docs)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 pub mod conformance;
+mod fence;
 pub mod journaled;
+pub mod lease;
 mod memory;
 mod open;
 mod postgres;
 mod sqlite;
 mod util;
 
+pub use fence::Fence;
 pub use journaled::{JournalCursor, Recovery, Retention, SnapshotPlan};
+pub use lease::{LeaseAcquired, LeaseGrant, LeaseInfo};
 pub use memory::MemoryStore;
 pub use open::open_store;
 pub use postgres::PostgresStore;
@@ -63,6 +75,19 @@ pub struct AtomicWrite {
     pub persistence_id: PersistenceId,
     /// The events, with consecutive sequence numbers; never empty.
     pub events: Vec<NewEvent>,
+    /// The writer's lease token, when the entity's kind runs under leases: the write is
+    /// refused ([`WriteRefused::Fenced`]) if the store accepted a newer token in its scope.
+    pub fence: Option<Fence>,
+}
+
+impl AtomicWrite {
+    /// The same write under `fence`.
+    pub fn fenced(self, fence: Fence) -> Self {
+        AtomicWrite {
+            fence: Some(fence),
+            ..self
+        }
+    }
 }
 
 /// An event read back from a journal.
@@ -130,6 +155,21 @@ pub enum WriteRefused {
         /// The revision the writer expected to replace (0: none yet).
         expected: u64,
     },
+    /// The write's lease token is older than the newest the store accepted for its scope: the
+    /// writer lost its lease (another holder has written since).
+    #[error(
+        "{persistence_id}: fenced: token {token} is older than {newest}, the newest accepted for {scope}"
+    )]
+    Fenced {
+        /// Whose journal or state.
+        persistence_id: PersistenceId,
+        /// The fence's scope.
+        scope: Arc<str>,
+        /// The write's token.
+        token: u64,
+        /// The newest token the store accepted for the scope.
+        newest: u64,
+    },
     /// The write itself is malformed (empty, or its numbers are not consecutive from 1 up).
     #[error("{persistence_id}: malformed write: {why}")]
     Malformed {
@@ -174,6 +214,10 @@ pub enum StoreError {
     /// have taken effect.
     #[error("store operation failed: {0}")]
     Failed(String),
+    /// The call's arguments cannot be acted on (an empty lease name or owner, a time-to-live
+    /// out of range); nothing was done.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 /// The outcome of one [`AtomicWrite`] in a batch.
@@ -187,9 +231,12 @@ pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
 /// Every method is safe to call from many tasks and many processes at once. A method that
 /// returns `Err(StoreError)` may or may not have taken effect; `Ok` means durable (committed).
 pub trait Store: Send + Sync + 'static {
-    /// Writes every write of `writes` in one commit, and answers each in order: a write is
-    /// refused ([`WriteRefused::SequenceTaken`]) when any of its sequence numbers exists, and
-    /// then none of its events is written; the others are written.
+    /// Writes every write of `writes` in one commit, and answers each in order, as if they were
+    /// applied one after the other: a write is refused when its fence's token is older than
+    /// the newest accepted in its scope ([`WriteRefused::Fenced`]) or when any of its sequence
+    /// numbers exists ([`WriteRefused::SequenceTaken`]), and then none of its events is
+    /// written and its fence raises nothing; the others are written, and their fences raise
+    /// their scopes' newest tokens.
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>>;
 
     /// The events of `persistence_id` with `from <= seq <= to`, in order, at most `max` of
@@ -239,12 +286,16 @@ pub trait Store: Send + Sync + 'static {
     fn load_state<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Option<StoredState>>;
 
     /// Writes `state` as revision `state.revision`, which must be one more than the stored
-    /// revision (1 when none): otherwise the write is refused
-    /// ([`WriteRefused::RevisionConflict`]) and nothing changes.
+    /// revision (1 when none), under `fence` if given (judged as for [`append`]): otherwise
+    /// the write is refused ([`WriteRefused::RevisionConflict`], [`WriteRefused::Fenced`])
+    /// and nothing changes.
+    ///
+    /// [`append`]: Store::append
     fn write_state<'a>(
         &'a self,
         persistence_id: &'a str,
         state: StoredState,
+        fence: Option<Fence>,
     ) -> StoreFuture<'a, WriteResult>;
 
     /// Records that the entities `started` of shard `shard` of kind `kind` now run, and that
@@ -256,6 +307,44 @@ pub trait Store: Send + Sync + 'static {
         started: &'a [String],
         stopped: &'a [String],
     ) -> StoreFuture<'a, ()>;
+
+    /// Takes the lease `name` for `owner` for `ttl` (by the store's clock) if it is free,
+    /// expired, or already `owner`'s. A lease that changes hands (or is taken again after it
+    /// expired or was released) gets a token higher than any it had; one that `owner` still
+    /// holds keeps its token and gets `ttl` from now.
+    ///
+    /// Errors: [`StoreError::InvalidArgument`] for an empty name or owner, or a `ttl` under
+    /// 1 ms or over [`lease::MAX_LEASE_TTL`].
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired>;
+
+    /// Extends `owner`'s tenure `token` of lease `name` to `ttl` from now, keeping the token.
+    /// `false` (and nothing changes) when the lease is no longer `owner`'s with `token`: it
+    /// expired, was released, or changed hands. An expired lease is never renewed, even when
+    /// nobody took it: its holder must acquire it again, for a new token.
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Ends `owner`'s tenure `token` of lease `name`, so that anyone can take it at once.
+    /// `false` (and nothing changes) when the lease is not `owner`'s with `token`.
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool>;
+
+    /// The lease `name` as the store sees it now; `None` when it was never taken.
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>>;
 
     /// Stops the store: waits for the writes it already accepted to be answered, then releases
     /// its connections, threads and files. Calls after `close` fail with
@@ -278,8 +367,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'a, Vec<String>>;
 }
 
-/// Checks a write's shape: not empty, consecutive sequence numbers starting at 1 or more.
+/// Checks a write's shape: not empty, consecutive sequence numbers starting at 1 or more, and
+/// a fence (if any) with a scope and a token a store can hold.
 pub fn check_write(write: &AtomicWrite) -> WriteResult {
+    if let Some(fence) = &write.fence {
+        fence.check_shape(&write.persistence_id)?;
+    }
     let malformed = |why: &str| WriteRefused::Malformed {
         persistence_id: Arc::clone(&write.persistence_id),
         why: why.to_string(),

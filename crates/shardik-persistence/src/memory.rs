@@ -1,16 +1,23 @@
 //! A store in memory: for unit tests and the simulator. It keeps the same rules as the real
 //! stores (a taken sequence number refuses the whole write, deleted events keep their numbers,
-//! durable state moves one revision at a time), so code tested against it behaves the same on
-//! disk.
+//! durable state moves one revision at a time, fences refuse older tokens, leases expire by
+//! one clock), so code tested against it behaves the same on disk.
+//!
+//! Its lease clock can be injected ([`MemoryStore::with_clock`]), so that a simulator moves
+//! lease expiry with its virtual time.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::lease::{check_names, token_sql, ttl_micros};
 use crate::{
-    AtomicWrite, PersistenceId, Snapshot, Store, StoreFuture, StoredEvent, StoredState,
-    TaggedEvent, WriteRefused, WriteResult, check_write,
+    AtomicWrite, Fence, LeaseAcquired, LeaseGrant, LeaseInfo, PersistenceId, Snapshot, Store,
+    StoreError, StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult,
+    check_write,
 };
 
 /// One event slot of a journal: `None` once deleted.
@@ -28,18 +35,67 @@ struct Contents {
     snapshots: BTreeMap<PersistenceId, BTreeMap<u64, Bytes>>,
     states: BTreeMap<PersistenceId, StoredState>,
     remembered: BTreeMap<(String, String), BTreeSet<String>>,
+    /// The newest token accepted per fence scope.
+    fences: BTreeMap<Arc<str>, u64>,
+    leases: BTreeMap<String, LeaseRow>,
 }
 
-/// A store in memory; clones share the same contents.
-#[derive(Clone, Debug, Default)]
+/// One lease: its last owner (`None` once released), token and expiry by the store's clock.
+#[derive(Clone, Debug)]
+struct LeaseRow {
+    owner: Option<String>,
+    token: u64,
+    expires_at: Duration,
+}
+
+impl LeaseRow {
+    fn held_at(&self, now: Duration) -> bool {
+        self.owner.is_some() && self.expires_at > now
+    }
+}
+
+/// The time leases are judged by: a duration since some fixed origin, never going back.
+type Clock = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// A store in memory; clones share the same contents and clock.
+#[derive(Clone)]
 pub struct MemoryStore {
     contents: Arc<Mutex<Contents>>,
+    clock: Clock,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::with_clock(system_clock)
+    }
+}
+
+/// The system's wall clock, as time since the Unix epoch.
+fn system_clock() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store whose leases expire by the system clock.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose leases expire by `clock`: the time since an origin of the
+    /// caller's choosing (a simulator's virtual time, say). It must never go back.
+    pub fn with_clock(clock: impl Fn() -> Duration + Send + Sync + 'static) -> Self {
+        MemoryStore {
+            contents: Arc::default(),
+            clock: Arc::new(clock),
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Contents) -> T) -> T {
@@ -48,8 +104,24 @@ impl MemoryStore {
 }
 
 impl Contents {
+    /// Judges a fence against its scope's newest token, without raising it.
+    fn judge(&self, persistence_id: &str, fence: Option<&Fence>) -> WriteResult {
+        fence.map_or(Ok(()), |f| {
+            f.judge(persistence_id, self.fences.get(&f.scope).copied())
+        })
+    }
+
+    /// Raises a fence's scope to its token (an accepted write's).
+    fn raise(&mut self, fence: Option<Fence>) {
+        if let Some(Fence { scope, token }) = fence {
+            let newest = self.fences.entry(scope).or_insert(token);
+            *newest = (*newest).max(token);
+        }
+    }
+
     fn append_one(&mut self, write: AtomicWrite) -> WriteResult {
         check_write(&write)?;
+        self.judge(&write.persistence_id, write.fence.as_ref())?;
         let journal = self
             .journals
             .entry(Arc::clone(&write.persistence_id))
@@ -71,12 +143,17 @@ impl Contents {
                 },
             );
         }
+        self.raise(write.fence);
         Ok(())
     }
 }
 
 fn ready<'a, T: Send + 'a>(value: T) -> StoreFuture<'a, T> {
     Box::pin(std::future::ready(Ok(value)))
+}
+
+fn answer<'a, T: Send + 'a>(value: Result<T, StoreError>) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(value))
 }
 
 impl Store for MemoryStore {
@@ -206,8 +283,13 @@ impl Store for MemoryStore {
         &'a self,
         persistence_id: &'a str,
         state: StoredState,
+        fence: Option<Fence>,
     ) -> StoreFuture<'a, WriteResult> {
+        if let Some(Err(malformed)) = fence.as_ref().map(|f| f.check_shape(persistence_id)) {
+            return ready(Err(malformed));
+        }
         ready(self.with(|c| {
+            c.judge(persistence_id, fence.as_ref())?;
             let current = c.states.get(persistence_id).map_or(0, |s| s.revision);
             if state.revision == 0 || current != state.revision - 1 {
                 return Err(WriteRefused::RevisionConflict {
@@ -215,8 +297,103 @@ impl Store for MemoryStore {
                     expected: state.revision.saturating_sub(1),
                 });
             }
+            c.raise(fence);
             c.states.insert(persistence_id.into(), state);
             Ok(())
+        }))
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired> {
+        if let Err(e) = check_names(name, owner).and_then(|()| ttl_micros(name, ttl)) {
+            return answer(Err(e));
+        }
+        let now = (self.clock)();
+        ready(self.with(|c| {
+            let row = c.leases.entry(name.to_string()).or_insert(LeaseRow {
+                owner: None,
+                token: 0,
+                expires_at: Duration::ZERO,
+            });
+            let held = row.held_at(now);
+            if held && row.owner.as_deref() != Some(owner) {
+                return LeaseAcquired::HeldByOther {
+                    owner: row.owner.clone().unwrap_or_default(),
+                    time_left: row.expires_at - now,
+                };
+            }
+            // Still ours: the same tenure. Free or expired: a new one, with a new token.
+            if !held {
+                row.token += 1;
+                row.owner = Some(owner.to_string());
+            }
+            row.expires_at = now + ttl;
+            LeaseAcquired::Granted(LeaseGrant {
+                token: row.token,
+                expires_in: ttl,
+            })
+        }))
+    }
+
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let checked = check_names(name, owner)
+            .and_then(|()| ttl_micros(name, ttl))
+            .and_then(|_| token_sql(name, token));
+        if let Err(e) = checked {
+            return answer(Err(e));
+        }
+        let now = (self.clock)();
+        ready(self.with(|c| match c.leases.get_mut(name) {
+            Some(row)
+                if row.held_at(now)
+                    && row.owner.as_deref() == Some(owner)
+                    && row.token == token =>
+            {
+                row.expires_at = now + ttl;
+                true
+            }
+            _ => false,
+        }))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool> {
+        if let Err(e) = check_names(name, owner).and_then(|()| token_sql(name, token)) {
+            return answer(Err(e));
+        }
+        let now = (self.clock)();
+        ready(self.with(|c| match c.leases.get_mut(name) {
+            Some(row) if row.owner.as_deref() == Some(owner) && row.token == token => {
+                row.owner = None;
+                row.expires_at = row.expires_at.min(now);
+                true
+            }
+            _ => false,
+        }))
+    }
+
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
+        let now = (self.clock)();
+        ready(self.with(|c| {
+            c.leases.get(name).map(|row| LeaseInfo {
+                owner: row.owner.clone(),
+                token: row.token,
+                time_left: row.expires_at.saturating_sub(now),
+            })
         }))
     }
 

@@ -3,9 +3,10 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shardik_persistence::{PostgresStore, Store, StoreError, conformance};
+use shardik_persistence::{AtomicWrite, NewEvent, PostgresStore, Store, StoreError, conformance};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_postgres_store_keeps_the_store_rules() {
@@ -33,6 +34,83 @@ async fn the_postgres_store_answers_each_write_of_a_large_batch() {
         .unwrap();
     conformance::many_writes_in_one_batch(&store, 1_000).await;
     store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writers_on_two_pools_take_turns() {
+    let url = common::fresh_database().await;
+    let first = PostgresStore::connect(&url).await.unwrap();
+    let second = PostgresStore::connect(&url).await.unwrap();
+    conformance::fenced_writers_racing(&first, &second).await;
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+/// Contenders on three pools (so on many connections) race for one lease for a few seconds,
+/// renewing, stalling past the time-to-live and releasing: no two of them ever held it at
+/// once by the server's clock, and tokens grow with time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_contenders_on_three_pools_never_hold_it_at_once() {
+    let url = common::fresh_database().await;
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    for _ in 0..3 {
+        stores.push(Arc::new(PostgresStore::connect(&url).await.unwrap()));
+    }
+    let tenures = conformance::race_for_lease(
+        &stores,
+        "race",
+        "pool",
+        2,
+        Duration::from_millis(100),
+        Duration::from_secs(3),
+    )
+    .await;
+    let handovers = conformance::check_tenures(&tenures, 10);
+    eprintln!("{} tenures, {handovers} handovers", tenures.len());
+    for store in stores {
+        store.close().await.unwrap();
+    }
+}
+
+/// A database written by the first schema (journals, no leases or fences) is migrated forward
+/// at connect: what it held stays, and leases and fences work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_database_migrates_forward() {
+    let url = common::fresh_database().await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let old = AtomicWrite {
+        persistence_id: "k|a".into(),
+        events: vec![NewEvent {
+            seq: 1,
+            payload: bytes::Bytes::from_static(b"old"),
+            tags: vec![],
+        }],
+        fence: None,
+    };
+    assert_eq!(store.append(vec![old]).await.unwrap(), vec![Ok(())]);
+    store.close().await.unwrap();
+    let client = common::admin(&url).await;
+    client
+        .batch_execute(
+            "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
+             UPDATE shardik_schema SET version = 1;",
+        )
+        .await
+        .unwrap();
+
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    assert_eq!(&events[0].payload[..], b"old");
+    assert_eq!(store.read_lease("l").await.unwrap(), None);
+    conformance::leases_acquire_renew_release(&store).await;
+    conformance::fences_refuse_older_tokens(&store).await;
+    store.close().await.unwrap();
+    let version: i32 = client
+        .query_one("SELECT version FROM shardik_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
 }
 
 /// Nodes starting together on an empty database migrate it once (the advisory lock), and all

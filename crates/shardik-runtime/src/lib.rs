@@ -67,6 +67,7 @@ pub mod exit;
 pub mod handle;
 pub mod health;
 pub mod http;
+pub mod lease;
 pub mod logging;
 pub mod metrics;
 pub mod node;

@@ -57,8 +57,18 @@ pub const JOURNAL_WRITES_TOTAL: &str = "shardik_journal_writes_total";
 /// Journal batches sent to the store (counter); writes / batches is the mean batch size.
 pub const JOURNAL_BATCHES_TOTAL: &str = "shardik_journal_batches_total";
 
+/// Leases taken by this node (counter): each grant answering `Lease::acquire` while the lease
+/// was not held here.
+pub const LEASE_ACQUISITIONS_TOTAL: &str = "shardik_lease_acquisitions_total";
+/// Leases this node held and lost (counter; label `reason` = `refused`: the store says it is no
+/// longer ours, `expired`: no renewal succeeded before it would expire).
+pub const LEASE_LOSSES_TOTAL: &str = "shardik_lease_losses_total";
+/// Renewals of held leases that failed (store error or timeout) (counter). A lease is lost
+/// only when renewals keep failing until it would expire.
+pub const LEASE_RENEWAL_FAILURES_TOTAL: &str = "shardik_lease_renewal_failures_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 22] = [
+pub const ALL_NAMES: [&str; 25] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -81,6 +91,9 @@ pub const ALL_NAMES: [&str; 22] = [
     ENTITY_FAILURES_TOTAL,
     JOURNAL_WRITES_TOTAL,
     JOURNAL_BATCHES_TOTAL,
+    LEASE_ACQUISITIONS_TOTAL,
+    LEASE_LOSSES_TOTAL,
+    LEASE_RENEWAL_FAILURES_TOTAL,
 ];
 
 /// Why the recorder could not be installed.
@@ -203,5 +216,20 @@ pub fn describe_all() {
         OUTBOUND_QUEUE_OVERFLOW_TOTAL,
         Unit::Count,
         "Outbound messages dropped because the lane's queue was full."
+    );
+    describe_counter!(
+        LEASE_ACQUISITIONS_TOTAL,
+        Unit::Count,
+        "Leases this node took."
+    );
+    describe_counter!(
+        LEASE_LOSSES_TOTAL,
+        Unit::Count,
+        "Leases this node held and lost, by reason (refused by the store, or expired)."
+    );
+    describe_counter!(
+        LEASE_RENEWAL_FAILURES_TOTAL,
+        Unit::Count,
+        "Lease renewals that failed (store error or timeout)."
     );
 }

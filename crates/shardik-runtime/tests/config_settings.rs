@@ -59,6 +59,11 @@ fn reference_defaults_of_the_edges() {
     assert_eq!(s.management.http.bind_address(), "127.0.0.1:8558");
     assert_eq!(s.logging.format, LogFormat::Text);
     assert_eq!(s.logging.level, "info");
+    // Akka's `akka.coordination.lease` defaults.
+    let lease = s.coordination.lease;
+    assert_eq!(lease.heartbeat_timeout, Duration::from_secs(120));
+    assert_eq!(lease.heartbeat_interval, Duration::from_secs(12));
+    assert_eq!(lease.lease_operation_timeout, Duration::from_secs(5));
 }
 
 #[test]
@@ -245,6 +250,8 @@ fn env_overrides_file_and_reference() {
             "true",
         ),
         ("SHARDIK_TRANSPORT__CONNECT_TIMEOUT", "2s"),
+        ("SHARDIK_COORDINATION__LEASE__HEARTBEAT_TIMEOUT", "30s"),
+        ("SHARDIK_COORDINATION__LEASE__HEARTBEAT_INTERVAL", "3s"),
         // Not configuration: no `__`, or another prefix.
         ("SHARDIK_HOME", "/somewhere"),
         ("PATH", "/usr/bin"),
@@ -269,6 +276,14 @@ fn env_overrides_file_and_reference() {
     assert_eq!(s.management.http.port, 9000);
     assert!(s.management.http.route_providers_read_only);
     assert_eq!(s.transport.connect_timeout, Duration::from_secs(2));
+    assert_eq!(
+        s.coordination.lease.heartbeat_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        s.coordination.lease.heartbeat_interval,
+        Duration::from_secs(3)
+    );
 }
 
 #[test]
@@ -452,6 +467,21 @@ fn out_of_range_values_are_refused_with_the_allowed_range() {
             "[logging]\nlevel = \"info,[[[\"",
             "`logging.level`",
             "tracing filter",
+        ),
+        (
+            "[coordination.lease]\nlease-operation-timeout = \"0s\"",
+            "`coordination.lease.lease-operation-timeout` = `0s`",
+            "greater than zero",
+        ),
+        (
+            "[coordination.lease]\nheartbeat-interval = \"2m\"",
+            "`coordination.lease.heartbeat-interval` = `2m`",
+            "less than heartbeat-timeout (2m)",
+        ),
+        (
+            "[coordination.lease]\nheartbeat-timeout = \"20s\"",
+            "`coordination.lease.heartbeat-timeout` = `20s`",
+            "more than heartbeat-interval + 2 × lease-operation-timeout (22s)",
         ),
     ];
     for (toml, head, allowed) in cases {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use shardik_persistence::{
-    AtomicWrite, MemoryStore, NewEvent, Snapshot, Store, StoreFuture, StoredEvent, StoredState,
-    TaggedEvent, WriteResult, persistence_id,
+    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, MemoryStore, NewEvent, Snapshot, Store,
+    StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteResult, persistence_id,
 };
 use shardik_runtime::node::RunningNode;
 use shardik_runtime::persistence::{
@@ -237,8 +237,41 @@ impl Store for GatedStore {
     fn load_state<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<StoredState>> {
         self.inner.load_state(pid)
     }
-    fn write_state<'a>(&'a self, pid: &'a str, s: StoredState) -> StoreFuture<'a, WriteResult> {
-        self.inner.write_state(pid, s)
+    fn write_state<'a>(
+        &'a self,
+        pid: &'a str,
+        s: StoredState,
+        fence: Option<Fence>,
+    ) -> StoreFuture<'a, WriteResult> {
+        self.inner.write_state(pid, s, fence)
+    }
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired> {
+        self.inner.acquire_lease(name, owner, ttl)
+    }
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.renew_lease(name, owner, token, ttl)
+    }
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.release_lease(name, owner, token)
+    }
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
+        self.inner.read_lease(name)
     }
     fn update_remembered<'a>(
         &'a self,
@@ -314,6 +347,7 @@ async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote
             payload: Bytes::from(postcard::to_allocvec(&Added(100)).unwrap()),
             tags: Vec::new(),
         }],
+        fence: None,
     };
     assert_eq!(store.append(vec![rival]).await.unwrap(), vec![Ok(())]);
     // This copy's write of event 2 is refused: the asker is told, nothing is applied.
@@ -342,6 +376,7 @@ async fn recovery_refuses_a_journal_with_a_gap() {
                 payload: Bytes::from(postcard::to_allocvec(&Added(1)).unwrap()),
                 tags: Vec::new(),
             }],
+            fence: None,
         };
         assert_eq!(store.append(vec![write]).await.unwrap(), vec![Ok(())]);
     }
@@ -471,6 +506,7 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
                 revision: 3,
                 payload: Bytes::from(postcard::to_allocvec(&other).unwrap()),
             },
+            None,
         )
         .await
         .unwrap();

@@ -201,6 +201,7 @@ impl PlainWriter {
                 payload: self.payload.clone(),
                 tags: Vec::new(),
             }],
+            fence: None,
         };
         let answers = self
             .store

@@ -5,6 +5,11 @@
 //! to a conflict must be refused whole, so then the transaction is rolled back and the batch
 //! redone without the refused writes; each round refuses at least one write, so this ends.
 //!
+//! Fenced writes are judged in the same transaction: it first locks the fence rows of the
+//! batch's scopes (see [`fences`]) and reads their newest tokens; a write whose token is older
+//! than its scope's newest (counting earlier writes of the round) is left out of the round and
+//! refused if the round commits, and the round raises the scopes of the writes it commits.
+//!
 //! Two writes of one batch may claim the same number of the same journal; as in the memory
 //! store, the earlier one gets it. A later write that clashes with an earlier one still in the
 //! running is left out of the round ("shadowed"): refused if the earlier one commits, tried
@@ -15,7 +20,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::Client;
 
-use super::PgErr;
+use super::{PgErr, fences};
 use crate::{AtomicWrite, StoreError, WriteRefused, WriteResult, check_write};
 
 pub(super) async fn append(
@@ -27,17 +32,25 @@ pub(super) async fn append(
         .iter()
         .map(|w| check_write(w).and_then(|()| check_range(w)).err().map(Err))
         .collect();
-    loop {
-        let (running, shadowed) = split_round(writes, &results);
-        if running.is_empty() {
-            break;
-        }
+    while results.iter().any(Option::is_none) {
         let tx = client
             .transaction()
             .await
             .map_err(|e| err.query("starting an append", e))?;
-        let inserted = insert_events(&tx, err, writes, &running).await?;
-        let lost: Vec<(usize, u64)> = running
+        let scopes = fence_scopes(writes, &results);
+        let newest = if scopes.is_empty() {
+            HashMap::new()
+        } else {
+            fences::lock(&tx, err, &scopes).await?
+        };
+        let round = plan_round(writes, &results, newest);
+        let inserted = if round.running.is_empty() {
+            HashMap::new()
+        } else {
+            insert_events(&tx, err, writes, &round.running).await?
+        };
+        let lost: Vec<(usize, u64)> = round
+            .running
             .iter()
             .filter_map(|&i| {
                 let pid = &*writes[i].persistence_id;
@@ -49,21 +62,27 @@ pub(super) async fn append(
             })
             .collect();
         if lost.is_empty() {
-            insert_tags(&tx, err, writes, &running, &inserted).await?;
+            insert_tags(&tx, err, writes, &round.running, &inserted).await?;
+            fences::raise(&tx, err, &round.raised).await?;
             tx.commit()
                 .await
                 .map_err(|e| err.query("committing an append", e))?;
-            for i in running {
+            for i in round.running {
                 results[i] = Some(Ok(()));
             }
-            for (i, seq) in shadowed {
+            for (i, seq) in round.shadowed {
                 results[i] = Some(Err(taken(&writes[i], seq)));
+            }
+            for (i, fenced) in round.fenced {
+                results[i] = Some(Err(fenced));
             }
             break;
         }
         tx.rollback()
             .await
             .map_err(|e| err.query("rolling back an append", e))?;
+        // Only the lost writes are settled; the round's fenced and shadowed ones are judged
+        // again without them (a lost write raises no fence and claims no number).
         for (i, seq) in lost {
             results[i] = Some(Err(taken(&writes[i], seq)));
         }
@@ -90,31 +109,80 @@ fn check_range(write: &AtomicWrite) -> WriteResult {
     }
 }
 
-/// The writes of this round, and the shadowed ones with the number they clash on.
-fn split_round(
-    writes: &[AtomicWrite],
+/// The distinct fence scopes of the writes still undecided, sorted (the order their rows are
+/// locked in).
+fn fence_scopes<'w>(writes: &'w [AtomicWrite], results: &[Option<WriteResult>]) -> Vec<&'w str> {
+    let mut scopes: Vec<&str> = writes
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| r.is_none())
+        .filter_map(|(w, _)| w.fence.as_ref().map(|f| &*f.scope))
+        .collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    scopes
+}
+
+/// What one round does with the undecided writes, judged one after the other as the memory
+/// store would apply them.
+struct Round<'w> {
+    /// Written in this round.
+    running: Vec<usize>,
+    /// Refused if the round commits: an earlier running write claims the number given.
+    shadowed: Vec<(usize, u64)>,
+    /// Refused if the round commits: its token is older than its scope's newest, counting the
+    /// tokens of earlier running writes.
+    fenced: Vec<(usize, WriteRefused)>,
+    /// The scopes the running writes raise, with their new newest tokens.
+    raised: Vec<(&'w str, u64)>,
+}
+
+fn plan_round<'w>(
+    writes: &'w [AtomicWrite],
     results: &[Option<WriteResult>],
-) -> (Vec<usize>, Vec<(usize, u64)>) {
+    mut newest: HashMap<&'w str, u64>,
+) -> Round<'w> {
+    let before = newest.clone();
     let mut claimed: HashSet<(&str, u64)> = HashSet::new();
-    let (mut running, mut shadowed) = (Vec::new(), Vec::new());
+    let mut round = Round {
+        running: Vec::new(),
+        shadowed: Vec::new(),
+        fenced: Vec::new(),
+        raised: Vec::new(),
+    };
     for (i, write) in writes.iter().enumerate() {
         if results[i].is_some() {
             continue;
         }
         let pid = &*write.persistence_id;
+        if let Some(fence) = &write.fence {
+            if let Err(fenced) = fence.judge(pid, newest.get(&*fence.scope).copied()) {
+                round.fenced.push((i, fenced));
+                continue;
+            }
+        }
         match write
             .events
             .iter()
             .find(|e| claimed.contains(&(pid, e.seq)))
         {
-            Some(clash) => shadowed.push((i, clash.seq)),
+            Some(clash) => round.shadowed.push((i, clash.seq)),
             None => {
                 claimed.extend(write.events.iter().map(|e| (pid, e.seq)));
-                running.push(i);
+                round.running.push(i);
+                if let Some(fence) = &write.fence {
+                    let bar = newest.entry(&*fence.scope).or_insert(fence.token);
+                    *bar = (*bar).max(fence.token);
+                }
             }
         }
     }
-    (running, shadowed)
+    round.raised = newest
+        .into_iter()
+        .filter(|(scope, token)| before.get(scope).is_none_or(|old| old < token))
+        .collect();
+    round.raised.sort_unstable();
+    round
 }
 
 /// Inserts the events of `running`; the rows that went in, by (pid, seq), with their ordinals.

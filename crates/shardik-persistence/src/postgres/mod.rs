@@ -3,6 +3,8 @@
 
 mod append;
 mod error;
+mod fences;
+mod leases;
 mod schema;
 
 use std::fmt;
@@ -19,8 +21,8 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::util::{bound, describe, from_sql, limit, to_sql};
 use crate::{
-    AtomicWrite, PersistenceId, Snapshot, Store, StoreError, StoreFuture, StoredEvent, StoredState,
-    TaggedEvent, WriteRefused, WriteResult,
+    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, PersistenceId, Snapshot, Store, StoreError,
+    StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult,
 };
 use error::{PgErr, server_name};
 
@@ -379,41 +381,106 @@ impl Store for PostgresStore {
         &'a self,
         persistence_id: &'a str,
         state: StoredState,
+        fence: Option<Fence>,
     ) -> StoreFuture<'a, WriteResult> {
         Box::pin(async move {
+            if let Some(fence) = &fence {
+                if let Err(malformed) = fence.check_shape(persistence_id) {
+                    return Ok(Err(malformed));
+                }
+            }
             let conflict = || {
                 Err(WriteRefused::RevisionConflict {
                     persistence_id: persistence_id.into(),
                     expected: state.revision.saturating_sub(1),
                 })
             };
+            if state.revision == 0 {
+                return Ok(conflict());
+            }
+            let revision = to_sql(state.revision, "state revision")?;
             let payload = &state.payload[..];
+            let mut client = self.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(|e| self.err.query("starting a durable state write", e))?;
+            // The fence first: its row stays locked until the commit, so a newer token
+            // cannot be accepted between this judgement and the write.
+            if let Some(fence) = &fence {
+                let newest = fences::lock(&tx, &self.err, &[&fence.scope]).await?;
+                if let Err(fenced) = fence.judge(persistence_id, newest.get(&*fence.scope).copied())
+                {
+                    return Ok(Err(fenced));
+                }
+            }
             // Revision 1 is an insert that must find no row; revision n an update that must
             // find n - 1. Either way one statement, so two writers cannot both succeed.
-            let changed = match state.revision {
-                0 => return Ok(conflict()),
-                1 => {
-                    self.execute(
-                        "INSERT INTO shardik_states (pid, revision, payload) VALUES ($1, 1, $2)
-                         ON CONFLICT (pid) DO NOTHING",
-                        &[&persistence_id, &payload],
-                        "writing a durable state",
-                    )
-                    .await?
-                }
-                revision => {
-                    let revision = to_sql(revision, "state revision")?;
-                    self.execute(
-                        "UPDATE shardik_states SET revision = $2::bigint, payload = $3
-                         WHERE pid = $1 AND revision = $2::bigint - 1",
-                        &[&persistence_id, &revision, &payload],
-                        "writing a durable state",
-                    )
-                    .await?
-                }
+            let changed = if revision == 1 {
+                run(
+                    &tx,
+                    &self.err,
+                    "INSERT INTO shardik_states (pid, revision, payload) VALUES ($1, 1, $2)
+                     ON CONFLICT (pid) DO NOTHING",
+                    &[&persistence_id, &payload],
+                    "writing a durable state",
+                )
+                .await?
+            } else {
+                run(
+                    &tx,
+                    &self.err,
+                    "UPDATE shardik_states SET revision = $2::bigint, payload = $3
+                     WHERE pid = $1 AND revision = $2::bigint - 1",
+                    &[&persistence_id, &revision, &payload],
+                    "writing a durable state",
+                )
+                .await?
             };
-            Ok(if changed == 1 { Ok(()) } else { conflict() })
+            if changed != 1 {
+                // Dropping the transaction rolls it back: nothing changed.
+                return Ok(conflict());
+            }
+            if let Some(fence) = &fence {
+                fences::raise(&tx, &self.err, &[(&fence.scope, fence.token)]).await?;
+            }
+            tx.commit()
+                .await
+                .map_err(|e| self.err.query("committing a durable state write", e))?;
+            Ok(Ok(()))
         })
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired> {
+        Box::pin(self.acquire_lease_impl(name, owner, ttl))
+    }
+
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.renew_lease_impl(name, owner, token, ttl))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release_lease_impl(name, owner, token))
+    }
+
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
+        Box::pin(self.read_lease_impl(name))
     }
 
     fn update_remembered<'a>(

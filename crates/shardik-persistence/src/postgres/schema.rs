@@ -15,10 +15,15 @@ use crate::StoreError;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
 ///
-/// `ordinal` is a bigserial: numbers are taken when rows are inserted, not when they commit, so
-/// with concurrent writers a smaller ordinal can become visible after a larger one (see
-/// [`super::PostgresStore`]).
-const MIGRATIONS: &[&str] = &[r#"
+/// Version 1, journals and the rest: `ordinal` is a bigserial: numbers are taken when rows are
+/// inserted, not when they commit, so with concurrent writers a smaller ordinal can become
+/// visible after a larger one (see [`super::PostgresStore`]).
+///
+/// Version 2, leases and fences: a lease row is never deleted (a release clears its owner), so
+/// its token keeps growing across tenures; `expires_at` is judged by the server's clock. A
+/// fence row holds the newest token accepted for its scope.
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE shardik_events (
         ordinal BIGSERIAL PRIMARY KEY,
         pid TEXT COLLATE "C" NOT NULL,
@@ -50,7 +55,20 @@ const MIGRATIONS: &[&str] = &[r#"
         entity TEXT COLLATE "C" NOT NULL,
         PRIMARY KEY (kind, shard, entity)
     );
-"#];
+"#,
+    r#"
+    CREATE TABLE shardik_leases (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        owner TEXT COLLATE "C",
+        token BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE shardik_fences (
+        scope TEXT COLLATE "C" PRIMARY KEY,
+        token BIGINT NOT NULL
+    );
+"#,
+];
 
 /// The schema version this build writes and reads.
 pub(crate) const CURRENT: u32 = MIGRATIONS.len() as u32;

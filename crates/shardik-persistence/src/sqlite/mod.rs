@@ -13,6 +13,7 @@
 //! 10 s lets several processes share the file: a writer waits for another's write lock
 //! instead of failing (see [`wait_for_lock`] for why not SQLite's own `busy_timeout`).
 
+mod leases;
 mod queries;
 mod reader;
 mod schema;
@@ -27,8 +28,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    AtomicWrite, Snapshot, Store, StoreError, StoreFuture, StoredEvent, StoredState, TaggedEvent,
-    WriteResult,
+    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, Snapshot, Store, StoreError, StoreFuture,
+    StoredEvent, StoredState, TaggedEvent, WriteResult,
 };
 use reader::ReaderMsg;
 use writer::WriterMsg;
@@ -360,9 +361,46 @@ impl Store for SqliteStore {
         &'a self,
         persistence_id: &'a str,
         state: StoredState,
+        fence: Option<Fence>,
     ) -> StoreFuture<'a, WriteResult> {
         let pid = persistence_id.to_owned();
-        self.write(move |conn, path| queries::write_state(conn, path, &pid, &state))
+        self.write(move |conn, path| queries::write_state(conn, path, &pid, &state, fence.as_ref()))
+    }
+
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired> {
+        let (name, owner) = (name.to_owned(), owner.to_owned());
+        self.write(move |conn, path| leases::acquire(conn, path, &name, &owner, ttl))
+    }
+
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let (name, owner) = (name.to_owned(), owner.to_owned());
+        self.write(move |conn, path| leases::renew(conn, path, &name, &owner, token, ttl))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool> {
+        let (name, owner) = (name.to_owned(), owner.to_owned());
+        self.write(move |conn, path| leases::release(conn, path, &name, &owner, token))
+    }
+
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
+        let name = name.to_owned();
+        self.read(move |conn, path| leases::read(conn, path, &name))
     }
 
     fn update_remembered<'a>(

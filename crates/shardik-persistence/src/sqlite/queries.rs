@@ -7,28 +7,42 @@ use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, ffi, params};
 
 use super::Ctx;
+use super::leases::FenceBars;
 use crate::util::{bound, from_sql, limit, to_sql};
 use crate::{
-    AtomicWrite, PersistenceId, Snapshot, StoreError, StoredEvent, StoredState, TaggedEvent,
+    AtomicWrite, Fence, PersistenceId, Snapshot, StoreError, StoredEvent, StoredState, TaggedEvent,
     WriteRefused, WriteResult, check_write,
 };
 
-/// Writes each write inside a savepoint of its own: a write whose number is taken is undone
-/// alone and refused, the others stay.
+/// Writes each write inside a savepoint of its own: a write whose fence is older than its
+/// scope's newest token is refused before anything is written; one whose number is taken is
+/// undone alone and refused; the others stay, and their fences raise their scopes.
 pub(super) fn append(
     conn: &Connection,
     path: &Path,
     writes: Vec<AtomicWrite>,
 ) -> Result<Vec<WriteResult>, StoreError> {
     let mut results = Vec::with_capacity(writes.len());
+    let mut fences = FenceBars::default();
     for write in writes {
         if let Err(refused) = check_write(&write).and_then(|()| check_range(&write)) {
             results.push(Err(refused));
             continue;
         }
+        if let Some(fence) = &write.fence {
+            if let Err(fenced) = fences.judge(conn, path, &write.persistence_id, fence)? {
+                results.push(Err(fenced));
+                continue;
+            }
+        }
         conn.execute_batch("SAVEPOINT write")
             .ctx(path, "opening a savepoint")?;
-        let outcome = insert_write(conn, path, &write);
+        let outcome = insert_write(conn, path, &write).and_then(|taken| {
+            if let (None, Some(fence)) = (taken, &write.fence) {
+                fences.raise(conn, path, fence)?;
+            }
+            Ok(taken)
+        });
         if !matches!(outcome, Ok(None)) {
             conn.execute_batch("ROLLBACK TO write")
                 .ctx(path, "undoing a refused write")?;
@@ -286,12 +300,24 @@ pub(super) fn load_state(
 }
 
 /// Revision 1 is an insert that must find no row; revision n an update that must find n - 1.
+/// A fence is judged first, and raised once the state is written (the writer's transaction
+/// holds the write lock throughout, and its savepoint undoes both together on an error).
 pub(super) fn write_state(
     conn: &Connection,
     path: &Path,
     pid: &str,
     state: &StoredState,
+    fence: Option<&Fence>,
 ) -> Result<WriteResult, StoreError> {
+    let mut fences = FenceBars::default();
+    if let Some(fence) = fence {
+        if let Err(malformed) = fence.check_shape(pid) {
+            return Ok(Err(malformed));
+        }
+        if let Err(fenced) = fences.judge(conn, path, pid, fence)? {
+            return Ok(Err(fenced));
+        }
+    }
     let conflict = || {
         Ok(Err(WriteRefused::RevisionConflict {
             persistence_id: pid.into(),
@@ -316,7 +342,13 @@ pub(super) fn write_state(
         }
     }
     .ctx(path, "writing a durable state")?;
-    if changed == 1 { Ok(Ok(())) } else { conflict() }
+    if changed != 1 {
+        return conflict();
+    }
+    if let Some(fence) = fence {
+        fences.raise(conn, path, fence)?;
+    }
+    Ok(Ok(()))
 }
 
 pub(super) fn update_remembered(

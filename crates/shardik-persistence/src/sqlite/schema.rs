@@ -16,10 +16,16 @@ use crate::StoreError;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
 ///
-/// Event rows are never deleted (deletion clears the payload), so the `INTEGER PRIMARY KEY`
-/// ordinal is never reused; and SQLite has one writer at a time, so ordinals grow in commit
-/// order, which queries by tag rely on.
-const MIGRATIONS: &[&str] = &["
+/// Version 1, journals and the rest: event rows are never deleted (deletion clears the
+/// payload), so the `INTEGER PRIMARY KEY` ordinal is never reused; and SQLite has one writer at
+/// a time, so ordinals grow in commit order, which queries by tag rely on.
+///
+/// Version 2, leases and fences: a lease row is never deleted either (a release clears its
+/// owner), so its token keeps growing across tenures; `expires_at` is in microseconds since
+/// the Unix epoch by the machine's clock. A fence row holds the newest token accepted for its
+/// scope.
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE shardik_events (
         ordinal INTEGER PRIMARY KEY,
         pid TEXT NOT NULL,
@@ -51,7 +57,20 @@ const MIGRATIONS: &[&str] = &["
         entity TEXT NOT NULL,
         PRIMARY KEY (kind, shard, entity)
     ) WITHOUT ROWID;
-"];
+",
+    "
+    CREATE TABLE shardik_leases (
+        name TEXT PRIMARY KEY,
+        owner TEXT,
+        token INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE shardik_fences (
+        scope TEXT PRIMARY KEY,
+        token INTEGER NOT NULL
+    ) WITHOUT ROWID;
+",
+];
 
 /// The schema version this build writes and reads.
 pub(crate) const CURRENT: u32 = MIGRATIONS.len() as u32;

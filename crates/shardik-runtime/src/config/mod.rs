@@ -15,6 +15,7 @@
 //! range checks, and one module per section holds that section's keys and rules.
 
 mod cluster;
+mod coordination;
 mod downing;
 mod error;
 mod load;
@@ -29,6 +30,7 @@ mod values;
 use serde::Deserialize;
 
 pub use cluster::{ClusterSettings, RoleSettings};
+pub use coordination::{CoordinationSettings, LeaseSettings};
 pub use downing::{
     ActiveStrategy, DownAllWhenUnstable, DowningProvider, FailureDetectorSettings,
     KeepOldestSettings, LeaseMajoritySettings, RoleOnlySettings, SplitBrainResolverSettings,
@@ -62,4 +64,6 @@ pub struct Settings {
     pub logging: LoggingSettings,
     /// `persistence.*`: the store of durable entities.
     pub persistence: PersistenceSettings,
+    /// `coordination.*`: leases.
+    pub coordination: CoordinationSettings,
 }

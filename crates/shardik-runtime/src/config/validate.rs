@@ -15,6 +15,7 @@ impl Settings {
         self.transport.validate()?;
         self.management.validate()?;
         self.persistence.validate()?;
+        self.coordination.lease.validate()?;
         self.logging.validate()
     }
 }

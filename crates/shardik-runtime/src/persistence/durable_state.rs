@@ -148,6 +148,7 @@ impl<B: DurableStateEntity> DurableState<B> {
                     revision,
                     payload: Bytes::from(payload),
                 },
+                None,
             )
             .await
             .map_err(|e| EntityFailure(format!("state write failed: {e}")))?;

@@ -1,10 +1,26 @@
 //! The rules every [`Store`] keeps, as checks any implementation runs in its tests
-//! (`conformance::run_all(&store).await`). Each check uses persistence ids and kinds of its own
-//! under a fresh prefix, so the checks can share one database with other data.
+//! (`conformance::run_all(&store).await`). Each check uses persistence ids, kinds, fence scopes
+//! and lease names of its own under a fresh prefix, so the checks can share one database with
+//! other data. The lease checks wait for real leases to expire, so [`run_all`] takes a few
+//! seconds; [`race_for_lease`] and [`check_tenures`] race contenders for one lease.
+
+mod fences;
+mod lease_race;
+mod leases;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+pub use fences::{
+    fenced_writers_racing, fences_on_durable_state, fences_refuse_older_tokens,
+    fences_within_one_batch,
+};
+pub use lease_race::{Tenure, check_tenures, contend_for_lease, race_for_lease};
+pub use leases::{
+    lease_arguments_are_checked, leases_acquire_renew_release,
+    leases_are_taken_over_only_after_expiry,
+};
 
 use crate::{
     AtomicWrite, NewEvent, PersistenceId, Snapshot, Store, StoredState, WriteRefused,
@@ -23,6 +39,7 @@ fn write(pid: &PersistenceId, events: Vec<NewEvent>) -> AtomicWrite {
     AtomicWrite {
         persistence_id: Arc::clone(pid),
         events,
+        fence: None,
     }
 }
 
@@ -54,6 +71,12 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     durable_state_moves_one_revision_at_a_time(store).await;
     remembered_entities_per_shard(store).await;
     events_by_tag_in_commit_order(store).await;
+    fences_refuse_older_tokens(store).await;
+    fences_within_one_batch(store).await;
+    fences_on_durable_state(store).await;
+    leases_acquire_renew_release(store).await;
+    leases_are_taken_over_only_after_expiry(store).await;
+    lease_arguments_are_checked(store).await;
 }
 
 /// Events come back in order, bounded by range and count; the highest number is known.
@@ -354,19 +377,25 @@ pub async fn durable_state_moves_one_revision_at_a_time<S: Store + ?Sized>(store
     };
     assert_eq!(store.load_state(&pid).await.unwrap(), None);
     assert!(matches!(
-        store.write_state(&pid, state(2, "skip")).await.unwrap(),
+        store
+            .write_state(&pid, state(2, "skip"), None)
+            .await
+            .unwrap(),
         Err(WriteRefused::RevisionConflict { .. })
     ));
     assert_eq!(
-        store.write_state(&pid, state(1, "v1")).await.unwrap(),
+        store.write_state(&pid, state(1, "v1"), None).await.unwrap(),
         Ok(())
     );
     assert_eq!(
-        store.write_state(&pid, state(2, "v2")).await.unwrap(),
+        store.write_state(&pid, state(2, "v2"), None).await.unwrap(),
         Ok(())
     );
     assert!(matches!(
-        store.write_state(&pid, state(2, "rival")).await.unwrap(),
+        store
+            .write_state(&pid, state(2, "rival"), None)
+            .await
+            .unwrap(),
         Err(WriteRefused::RevisionConflict { .. })
     ));
     assert_eq!(store.load_state(&pid).await.unwrap(), Some(state(2, "v2")));

@@ -1,0 +1,547 @@
+//! Leases on real stores (SQLite files, and PostgreSQL through `scripts/with-postgres`): taken,
+//! renewed in the background past their time-to-live, released; lost when a renewal is
+//! refused, when a stalled holder's lease expires and another owner takes it (whose writes
+//! then fence the old holder's out), when the store is closed, and when PostgreSQL stops
+//! accepting connections; kept when PostgreSQL kills the pool's connections.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shardik_persistence::{
+    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, MemoryStore, NewEvent, PostgresStore, Snapshot,
+    SqliteStore, Store, StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused,
+    WriteResult,
+};
+use shardik_runtime::config::LeaseSettings;
+use shardik_runtime::lease::{Lease, LeaseStatus, LostReason};
+use tokio::sync::watch;
+
+/// Short enough for a test: 1 s to live, renewed every 150 ms, 200 ms per call (and margin).
+fn fast() -> LeaseSettings {
+    LeaseSettings {
+        heartbeat_timeout: Duration::from_secs(1),
+        heartbeat_interval: Duration::from_millis(150),
+        lease_operation_timeout: Duration::from_millis(200),
+    }
+}
+
+fn lease(store: &Arc<dyn Store>, name: &str, owner: &str) -> Lease {
+    Lease::new(Arc::clone(store), name, owner, fast()).unwrap()
+}
+
+fn write(pid: &str, seq: u64, fence: Option<Fence>) -> AtomicWrite {
+    AtomicWrite {
+        persistence_id: pid.into(),
+        events: vec![NewEvent {
+            seq,
+            payload: Bytes::from_static(b"e"),
+            tags: vec![],
+        }],
+        fence,
+    }
+}
+
+async fn append_one(store: &Arc<dyn Store>, w: AtomicWrite) -> WriteResult {
+    store.append(vec![w]).await.unwrap().remove(0)
+}
+
+/// Waits (at most `within`) for the lease to be lost, and returns why.
+async fn lost(lease: &Lease, within: Duration) -> (u64, LostReason) {
+    let mut status = lease.subscribe();
+    let seen = tokio::time::timeout(
+        within,
+        status.wait_for(|s| matches!(s, LeaseStatus::Lost { .. })),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the lease was not lost within {within:?}: {lease:?}"))
+    .unwrap()
+    .clone();
+    match seen {
+        LeaseStatus::Lost { token, reason } => (token, reason),
+        other => unreachable!("{other:?}"),
+    }
+}
+
+/// A store whose lease renewals wait while the gate is closed: a holder that stalls (a long
+/// pause, a stopped process, a cut network) while the store and everyone else go on.
+#[derive(Clone)]
+struct Gated {
+    inner: Arc<dyn Store>,
+    open: Arc<watch::Sender<bool>>,
+}
+
+impl Gated {
+    fn new(inner: Arc<dyn Store>) -> Self {
+        Gated {
+            inner,
+            open: Arc::new(watch::Sender::new(true)),
+        }
+    }
+    fn set_open(&self, open: bool) {
+        self.open.send_replace(open);
+    }
+}
+
+impl Store for Gated {
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut open = self.open.subscribe();
+            let _ = open.wait_for(|open| *open).await;
+            self.inner.renew_lease(name, owner, token, ttl).await
+        })
+    }
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, LeaseAcquired> {
+        self.inner.acquire_lease(name, owner, ttl)
+    }
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        token: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.release_lease(name, owner, token)
+    }
+    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
+        self.inner.read_lease(name)
+    }
+    fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
+        self.inner.append(writes)
+    }
+    fn read_events<'a>(
+        &'a self,
+        pid: &'a str,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<StoredEvent>> {
+        self.inner.read_events(pid, from, to, max)
+    }
+    fn highest_seq<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, u64> {
+        self.inner.highest_seq(pid)
+    }
+    fn delete_events_to<'a>(&'a self, pid: &'a str, to: u64) -> StoreFuture<'a, ()> {
+        self.inner.delete_events_to(pid, to)
+    }
+    fn events_by_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        offset: u64,
+        max: usize,
+    ) -> StoreFuture<'a, Vec<TaggedEvent>> {
+        self.inner.events_by_tag(tag, offset, max)
+    }
+    fn save_snapshot<'a>(&'a self, pid: &'a str, s: Snapshot) -> StoreFuture<'a, ()> {
+        self.inner.save_snapshot(pid, s)
+    }
+    fn latest_snapshot<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<Snapshot>> {
+        self.inner.latest_snapshot(pid)
+    }
+    fn delete_snapshots_below<'a>(&'a self, pid: &'a str, below: u64) -> StoreFuture<'a, ()> {
+        self.inner.delete_snapshots_below(pid, below)
+    }
+    fn load_state<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<StoredState>> {
+        self.inner.load_state(pid)
+    }
+    fn write_state<'a>(
+        &'a self,
+        pid: &'a str,
+        s: StoredState,
+        fence: Option<Fence>,
+    ) -> StoreFuture<'a, WriteResult> {
+        self.inner.write_state(pid, s, fence)
+    }
+    fn update_remembered<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+        started: &'a [String],
+        stopped: &'a [String],
+    ) -> StoreFuture<'a, ()> {
+        self.inner.update_remembered(kind, shard, started, stopped)
+    }
+    fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>> {
+        self.inner.remembered_shards(kind)
+    }
+    fn remembered_entities<'a>(
+        &'a self,
+        kind: &'a str,
+        shard: &'a str,
+    ) -> StoreFuture<'a, Vec<String>> {
+        self.inner.remembered_entities(kind, shard)
+    }
+}
+
+/// Taken, kept by renewals well past its time-to-live, refused to another owner, released,
+/// then taken by that owner with a newer token.
+async fn acquire_renew_release(store: Arc<dyn Store>) {
+    let a = lease(&store, "renewed", "node-a");
+    let b = lease(&store, "renewed", "node-b");
+    assert_eq!(
+        (a.check(), a.token(), a.status()),
+        (false, None, LeaseStatus::Free)
+    );
+    assert!(a.acquire().await.unwrap());
+    let token = a.token().expect("held");
+    assert_eq!(a.status(), LeaseStatus::Held { token });
+    assert_eq!(a.fence("kind|7"), Some(Fence::new("kind|7", token)));
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(a.check(), "renewals keep it past its 1 s time-to-live");
+    assert_eq!(a.token(), Some(token), "renewals keep the token");
+    let info = store.read_lease("renewed").await.unwrap().unwrap();
+    assert_eq!((info.holder(), info.token), (Some("node-a"), token));
+    assert!(!b.acquire().await.unwrap(), "another owner cannot take it");
+    assert_eq!((b.check(), b.token()), (false, None));
+    assert!(a.acquire().await.unwrap(), "held already");
+    assert_eq!(a.renewal_failures(), 0);
+    assert_eq!(a.store_error(), None);
+
+    assert!(a.release().await.unwrap());
+    assert_eq!(
+        (a.check(), a.token(), a.status()),
+        (false, None, LeaseStatus::Free)
+    );
+    let info = store.read_lease("renewed").await.unwrap().unwrap();
+    assert_eq!(info.holder(), None);
+    assert!(b.acquire().await.unwrap(), "free at once after the release");
+    assert!(b.token().unwrap() > token);
+    assert!(!a.release().await.unwrap(), "nothing of a's to release");
+    assert!(b.check(), "a's release did not touch b's lease");
+    assert!(b.release().await.unwrap());
+}
+
+/// The lease is released behind the holder's back and taken by another owner: the holder's
+/// next renewal is refused and it learns it lost the lease.
+async fn lost_when_a_renewal_is_refused(store: Arc<dyn Store>) {
+    let a = lease(&store, "refused", "node-a");
+    let b = lease(&store, "refused", "node-b");
+    assert!(a.acquire().await.unwrap());
+    let token = a.token().unwrap();
+    assert!(
+        store
+            .release_lease("refused", "node-a", token)
+            .await
+            .unwrap()
+    );
+    assert!(b.acquire().await.unwrap());
+    assert_eq!(
+        lost(&a, Duration::from_secs(2)).await,
+        (token, LostReason::Refused)
+    );
+    assert_eq!((a.check(), a.token()), (false, None));
+    assert!(!a.acquire().await.unwrap(), "b holds it now");
+    b.release().await.unwrap();
+}
+
+/// The holder stalls (its renewals wait): it gives the lease up by its own deadline, the
+/// store lets another owner take it only after its expiry, and from the new owner's first
+/// fenced write on, the old holder's writes with its old token are refused.
+async fn lost_by_a_stalled_holder_then_taken_and_fenced(store: Arc<dyn Store>) {
+    let gate = Gated::new(Arc::clone(&store));
+    let stalled: Arc<dyn Store> = Arc::new(gate.clone());
+    let a = lease(&stalled, "stalled", "node-a");
+    let b = lease(&store, "stalled", "node-b");
+    assert!(a.acquire().await.unwrap());
+    let old = a.fence("kind|3").unwrap();
+    assert_eq!(
+        append_one(&store, write("kind|x", 1, Some(old.clone()))).await,
+        Ok(())
+    );
+
+    gate.set_open(false);
+    assert_eq!(
+        lost(&a, Duration::from_secs(3)).await,
+        (old.token, LostReason::Expired)
+    );
+    assert!(!a.check());
+    assert!(a.renewal_failures() >= 1, "the stalled renewals timed out");
+    assert!(
+        a.store_error()
+            .is_some_and(|e| e.contains("did not answer"))
+    );
+
+    let mut taken = false;
+    for _ in 0..40 {
+        if b.acquire().await.unwrap() {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(taken, "b takes the lease once it expired");
+    let new = b.fence("kind|3").unwrap();
+    assert!(new.token > old.token);
+    assert_eq!(
+        append_one(&store, write("kind|y", 1, Some(new.clone()))).await,
+        Ok(())
+    );
+    match append_one(&store, write("kind|x", 2, Some(old.clone()))).await {
+        Err(WriteRefused::Fenced { token, newest, .. }) => {
+            assert_eq!((token, newest), (old.token, new.token))
+        }
+        other => panic!("the old holder's write should be fenced: {other:?}"),
+    }
+    gate.set_open(true);
+    assert!(!a.acquire().await.unwrap(), "b holds it");
+    b.release().await.unwrap();
+}
+
+/// A holder whose renewals stall gives the lease up while the store still has it, by the
+/// safety margin (`lease-operation-timeout`, large here so that a slow machine cannot blur
+/// it), and only after the store's expiry can another owner take it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_holder_gives_up_before_the_store_expiry() {
+    let settings = LeaseSettings {
+        heartbeat_timeout: Duration::from_secs(2),
+        heartbeat_interval: Duration::from_millis(100),
+        lease_operation_timeout: Duration::from_millis(600),
+    };
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let gate = Gated::new(Arc::clone(&store));
+    let a = Lease::new(Arc::new(gate.clone()), "margin", "node-a", settings).unwrap();
+    let b = Lease::new(Arc::clone(&store), "margin", "node-b", settings).unwrap();
+    assert!(a.acquire().await.unwrap());
+    let token = a.token().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.set_open(false);
+    assert_eq!(
+        lost(&a, Duration::from_secs(5)).await,
+        (token, LostReason::Expired)
+    );
+    let info = store.read_lease("margin").await.unwrap().unwrap();
+    assert_eq!(
+        info.holder(),
+        Some("node-a"),
+        "given up while the store still has it: {info:?}"
+    );
+    assert!(
+        info.time_left <= settings.lease_operation_timeout,
+        "given up no earlier than the margin: {info:?}"
+    );
+    assert!(!b.acquire().await.unwrap(), "nobody else can take it yet");
+    tokio::time::sleep(info.time_left + Duration::from_millis(10)).await;
+    assert!(
+        b.acquire().await.unwrap(),
+        "taken once the store's expiry passed"
+    );
+    assert!(b.token().unwrap() > token);
+}
+
+fn sqlite(dir: &tempfile::TempDir, name: &str) -> impl Future<Output = Arc<dyn Store>> {
+    let path = dir.path().join(name);
+    async move { Arc::new(SqliteStore::open(path).await.unwrap()) as Arc<dyn Store> }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lease_is_acquired_renewed_and_released() {
+    let dir = tempfile::tempdir().unwrap();
+    acquire_renew_release(sqlite(&dir, "a.db").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lease_is_lost_when_a_renewal_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    lost_when_a_renewal_is_refused(sqlite(&dir, "r.db").await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lease_of_a_stalled_holder_is_taken_and_its_writes_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    lost_by_a_stalled_holder_then_taken_and_fenced(sqlite(&dir, "s.db").await).await;
+}
+
+/// The store goes away under the holder (closed here, as a file on a lost disk would fail):
+/// renewals fail, the failures are reported, and the lease is lost by its deadline and
+/// counted in the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_lease_is_lost_when_the_store_is_closed() {
+    let metrics = shardik_runtime::metrics::Metrics::install().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir, "c.db").await;
+    let a = lease(&store, "closed", "node-a");
+    assert!(a.acquire().await.unwrap());
+    let token = a.token().unwrap();
+    store.close().await.unwrap();
+    assert_eq!(
+        lost(&a, Duration::from_secs(3)).await,
+        (token, LostReason::Expired)
+    );
+    assert!(a.renewal_failures() >= 1);
+    let error = a.store_error().expect("the failure is reported");
+    assert!(error.contains("closed"), "{error}");
+    let rendered = metrics.render();
+    for line in [
+        "shardik_lease_losses_total{reason=\"expired\"}",
+        "shardik_lease_renewal_failures_total",
+        "shardik_lease_acquisitions_total",
+    ] {
+        let value: f64 = rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(line).map(|v| v.trim().parse().unwrap()))
+            .unwrap_or_else(|| panic!("{line} missing from {rendered}"));
+        assert!(value >= 1.0, "{line} {value}");
+    }
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir, "b.db").await;
+    let settings = LeaseSettings {
+        heartbeat_interval: Duration::from_millis(700),
+        ..fast()
+    };
+    let refused = Lease::new(store, "x", "a", settings).unwrap_err();
+    assert!(
+        refused.to_string().contains("heartbeat-timeout"),
+        "{refused}"
+    );
+}
+
+// ---- PostgreSQL ----
+
+mod pg {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    /// The server `scripts/with-postgres` started. Panics, never skips, without it.
+    pub fn server_url() -> String {
+        std::env::var("SHARDIK_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+            panic!(
+                "SHARDIK_TEST_POSTGRES_URL is not set: these tests need PostgreSQL. Run them \
+                 through scripts/with-postgres, e.g. \
+                 `scripts/with-postgres cargo test -p shardik-runtime --test lease`"
+            )
+        })
+    }
+
+    pub async fn admin(url: &str) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+        tokio::spawn(connection);
+        client
+    }
+
+    /// A database of its own (name, URL).
+    pub async fn fresh_database() -> (String, String) {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let server = server_url();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!(
+            "shardik_lease_{}_{nanos:x}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        admin(&server)
+            .await
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let (head, query) = server.split_once('?').unwrap_or((&server, ""));
+        let base = &head[..head.rfind('/').unwrap()];
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        (name.clone(), format!("{base}/{name}{query}"))
+    }
+
+    /// Ends every connection to `database` (from a connection to another database).
+    pub async fn terminate(admin: &tokio_postgres::Client, database: &str) -> u64 {
+        admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&database],
+            )
+            .await
+            .unwrap()
+            .len() as u64
+    }
+}
+
+async fn postgres() -> (Arc<dyn Store>, String, String) {
+    let (name, url) = pg::fresh_database().await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    (Arc::new(store), name, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lease_is_acquired_renewed_and_released() {
+    acquire_renew_release(postgres().await.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lease_is_lost_when_a_renewal_is_refused() {
+    lost_when_a_renewal_is_refused(postgres().await.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lease_of_a_stalled_holder_is_taken_and_its_writes_fenced() {
+    lost_by_a_stalled_holder_then_taken_and_fenced(postgres().await.0).await;
+}
+
+/// The server kills the pool's connections (`pg_terminate_backend`): the pool connects again
+/// and the lease stays held with its token. Then the database refuses every connection: the
+/// renewals fail, the failure names the server, and the lease is lost by its deadline. Once
+/// connections are allowed again (and the lease expired in the store), it is taken again for
+/// a newer token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_lease_survives_killed_connections_and_is_lost_when_the_database_is_down() {
+    let (store, database, _) = postgres().await;
+    // On the maintenance database: a database cannot refuse connections from its own sessions.
+    let admin = pg::admin(&pg::server_url()).await;
+    let a = lease(&store, "killed", "node-a");
+    assert!(a.acquire().await.unwrap());
+    let token = a.token().unwrap();
+
+    assert!(
+        pg::terminate(&admin, &database).await >= 1,
+        "the pool had a connection"
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(a.check(), "renewed over new connections");
+    assert_eq!(a.token(), Some(token));
+    assert_eq!(a.store_error(), None);
+
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
+        ))
+        .await
+        .unwrap();
+    pg::terminate(&admin, &database).await;
+    assert_eq!(
+        lost(&a, Duration::from_secs(3)).await,
+        (token, LostReason::Expired)
+    );
+    assert!(a.renewal_failures() >= 1);
+    let error = a.store_error().expect("the failure is reported");
+    assert!(error.contains("127.0.0.1"), "names the server: {error}");
+
+    admin
+        .batch_execute(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"))
+        .await
+        .unwrap();
+    // Until the store's expiry has certainly passed: then a takes it as a new tenure.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(a.acquire().await.unwrap());
+    assert!(a.token().unwrap() > token, "a new tenure, a newer token");
+    assert!(a.release().await.unwrap());
+}
