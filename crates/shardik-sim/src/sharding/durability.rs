@@ -257,6 +257,7 @@ mod tests {
                     tags: vec![],
                 })
                 .collect(),
+            fence: None,
         }
     }
 
