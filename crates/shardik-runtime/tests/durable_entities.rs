@@ -12,10 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use shardik_persistence::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, MemoryStore, NewEvent, Snapshot, Store,
-    StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteResult, persistence_id,
-};
+use shardik_persistence::{AtomicWrite, MemoryStore, NewEvent, Store, StoredState, persistence_id};
 use shardik_runtime::node::RunningNode;
 use shardik_runtime::persistence::{
     DurableState, DurableStateContext, DurableStateEntity, Effect, EventSourced,
@@ -25,6 +22,7 @@ use shardik_runtime::sharding::{
     EntityKind, EntityRecovery, EntityTypeKey, ReplyTo, Sharding, ShardingError,
 };
 
+use common::gated_store::GatedStore;
 use common::{free_port, start_sharding_node, wait_up};
 
 const ASK: Duration = Duration::from_secs(10);
@@ -182,139 +180,13 @@ async fn snapshots_bound_recovery_and_old_ones_are_deleted() {
     assert_eq!(counter.ask(Cmd::Get, ASK).await.unwrap(), 36);
 }
 
-/// A store that holds every append until it is opened, to see when answers go out.
-#[derive(Clone)]
-struct GatedStore {
-    inner: MemoryStore,
-    open: Arc<tokio::sync::Semaphore>,
-    /// When set, a load of remembered entities waits for a permit and then answers as of an
-    /// earlier moment: what the store has plus `stale` (as a load that read the set before a
-    /// passivation was recorded would). `loads_answered` counts the answers.
-    loads: Option<Arc<tokio::sync::Semaphore>>,
-    stale: Vec<String>,
-    loads_answered: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Store for GatedStore {
-    fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
-        Box::pin(async move {
-            let _permit = self.open.acquire().await.expect("gate");
-            self.inner.append(writes).await
-        })
-    }
-    fn read_events<'a>(
-        &'a self,
-        pid: &'a str,
-        from: u64,
-        to: u64,
-        max: usize,
-    ) -> StoreFuture<'a, Vec<StoredEvent>> {
-        self.inner.read_events(pid, from, to, max)
-    }
-    fn highest_seq<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, u64> {
-        self.inner.highest_seq(pid)
-    }
-    fn delete_events_to<'a>(&'a self, pid: &'a str, to: u64) -> StoreFuture<'a, ()> {
-        self.inner.delete_events_to(pid, to)
-    }
-    fn events_by_tag<'a>(
-        &'a self,
-        tag: &'a str,
-        offset: u64,
-        max: usize,
-    ) -> StoreFuture<'a, Vec<TaggedEvent>> {
-        self.inner.events_by_tag(tag, offset, max)
-    }
-    fn save_snapshot<'a>(&'a self, pid: &'a str, s: Snapshot) -> StoreFuture<'a, ()> {
-        self.inner.save_snapshot(pid, s)
-    }
-    fn latest_snapshot<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<Snapshot>> {
-        self.inner.latest_snapshot(pid)
-    }
-    fn delete_snapshots_below<'a>(&'a self, pid: &'a str, below: u64) -> StoreFuture<'a, ()> {
-        self.inner.delete_snapshots_below(pid, below)
-    }
-    fn load_state<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<StoredState>> {
-        self.inner.load_state(pid)
-    }
-    fn write_state<'a>(
-        &'a self,
-        pid: &'a str,
-        s: StoredState,
-        fence: Option<Fence>,
-    ) -> StoreFuture<'a, WriteResult> {
-        self.inner.write_state(pid, s, fence)
-    }
-    fn acquire_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, LeaseAcquired> {
-        self.inner.acquire_lease(name, owner, ttl)
-    }
-    fn renew_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        token: u64,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.renew_lease(name, owner, token, ttl)
-    }
-    fn release_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        token: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.release_lease(name, owner, token)
-    }
-    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
-        self.inner.read_lease(name)
-    }
-    fn update_remembered<'a>(
-        &'a self,
-        kind: &'a str,
-        shard: &'a str,
-        started: &'a [String],
-        stopped: &'a [String],
-    ) -> StoreFuture<'a, ()> {
-        self.inner.update_remembered(kind, shard, started, stopped)
-    }
-    fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>> {
-        self.inner.remembered_shards(kind)
-    }
-    fn remembered_entities<'a>(
-        &'a self,
-        kind: &'a str,
-        shard: &'a str,
-    ) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
-            let Some(loads) = &self.loads else {
-                return self.inner.remembered_entities(kind, shard).await;
-            };
-            let _permit = loads.acquire().await.expect("gate");
-            let mut ids = self.inner.remembered_entities(kind, shard).await?;
-            ids.extend(self.stale.iter().cloned());
-            self.loads_answered
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok(ids)
-        })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_is_answered_only_after_its_events_are_written() {
     let (_node, sharding) = one_node().await;
-    let gated = GatedStore {
-        inner: MemoryStore::new(),
-        open: Arc::new(tokio::sync::Semaphore::new(0)),
-        loads: None,
-        stale: Vec::new(),
-        loads_answered: Arc::default(),
-    };
-    let persistence = Persistence::new(Arc::new(gated.clone()));
+    // Every append waits until the gate opens, to see when the answer goes out.
+    let gated = Arc::new(GatedStore::over(Arc::new(MemoryStore::new())));
+    gated.appends.set_open(false);
+    let persistence = Persistence::new(gated.clone());
     register(&sharding, &persistence, None);
     let counter = sharding.entity_ref_for(COUNTER, "c3").unwrap();
     let asked = tokio::spawn({
@@ -325,7 +197,7 @@ async fn a_command_is_answered_only_after_its_events_are_written() {
     assert!(!asked.is_finished(), "answered before the write was done");
     let pid = persistence_id("es-counter", "c3");
     assert_eq!(gated.inner.highest_seq(&pid).await.unwrap(), 0);
-    gated.open.add_permits(1_000);
+    gated.appends.set_open(true);
     assert_eq!(asked.await.unwrap().unwrap(), 4);
     assert_eq!(gated.inner.highest_seq(&pid).await.unwrap(), 1);
 }
@@ -600,14 +472,12 @@ async fn remembered_entities_come_back(recovery: EntityRecovery) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_stopped() {
     let (_node, sharding) = one_node().await;
-    let loads = Arc::new(tokio::sync::Semaphore::new(0));
+    // Loads of remembered entities wait, then answer as if read before p's passivation.
     let store = Arc::new(GatedStore {
-        inner: MemoryStore::new(),
-        open: Arc::new(tokio::sync::Semaphore::new(1 << 20)),
-        loads: Some(loads.clone()),
-        stale: vec!["p".into()],
-        loads_answered: Arc::default(),
+        stale_remembered: vec!["p".into()],
+        ..GatedStore::over(Arc::new(MemoryStore::new()))
     });
+    store.loads.set_open(false);
     let persistence = Persistence::new(store.clone());
     let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default())
         .into_kind()
@@ -621,7 +491,7 @@ async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_sto
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // The load answers with p in it.
-    loads.add_permits(1);
+    store.loads.set_open(true);
     while store
         .loads_answered
         .load(std::sync::atomic::Ordering::SeqCst)

@@ -4,18 +4,19 @@
 //! then fence the old holder's out), when the store is closed, and when PostgreSQL stops
 //! accepting connections; kept when PostgreSQL kills the pool's connections.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::gated_store::GatedStore;
 use shardik_persistence::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, MemoryStore, NewEvent, PostgresStore, Snapshot,
-    SqliteStore, Store, StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused,
+    AtomicWrite, Fence, MemoryStore, NewEvent, PostgresStore, SqliteStore, Store, WriteRefused,
     WriteResult,
 };
 use shardik_runtime::config::LeaseSettings;
 use shardik_runtime::lease::{Lease, LeaseStatus, LostReason};
-use tokio::sync::watch;
 
 /// Short enough for a test: 1 s to live, renewed every 150 ms, 200 ms per call (and margin).
 fn fast() -> LeaseSettings {
@@ -60,126 +61,6 @@ async fn lost(lease: &Lease, within: Duration) -> (u64, LostReason) {
     match seen {
         LeaseStatus::Lost { token, reason } => (token, reason),
         other => unreachable!("{other:?}"),
-    }
-}
-
-/// A store whose lease renewals wait while the gate is closed: a holder that stalls (a long
-/// pause, a stopped process, a cut network) while the store and everyone else go on.
-#[derive(Clone)]
-struct Gated {
-    inner: Arc<dyn Store>,
-    open: Arc<watch::Sender<bool>>,
-}
-
-impl Gated {
-    fn new(inner: Arc<dyn Store>) -> Self {
-        Gated {
-            inner,
-            open: Arc::new(watch::Sender::new(true)),
-        }
-    }
-    fn set_open(&self, open: bool) {
-        self.open.send_replace(open);
-    }
-}
-
-impl Store for Gated {
-    fn renew_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        token: u64,
-        ttl: Duration,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let mut open = self.open.subscribe();
-            let _ = open.wait_for(|open| *open).await;
-            self.inner.renew_lease(name, owner, token, ttl).await
-        })
-    }
-    fn acquire_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        ttl: Duration,
-    ) -> StoreFuture<'a, LeaseAcquired> {
-        self.inner.acquire_lease(name, owner, ttl)
-    }
-    fn release_lease<'a>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
-        token: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.release_lease(name, owner, token)
-    }
-    fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>> {
-        self.inner.read_lease(name)
-    }
-    fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
-        self.inner.append(writes)
-    }
-    fn read_events<'a>(
-        &'a self,
-        pid: &'a str,
-        from: u64,
-        to: u64,
-        max: usize,
-    ) -> StoreFuture<'a, Vec<StoredEvent>> {
-        self.inner.read_events(pid, from, to, max)
-    }
-    fn highest_seq<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, u64> {
-        self.inner.highest_seq(pid)
-    }
-    fn delete_events_to<'a>(&'a self, pid: &'a str, to: u64) -> StoreFuture<'a, ()> {
-        self.inner.delete_events_to(pid, to)
-    }
-    fn events_by_tag<'a>(
-        &'a self,
-        tag: &'a str,
-        offset: u64,
-        max: usize,
-    ) -> StoreFuture<'a, Vec<TaggedEvent>> {
-        self.inner.events_by_tag(tag, offset, max)
-    }
-    fn save_snapshot<'a>(&'a self, pid: &'a str, s: Snapshot) -> StoreFuture<'a, ()> {
-        self.inner.save_snapshot(pid, s)
-    }
-    fn latest_snapshot<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<Snapshot>> {
-        self.inner.latest_snapshot(pid)
-    }
-    fn delete_snapshots_below<'a>(&'a self, pid: &'a str, below: u64) -> StoreFuture<'a, ()> {
-        self.inner.delete_snapshots_below(pid, below)
-    }
-    fn load_state<'a>(&'a self, pid: &'a str) -> StoreFuture<'a, Option<StoredState>> {
-        self.inner.load_state(pid)
-    }
-    fn write_state<'a>(
-        &'a self,
-        pid: &'a str,
-        s: StoredState,
-        fence: Option<Fence>,
-    ) -> StoreFuture<'a, WriteResult> {
-        self.inner.write_state(pid, s, fence)
-    }
-    fn update_remembered<'a>(
-        &'a self,
-        kind: &'a str,
-        shard: &'a str,
-        started: &'a [String],
-        stopped: &'a [String],
-    ) -> StoreFuture<'a, ()> {
-        self.inner.update_remembered(kind, shard, started, stopped)
-    }
-    fn remembered_shards<'a>(&'a self, kind: &'a str) -> StoreFuture<'a, Vec<String>> {
-        self.inner.remembered_shards(kind)
-    }
-    fn remembered_entities<'a>(
-        &'a self,
-        kind: &'a str,
-        shard: &'a str,
-    ) -> StoreFuture<'a, Vec<String>> {
-        self.inner.remembered_entities(kind, shard)
     }
 }
 
@@ -249,8 +130,10 @@ async fn lost_when_a_renewal_is_refused(store: Arc<dyn Store>) {
 /// store lets another owner take it only after its expiry, and from the new owner's first
 /// fenced write on, the old holder's writes with its old token are refused.
 async fn lost_by_a_stalled_holder_then_taken_and_fenced(store: Arc<dyn Store>) {
-    let gate = Gated::new(Arc::clone(&store));
-    let stalled: Arc<dyn Store> = Arc::new(gate.clone());
+    // The stalled holder: its lease renewals wait while the gate is closed (a long pause, a
+    // stopped process, a cut network) while the store and everyone else go on.
+    let gate = Arc::new(GatedStore::over(Arc::clone(&store)));
+    let stalled: Arc<dyn Store> = gate.clone();
     let a = lease(&stalled, "stalled", "node-a");
     let b = lease(&store, "stalled", "node-b");
     assert!(a.acquire().await.unwrap());
@@ -260,7 +143,7 @@ async fn lost_by_a_stalled_holder_then_taken_and_fenced(store: Arc<dyn Store>) {
         Ok(())
     );
 
-    gate.set_open(false);
+    gate.renewals.set_open(false);
     assert_eq!(
         lost(&a, Duration::from_secs(3)).await,
         (old.token, LostReason::Expired)
@@ -293,7 +176,7 @@ async fn lost_by_a_stalled_holder_then_taken_and_fenced(store: Arc<dyn Store>) {
         }
         other => panic!("the old holder's write should be fenced: {other:?}"),
     }
-    gate.set_open(true);
+    gate.renewals.set_open(true);
     assert!(!a.acquire().await.unwrap(), "b holds it");
     b.release().await.unwrap();
 }
@@ -309,13 +192,13 @@ async fn a_stalled_holder_gives_up_before_the_store_expiry() {
         lease_operation_timeout: Duration::from_millis(600),
     };
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let gate = Gated::new(Arc::clone(&store));
-    let a = Lease::new(Arc::new(gate.clone()), "margin", "node-a", settings).unwrap();
+    let gate = Arc::new(GatedStore::over(Arc::clone(&store)));
+    let a = Lease::new(gate.clone(), "margin", "node-a", settings).unwrap();
     let b = Lease::new(Arc::clone(&store), "margin", "node-b", settings).unwrap();
     assert!(a.acquire().await.unwrap());
     let token = a.token().unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    gate.set_open(false);
+    gate.renewals.set_open(false);
     assert_eq!(
         lost(&a, Duration::from_secs(5)).await,
         (token, LostReason::Expired)

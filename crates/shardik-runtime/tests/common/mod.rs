@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod gated_store;
+
 use std::time::Duration;
 
 use shardik_core::membership::MembershipConfig;
