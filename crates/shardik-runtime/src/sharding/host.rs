@@ -256,9 +256,8 @@ impl<E: Entity> EntityHost<E> {
         self.start_remembered(shard, &ids, now_s)
     }
 
-    /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
-    /// command (they are already remembered: nothing is written). Returns how many started.
-    pub fn start_remembered(&mut self, shard: &ShardId, ids: &[EntityId], now_s: u32) -> usize {
+    /// Makes room for `shard`'s entities (with its own passivation strategy) if it has none yet.
+    fn ensure_shard(&mut self, shard: &ShardId) {
         if !self.shards.contains_key(shard) {
             let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
             self.shards.insert(
@@ -270,6 +269,12 @@ impl<E: Entity> EntityHost<E> {
             );
             self.shards_changed();
         }
+    }
+
+    /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
+    /// command (they are already remembered: nothing is written). Returns how many started.
+    pub fn start_remembered(&mut self, shard: &ShardId, ids: &[EntityId], now_s: u32) -> usize {
+        self.ensure_shard(shard);
         let entities = self.shards.get_mut(shard).expect("inserted above");
         let mut started = 0;
         for id in ids {
@@ -391,17 +396,7 @@ impl<E: Entity> EntityHost<E> {
                 return;
             }
         }
-        if !self.shards.contains_key(shard) {
-            let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
-            self.shards.insert(
-                shard.clone(),
-                ShardEntities {
-                    entities: IdMap::default(),
-                    strategy,
-                },
-            );
-            self.shards_changed();
-        }
+        self.ensure_shard(shard);
         // The strategy may name the touched entity itself (an admission filter refusing a
         // newcomer, say): it still gets this command, and stops right after it.
         let mut stop_after_delivery = false;
