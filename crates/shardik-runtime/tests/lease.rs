@@ -295,72 +295,29 @@ async fn bad_settings_are_refused_with_the_key() {
 
 // ---- PostgreSQL ----
 
-mod pg {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
+// The PostgreSQL helpers of the store tests: the server `scripts/with-postgres` started (a
+// panic, never a skip, without it) and a fresh database per test.
+#[allow(dead_code)]
+#[path = "../../shardik-persistence/tests/common/mod.rs"]
+mod pg;
 
-    /// The server `scripts/with-postgres` started. Panics, never skips, without it.
-    pub fn server_url() -> String {
-        std::env::var("SHARDIK_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-            panic!(
-                "SHARDIK_TEST_POSTGRES_URL is not set: these tests need PostgreSQL. Run them \
-                 through scripts/with-postgres, e.g. \
-                 `scripts/with-postgres cargo test -p shardik-runtime --test lease`"
-            )
-        })
-    }
-
-    pub async fn admin(url: &str) -> tokio_postgres::Client {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
-        tokio::spawn(connection);
-        client
-    }
-
-    /// A database of its own (name, URL).
-    pub async fn fresh_database() -> (String, String) {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let server = server_url();
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let name = format!(
-            "shardik_lease_{}_{nanos:x}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        admin(&server)
-            .await
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        let (head, query) = server.split_once('?').unwrap_or((&server, ""));
-        let base = &head[..head.rfind('/').unwrap()];
-        let query = if query.is_empty() {
-            String::new()
-        } else {
-            format!("?{query}")
-        };
-        (name.clone(), format!("{base}/{name}{query}"))
-    }
-
-    /// Ends every connection to `database` (from a connection to another database).
-    pub async fn terminate(admin: &tokio_postgres::Client, database: &str) -> u64 {
-        admin
-            .query(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = $1 AND pid <> pg_backend_pid()",
-                &[&database],
-            )
-            .await
-            .unwrap()
-            .len() as u64
-    }
+/// Ends every connection to `database` (from a connection to another database).
+async fn terminate(admin: &tokio_postgres::Client, database: &str) -> u64 {
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&database],
+        )
+        .await
+        .unwrap()
+        .len() as u64
 }
 
 async fn postgres() -> (Arc<dyn Store>, String, String) {
-    let (name, url) = pg::fresh_database().await;
+    let url = pg::fresh_database().await;
+    let path = url.split('?').next().unwrap_or(&url);
+    let name = path[path.rfind('/').expect("a URL ending in /database") + 1..].to_string();
     let store = PostgresStore::connect(&url).await.unwrap();
     (Arc::new(store), name, url)
 }
@@ -395,7 +352,7 @@ async fn postgres_lease_survives_killed_connections_and_is_lost_when_the_databas
     let token = a.token().unwrap();
 
     assert!(
-        pg::terminate(&admin, &database).await >= 1,
+        terminate(&admin, &database).await >= 1,
         "the pool had a connection"
     );
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -409,7 +366,7 @@ async fn postgres_lease_survives_killed_connections_and_is_lost_when_the_databas
         ))
         .await
         .unwrap();
-    pg::terminate(&admin, &database).await;
+    terminate(&admin, &database).await;
     assert_eq!(
         lost(&a, Duration::from_secs(3)).await,
         (token, LostReason::Expired)
