@@ -595,6 +595,32 @@ async fn ready(State(s): State<AppState>) -> Response {
         )
             .into_response();
     }
+    let failing_leases = s
+        .sharding
+        .as_ref()
+        .map(|sh| sh.failing_leases())
+        .unwrap_or_default();
+    if !failing_leases.is_empty() {
+        // A shard whose lease cannot be taken or renewed refuses commands (or will, at its
+        // deadline): traffic is better sent to nodes that can run it.
+        let first = failing_leases
+            .iter()
+            .next()
+            .map(|(lease, error)| format!("{lease}: {error}"))
+            .unwrap_or_default();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({
+                "status": "not-ready",
+                "message": format!(
+                    "the store of {} lease(s) this node holds or wants is failing (first: {first})",
+                    failing_leases.len()
+                ),
+                "failingLeases": failing_leases,
+            })),
+        )
+            .into_response();
+    }
     match s.health.check(&snapshot, s.sharding.as_ref()).await {
         Ok(()) => Json(serde_json::json!({ "status": "ready" })).into_response(),
         Err(kinds) => {

@@ -358,6 +358,7 @@ fn protocol_to_pb(p: &Protocol) -> pb::ProtocolMessage {
             PM::ShardStarted(pb::ShardStarted { shard: shard(s) })
         }
         Protocol::RegisterAck => PM::RegisterAck(pb::RegisterAck {}),
+        Protocol::CoordinatorStarted => PM::CoordinatorStarted(pb::CoordinatorStarted {}),
         Protocol::ShardHome { shard: s, region } => PM::ShardHome(pb::ShardHome {
             shard: shard(s),
             region: Some(unique_address_to_pb(region)),
@@ -588,6 +589,7 @@ fn protocol_from_pb(
             shard: shard(m.shard, limits, "ShardStarted")?,
         },
         PM::RegisterAck(pb::RegisterAck {}) => Protocol::RegisterAck,
+        PM::CoordinatorStarted(pb::CoordinatorStarted {}) => Protocol::CoordinatorStarted,
         PM::ShardHome(m) => Protocol::ShardHome {
             shard: shard(m.shard, limits, "ShardHome")?,
             region: required_unique(m.region, "ShardHome.region")?,
@@ -786,9 +788,10 @@ mod tests {
             Protocol::HandOff { .. } => 12,
             Protocol::HandOffDrained { .. } => 13,
             Protocol::HandOverDone { .. } => 14,
+            Protocol::CoordinatorStarted => 15,
         }
     }
-    const VARIANTS: usize = 15;
+    const VARIANTS: usize = 16;
 
     fn all_protocol() -> Vec<Protocol> {
         vec![
@@ -825,6 +828,7 @@ mod tests {
             Protocol::RegionStopped,
             Protocol::ShardStarted { shard: s("9") },
             Protocol::RegisterAck,
+            Protocol::CoordinatorStarted,
             Protocol::ShardHome {
                 shard: s("3"),
                 region: node(1),
@@ -1622,6 +1626,7 @@ mod tests {
             Just(Protocol::RegionStopped),
             arb_id().prop_map(|shard| Protocol::ShardStarted { shard }),
             Just(Protocol::RegisterAck),
+            Just(Protocol::CoordinatorStarted),
             (arb_id(), arb_node())
                 .prop_map(|(shard, region)| Protocol::ShardHome { shard, region }),
             (

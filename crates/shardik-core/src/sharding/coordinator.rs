@@ -260,6 +260,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             Protocol::RegionStopped => self.region_terminated(now, from, view, out),
             // Region-bound messages never reach the coordinator.
             Protocol::RegisterAck
+            | Protocol::CoordinatorStarted
             | Protocol::ShardHome { .. }
             | Protocol::ShardHomes { .. }
             | Protocol::HostShard { .. }
@@ -352,6 +353,16 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         if !self.min_members_reached {
             let up_regions = self.alive_regions().filter(|r| view.can_host(r)).count();
             self.min_members_reached = up_regions >= self.settings.min_members.max(1);
+        }
+    }
+
+    /// Tells every expected region that has not registered yet that this coordinator runs
+    /// (see [`Protocol::CoordinatorStarted`]).
+    pub fn announce(&self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
+        for region in view.expected_regions() {
+            if !self.registered.contains(&region) {
+                self.send(&region, Protocol::CoordinatorStarted, out);
+            }
         }
     }
 
@@ -699,6 +710,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         }
         if self.next_rebalance <= now {
             self.next_rebalance = now + self.settings.rebalance_interval;
+            if !self.complete {
+                // Regions that were registered with an earlier coordinator on this node may
+                // not have heard that this one started.
+                self.announce(view, out);
+            }
             self.rebalance(now, view, out);
         }
     }

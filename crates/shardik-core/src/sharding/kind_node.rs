@@ -34,6 +34,7 @@ use crate::membership::{Member, MemberStatus, UniqueAddress};
 
 use super::allocation::AllocationSnapshot;
 use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+use super::lease::{LeaseAnswer, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, Region, RegionEffect, RegionSettings};
 use super::shard_id::ShardId;
@@ -56,6 +57,19 @@ pub struct KindNodeSettings {
     pub down_removal_margin: Duration,
     /// How long the hand-off on leaving may take before the region stops anyway.
     pub shutdown_timeout: Duration,
+    /// The coordinator's lease (`coordinator-singleton.use-lease`): when set, the coordinator
+    /// starts only after this node takes the kind's coordinator lease, and stops when it is
+    /// lost.
+    pub coordinator_lease: Option<LeaseTiming>,
+}
+
+/// What a lease of one kind protects.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LeaseKey {
+    /// A shard (`use-lease`): its entities run only under it.
+    Shard(ShardId),
+    /// The kind's coordinator (`coordinator-singleton.use-lease`).
+    Coordinator,
 }
 
 /// What a driver feeds a [`KindNode`].
@@ -107,6 +121,16 @@ pub enum KindInput<M> {
     /// with remembered entities, which must start after a restart of the whole cluster
     /// before anyone writes to it. Asked again every retry interval until a home is known.
     WantHome(ShardId),
+    /// The store's answer to [`KindEffect::Lease`] request `id` (acquisitions and renewals;
+    /// releases are not answered).
+    LeaseAnswered {
+        /// The lease.
+        key: LeaseKey,
+        /// The request's id.
+        id: u64,
+        /// The answer.
+        answer: LeaseAnswer,
+    },
 }
 
 /// What a [`KindNode`] asks its driver to do.
@@ -169,6 +193,42 @@ pub enum KindEffect<M> {
     /// The region has stopped: its graceful shutdown finished (every shard handed off), or it
     /// was stopped (downed, removed, timed out, or [`KindInput::Stop`]). Emitted once.
     RegionStopped,
+    /// A store call on a lease: carry it out and answer acquisitions and renewals with
+    /// [`KindInput::LeaseAnswered`]; a call that takes longer than the lease operation timeout
+    /// may be answered late or never (the node counts it as failed).
+    Lease(LeaseRequest<LeaseKey>),
+    /// The shard's lease is held with `token`: its entities' writes carry it as their fence
+    /// from now on (emitted before anything is delivered under it).
+    ShardLeased {
+        /// The shard.
+        shard: ShardId,
+        /// The lease's fencing token.
+        token: u64,
+    },
+    /// The shard's lease was lost; its entities were stopped at once (a
+    /// [`KindEffect::ForceStopEntities`] came first).
+    ShardLeaseLost {
+        /// The shard.
+        shard: ShardId,
+        /// Why.
+        reason: LeaseLoss,
+    },
+    /// The coordinator's lease was lost; the coordinator stopped.
+    CoordinatorLeaseLost(LeaseLoss),
+    /// A lease's store answers again after [`KindEffect::LeaseUnavailable`] (a renewal
+    /// succeeded; for a shard's acquisition, [`KindEffect::ShardLeased`] says so, and for the
+    /// coordinator's, [`KindEffect::CoordinatorRunning`]).
+    LeaseRecovered(LeaseKey),
+    /// A lease's store failed (unreachable, an error, no answer in time): acquiring failed
+    /// and is tried again later (for a shard, what waited was dropped with
+    /// [`DropReason::LeaseUnavailable`]), or renewing a held lease failed (it is kept until its
+    /// deadline, renewals go on).
+    LeaseUnavailable {
+        /// The lease.
+        key: LeaseKey,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// Everything one node runs for one entity kind.
@@ -183,6 +243,8 @@ pub struct KindNode<M> {
     loopback: VecDeque<Protocol>,
     /// When the hand-off on leaving gives up (set when it starts).
     shutdown_deadline: Option<Instant>,
+    /// The coordinator's lease, when configured.
+    coordinator_lease: Option<LeaseKeeper<()>>,
     region_out: Vec<RegionEffect<M>>,
     coordinator_out: Vec<CoordinatorEffect>,
 }
@@ -206,6 +268,7 @@ impl<M> KindNode<M> {
         allocation: AllocationChoice,
         now: Instant,
     ) -> Self {
+        let coordinator_lease = settings.coordinator_lease.map(LeaseKeeper::new);
         let view = ShardingView::new(
             me.clone(),
             settings.role.clone(),
@@ -221,6 +284,7 @@ impl<M> KindNode<M> {
             allocation,
             loopback: VecDeque::new(),
             shutdown_deadline: None,
+            coordinator_lease,
             region_out: Vec::new(),
             coordinator_out: Vec::new(),
         }
@@ -325,6 +389,32 @@ impl<M> KindNode<M> {
                 self.region.stop(&mut rout);
                 self.region_effects(&mut rout, out);
                 self.region_out = rout;
+                self.stop_coordinator(out);
+            }
+            KindInput::LeaseAnswered {
+                key: LeaseKey::Shard(shard),
+                id,
+                answer,
+            } => {
+                let mut rout = std::mem::take(&mut self.region_out);
+                self.region
+                    .lease_answered(now, &shard, id, answer, &self.view, &mut rout);
+                self.region_effects(&mut rout, out);
+                self.region_out = rout;
+            }
+            KindInput::LeaseAnswered {
+                key: LeaseKey::Coordinator,
+                id,
+                answer,
+            } => {
+                if let Some(keeper) = &mut self.coordinator_lease {
+                    let mut calls = Vec::new();
+                    let event = keeper.answer(now, &(), id, answer, &mut calls);
+                    push_coordinator_calls(calls, out);
+                    if let Some(event) = event {
+                        self.coordinator_lease_event(now, event, out);
+                    }
+                }
             }
         }
         self.drain_loopback(now, out);
@@ -337,6 +427,9 @@ impl<M> KindNode<M> {
             self.coordinator.as_ref().and_then(|c| c.poll_timeout()),
             self.view.next_expiry(),
             self.shutdown_deadline.filter(|_| !self.region.is_stopped()),
+            self.coordinator_lease
+                .as_ref()
+                .and_then(LeaseKeeper::poll_timeout),
         ]
         .into_iter()
         .flatten()
@@ -359,6 +452,16 @@ impl<M> KindNode<M> {
             self.region.stop(&mut rout);
             self.region_effects(&mut rout, out);
             self.region_out = rout;
+        }
+        if let Some(keeper) = &mut self.coordinator_lease {
+            if keeper.poll_timeout().is_some_and(|t| t <= now) {
+                let mut calls = Vec::new();
+                let events = keeper.handle_timeout(now, &mut calls);
+                push_coordinator_calls(calls, out);
+                for event in events {
+                    self.coordinator_lease_event(now, event, out);
+                }
+            }
         }
         if let Some(c) = &mut self.coordinator {
             if c.poll_timeout().is_some_and(|t| t <= now) {
@@ -395,27 +498,11 @@ impl<M> KindNode<M> {
     fn view_changed(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
         let hosts = self.should_host_coordinator();
         if hosts && self.coordinator.is_none() {
-            let strategy = match &mut self.allocation {
-                AllocationChoice::Immediate(make) => KindStrategy::Immediate(make()),
-                AllocationChoice::Deferred => KindStrategy::Deferred(DeferredState::default()),
-            };
-            self.coordinator = Some(Coordinator::new(
-                self.me.clone(),
-                self.settings.coordinator.clone(),
-                strategy,
-                now,
-            ));
-            out.push(KindEffect::CoordinatorRunning(true));
-        } else if !hosts && self.coordinator.is_some() {
-            self.coordinator = None;
-            out.push(KindEffect::CoordinatorRunning(false));
+            self.start_coordinator(now, out);
+        } else if !hosts {
+            self.stop_coordinator(out);
         }
-        if let Some(c) = &mut self.coordinator {
-            let mut cout = std::mem::take(&mut self.coordinator_out);
-            c.view_changed(now, &self.view, &mut cout);
-            self.coordinator_effects(&mut cout, out);
-            self.coordinator_out = cout;
-        }
+        self.coordinator_view_changed(now, out);
         let mut rout = std::mem::take(&mut self.region_out);
         self.region.view_changed(now, &self.view, &mut rout);
         self.region_effects(&mut rout, out);
@@ -427,6 +514,94 @@ impl<M> KindNode<M> {
             // Every way of leaving hands the shards off first: the node's driver confirms
             // Exiting only once this region has stopped.
             self.begin_shutdown(now, out);
+        }
+    }
+
+    /// Starts the coordinator here, once its lease (if configured) is held.
+    fn start_coordinator(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        if let Some(keeper) = &mut self.coordinator_lease {
+            if keeper.held(now, &()).is_none() {
+                let mut calls = Vec::new();
+                keeper.want(now, (), &mut calls);
+                push_coordinator_calls(calls, out);
+                return;
+            }
+        }
+        let strategy = match &mut self.allocation {
+            AllocationChoice::Immediate(make) => KindStrategy::Immediate(make()),
+            AllocationChoice::Deferred => KindStrategy::Deferred(DeferredState::default()),
+        };
+        let coordinator = Coordinator::new(
+            self.me.clone(),
+            self.settings.coordinator.clone(),
+            strategy,
+            now,
+        );
+        let mut cout = std::mem::take(&mut self.coordinator_out);
+        coordinator.announce(&self.view, &mut cout);
+        self.coordinator = Some(coordinator);
+        out.push(KindEffect::CoordinatorRunning(true));
+        self.coordinator_effects(&mut cout, out);
+        self.coordinator_out = cout;
+    }
+
+    /// Stops the coordinator here (if it runs) and gives its lease up.
+    fn stop_coordinator(&mut self, out: &mut Vec<KindEffect<M>>) {
+        if self.coordinator.take().is_some() {
+            out.push(KindEffect::CoordinatorRunning(false));
+        }
+        if let Some(keeper) = &mut self.coordinator_lease {
+            let mut calls = Vec::new();
+            keeper.give_up(&(), &mut calls);
+            push_coordinator_calls(calls, out);
+        }
+    }
+
+    fn coordinator_view_changed(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        if let Some(c) = &mut self.coordinator {
+            let mut cout = std::mem::take(&mut self.coordinator_out);
+            c.view_changed(now, &self.view, &mut cout);
+            self.coordinator_effects(&mut cout, out);
+            self.coordinator_out = cout;
+        }
+    }
+
+    fn coordinator_lease_event(
+        &mut self,
+        now: Instant,
+        event: LeaseEvent<()>,
+        out: &mut Vec<KindEffect<M>>,
+    ) {
+        match event {
+            LeaseEvent::Acquired { .. } => {
+                if self.should_host_coordinator() && self.coordinator.is_none() {
+                    self.start_coordinator(now, out);
+                    self.coordinator_view_changed(now, out);
+                } else if !self.should_host_coordinator() {
+                    self.stop_coordinator(out);
+                }
+            }
+            LeaseEvent::Lost { reason, .. } => {
+                if self.coordinator.take().is_some() {
+                    out.push(KindEffect::CoordinatorRunning(false));
+                }
+                out.push(KindEffect::CoordinatorLeaseLost(reason));
+                if self.should_host_coordinator() {
+                    if let Some(keeper) = &mut self.coordinator_lease {
+                        let mut calls = Vec::new();
+                        keeper.acquire_again(now, (), &mut calls);
+                        push_coordinator_calls(calls, out);
+                    }
+                }
+            }
+            LeaseEvent::Unavailable { error, .. } | LeaseEvent::RenewalFailing { error, .. } => out
+                .push(KindEffect::LeaseUnavailable {
+                    key: LeaseKey::Coordinator,
+                    error,
+                }),
+            LeaseEvent::RenewalRecovered { .. } => {
+                out.push(KindEffect::LeaseRecovered(LeaseKey::Coordinator))
+            }
         }
     }
 
@@ -450,6 +625,13 @@ impl<M> KindNode<M> {
     ) {
         if msg.is_for_coordinator() {
             // Registrations go to every candidate; only the host of the coordinator answers.
+            if let Some(keeper) = &mut self.coordinator_lease {
+                if self.coordinator.is_some() {
+                    if let Some(event) = keeper.expire_if_due(now, &()) {
+                        self.coordinator_lease_event(now, event, out);
+                    }
+                }
+            }
             if let Some(c) = &mut self.coordinator {
                 let mut cout = std::mem::take(&mut self.coordinator_out);
                 c.handle(now, from, msg, &self.view, &mut cout);
@@ -532,7 +714,38 @@ impl<M> KindNode<M> {
                     out.push(KindEffect::Dropped { env, reason })
                 }
                 RegionEffect::ShutdownComplete => out.push(KindEffect::RegionStopped),
+                RegionEffect::Lease(request) => out.push(KindEffect::Lease(LeaseRequest {
+                    key: LeaseKey::Shard(request.key),
+                    id: request.id,
+                    call: request.call,
+                })),
+                RegionEffect::ShardLeased { shard, token } => {
+                    out.push(KindEffect::ShardLeased { shard, token })
+                }
+                RegionEffect::ShardLeaseLost { shard, reason } => {
+                    out.push(KindEffect::ShardLeaseLost { shard, reason })
+                }
+                RegionEffect::LeaseRecovered(shard) => {
+                    out.push(KindEffect::LeaseRecovered(LeaseKey::Shard(shard)))
+                }
+                RegionEffect::LeaseUnavailable { shard, error } => {
+                    out.push(KindEffect::LeaseUnavailable {
+                        key: LeaseKey::Shard(shard),
+                        error,
+                    })
+                }
             }
         }
     }
+}
+
+/// Passes the coordinator lease's store calls on to the driver.
+fn push_coordinator_calls<M>(calls: Vec<LeaseRequest<()>>, out: &mut Vec<KindEffect<M>>) {
+    out.extend(calls.into_iter().map(|r| {
+        KindEffect::Lease(LeaseRequest {
+            key: LeaseKey::Coordinator,
+            id: r.id,
+            call: r.call,
+        })
+    }));
 }

@@ -19,6 +19,7 @@
 pub mod allocation;
 pub mod coordinator;
 pub mod kind_node;
+pub mod lease;
 pub mod protocol;
 pub mod region;
 pub mod shard_id;
@@ -33,7 +34,10 @@ pub use allocation::{
 };
 pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
 pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};
-pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings};
+pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey};
+pub use lease::{
+    LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming,
+};
 pub use protocol::Protocol;
 pub use region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
 pub use shard_id::{EntityId, ShardId, ShardIdError, shard_id_for, shard_number_for};

@@ -62,6 +62,11 @@ pub enum Protocol {
     // ---- coordinator → region ----
     /// The registration was accepted; the sender is the coordinator.
     RegisterAck,
+    /// A new coordinator runs on the sender (it started, or started again after losing its
+    /// lease): a region registered with the sender's node registers again, because the new
+    /// coordinator knows nothing of the old one's registrations. Sent when it starts and
+    /// again every rebalance interval until every expected region has registered.
+    CoordinatorStarted,
     /// The shard lives in `region`.
     ShardHome {
         /// The shard.
@@ -139,6 +144,7 @@ impl Protocol {
             Protocol::RegionStopped => "RegionStopped",
             Protocol::ShardStarted { .. } => "ShardStarted",
             Protocol::RegisterAck => "RegisterAck",
+            Protocol::CoordinatorStarted => "CoordinatorStarted",
             Protocol::ShardHome { .. } => "ShardHome",
             Protocol::ShardHomes { .. } => "ShardHomes",
             Protocol::HostShard { .. } => "HostShard",

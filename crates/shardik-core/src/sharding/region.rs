@@ -31,6 +31,7 @@ use std::time::Duration;
 use crate::Instant;
 use crate::membership::{MemberStatus, UniqueAddress};
 
+use super::lease::{LeaseAnswer, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use super::protocol::Protocol;
 use super::shard_id::{EntityId, ShardId};
 use super::view::ShardingView;
@@ -57,6 +58,10 @@ pub struct RegionSettings {
     pub handoff_timeout: Duration,
     /// What to do with messages buffered at the old home during a hand-off.
     pub handoff_mode: HandOffMode,
+    /// `use-lease`: when set, a shard's entities run only while this region holds the shard's
+    /// lease (taken before the shard starts, renewed in the background, and the entities
+    /// stopped at once when it is lost), with this timing.
+    pub lease: Option<LeaseTiming>,
 }
 
 impl Default for RegionSettings {
@@ -66,6 +71,7 @@ impl Default for RegionSettings {
             retry_interval: Duration::from_secs(2),
             handoff_timeout: Duration::from_secs(60),
             handoff_mode: HandOffMode::Forward,
+            lease: None,
         }
     }
 }
@@ -93,6 +99,9 @@ pub enum DropReason {
     RegionStopped,
     /// A proxy was asked to host a shard (misconfiguration; reported, not hosted).
     ProxyCannotHost,
+    /// The shard runs under a lease (`use-lease`) that could not be acquired because the
+    /// lease's store failed or did not answer: its entities do not run unfenced.
+    LeaseUnavailable,
 }
 
 impl DropReason {
@@ -103,6 +112,7 @@ impl DropReason {
             DropReason::HandOff => "hand-off",
             DropReason::RegionStopped => "region-stopped",
             DropReason::ProxyCannotHost => "proxy-cannot-host",
+            DropReason::LeaseUnavailable => "lease-unavailable",
         }
     }
 }
@@ -146,6 +156,39 @@ pub enum RegionEffect<M> {
     },
     /// The region finished its graceful shutdown (all shards handed off, buffers empty).
     ShutdownComplete,
+    /// A store call on a shard's lease (`use-lease`); answer acquisitions and renewals with
+    /// [`Region::lease_answered`].
+    Lease(LeaseRequest<ShardId>),
+    /// The shard's lease is held with `token`, before anything is delivered under it: the
+    /// entities' writes carry it as their fence until the shard stops or the lease is lost.
+    ShardLeased {
+        /// The shard.
+        shard: ShardId,
+        /// The lease's fencing token.
+        token: u64,
+    },
+    /// The shard's lease was lost: its entities were stopped at once
+    /// ([`RegionEffect::ForceStopEntities`] came first) and the region tries to take the
+    /// lease again.
+    ShardLeaseLost {
+        /// The shard.
+        shard: ShardId,
+        /// Why.
+        reason: LeaseLoss,
+    },
+    /// The shard's lease store answered again after [`RegionEffect::LeaseUnavailable`] (a
+    /// renewal succeeded; an acquisition reports [`RegionEffect::ShardLeased`] instead).
+    LeaseRecovered(ShardId),
+    /// The shard's lease store failed: acquiring the lease failed (not because another node
+    /// holds it), in which case what waited for the shard was dropped with
+    /// [`DropReason::LeaseUnavailable`], and so is what comes until the lease is acquired; or
+    /// renewing the held lease failed (it is kept until its deadline, renewals go on).
+    LeaseUnavailable {
+        /// The shard.
+        shard: ShardId,
+        /// What the store said.
+        error: String,
+    },
 }
 
 /// A message waiting for its shard's home, with the node it came from (`None`: local).
@@ -159,6 +202,12 @@ struct Buffered<M> {
 #[derive(Debug)]
 enum Hosted<M> {
     Running,
+    /// Hosted here, but waiting for the shard's lease (`use-lease`): messages wait in the
+    /// region's buffer; `predecessor` is the one the coordinator named, waited for once the
+    /// lease is held.
+    AwaitingLease {
+        predecessor: Option<UniqueAddress>,
+    },
     /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker.
     AwaitingPredecessor {
         predecessor: UniqueAddress,
@@ -208,6 +257,11 @@ pub struct Region<M> {
     wanted: BTreeSet<ShardId>,
     /// Drain markers that arrived before the hand-off they belong to.
     early_drains: BTreeMap<ShardId, BTreeSet<UniqueAddress>>,
+    /// Shard leases (`use-lease`), when configured.
+    leases: Option<LeaseKeeper<ShardId>>,
+    /// Shards whose last lease acquisition failed because of the store: messages for them are
+    /// refused instead of waiting.
+    lease_unavailable: BTreeSet<ShardId>,
     graceful: bool,
     stopped: bool,
 }
@@ -216,6 +270,7 @@ impl<M> Region<M> {
     /// A region for `me`; a `proxy` only routes and never hosts.
     pub fn new(me: UniqueAddress, proxy: bool, settings: RegionSettings, now: Instant) -> Self {
         let backoff = (settings.retry_interval / 8).max(Duration::from_millis(100));
+        let leases = settings.lease.map(LeaseKeeper::new);
         Region {
             me,
             proxy,
@@ -235,6 +290,8 @@ impl<M> Region<M> {
             wanted: BTreeSet::new(),
             early_drains: BTreeMap::new(),
             early_handovers: BTreeMap::new(),
+            leases,
+            lease_unavailable: BTreeSet::new(),
             graceful: false,
             stopped: false,
         }
@@ -289,8 +346,26 @@ impl<M> Region<M> {
     /// Whether [`route`](Self::route) would deliver a message for `shard` here at once (the
     /// shard runs here and the region has not stopped), with nothing else to do. A runtime may
     /// deliver such a message itself and skip `route`.
+    ///
+    /// Never with shard leases: each delivery first checks the lease's deadline.
     pub fn delivers_at_once(&self, shard: &ShardId) -> bool {
-        !self.stopped && self.hosted.is_running(shard)
+        !self.stopped && self.leases.is_none() && self.hosted.is_running(shard)
+    }
+
+    /// Whether shards run under leases (`use-lease`).
+    pub fn uses_leases(&self) -> bool {
+        self.leases.is_some()
+    }
+
+    /// Until when this region may count on `shard`'s lease (`None`: not held, or no leases).
+    /// Past it, nothing of the shard runs here, whether or not the region has noticed yet.
+    pub fn lease_deadline(&self, shard: &ShardId) -> Option<Instant> {
+        self.leases.as_ref()?.deadline(shard)
+    }
+
+    /// The lease token `shard` runs under here, if it runs under a held lease at `now`.
+    pub fn lease_token(&self, now: Instant, shard: &ShardId) -> Option<u64> {
+        self.leases.as_ref()?.held(now, shard)
     }
 
     /// Routes one message. `from` is the node it came from (`None`: a local sender).
@@ -313,6 +388,10 @@ impl<M> Region<M> {
             out.push(RegionEffect::Deliver(env));
             return;
         }
+        if !self.lease_still_held(now, &env.shard, out) {
+            // Lost just now: the shard waits for its lease again, and so does this message.
+            return self.route(now, from, env, out);
+        }
         match self.hosted.get_mut(&env.shard) {
             Some(Hosted::Running) => out.push(RegionEffect::Deliver(env)),
             Some(Hosted::AwaitingPredecessor {
@@ -322,6 +401,16 @@ impl<M> Region<M> {
                     out.push(RegionEffect::Deliver(env));
                 } else {
                     held.push_back(env);
+                }
+            }
+            Some(Hosted::AwaitingLease { .. }) => {
+                if self.lease_unavailable.contains(&env.shard) {
+                    out.push(RegionEffect::Dropped {
+                        env,
+                        reason: DropReason::LeaseUnavailable,
+                    });
+                } else {
+                    self.buffer(now, from.cloned(), env, out);
                 }
             }
             Some(Hosted::HandingOff { .. }) => match self.settings.handoff_mode {
@@ -371,8 +460,8 @@ impl<M> Region<M> {
         let first = buffer.is_empty();
         buffer.push_back(Buffered { from, env });
         self.buffered += 1;
-        let handing_off = matches!(self.hosted.get(&shard), Some(Hosted::HandingOff { .. }));
-        if first && !handing_off {
+        // A shard hosted here (handing off, or waiting for its lease) has no home to ask for.
+        if first && !self.hosted.contains_key(&shard) {
             self.request_home(shard, out);
         }
     }
@@ -411,11 +500,25 @@ impl<M> Region<M> {
         }
         match msg {
             Protocol::RegisterAck => self.registered(from.clone(), out),
-            Protocol::ShardHome { shard, region } => self.shard_home(now, shard, region, out),
+            Protocol::CoordinatorStarted => {
+                // A coordinator that (re)started on the node we are registered with, or
+                // should be: it has none of the earlier registrations.
+                let ours = self.registration.coordinator.as_ref() == Some(from)
+                    || view.coordinator_node() == Some(from);
+                if ours {
+                    self.registration.coordinator = None;
+                    self.registration.expected = Some(from.clone());
+                    self.registration.backoff =
+                        (self.settings.retry_interval / 8).max(Duration::from_millis(100));
+                    self.registration.next_attempt = Some(now);
+                    self.maybe_register(now, view, out);
+                }
+            }
+            Protocol::ShardHome { shard, region } => self.shard_home(now, shard, region, view, out),
             Protocol::ShardHomes { homes } => {
                 for (region, shards) in homes {
                     for shard in shards {
-                        self.shard_home(now, shard, region.clone(), out);
+                        self.shard_home(now, shard, region.clone(), view, out);
                     }
                 }
             }
@@ -510,7 +613,7 @@ impl<M> Region<M> {
         let waiting: Vec<ShardId> = self
             .buffers
             .keys()
-            .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
+            .filter(|s| !self.hosted.contains_key(s))
             .chain(self.handover_pending.iter())
             .chain(self.wanted.iter())
             .cloned()
@@ -533,17 +636,23 @@ impl<M> Region<M> {
         now: Instant,
         shard: ShardId,
         region: UniqueAddress,
+        view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
         self.wanted.remove(&shard);
         if region == self.me {
             if !self.proxy && !self.hosted.contains_key(&shard) {
                 // The coordinator says it lives here: host it (its HostShard may follow).
+                if self.needs_lease(now, &shard) {
+                    self.await_lease(now, shard, None, out);
+                    return;
+                }
                 self.hosted.insert(shard.clone(), Hosted::Running);
                 out.push(RegionEffect::ShardStarted(shard.clone()));
             }
             self.handover_pending.remove(&shard);
             self.flush_local(&shard, out);
+            let _ = view;
             return;
         }
         if self.hosted.contains_key(&shard) {
@@ -580,11 +689,37 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
+        if let Some(Hosted::AwaitingLease { predecessor: known }) = self.hosted.get_mut(&shard) {
+            // Hosted on a `ShardHome` naming us that overtook this `HostShard`: the predecessor
+            // it names is the one whose forwarded messages go first once the lease is held.
+            if known.is_none() {
+                *known = predecessor.filter(|p| *p != self.me);
+            }
+            return;
+        }
         if self.hosted.contains_key(&shard) {
             return;
         }
         self.homes.remove(&shard);
         self.early_drains.remove(&shard);
+        if self.needs_lease(now, &shard) {
+            self.await_lease(now, shard, predecessor, out);
+            return;
+        }
+        self.activate(now, shard, predecessor, view, out);
+    }
+
+    /// Starts hosting `shard` (its lease, if any, is held): waits for the predecessor if there
+    /// is one that may still be alive and has not sent its hand-over marker yet, and delivers
+    /// what was buffered.
+    fn activate(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        predecessor: Option<UniqueAddress>,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
         let marker_seen = self.early_handovers.remove(&shard);
         let predecessor = predecessor.filter(|p| *p != self.me);
         let waiting_for = predecessor
@@ -618,6 +753,9 @@ impl<M> Region<M> {
         predecessor: Option<&UniqueAddress>,
         out: &mut Vec<RegionEffect<M>>,
     ) {
+        if matches!(self.hosted.get(shard), Some(Hosted::AwaitingLease { .. })) {
+            return; // delivered once the lease is held
+        }
         let Some(buffer) = self.buffers.remove(shard) else {
             return;
         };
@@ -652,13 +790,38 @@ impl<M> Region<M> {
         out: &mut Vec<RegionEffect<M>>,
     ) {
         let Some(state) = self.hosted.get(&shard) else {
+            // Not hosted here (a `HostShard` refused while leaving, or never received), yet the
+            // coordinator counts this region as the home, and regions that did too may have
+            // sent messages here, which wait in the buffer. They are this shard's old-home
+            // messages: forwarded to the next home ahead of anything newer, or dropped, as the
+            // mode says, exactly as if the shard had been stopped here.
+            let waiting = self.buffers.get(&shard).is_some_and(|b| !b.is_empty());
+            let forwarding = waiting && self.settings.handoff_mode == HandOffMode::Forward;
+            if waiting && !forwarding {
+                let dropped = self.buffers.remove(&shard).unwrap_or_default();
+                self.buffered -= dropped.len();
+                for b in dropped {
+                    out.push(RegionEffect::Dropped {
+                        env: b.env,
+                        reason: DropReason::HandOff,
+                    });
+                }
+            }
             out.push(RegionEffect::Send {
                 to: coordinator.clone(),
                 msg: Protocol::ShardStopped {
-                    shard,
-                    forwarding: false,
+                    shard: shard.clone(),
+                    forwarding,
                 },
             });
+            if forwarding {
+                self.handover_pending.insert(shard.clone());
+                out.push(RegionEffect::Send {
+                    to: coordinator.clone(),
+                    msg: Protocol::GetShardHome { shard },
+                });
+            }
+            self.check_shutdown(out);
             return;
         };
         if matches!(state, Hosted::HandingOff { .. }) {
@@ -672,6 +835,11 @@ impl<M> Region<M> {
         };
         let held = match self.hosted.replace(&shard, handing_off) {
             Some(Hosted::AwaitingPredecessor { held, .. }) => held,
+            Some(Hosted::AwaitingLease { .. }) => {
+                // Nothing ran here: the lease is no longer wanted.
+                self.give_up_lease(&shard, out);
+                VecDeque::new()
+            }
             _ => VecDeque::new(),
         };
         let early = self.early_drains.remove(&shard).unwrap_or_default();
@@ -732,6 +900,8 @@ impl<M> Region<M> {
             _ => return,
         };
         self.hosted.remove(shard);
+        // Every entity has stopped: the next home may take the lease at once.
+        self.give_up_lease(shard, out);
         out.push(RegionEffect::ShardStopped(shard.clone()));
         // Every drain marker is in, so nothing more arrives from other regions: if nothing is
         // buffered now, the next home has nothing to wait for (later local messages travel in
@@ -902,10 +1072,20 @@ impl<M> Region<M> {
             return;
         }
         self.stopped = true;
-        for (shard, _) in self.hosted.take_all() {
+        for (shard, state) in self.hosted.take_all() {
+            if matches!(state, Hosted::AwaitingLease { .. }) {
+                continue; // nothing runs
+            }
             out.push(RegionEffect::ForceStopEntities(shard.clone()));
             out.push(RegionEffect::ShardStopped(shard));
         }
+        // The entities are gone: free their leases for the next homes.
+        if let Some(keeper) = &mut self.leases {
+            let mut calls = Vec::new();
+            keeper.give_up_all(&mut calls);
+            out.extend(calls.into_iter().map(RegionEffect::Lease));
+        }
+        self.lease_unavailable.clear();
         for (_, buffer) in std::mem::take(&mut self.buffers) {
             for b in buffer {
                 out.push(RegionEffect::Dropped {
@@ -943,9 +1123,12 @@ impl<M> Region<M> {
                 match state {
                     Hosted::AwaitingPredecessor { until, .. } => consider(*until),
                     Hosted::HandingOff { force_at, .. } => consider(*force_at),
-                    Hosted::Running => {}
+                    Hosted::Running | Hosted::AwaitingLease { .. } => {}
                 }
             }
+        }
+        if let Some(t) = self.leases.as_ref().and_then(LeaseKeeper::poll_timeout) {
+            consider(t);
         }
         next
     }
@@ -989,6 +1172,14 @@ impl<M> Region<M> {
         for shard in forced {
             self.maybe_finish_hand_off(&shard, out);
         }
+        if let Some(keeper) = &mut self.leases {
+            let mut calls = Vec::new();
+            let events = keeper.handle_timeout(now, &mut calls);
+            out.extend(calls.into_iter().map(RegionEffect::Lease));
+            for event in events {
+                self.on_lease_event(now, event, view, out);
+            }
+        }
         if self.next_retry <= now {
             self.next_retry = now + self.settings.retry_interval;
             match &self.registration.coordinator {
@@ -998,7 +1189,7 @@ impl<M> Region<M> {
                     let waiting: BTreeSet<ShardId> = self
                         .buffers
                         .keys()
-                        .filter(|s| !matches!(self.hosted.get(s), Some(Hosted::HandingOff { .. })))
+                        .filter(|s| !self.hosted.contains_key(s))
                         .chain(self.handover_pending.iter())
                         .chain(self.wanted.iter())
                         .cloned()
@@ -1022,6 +1213,194 @@ impl<M> Region<M> {
     }
 }
 
+/// Shard leases (`use-lease`, digest §1.6: a shard starts only after taking its lease and its
+/// entities stop at once when the lease is lost).
+impl<M> Region<M> {
+    /// Whether hosting `shard` must wait for its lease.
+    fn needs_lease(&self, now: Instant, shard: &ShardId) -> bool {
+        self.leases
+            .as_ref()
+            .is_some_and(|k| k.held(now, shard).is_none())
+    }
+
+    /// Hosts `shard` waiting for its lease (asked for now, unless it is being asked for).
+    fn await_lease(
+        &mut self,
+        now: Instant,
+        shard: ShardId,
+        predecessor: Option<UniqueAddress>,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        self.hosted
+            .insert(shard.clone(), Hosted::AwaitingLease { predecessor });
+        if let Some(keeper) = &mut self.leases {
+            let mut calls = Vec::new();
+            keeper.want(now, shard, &mut calls);
+            out.extend(calls.into_iter().map(RegionEffect::Lease));
+        }
+    }
+
+    fn give_up_lease(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+        self.lease_unavailable.remove(shard);
+        if let Some(keeper) = &mut self.leases {
+            let mut calls = Vec::new();
+            keeper.give_up(shard, &mut calls);
+            out.extend(calls.into_iter().map(RegionEffect::Lease));
+        }
+    }
+
+    /// Before delivering to `shard` at `now`: `false` when its lease just turned out to be past
+    /// its deadline (a pause, a slow timer), which stops the shard's entities first.
+    fn lease_still_held(
+        &mut self,
+        now: Instant,
+        shard: &ShardId,
+        out: &mut Vec<RegionEffect<M>>,
+    ) -> bool {
+        let Some(keeper) = &mut self.leases else {
+            return true;
+        };
+        match keeper.expire_if_due(now, shard) {
+            Some(event) => {
+                self.lease_lost(now, event, out);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// The store answered lease request `id` about `shard`.
+    pub fn lease_answered(
+        &mut self,
+        now: Instant,
+        shard: &ShardId,
+        id: u64,
+        answer: LeaseAnswer,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let Some(keeper) = &mut self.leases else {
+            return;
+        };
+        let mut calls = Vec::new();
+        let event = keeper.answer(now, shard, id, answer, &mut calls);
+        out.extend(calls.into_iter().map(RegionEffect::Lease));
+        if let Some(event) = event {
+            self.on_lease_event(now, event, view, out);
+        }
+    }
+
+    fn on_lease_event(
+        &mut self,
+        now: Instant,
+        event: LeaseEvent<ShardId>,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        match event {
+            LeaseEvent::Acquired { key: shard, token } => {
+                self.lease_unavailable.remove(&shard);
+                match self.hosted.get(&shard) {
+                    Some(Hosted::AwaitingLease { predecessor }) if !self.stopped => {
+                        let predecessor = predecessor.clone();
+                        out.push(RegionEffect::ShardLeased {
+                            shard: shard.clone(),
+                            token,
+                        });
+                        self.activate(now, shard, predecessor, view, out);
+                    }
+                    // Not wanted any more (the keeper gives back what nobody waits for, but a
+                    // shard that left meanwhile had its wish cancelled already).
+                    _ => self.give_up_lease(&shard, out),
+                }
+            }
+            LeaseEvent::Lost { .. } => self.lease_lost(now, event, out),
+            LeaseEvent::RenewalFailing { key: shard, error } => {
+                out.push(RegionEffect::LeaseUnavailable { shard, error })
+            }
+            LeaseEvent::RenewalRecovered { key: shard } => {
+                out.push(RegionEffect::LeaseRecovered(shard))
+            }
+            LeaseEvent::Unavailable { key: shard, error } => {
+                if !matches!(self.hosted.get(&shard), Some(Hosted::AwaitingLease { .. })) {
+                    return;
+                }
+                self.lease_unavailable.insert(shard.clone());
+                // Reported before the refusals, so that whoever is refused finds it reported.
+                out.push(RegionEffect::LeaseUnavailable {
+                    shard: shard.clone(),
+                    error,
+                });
+                // Refuse what waits rather than keep it waiting for a store that is down.
+                if let Some(buffer) = self.buffers.remove(&shard) {
+                    self.buffered -= buffer.len();
+                    for b in buffer {
+                        out.push(RegionEffect::Dropped {
+                            env: b.env,
+                            reason: DropReason::LeaseUnavailable,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// `shard`'s lease is lost: its entities stop now, without waiting for them, and the shard
+    /// waits for its lease again (unless it was being handed off).
+    fn lease_lost(
+        &mut self,
+        now: Instant,
+        event: LeaseEvent<ShardId>,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let LeaseEvent::Lost { key: shard, reason } = event else {
+            return;
+        };
+        match self.hosted.get_mut(&shard) {
+            Some(Hosted::HandingOff {
+                entities_stopped, ..
+            }) => {
+                if !*entities_stopped {
+                    *entities_stopped = true;
+                    out.push(RegionEffect::ForceStopEntities(shard.clone()));
+                }
+                out.push(RegionEffect::ShardLeaseLost {
+                    shard: shard.clone(),
+                    reason,
+                });
+                self.maybe_finish_hand_off(&shard, out);
+            }
+            Some(Hosted::Running | Hosted::AwaitingPredecessor { .. }) => {
+                out.push(RegionEffect::ForceStopEntities(shard.clone()));
+                out.push(RegionEffect::ShardStopped(shard.clone()));
+                out.push(RegionEffect::ShardLeaseLost {
+                    shard: shard.clone(),
+                    reason,
+                });
+                let previous = self
+                    .hosted
+                    .replace(&shard, Hosted::AwaitingLease { predecessor: None });
+                if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
+                    // Held messages are older than anything buffered since.
+                    if !held.is_empty() {
+                        self.buffered += held.len();
+                        let buffer = self.buffers.entry(shard.clone()).or_default();
+                        for env in held.into_iter().rev() {
+                            buffer.push_front(Buffered { from: None, env });
+                        }
+                    }
+                }
+                if let Some(keeper) = &mut self.leases {
+                    let mut calls = Vec::new();
+                    keeper.acquire_again(now, shard, &mut calls);
+                    out.extend(calls.into_iter().map(RegionEffect::Lease));
+                }
+            }
+            Some(Hosted::AwaitingLease { .. }) | None => {}
+        }
+    }
+}
+
 /// How long a shard's entities get to stop during a hand-off before they are forced: the
 /// reference's `max(1 s, handoff-timeout − 5 s)`, leaving the coordinator's overall limit room.
 fn stop_limit(handoff_timeout: Duration) -> Duration {
@@ -1031,6 +1410,8 @@ fn stop_limit(handoff_timeout: Duration) -> Duration {
 }
 
 mod hosted;
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod tests;
 

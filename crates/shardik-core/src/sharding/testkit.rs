@@ -14,7 +14,8 @@ use crate::membership::{Address, Member, MemberStatus, UniqueAddress};
 use super::allocation::LeastShardAllocationStrategy;
 use super::coordinator::{Coordinator, CoordinatorSettings};
 use super::kind_node::strategy::{AllocationChoice, KindStrategy};
-use super::kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings};
+use super::kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey};
+use super::lease::{LeaseAnswer, LeaseCall, LeaseTiming};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, HandOffMode, Region, RegionSettings};
 use super::shard_id::{EntityId, ShardId, shard_id_for};
@@ -30,6 +31,25 @@ enum Wire {
     Proto(Protocol),
     User(Envelope<Msg>),
     EntitiesStopped(ShardId),
+    Lease {
+        key: LeaseKey,
+        id: u64,
+        answer: LeaseAnswer,
+    },
+}
+
+/// One lease in the test's store: owner, token, expiry by the test's clock.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredLease {
+    pub owner: Option<UniqueAddress>,
+    pub token: u64,
+    pub expires: Instant,
+}
+
+/// The node that stands for the lease store on the test's network (answers come from it, in
+/// order, interleaved with everything else).
+pub(crate) fn store_node() -> UniqueAddress {
+    node(999)
 }
 
 struct TestNode {
@@ -55,6 +75,15 @@ pub(crate) struct Net {
     stopping: Vec<(UniqueAddress, ShardId)>,
     pub violations: Vec<String>,
     next_up: u32,
+    /// Leases by (node-independent) key, as a store keeps them; `lease_timing` turns them on.
+    pub leases: BTreeMap<LeaseKey, StoredLease>,
+    pub lease_timing: Option<LeaseTiming>,
+    /// Whether the lease store answers with errors (it is "down").
+    pub lease_store_down: bool,
+    /// Shards whose lease was lost, per node, in order.
+    pub leases_lost: Vec<(UniqueAddress, ShardId)>,
+    /// Tokens the entities' writes would carry, per node and shard.
+    pub lease_tokens: BTreeMap<(UniqueAddress, ShardId), u64>,
 }
 
 impl Net {
@@ -83,6 +112,11 @@ impl Net {
             stopping: Vec::new(),
             violations: Vec::new(),
             next_up: 1,
+            leases: BTreeMap::new(),
+            lease_timing: None,
+            lease_store_down: false,
+            leases_lost: Vec::new(),
+            lease_tokens: BTreeMap::new(),
         }
     }
 
@@ -103,7 +137,11 @@ impl Net {
         self.next_up += 1;
         self.members.insert(n.clone(), m);
         let settings = KindNodeSettings {
-            region: self.region_settings.clone(),
+            region: RegionSettings {
+                lease: self.lease_timing,
+                ..self.region_settings.clone()
+            },
+            coordinator_lease: self.lease_timing,
             coordinator: self.coordinator_settings.clone(),
             role: None,
             proxy,
@@ -226,7 +264,24 @@ impl Net {
                     }
                 }
                 KindEffect::Dropped { env, reason } => self.dropped.push((env.msg, reason)),
+                KindEffect::Lease(request) => {
+                    if let Some(answer) = self.lease_call(at, &request.key, request.call) {
+                        let key = request.key;
+                        let id = request.id;
+                        self.push(&store_node(), at, Wire::Lease { key, id, answer });
+                    }
+                }
+                KindEffect::ShardLeased { shard, token } => {
+                    self.lease_tokens.insert((at.clone(), shard), token);
+                }
+                KindEffect::ShardLeaseLost { shard, .. } => {
+                    self.lease_tokens.remove(&(at.clone(), shard.clone()));
+                    self.leases_lost.push((at.clone(), shard));
+                }
                 KindEffect::ForceStopEntities(_)
+                | KindEffect::CoordinatorLeaseLost(_)
+                | KindEffect::LeaseUnavailable { .. }
+                | KindEffect::LeaseRecovered(_)
                 | KindEffect::CoordinatorRunning(_)
                 | KindEffect::Coordinator(_)
                 | KindEffect::AllocationAsked { .. }
@@ -262,6 +317,7 @@ impl Net {
             },
             Wire::EntitiesStopped(shard) => KindInput::EntitiesStopped(shard),
             Wire::Proto(msg) => KindInput::Protocol { from, msg },
+            Wire::Lease { key, id, answer } => KindInput::LeaseAnswered { key, id, answer },
         };
         self.input(&to, input);
         true
@@ -327,6 +383,56 @@ impl Net {
             }
         }
         self.now = self.now.max(end);
+    }
+
+    /// The store's side of a lease call by `by` (`None`: releases are not answered).
+    fn lease_call(
+        &mut self,
+        by: &UniqueAddress,
+        key: &LeaseKey,
+        call: LeaseCall,
+    ) -> Option<LeaseAnswer> {
+        if self.lease_store_down {
+            return match call {
+                LeaseCall::Release { .. } => None,
+                _ => Some(LeaseAnswer::Failed("the store is down".into())),
+            };
+        }
+        let ttl = self.lease_timing.expect("leases are on").ttl;
+        let now = self.now;
+        let lease = self.leases.entry(key.clone()).or_insert(StoredLease {
+            owner: None,
+            token: 0,
+            expires: Instant::ZERO,
+        });
+        let live = lease.owner.is_some() && now < lease.expires;
+        match call {
+            LeaseCall::Acquire => {
+                if live && lease.owner.as_ref() != Some(by) {
+                    return Some(LeaseAnswer::HeldByOther);
+                }
+                if !(live && lease.owner.as_ref() == Some(by)) {
+                    lease.token += 1;
+                    lease.owner = Some(by.clone());
+                }
+                lease.expires = now + ttl;
+                Some(LeaseAnswer::Granted { token: lease.token })
+            }
+            LeaseCall::Renew { token } => {
+                if live && lease.owner.as_ref() == Some(by) && lease.token == token {
+                    lease.expires = now + ttl;
+                    Some(LeaseAnswer::Renewed)
+                } else {
+                    Some(LeaseAnswer::Refused)
+                }
+            }
+            LeaseCall::Release { token } => {
+                if lease.owner.as_ref() == Some(by) && lease.token == token {
+                    lease.owner = None;
+                }
+                None
+            }
+        }
     }
 
     /// Where each shard runs now.

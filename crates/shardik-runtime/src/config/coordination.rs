@@ -16,6 +16,37 @@ pub struct CoordinationSettings {
     pub lease: LeaseSettings,
 }
 
+/// Where a lease lives, for the settings that turn one on (`cluster.sharding.use-lease`,
+/// `cluster.sharding.coordinator-singleton.use-lease`): in Akka these name a lease
+/// implementation's configuration block; shardik has one implementation, the node's
+/// persistence store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum LeaseImplementation {
+    /// `""`: no lease (the default).
+    #[default]
+    #[serde(rename = "")]
+    None,
+    /// `"store"`: a lease row in the node's persistence store (`persistence.store`), with the
+    /// timing of `coordination.lease.*`.
+    #[serde(rename = "store")]
+    Store,
+}
+
+impl LeaseImplementation {
+    /// Whether a lease is used.
+    pub fn is_on(self) -> bool {
+        self == LeaseImplementation::Store
+    }
+
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseImplementation::None => "",
+            LeaseImplementation::Store => "store",
+        }
+    }
+}
+
 /// `coordination.lease.*`: how long a lease lasts and how its holder keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

@@ -30,7 +30,7 @@ mod values;
 use serde::Deserialize;
 
 pub use cluster::{ClusterSettings, RoleSettings};
-pub use coordination::{CoordinationSettings, LeaseSettings};
+pub use coordination::{CoordinationSettings, LeaseImplementation, LeaseSettings};
 pub use downing::{
     ActiveStrategy, DownAllWhenUnstable, DowningProvider, FailureDetectorSettings,
     KeepOldestSettings, LeaseMajoritySettings, RoleOnlySettings, SplitBrainResolverSettings,

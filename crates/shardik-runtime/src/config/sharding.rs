@@ -75,6 +75,25 @@ pub struct ShardingSettings {
     pub passivation: shardik_passivation::PassivationSettings,
     /// `healthcheck.*`.
     pub healthcheck: ShardingHealthCheckSettings,
+    /// `use-lease`: `"store"` makes every shard take a lease in the node's store before its
+    /// entities run (their writes carry its fencing token) and stop them when it is lost;
+    /// `""` (default): no lease.
+    pub use_lease: super::coordination::LeaseImplementation,
+    /// `lease-retry-interval`: how long a shard (or the coordinator) waits before trying
+    /// again to take a lease it did not get.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub lease_retry_interval: Duration,
+    /// `coordinator-singleton.*`.
+    pub coordinator_singleton: CoordinatorSingletonSettings,
+}
+
+/// `cluster.sharding.coordinator-singleton.*`: the coordinator's placement as a singleton.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CoordinatorSingletonSettings {
+    /// `use-lease`: `"store"` makes the coordinator start only once its node holds the
+    /// kind's coordinator lease, and stop when it is lost; `""` (default): no lease.
+    pub use_lease: super::coordination::LeaseImplementation,
 }
 
 /// `entity-recovery-strategy`.
@@ -239,6 +258,10 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
         (
             "cluster.sharding.entity-restart-backoff",
             s.entity_restart_backoff,
+        ),
+        (
+            "cluster.sharding.lease-retry-interval",
+            s.lease_retry_interval,
         ),
         (
             "cluster.sharding.healthcheck.timeout",

@@ -440,10 +440,11 @@ impl Shared {
         }
         state.deadline = None;
         state.renewal = None;
+        // Counted and logged before anyone watching the status hears of the loss.
+        metrics::counter!(LEASE_LOSSES_TOTAL, "reason" => reason.label()).increment(1);
+        tracing::warn!(lease = %self.name, owner = %self.owner, token, %reason, "lease lost");
         self.status
             .send_replace(LeaseStatus::Lost { token, reason });
         drop(state);
-        metrics::counter!(LEASE_LOSSES_TOTAL, "reason" => reason.label()).increment(1);
-        tracing::warn!(lease = %self.name, owner = %self.owner, token, %reason, "lease lost");
     }
 }

@@ -89,12 +89,16 @@ impl<B: DurableStateEntity> EntityKind<DurableState<B>, Postcard> {
             persistence: persistence.clone(),
             codec: StorageCodec::Postcard,
         });
+        let store = Arc::clone(persistence.store());
         EntityKind::for_key(key, move |id| DurableState {
             state: initial(id),
             revision: 0,
             loaded: false,
             shared: Arc::clone(&shared),
         })
+        // With `use-lease`, the shards' leases live in the store the state is in, where the
+        // fences of the entities' writes are checked.
+        .with_lease_store(store)
     }
 }
 
@@ -131,7 +135,12 @@ impl<B: DurableStateEntity> DurableState<B> {
         Ok(())
     }
 
-    async fn store(&mut self, entity_id: &str, state: B) -> Result<(), EntityFailure> {
+    async fn store(
+        &mut self,
+        entity_id: &str,
+        state: B,
+        fence: Option<shardik_persistence::Fence>,
+    ) -> Result<(), EntityFailure> {
         let shared = Arc::clone(&self.shared);
         let pid = persistence_id(&shared.kind, entity_id);
         let payload = shared
@@ -148,7 +157,7 @@ impl<B: DurableStateEntity> DurableState<B> {
                     revision,
                     payload: Bytes::from(payload),
                 },
-                None,
+                fence,
             )
             .await
             .map_err(|e| EntityFailure(format!("state write failed: {e}")))?;
@@ -177,7 +186,8 @@ impl<B: DurableStateEntity> Entity for DurableState<B> {
         }
         let StateEffect { new_state, reply } = self.state.handle_command(cmd, ctx);
         if let Some(state) = new_state {
-            self.store(ctx.entity_id(), state).await?;
+            let fence = ctx.fence().cloned();
+            self.store(ctx.entity_id(), state, fence).await?;
         }
         Ok(reply(&self.state))
     }

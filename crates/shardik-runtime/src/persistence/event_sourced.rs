@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
-    JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, persistence_id,
+    AtomicWrite, Fence, JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, persistence_id,
 };
 
 use super::codec::StorageCodec;
@@ -249,11 +249,15 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
             events: self.events,
             snapshots: self.snapshots,
         });
+        let store = Arc::clone(shared.persistence.store());
         EntityKind::for_key(self.key, move |id| EventSourced {
             state: initial(id),
             journal: None,
             shared: Arc::clone(&shared),
         })
+        // With `use-lease`, the shards' leases live in the store the journal is in, where
+        // the fences of the entities' writes are checked.
+        .with_lease_store(store)
     }
 }
 
@@ -327,7 +331,11 @@ impl<B: EventSourcedEntity> EventSourced<B> {
     }
 
     /// Writes `events` as the next entries of the journal; applies them once written.
-    async fn persist(&mut self, events: Vec<B::Event>) -> Result<(), EntityFailure> {
+    async fn persist(
+        &mut self,
+        events: Vec<B::Event>,
+        fence: Option<Fence>,
+    ) -> Result<(), EntityFailure> {
         let shared = Arc::clone(&self.shared);
         let journal = self.journal.as_mut().expect("recovered before persisting");
         let pid = Arc::clone(journal.persistence_id());
@@ -342,7 +350,10 @@ impl<B: EventSourcedEntity> EventSourced<B> {
         let written = shared
             .persistence
             .journal()
-            .write(journal.next_write(encoded))
+            .write(AtomicWrite {
+                fence,
+                ..journal.next_write(encoded)
+            })
             .await
             .map_err(|e| failure("journal write failed", e))?;
         written.map_err(|refused| failure("journal write refused", refused))?;
@@ -407,7 +418,8 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
         }
         let Effect { events, reply } = self.state.handle_command(cmd, ctx);
         if !events.is_empty() {
-            self.persist(events).await?;
+            let fence = ctx.fence().cloned();
+            self.persist(events, fence).await?;
         }
         Ok(reply(&self.state))
     }

@@ -82,6 +82,8 @@ pub struct EntityContext<E: Entity> {
     /// Requests for the runtime, applied when the handler returns (empty, unallocated, for
     /// most commands).
     pub(crate) requests: Vec<ContextRequest<E::Command>>,
+    /// The shard's lease fence, when the shard runs under a lease (`use-lease`).
+    pub(crate) fence: Option<shardik_persistence::Fence>,
 }
 
 impl<E: Entity> std::fmt::Debug for EntityContext<E> {
@@ -154,11 +156,22 @@ impl<C: 'static> ContextRequest<C> {
 impl<E: Entity> EntityContext<E> {
     /// A context for an entity that another wraps: the same entity, no requests yet.
     pub(crate) fn for_inner<I: Entity>(&self) -> EntityContext<I> {
-        EntityContext::new(
+        let mut inner = EntityContext::new(
             self.entity_id.clone(),
             self.shard_id.clone(),
             self.node.clone(),
-        )
+        );
+        inner.fence = self.fence.clone();
+        inner
+    }
+
+    /// The fence of the lease the entity's shard runs under (`cluster.sharding.use-lease`):
+    /// writes that carry it ([`shardik_persistence::AtomicWrite::fence`]) are refused by the
+    /// store once a newer holder of the lease has written, so a copy of the entity that lost
+    /// its lease without noticing yet cannot write. Durable entities attach it on their own;
+    /// `None` without leases.
+    pub fn fence(&self) -> Option<&shardik_persistence::Fence> {
+        self.fence.as_ref()
     }
 
     pub(crate) fn new(entity_id: EntityId, shard_id: ShardId, node: UniqueAddress) -> Self {
@@ -168,6 +181,7 @@ impl<E: Entity> EntityContext<E> {
             node,
             passivate: false,
             requests: Vec::new(),
+            fence: None,
         }
     }
 
@@ -323,6 +337,9 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) allocation: KindAllocation,
     pub(crate) codec: Arc<C>,
     pub(crate) remember: Option<RememberSettings>,
+    /// Where the kind's shard and coordinator leases live when `cluster.sharding.use-lease`
+    /// or `coordinator-singleton.use-lease` is on.
+    pub(crate) lease_store: Option<Arc<dyn shardik_persistence::Store>>,
 }
 
 impl<E: Entity> EntityKind<E, Postcard> {
@@ -347,6 +364,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             allocation: KindAllocation::Configured,
             codec: Arc::new(Postcard),
             remember: None,
+            lease_store: None,
         }
     }
 }
@@ -473,6 +491,17 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         self
     }
 
+    /// Keeps the kind's leases in `store` (`cluster.sharding.use-lease = "store"`, and
+    /// `coordinator-singleton.use-lease`): each shard runs only while its node holds the
+    /// shard's lease there, and the writes of its entities carry the lease's fencing token, so
+    /// use the store the entities write to. Durable kinds (event-sourced, durable state) use
+    /// their own store without being told; with leases configured, a kind that hosts shards
+    /// and has no lease store is refused at registration.
+    pub fn with_lease_store(mut self, store: Arc<dyn shardik_persistence::Store>) -> Self {
+        self.lease_store = Some(store);
+        self
+    }
+
     /// Uses `codec` for commands and replies that cross the network.
     pub fn with_codec<C2: Codec>(self, codec: C2) -> EntityKind<E, C2> {
         EntityKind {
@@ -486,6 +515,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             allocation: self.allocation,
             codec: Arc::new(codec),
             remember: self.remember,
+            lease_store: self.lease_store,
         }
     }
 
@@ -515,6 +545,14 @@ pub enum ShardingError {
     /// The region is stopped (the node is shutting down).
     #[error("the region is stopped")]
     RegionStopped,
+    /// The entity's shard runs under a lease (`cluster.sharding.use-lease`) that its node
+    /// could not take because the lease's store failed or did not answer; the command was not
+    /// handled rather than run unfenced. Retry once the store is back.
+    #[error(
+        "the shard's lease could not be acquired (its store failed or did not answer); the \
+         command was not handled"
+    )]
+    LeaseUnavailable,
     /// The command or reply could not be encoded or decoded.
     #[error(transparent)]
     Codec(#[from] CodecError),

@@ -17,6 +17,7 @@ use futures_util::stream::FuturesUnordered;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
+use shardik_persistence::Fence;
 
 use super::api::{ContextRequest, Entity, EntityContext};
 use super::remember::RememberWriter;
@@ -156,6 +157,10 @@ pub(crate) struct EntityHost<E: Entity> {
     /// load began: the load may have read them before their passivation was recorded, and
     /// must not start them again.
     loading: HashMap<ShardId, HashSet<EntityId>>,
+    /// The fences of shards that run under a lease (`use-lease`): every handler of the
+    /// shard's entities gets it in its context, and durable entities' writes carry it. Empty
+    /// without leases.
+    fences: HashMap<ShardId, Fence>,
 }
 
 impl<E: Entity> EntityHost<E> {
@@ -181,6 +186,7 @@ impl<E: Entity> EntityHost<E> {
             restart_backoff: None,
             restarts: RestartSchedule::default(),
             loading: HashMap::new(),
+            fences: HashMap::new(),
         }
     }
 
@@ -269,6 +275,24 @@ impl<E: Entity> EntityHost<E> {
             );
             self.shards_changed();
         }
+    }
+
+    /// `shard` runs under its lease with `fence` from now on: its entities' handlers get it.
+    pub fn set_fence(&mut self, shard: ShardId, fence: Fence) {
+        self.fences.insert(shard, fence);
+    }
+
+    /// `shard` no longer runs under a lease here (it stopped, or lost its lease).
+    pub fn clear_fence(&mut self, shard: &ShardId) {
+        self.fences.remove(shard);
+    }
+
+    /// The fence the handlers of `shard`'s entities get (`None` without leases).
+    fn fence_of(&self, shard: &ShardId) -> Option<Fence> {
+        if self.fences.is_empty() {
+            return None;
+        }
+        self.fences.get(shard).cloned()
     }
 
     /// Starts the remembered entities `ids` of `shard` that do not run yet, idle, without a
@@ -438,6 +462,7 @@ impl<E: Entity> EntityHost<E> {
             (true, Some(writer), Some((entity, job))) => {
                 let fut = run_remembered(
                     self.node.clone(),
+                    self.fence_of(shard),
                     shard.clone(),
                     id.clone(),
                     entity,
@@ -470,6 +495,7 @@ impl<E: Entity> EntityHost<E> {
             Some((entity, job)) => {
                 let fut = run(
                     self.node.clone(),
+                    self.fence_of(shard),
                     shard.clone(),
                     id.clone(),
                     entity,
@@ -750,7 +776,8 @@ impl<E: Entity> EntityHost<E> {
         match item {
             Item::Job(job) => {
                 self.queued -= 1;
-                let fut = run(self.node.clone(), shard, id, entity, job, false);
+                let fence = self.fence_of(&shard);
+                let fut = run(self.node.clone(), fence, shard, id, entity, job, false);
                 self.push_running(fut);
             }
             Item::Stop => match &self.stop_message {
@@ -760,7 +787,8 @@ impl<E: Entity> EntityHost<E> {
                         reply: Asker::None,
                         from_context: false,
                     };
-                    let fut = run(self.node.clone(), shard, id, entity, job, true);
+                    let fence = self.fence_of(&shard);
+                    let fut = run(self.node.clone(), fence, shard, id, entity, job, true);
                     self.push_running(fut);
                 }
                 None => {
@@ -805,6 +833,7 @@ fn start_or_queue<E: Entity>(slot: &mut Slot<E>, job: Job<E>) -> Option<(E, Job<
 /// copy that cost local tells several percent).
 fn run_remembered<E: Entity>(
     node: UniqueAddress,
+    fence: Option<Fence>,
     shard: ShardId,
     id: EntityId,
     entity: E,
@@ -827,13 +856,14 @@ fn run_remembered<E: Entity>(
             };
         }
         drop(writer);
-        run(node, shard, id, entity, job, false).await
+        run(node, fence, shard, id, entity, job, false).await
     })
 }
 
 /// The future that handles one command: owns the entity while it runs and hands it back.
 fn run<E: Entity>(
     node: UniqueAddress,
+    fence: Option<Fence>,
     shard: ShardId,
     id: EntityId,
     mut entity: E,
@@ -844,6 +874,7 @@ fn run<E: Entity>(
         // The context owns the ids while the handler runs and hands them back after, so no
         // reference count is touched for them on the way.
         let mut ctx = EntityContext::<E>::new(id, shard, node);
+        ctx.fence = fence;
         let Job {
             cmd,
             reply,

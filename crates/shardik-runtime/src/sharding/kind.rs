@@ -14,7 +14,7 @@ use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
     CoordinatorEvent, CoordinatorSettings, DropReason, EntityId, Envelope, KindEffect, KindInput,
-    KindNode, KindNodeSettings, Protocol, RegionSettings, ShardId,
+    KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
     ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireReply, encode_envelope,
@@ -49,6 +49,9 @@ pub(crate) struct KindSettings {
     pub idle: Option<shardik_passivation::IdleCheck>,
     pub proxy: bool,
     pub role: Option<String>,
+    /// The coordinator's lease (`coordinator-singleton.use-lease`); the shards' is
+    /// `region.lease`.
+    pub coordinator_lease: Option<shardik_core::sharding::LeaseTiming>,
 }
 
 /// How often to look for idle entities: the configured interval, but not more often than every
@@ -80,6 +83,9 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub resolver: Resolver,
     /// Where the kind's running entities are remembered, if it remembers them.
     pub remember: Option<RememberSettings>,
+    /// The kind's leases, when `use-lease` or the coordinator's lease is on (never on a
+    /// proxy).
+    pub leases: Option<super::leases::KindLeases>,
 }
 
 struct State<E: Entity> {
@@ -125,6 +131,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 proxy: self.settings.proxy,
                 down_removal_margin: self.settings.down_removal_margin,
                 shutdown_timeout: self.settings.shutdown_timeout,
+                coordinator_lease: self.settings.coordinator_lease,
             },
             self.allocation.choice(self.settings.allocation),
             CoreInstant::ZERO,
@@ -391,6 +398,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Control::RebalanceAnswered(moves) => {
                 self.input(st, KindInput::RebalanceAnswered(moves))
             }
+            Control::LeaseAnswered { key, id, answer } => {
+                self.input(st, KindInput::LeaseAnswered { key, id, answer })
+            }
             Control::Shutdown(tx) => {
                 if st.shutdown_done {
                     let _ = tx.send(());
@@ -480,11 +490,57 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     self.apply_host_outputs(st);
                 }
                 KindEffect::ShardStopped(shard) => {
-                    debug!(kind = %self.name, %shard, "shard stopped here")
+                    debug!(kind = %self.name, %shard, "shard stopped here");
+                    if let Some(leases) = &self.leases {
+                        self.host.clear_fence(&shard);
+                        let name = leases.name(&LeaseKey::Shard(shard));
+                        leases.health().recovered(&name);
+                    }
+                }
+                KindEffect::Lease(request) => {
+                    if let Some(leases) = &self.leases {
+                        leases.call(request, self.control_back.clone());
+                    }
+                }
+                KindEffect::ShardLeased { shard, token } => {
+                    if let Some(leases) = &self.leases {
+                        let fence = leases.fence(&shard, token);
+                        leases.health().recovered(&fence.scope);
+                        info!(kind = %self.name, %shard, token, "shard lease acquired");
+                        self.host.set_fence(shard, fence);
+                    }
+                }
+                KindEffect::ShardLeaseLost { shard, reason } => {
+                    self.host.clear_fence(&shard);
+                    metrics::counter!(m::LEASE_LOSSES_TOTAL, "reason" => reason.as_str())
+                        .increment(1);
+                    warn!(kind = %self.name, %shard, reason = reason.as_str(), "shard lease lost: its entities were stopped");
+                }
+                KindEffect::CoordinatorLeaseLost(reason) => {
+                    metrics::counter!(m::LEASE_LOSSES_TOTAL, "reason" => reason.as_str())
+                        .increment(1);
+                    warn!(kind = %self.name, reason = reason.as_str(), "coordinator lease lost: the coordinator stopped");
+                }
+                KindEffect::LeaseUnavailable { key, error } => {
+                    warn!(kind = %self.name, lease = ?key, %error, "lease store failing");
+                    if let Some(leases) = &self.leases {
+                        leases.health().failed(leases.name(&key), error);
+                    }
+                }
+                KindEffect::LeaseRecovered(key) => {
+                    info!(kind = %self.name, lease = ?key, "lease store answering again");
+                    if let Some(leases) = &self.leases {
+                        leases.health().recovered(&leases.name(&key));
+                    }
                 }
                 KindEffect::Dropped { env, reason } => self.dropped(st, env, reason),
                 KindEffect::CoordinatorRunning(true) => {
-                    info!(kind = %self.name, "this node now runs the coordinator")
+                    info!(kind = %self.name, "this node now runs the coordinator");
+                    if let Some(leases) = &self.leases {
+                        leases
+                            .health()
+                            .recovered(&leases.name(&LeaseKey::Coordinator));
+                    }
                 }
                 KindEffect::CoordinatorRunning(false) => {
                     info!(kind = %self.name, "this node no longer runs the coordinator")
@@ -727,6 +783,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 let _ = r.tx.send(Err(match reason {
                     DropReason::BufferFull => ShardingError::BufferFull,
                     DropReason::RegionStopped => ShardingError::RegionStopped,
+                    DropReason::LeaseUnavailable => ShardingError::LeaseUnavailable,
                     other => ShardingError::Dropped(other.as_str()),
                 }));
             }

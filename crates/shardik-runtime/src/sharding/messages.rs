@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 
 use bytes::Bytes;
 use shardik_core::membership::UniqueAddress;
-use shardik_core::sharding::{EntityId, Protocol, ShardId};
+use shardik_core::sharding::{EntityId, LeaseAnswer, LeaseKey, Protocol, ShardId};
 use shardik_wire::WireEnvelope;
 use tokio::sync::oneshot;
 use tokio::time::Instant as TokioInstant;
@@ -60,6 +60,12 @@ pub(crate) enum Control {
     },
     /// Shards with remembered entities, whose homes are to be found without a message.
     WantHomes(Vec<ShardId>),
+    /// The store answered a lease call.
+    LeaseAnswered {
+        key: LeaseKey,
+        id: u64,
+        answer: LeaseAnswer,
+    },
 }
 
 /// What a region reports about itself.

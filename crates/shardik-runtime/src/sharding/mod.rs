@@ -20,6 +20,7 @@ mod host;
 mod id_map;
 mod keepalive;
 mod kind;
+mod leases;
 mod messages;
 mod pending;
 mod remember;
@@ -36,7 +37,8 @@ use std::time::Duration;
 
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
-    AllocationSettings, CoordinatorSettings, HandOffMode, RegionSettings, shard_number_for,
+    AllocationSettings, CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings,
+    shard_number_for,
 };
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
@@ -64,6 +66,7 @@ use crate::metrics as m;
 use crate::node::RunningNode;
 use crate::transport::{InboundUser, UserSender};
 use kind::{KindSettings, KindTask};
+pub use leases::LeaseHealth;
 use messages::{Control, LocalMsg, LocalReply};
 use pending::{PendingAsks, ReplyEndpoint};
 
@@ -95,6 +98,11 @@ pub struct ShardingConfig {
     /// How long after a remembered entity failed its shard starts it again without a message
     /// (`entity-restart-backoff`; only for kinds that remember their entities).
     pub entity_restart_backoff: Duration,
+    /// The coordinator's lease (`coordinator-singleton.use-lease`), with its timing; the
+    /// shards' leases are `region.lease` (`use-lease`).
+    pub coordinator_lease: Option<LeaseTiming>,
+    /// The cluster's name, the prefix of lease names.
+    pub cluster_name: Arc<str>,
 }
 
 impl Default for ShardingConfig {
@@ -111,6 +119,8 @@ impl Default for ShardingConfig {
             self_roles: Default::default(),
             query_timeout: Duration::from_secs(3),
             entity_restart_backoff: Duration::from_secs(10),
+            coordinator_lease: None,
+            cluster_name: "shardik".into(),
         }
     }
 }
@@ -141,6 +151,7 @@ impl ShardingConfig {
                 retry_interval: sh.retry_interval,
                 handoff_timeout: sh.handoff_timeout,
                 handoff_mode: mode,
+                lease: sh.use_lease.is_on().then(|| lease_timing(s)),
             },
             coordinator: CoordinatorSettings {
                 rebalance_interval: sh.rebalance_interval,
@@ -163,6 +174,12 @@ impl ShardingConfig {
             self_roles: membership.roles.clone(),
             query_timeout: sh.shard_region_query_timeout,
             entity_restart_backoff: sh.entity_restart_backoff,
+            coordinator_lease: sh
+                .coordinator_singleton
+                .use_lease
+                .is_on()
+                .then(|| lease_timing(s)),
+            cluster_name: s.cluster.name.as_str().into(),
         }
     }
 
@@ -171,6 +188,17 @@ impl ShardingConfig {
         self.region.handoff_mode = mode;
         self.coordinator.forward_handoff = mode == HandOffMode::Forward;
         self
+    }
+}
+
+/// The timing of sharding's leases: `coordination.lease.*` and `lease-retry-interval`.
+fn lease_timing(s: &crate::config::Settings) -> LeaseTiming {
+    let l = &s.coordination.lease;
+    LeaseTiming {
+        ttl: l.heartbeat_timeout,
+        renew_interval: l.heartbeat_interval,
+        operation_timeout: l.lease_operation_timeout,
+        retry_interval: s.cluster.sharding.lease_retry_interval,
     }
 }
 
@@ -193,6 +221,14 @@ pub enum InitError {
     /// The name is empty or too long.
     #[error("invalid entity kind name {0:?}: it must be 1 to 255 bytes")]
     InvalidName(String),
+    /// Leases are configured (`cluster.sharding.use-lease` or
+    /// `coordinator-singleton.use-lease`) but the kind has no store to keep them in.
+    #[error(
+        "entity kind {0:?}: leases are configured (cluster.sharding.use-lease or \
+         coordinator-singleton.use-lease) but the kind has no lease store; give it one with \
+         EntityKind::with_lease_store (durable kinds use their own store)"
+    )]
+    NoLeaseStore(String),
 }
 
 struct KindEntry {
@@ -204,6 +240,8 @@ struct KindEntry {
 }
 
 struct Inner {
+    /// Leases whose store is failing on this node (for `/ready`).
+    lease_health: Arc<LeaseHealth>,
     node: NodeHandle,
     self_node: UniqueAddress,
     sender: UserSender,
@@ -257,6 +295,12 @@ impl std::fmt::Debug for Sharding {
 }
 
 impl Sharding {
+    /// The leases (`use-lease`) this node wants or holds whose store is failing, by lease name,
+    /// with the last error: a node reports itself not ready while any is.
+    pub fn failing_leases(&self) -> std::collections::BTreeMap<String, String> {
+        self.inner.lease_health.failing()
+    }
+
     /// Attaches sharding to a running node: from now on it serves the node's user traffic.
     /// Fails if sharding (or anything else) already took that traffic on this node.
     pub fn start(node: &RunningNode, config: ShardingConfig) -> Result<Sharding, StartError> {
@@ -294,6 +338,7 @@ impl Sharding {
             pending,
             replies,
             stats_waiters: Mutex::new(HashMap::new()),
+            lease_health: Arc::default(),
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
         });
         tokio::spawn(dispatch(Arc::clone(&inner), user_messages));
@@ -346,6 +391,24 @@ impl Sharding {
             (Some(r), Some(roles)) => !roles.contains(r),
             (Some(r), None) => !cfg.self_roles.contains(r),
         };
+        let uses_leases = cfg.region.lease.is_some() || cfg.coordinator_lease.is_some();
+        let leases = match (&kind.lease_store, uses_leases && !proxy) {
+            (_, false) => None,
+            (None, true) => return Err(InitError::NoLeaseStore(kind.name.to_string())),
+            (Some(store), true) => {
+                let timing = cfg.region.lease.or(cfg.coordinator_lease);
+                let timing = timing.expect("one of the leases is on");
+                Some(leases::KindLeases::new(
+                    Arc::clone(store),
+                    &cfg.cluster_name,
+                    &kind.name,
+                    &self.inner.self_node,
+                    timing.operation_timeout,
+                    timing.ttl,
+                    Arc::clone(&self.inner.lease_health),
+                ))
+            }
+        };
         let (local_tx, local_rx) = mpsc::channel(cfg.region.buffer_size.clamp(1, 1 << 20));
         let (control_tx, control_rx) = mpsc::channel(4096);
         let region = EntityRegion::<E> {
@@ -388,7 +451,12 @@ impl Sharding {
             me: self.inner.self_node.clone(),
             codec: Arc::clone(&kind.codec),
             settings: KindSettings {
-                region: cfg.region.clone(),
+                region: RegionSettings {
+                    // A proxy never hosts a shard, so it never takes a lease.
+                    lease: cfg.region.lease.filter(|_| !proxy),
+                    ..cfg.region.clone()
+                },
+                coordinator_lease: cfg.coordinator_lease.filter(|_| !proxy),
                 coordinator: cfg.coordinator.clone(),
                 allocation: cfg.allocation,
                 down_removal_margin: cfg.down_removal_margin,
@@ -414,6 +482,7 @@ impl Sharding {
                 weak
             },
             remember: kind.remember.clone(),
+            leases,
         };
         let mut task = task;
         if let Some(p) = limit_strategy {

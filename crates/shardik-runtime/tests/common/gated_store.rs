@@ -3,12 +3,12 @@
 //! holder, a load racing a passivation). Every other call goes straight through.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use shardik_persistence::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, Snapshot, Store, StoreFuture, StoredEvent,
-    StoredState, TaggedEvent, WriteResult,
+    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, Snapshot, Store, StoreError, StoreFuture,
+    StoredEvent, StoredState, TaggedEvent, WriteResult,
 };
 use tokio::sync::watch;
 
@@ -48,6 +48,8 @@ pub struct GatedStore {
     pub loads: Gate,
     pub stale_remembered: Vec<String>,
     pub loads_answered: AtomicUsize,
+    /// While set, acquiring and renewing leases fail as with a store that cannot be reached.
+    pub leases_down: AtomicBool,
 }
 
 impl GatedStore {
@@ -60,7 +62,19 @@ impl GatedStore {
             loads: Gate::open(),
             stale_remembered: Vec::new(),
             loads_answered: AtomicUsize::new(0),
+            leases_down: AtomicBool::new(false),
         }
+    }
+}
+
+impl GatedStore {
+    fn lease_store_up(&self) -> Result<(), StoreError> {
+        if self.leases_down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "connection refused (the test took the lease store down)".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -74,6 +88,7 @@ impl Store for GatedStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             self.renewals.pass().await;
+            self.lease_store_up()?;
             self.inner.renew_lease(name, owner, token, ttl).await
         })
     }
@@ -83,7 +98,10 @@ impl Store for GatedStore {
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, LeaseAcquired> {
-        self.inner.acquire_lease(name, owner, ttl)
+        Box::pin(async move {
+            self.lease_store_up()?;
+            self.inner.acquire_lease(name, owner, ttl).await
+        })
     }
     fn release_lease<'a>(
         &'a self,

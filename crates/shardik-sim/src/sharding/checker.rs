@@ -40,6 +40,7 @@ pub struct ShardingChecker {
     last_seq: BTreeMap<(usize, UniqueAddress, EntityId), u64>,
     reported_coordinators: BTreeMap<usize, BTreeSet<UniqueAddress>>,
     violations: Vec<String>,
+    fenced_copies: usize,
 }
 
 fn name(node: &UniqueAddress) -> String {
@@ -65,6 +66,36 @@ impl ShardingChecker {
     /// Nodes hosting `shard` of `kind` right now.
     pub fn hosts_of(&self, kind: usize, shard: &ShardId) -> Option<&BTreeSet<UniqueAddress>> {
         self.hosts.get(&(kind, shard.clone()))
+    }
+
+    /// `node`'s copy of `shard` can no longer act: its lease passed its deadline (see the
+    /// module's docs). Its hosting and its entities stop counting; they are counted in
+    /// [`fenced_copies`](Self::fenced_copies).
+    pub fn fenced(&mut self, kind: usize, node: &UniqueAddress, shard: &ShardId) {
+        if let Some(hosts) = self.hosts.get_mut(&(kind, shard.clone())) {
+            if hosts.remove(node) {
+                self.fenced_copies += 1;
+            }
+            if hosts.is_empty() {
+                self.hosts.remove(&(kind, shard.clone()));
+            }
+        }
+        if let Some(entities) = self.by_shard.remove(&(kind, node.clone(), shard.clone())) {
+            for entity in entities {
+                if let Some(live) = self.live.get_mut(&(kind, entity.clone())) {
+                    live.remove(node);
+                    if live.is_empty() {
+                        self.live.remove(&(kind, entity));
+                    }
+                }
+            }
+        }
+    }
+
+    /// How many shard copies stopped counting because their node's lease had passed its
+    /// deadline before the node noticed (a pause).
+    pub fn fenced_copies(&self) -> usize {
+        self.fenced_copies
     }
 
     /// An entity started on `node`.

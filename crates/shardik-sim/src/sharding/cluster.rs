@@ -15,7 +15,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::{Command, Gossip, MemberStatus, MembershipConfig, UniqueAddress};
-use shardik_core::sharding::{CoordinatorEvent, EntityId, Envelope, ShardId, shard_id_for};
+use shardik_core::sharding::{
+    CoordinatorEvent, EntityId, Envelope, LeaseAnswer, LeaseCall, ShardId, shard_id_for,
+};
+use shardik_persistence::{LeaseAcquired, WriteRefused};
 
 use super::checker::ShardingChecker;
 use super::config::ShardingConfig;
@@ -87,7 +90,13 @@ impl ShardingWorld {
     /// An empty world; every node added later runs the sharding layer `cfg` describes.
     pub fn new(world: WorldConfig, cfg: ShardingConfig) -> Self {
         let seed = world.seed;
-        let store = cfg.durable.clone().map(|spec| SimStore::new(spec, seed));
+        // Leases live in the same store as the journals (where fences are checked); with
+        // leases alone its calls take the default time and nothing crashes at the store.
+        let store = match (&cfg.durable, cfg.leases) {
+            (Some(spec), _) => Some(SimStore::new(spec.clone(), seed)),
+            (None, Some(_)) => Some(SimStore::new(super::durable::DurableSpec::new(), seed)),
+            (None, None) => None,
+        };
         ShardingWorld {
             world: {
                 let mut w = World::new(world);
@@ -620,6 +629,7 @@ impl ShardingWorld {
                     self.net.send(now, latency, &mut self.rng, p);
                 }
                 Output::Delivered { kind, env } => {
+                    self.fence_stale_copies(kind, &env.shard);
                     self.checker.delivered(now, kind, &me, &env);
                     self.ledger.delivered(env.msg.id, now, &me);
                 }
@@ -627,13 +637,17 @@ impl ShardingWorld {
                     kind,
                     shard,
                     entity,
-                } => self.checker.entity_started(now, kind, &me, &shard, &entity),
+                } => {
+                    self.fence_stale_copies(kind, &shard);
+                    self.checker.entity_started(now, kind, &me, &shard, &entity)
+                }
                 Output::EntityStopped {
                     kind,
                     shard,
                     entity,
                 } => self.checker.entity_stopped(kind, &me, &shard, &entity),
                 Output::ShardStarted { kind, shard } => {
+                    self.fence_stale_copies(kind, &shard);
                     self.checker.shard_started(now, kind, &me, &shard);
                     self.note(Some(id), format!("kind {kind}: shard {shard} started"));
                     self.host_events.push(HostEvent {
@@ -680,6 +694,18 @@ impl ShardingWorld {
                 }
                 Output::RegionStopped { kind } => {
                     self.note(Some(id), format!("kind {kind}: region stopped"));
+                }
+                Output::Lease { kind, request } => {
+                    let from = Caller {
+                        id,
+                        node: me.clone(),
+                    };
+                    if let Some(store) = self.store.as_mut() {
+                        store.send_lease(now, from, kind, request);
+                    }
+                }
+                Output::LeaseNote { kind, what } => {
+                    self.note(Some(id), format!("kind {kind}: {what}"));
                 }
                 Output::JournalWrite { token, write } => {
                     let from = Caller {
@@ -752,6 +778,9 @@ impl ShardingWorld {
                     self.durability.committed(now, &write);
                 } else {
                     st.stats.refused += 1;
+                    if matches!(result, Err(WriteRefused::Fenced { .. })) {
+                        st.stats.fenced_writes += 1;
+                    }
                 }
                 if !current {
                     return;
@@ -840,6 +869,91 @@ impl ShardingWorld {
                     st.snapshot_step(now, from, task, step + 1);
                 }
             }
+            StoreOp::Lease {
+                from,
+                kind,
+                request,
+            } => {
+                let current = self.slots[from.id]
+                    .layer
+                    .as_ref()
+                    .is_some_and(|l| *l.me() == from.node);
+                if !current && !st.had_left() {
+                    return;
+                }
+                st.set_clock(now);
+                let Some(layer) = self.slots[from.id].layer.as_ref() else {
+                    return;
+                };
+                let name = layer.lease_name(kind, &request.key);
+                let owner = from.node.to_string();
+                let ttl = self.cfg.leases.expect("lease calls only with leases").ttl;
+                let answer = match request.call {
+                    LeaseCall::Acquire => match at_once(st.store.acquire_lease(&name, &owner, ttl))
+                    {
+                        Ok(LeaseAcquired::Granted(g)) => {
+                            st.stats.leases_granted += 1;
+                            LeaseAnswer::Granted { token: g.token }
+                        }
+                        Ok(LeaseAcquired::HeldByOther { .. }) => {
+                            st.stats.leases_held_by_other += 1;
+                            LeaseAnswer::HeldByOther
+                        }
+                        Err(e) => panic!("the memory store failed a lease call: {e}"),
+                    },
+                    LeaseCall::Renew { token } => {
+                        match at_once(st.store.renew_lease(&name, &owner, token, ttl)) {
+                            Ok(true) => LeaseAnswer::Renewed,
+                            Ok(false) => {
+                                st.stats.renewals_refused += 1;
+                                LeaseAnswer::Refused
+                            }
+                            Err(e) => panic!("the memory store failed a lease call: {e}"),
+                        }
+                    }
+                    LeaseCall::Release { token } => {
+                        if let Err(e) = at_once(st.store.release_lease(&name, &owner, token)) {
+                            panic!("the memory store failed a lease release: {e}");
+                        }
+                        return;
+                    }
+                };
+                if current {
+                    let (key, id) = (request.key, request.id);
+                    st.answer_lease(now, from, kind, key, id, answer);
+                }
+            }
+            StoreOp::LeaseAnswer {
+                to,
+                kind,
+                key,
+                id,
+                answer,
+            } => {
+                if self.slots[to.id]
+                    .layer
+                    .as_ref()
+                    .is_none_or(|l| *l.me() != to.node)
+                {
+                    return;
+                }
+                if let Some(until) = self.world.paused_until(to.id) {
+                    let op = StoreOp::LeaseAnswer {
+                        to,
+                        kind,
+                        key,
+                        id,
+                        answer,
+                    };
+                    st.schedule(until, op);
+                    return;
+                }
+                let layer = self.slots[to.id].layer.as_mut().expect("current");
+                let mut out = std::mem::take(&mut self.scratch);
+                layer.lease_answered(now, kind, key, id, answer, &mut out);
+                self.dispatch(to.id, &mut out);
+                self.scratch = out;
+            }
             StoreOp::Crash { node } => {
                 if self.slots[node.id]
                     .layer
@@ -867,6 +981,35 @@ impl ShardingWorld {
                     self.join(id, &seeds);
                 }
             }
+        }
+    }
+
+    /// With leases, a copy of `shard` on a node whose lease on it has passed its deadline can
+    /// no longer act (a paused node checks its lease before delivering anything, and its
+    /// writes carry an older fence): such copies stop counting as live before a new holder
+    /// starts the shard. Copies whose node still holds the lease keep counting.
+    fn fence_stale_copies(&mut self, kind: usize, shard: &ShardId) {
+        if self.cfg.leases.is_none() {
+            return;
+        }
+        let now = self.now();
+        let Some(hosts) = self.checker.hosts_of(kind, shard) else {
+            return;
+        };
+        let stale: Vec<UniqueAddress> = hosts
+            .iter()
+            .filter(|node| {
+                self.by_node
+                    .get(*node)
+                    .and_then(|&id| self.slots[id].layer.as_ref())
+                    .filter(|l| l.me() == *node)
+                    .and_then(|l| l.region(kind).lease_deadline(shard))
+                    .is_some_and(|deadline| deadline <= now)
+            })
+            .cloned()
+            .collect();
+        for node in stale {
+            self.checker.fenced(kind, &node, shard);
         }
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use shardik_core::membership::MembershipConfig;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
-use shardik_core::sharding::{CoordinatorSettings, HandOffMode, RegionSettings};
+use shardik_core::sharding::{CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings};
 
 use super::durable::DurableSpec;
 use crate::world::WorldConfig;
@@ -61,6 +61,9 @@ pub struct ShardingConfig {
     /// Durable entities: every message is a command that persists events to a shared store
     /// (`None`: entities keep nothing).
     pub durable: Option<DurableSpec>,
+    /// Shard and coordinator leases (`use-lease`), kept in the simulated store with this
+    /// timing (`None`: no leases).
+    pub leases: Option<LeaseTiming>,
 }
 
 /// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
@@ -83,6 +86,7 @@ impl ShardingConfig {
                 retry_interval: Duration::from_millis(500),
                 handoff_timeout: Duration::from_secs(10),
                 handoff_mode: mode,
+                lease: None,
             },
             coordinator: CoordinatorSettings {
                 rebalance_interval: Duration::from_secs(2),
@@ -98,6 +102,7 @@ impl ShardingConfig {
             shutdown_timeout: Duration::from_secs(10),
             record_events: true,
             durable: None,
+            leases: None,
         }
     }
 
@@ -110,6 +115,13 @@ impl ShardingConfig {
     /// Makes the entities durable as `spec` says.
     pub fn with_durable(mut self, spec: DurableSpec) -> Self {
         self.durable = Some(spec);
+        self
+    }
+
+    /// Puts every shard and coordinator under a lease with `timing`.
+    pub fn with_leases(mut self, timing: LeaseTiming) -> Self {
+        self.leases = Some(timing);
+        self.region.lease = Some(timing);
         self
     }
 
@@ -137,4 +149,15 @@ pub fn fast_world(seed: u64) -> WorldConfig {
     let mut cfg = WorldConfig::new(seed);
     cfg.membership = fast_membership();
     cfg
+}
+
+/// Lease timing scaled like [`ShardingConfig::fast`]: a lease lasts 8 s unless renewed every
+/// second; a store call may take 1 s; an acquisition that failed is tried again after 1 s.
+pub fn fast_leases() -> LeaseTiming {
+    LeaseTiming {
+        ttl: Duration::from_secs(8),
+        renew_interval: Duration::from_secs(1),
+        operation_timeout: Duration::from_secs(1),
+        retry_interval: Duration::from_secs(1),
+    }
 }

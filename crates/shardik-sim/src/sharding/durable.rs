@@ -19,8 +19,8 @@ use bytes::Bytes;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
-    AtomicWrite, JournalCursor, MemoryStore, PersistenceId, Recovery, Retention, SnapshotPlan,
-    Store, StoreError, StoreFuture, WriteResult, persistence_id,
+    AtomicWrite, Fence, JournalCursor, MemoryStore, PersistenceId, Recovery, Retention,
+    SnapshotPlan, Store, StoreError, StoreFuture, WriteResult, persistence_id,
 };
 
 use super::node::{Output, SimMsg};
@@ -164,7 +164,7 @@ pub fn encode_state(state: &[EventRec]) -> Bytes {
     Bytes::from(v)
 }
 
-fn decode_state(b: &[u8]) -> Result<Vec<EventRec>, String> {
+pub(crate) fn decode_state(b: &[u8]) -> Result<Vec<EventRec>, String> {
     if b.len() % EVENT_LEN != 0 {
         return Err(format!("a snapshot of {} bytes", b.len()));
     }
@@ -247,6 +247,8 @@ pub(crate) struct DurableEntities {
     entities: BTreeMap<(usize, EntityId), DurableEntity>,
     writes: BTreeMap<u64, InFlight>,
     next_token: u64,
+    /// The lease fences of shards that run under a lease here: their writes carry them.
+    fences: BTreeMap<(usize, ShardId), Fence>,
 }
 
 impl DurableEntities {
@@ -258,7 +260,16 @@ impl DurableEntities {
             entities: BTreeMap::new(),
             writes: BTreeMap::new(),
             next_token: 1,
+            fences: BTreeMap::new(),
         }
+    }
+
+    /// The writes of `shard`'s entities carry `fence` from now on (`None`: no lease).
+    pub(crate) fn set_fence(&mut self, kind: usize, shard: &ShardId, fence: Option<Fence>) {
+        match fence {
+            Some(f) => self.fences.insert((kind, shard.clone()), f),
+            None => self.fences.remove(&(kind, shard.clone())),
+        };
     }
 
     /// A command reached its entity (created if it does not run).
@@ -320,8 +331,9 @@ impl DurableEntities {
             }
             let journal = e.journal.as_ref().expect("recovered above");
             let events = EventRec::for_msg(&msg);
-            let write: AtomicWrite =
+            let mut write: AtomicWrite =
                 journal.next_write(events.iter().map(|ev| (ev.payload(), Vec::new())));
+            write.fence = self.fences.get(&(kind, e.shard.clone())).cloned();
             let token = self.next_token;
             self.next_token += 1;
             e.writing = Some(token);

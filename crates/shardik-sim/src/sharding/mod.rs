@@ -30,7 +30,7 @@ pub mod traffic;
 
 pub use checker::ShardingChecker;
 pub use cluster::{HostEvent, ShardingWorld};
-pub use config::{KindSpec, ShardingConfig, fast_membership, fast_world};
+pub use config::{KindSpec, ShardingConfig, fast_leases, fast_membership, fast_world};
 pub use durability::DurabilityChecker;
 pub use durable::{CrashPoints, DurableSpec, EventRec};
 pub use node::{ShardNode, SimMsg};

@@ -19,11 +19,13 @@ use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
 use shardik_core::sharding::{
     AllocationChoice, Coordinator, CoordinatorEvent, DropReason, EntityId, Envelope, KindEffect,
-    KindInput, KindNode, KindNodeSettings, KindStrategy, LeastShardAllocationStrategy, Protocol,
-    Region, ShardId, ShardingView,
+    KindInput, KindNode, KindNodeSettings, KindStrategy, LeaseAnswer, LeaseKey, LeaseRequest,
+    LeastShardAllocationStrategy, Protocol, Region, ShardId, ShardingView,
 };
 
-use shardik_persistence::{AtomicWrite, MemoryStore, PersistenceId, SnapshotPlan, WriteResult};
+use shardik_persistence::{
+    AtomicWrite, Fence, MemoryStore, PersistenceId, SnapshotPlan, WriteResult,
+};
 
 use super::config::ShardingConfig;
 use super::durable::{DurableEntities, EventRec};
@@ -169,6 +171,21 @@ pub enum Output {
         /// The state: every event applied.
         state: Vec<EventRec>,
     },
+    /// A lease call to the store (answered, for acquisitions and renewals, through
+    /// [`ShardNode::lease_answered`]).
+    Lease {
+        /// Entity kind.
+        kind: usize,
+        /// The call.
+        request: LeaseRequest<LeaseKey>,
+    },
+    /// Something about a lease worth a line in the timeline.
+    LeaseNote {
+        /// Entity kind.
+        kind: usize,
+        /// What.
+        what: String,
+    },
     /// A durable entity's write made a snapshot due.
     SnapshotDue {
         /// The entity's journal.
@@ -230,6 +247,7 @@ impl ShardNode {
                     proxy: k.role.as_ref().is_some_and(|r| !roles.contains(r)),
                     down_removal_margin: cfg.down_removal_margin,
                     shutdown_timeout: cfg.shutdown_timeout,
+                    coordinator_lease: cfg.leases,
                 };
                 let allocation = AllocationChoice::Immediate(Box::new(|| {
                     Box::new(LeastShardAllocationStrategy::new(20, 0.1))
@@ -387,6 +405,28 @@ impl ShardNode {
         }
     }
 
+    /// The store answered lease call `id` of kind `kind`.
+    pub fn lease_answered(
+        &mut self,
+        now: Instant,
+        kind: usize,
+        key: LeaseKey,
+        id: u64,
+        answer: LeaseAnswer,
+        out: &mut Vec<Output>,
+    ) {
+        self.input(now, kind, KindInput::LeaseAnswered { key, id, answer }, out);
+    }
+
+    /// The name of kind `kind`'s lease `key` in the store, and so the scope of its fence.
+    pub fn lease_name(&self, kind: usize, key: &LeaseKey) -> String {
+        let name = &self.cfg.kinds[kind].name;
+        match key {
+            LeaseKey::Shard(shard) => format!("shard-{name}-{shard}"),
+            LeaseKey::Coordinator => format!("coordinator-{name}"),
+        }
+    }
+
     /// The store answered a durable entity's write.
     pub fn write_done(&mut self, token: u64, result: WriteResult, out: &mut Vec<Output>) {
         if let Some(d) = self.durable.as_mut() {
@@ -516,6 +556,35 @@ impl ShardNode {
                 }
                 // The simulator's strategy answers on the spot.
                 KindEffect::AllocationAsked { .. } | KindEffect::RebalanceAsked { .. } => {}
+                KindEffect::Lease(request) => out.push(Output::Lease { kind: k, request }),
+                KindEffect::ShardLeased { shard, token } => {
+                    let scope = self.lease_name(k, &LeaseKey::Shard(shard.clone()));
+                    if let Some(d) = self.durable.as_mut() {
+                        d.set_fence(k, &shard, Some(Fence::new(scope, token)));
+                    }
+                    out.push(Output::LeaseNote {
+                        kind: k,
+                        what: format!("shard {shard} leased, token {token}"),
+                    });
+                }
+                KindEffect::ShardLeaseLost { shard, reason } => {
+                    if let Some(d) = self.durable.as_mut() {
+                        d.set_fence(k, &shard, None);
+                    }
+                    out.push(Output::LeaseNote {
+                        kind: k,
+                        what: format!("shard {shard} lease lost ({})", reason.as_str()),
+                    });
+                }
+                KindEffect::CoordinatorLeaseLost(reason) => out.push(Output::LeaseNote {
+                    kind: k,
+                    what: format!("coordinator lease lost ({})", reason.as_str()),
+                }),
+                KindEffect::LeaseUnavailable { key, error } => out.push(Output::LeaseNote {
+                    kind: k,
+                    what: format!("lease {key:?} unavailable: {error}"),
+                }),
+                KindEffect::LeaseRecovered(_) => {}
                 KindEffect::RegionStopped => {
                     let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
                     for shard in shards {

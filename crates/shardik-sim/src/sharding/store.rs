@@ -15,12 +15,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{LeaseAnswer, LeaseKey, LeaseRequest};
 use shardik_persistence::{AtomicWrite, MemoryStore, WriteResult};
 
 use super::durable::{DurableSpec, SnapshotTask};
@@ -59,6 +61,20 @@ pub(crate) enum StoreOp {
     Crash { node: Caller },
     /// A node a crash point took down starts again.
     Restart { id: NodeId },
+    /// A lease call reaches the store.
+    Lease {
+        from: Caller,
+        kind: usize,
+        request: LeaseRequest<LeaseKey>,
+    },
+    /// The store's answer to a lease call reaches its node.
+    LeaseAnswer {
+        to: Caller,
+        kind: usize,
+        key: LeaseKey,
+        id: u64,
+        answer: LeaseAnswer,
+    },
 }
 
 /// What the store model saw over a run.
@@ -84,11 +100,21 @@ pub struct StoreStats {
     pub snapshots_saved: usize,
     /// Snapshot steps that never ran because their node had crashed.
     pub snapshot_steps_cut: usize,
+    /// Leases granted (acquisitions that succeeded).
+    pub leases_granted: usize,
+    /// Acquisitions refused because another node held the lease.
+    pub leases_held_by_other: usize,
+    /// Renewals refused (the lease was no longer the caller's).
+    pub renewals_refused: usize,
+    /// Writes refused by a fence (their lease token was older than one already written).
+    pub fenced_writes: usize,
 }
 
 /// The store, the calls on their way, and the crash points still to spend.
 pub(crate) struct SimStore {
     pub(crate) store: Arc<MemoryStore>,
+    /// The store's clock for lease expiry: the simulated time, set before each call.
+    clock: Arc<AtomicU64>,
     pub(crate) spec: DurableSpec,
     rng: ChaCha8Rng,
     ops: BTreeMap<(Instant, u64), StoreOp>,
@@ -99,8 +125,13 @@ pub(crate) struct SimStore {
 
 impl SimStore {
     pub(crate) fn new(spec: DurableSpec, seed: u64) -> Self {
+        let clock = Arc::new(AtomicU64::new(0));
+        let reading = Arc::clone(&clock);
         SimStore {
-            store: Arc::new(MemoryStore::new()),
+            store: Arc::new(MemoryStore::with_clock(move || {
+                Duration::from_nanos(reading.load(Ordering::Relaxed))
+            })),
+            clock,
             crashes_left: spec.crash_points.limit,
             spec,
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_7042_0003),
@@ -180,6 +211,53 @@ impl SimStore {
     ) {
         let d = self.latency();
         self.schedule(now + d, StoreOp::Snapshot { from, task, step });
+    }
+
+    /// Sets the store's lease clock to the simulated `now` (it never goes back).
+    pub(crate) fn set_clock(&self, now: Instant) {
+        self.clock.fetch_max(now.as_nanos(), Ordering::Relaxed);
+    }
+
+    /// A lease call leaves `from`; it reaches the store after a call's time.
+    pub(crate) fn send_lease(
+        &mut self,
+        now: Instant,
+        from: Caller,
+        kind: usize,
+        request: LeaseRequest<LeaseKey>,
+    ) {
+        let d = self.latency();
+        self.schedule(
+            now + d,
+            StoreOp::Lease {
+                from,
+                kind,
+                request,
+            },
+        );
+    }
+
+    /// The answer to a lease call leaves the store.
+    pub(crate) fn answer_lease(
+        &mut self,
+        now: Instant,
+        to: Caller,
+        kind: usize,
+        key: LeaseKey,
+        id: u64,
+        answer: LeaseAnswer,
+    ) {
+        let d = self.latency();
+        self.schedule(
+            now + d,
+            StoreOp::LeaseAnswer {
+                to,
+                kind,
+                key,
+                id,
+                answer,
+            },
+        );
     }
 
     /// A node a crash point took down comes back after the configured time.

@@ -27,6 +27,7 @@ fn settings(proxy: bool) -> KindNodeSettings {
         proxy,
         down_removal_margin: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(30),
+        coordinator_lease: None,
     }
 }
 

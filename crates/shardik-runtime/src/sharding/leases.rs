@@ -1,0 +1,169 @@
+//! A kind task's leases (`cluster.sharding.use-lease`, `coordinator-singleton.use-lease`): the
+//! core ([`shardik_core::sharding::LeaseKeeper`], inside the region and the kind node) decides
+//! when to acquire, renew and release, and until when a lease counts; this module carries its
+//! calls out on the kind's store, each bounded by `lease-operation-timeout`, and feeds the
+//! answers back to the task. It also names the leases, makes the fences the entities' writes
+//! carry, and keeps the node's record of leases whose store is failing, for `/ready`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{LeaseAnswer, LeaseCall, LeaseKey, LeaseRequest, ShardId};
+use shardik_persistence::{Fence, LeaseAcquired, Store};
+use tokio::sync::mpsc;
+
+use super::messages::Control;
+use crate::metrics as m;
+
+/// Leases whose store is failing on this node, by lease name, with the last error: what
+/// `/ready` reports. Entries go when the lease is acquired or renewed again, or no longer
+/// wanted.
+#[derive(Debug, Default)]
+pub struct LeaseHealth {
+    failing: Mutex<BTreeMap<String, String>>,
+}
+
+impl LeaseHealth {
+    /// The failing leases, by name, with their last error.
+    pub fn failing(&self) -> BTreeMap<String, String> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.failing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn failed(&self, lease: String, error: String) {
+        self.lock().insert(lease, error);
+    }
+
+    pub(crate) fn recovered(&self, lease: &str) {
+        self.lock().remove(lease);
+    }
+}
+
+/// The leases of one kind on one node.
+pub(crate) struct KindLeases {
+    store: Arc<dyn Store>,
+    cluster: Arc<str>,
+    kind: Arc<str>,
+    owner: Arc<str>,
+    operation_timeout: Duration,
+    ttl: Duration,
+    health: Arc<LeaseHealth>,
+}
+
+impl KindLeases {
+    pub fn new(
+        store: Arc<dyn Store>,
+        cluster: &str,
+        kind: &str,
+        node: &UniqueAddress,
+        operation_timeout: Duration,
+        ttl: Duration,
+        health: Arc<LeaseHealth>,
+    ) -> Self {
+        KindLeases {
+            store,
+            cluster: cluster.into(),
+            kind: kind.into(),
+            // Address and uid: a restarted node is a new owner, never mistaking its
+            // predecessor's tenure for its own.
+            owner: crate::lease::Lease::owner_for(node).into(),
+            operation_timeout,
+            ttl,
+            health,
+        }
+    }
+
+    /// The lease's name in the store: `{cluster}-shard-{kind}-{shard}` (the reference's
+    /// `<system>-shard-<type>-<id>`) or `{cluster}-coordinator-{kind}`.
+    pub fn name(&self, key: &LeaseKey) -> String {
+        match key {
+            LeaseKey::Shard(shard) => format!("{}-shard-{}-{shard}", self.cluster, self.kind),
+            LeaseKey::Coordinator => format!("{}-coordinator-{}", self.cluster, self.kind),
+        }
+    }
+
+    /// The fence the writes of `shard`'s entities carry while its lease is held with `token`.
+    /// Its scope is the lease's name, so the store refuses writes of an older tenure once a
+    /// newer one has written.
+    pub fn fence(&self, shard: &ShardId, token: u64) -> Fence {
+        Fence::new(self.name(&LeaseKey::Shard(shard.clone())), token)
+    }
+
+    pub fn health(&self) -> &LeaseHealth {
+        &self.health
+    }
+
+    /// Carries `request` out in the background and sends the answer (for acquisitions and
+    /// renewals) back to the task through `back`.
+    pub fn call(&self, request: LeaseRequest<LeaseKey>, back: mpsc::WeakSender<Control>) {
+        let store = Arc::clone(&self.store);
+        let name = self.name(&request.key);
+        let owner = Arc::clone(&self.owner);
+        let limit = self.operation_timeout;
+        let ttl = self.ttl;
+        tokio::spawn(async move {
+            let LeaseRequest { key, id, call } = request;
+            let answer = match call {
+                LeaseCall::Acquire => {
+                    match tokio::time::timeout(limit, store.acquire_lease(&name, &owner, ttl)).await
+                    {
+                        Ok(Ok(LeaseAcquired::Granted(grant))) => {
+                            metrics::counter!(m::LEASE_ACQUISITIONS_TOTAL).increment(1);
+                            LeaseAnswer::Granted { token: grant.token }
+                        }
+                        Ok(Ok(LeaseAcquired::HeldByOther { owner, time_left })) => {
+                            tracing::debug!(lease = %name, holder = %owner, ?time_left, "lease held by another node");
+                            LeaseAnswer::HeldByOther
+                        }
+                        Ok(Err(e)) => LeaseAnswer::Failed(format!("acquiring {name}: {e}")),
+                        Err(_) => LeaseAnswer::Failed(format!(
+                            "acquiring {name}: the store did not answer within {limit:?}"
+                        )),
+                    }
+                }
+                LeaseCall::Renew { token } => {
+                    match tokio::time::timeout(limit, store.renew_lease(&name, &owner, token, ttl))
+                        .await
+                    {
+                        Ok(Ok(true)) => LeaseAnswer::Renewed,
+                        Ok(Ok(false)) => LeaseAnswer::Refused,
+                        Ok(Err(e)) => {
+                            metrics::counter!(m::LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
+                            LeaseAnswer::Failed(format!("renewing {name}: {e}"))
+                        }
+                        Err(_) => {
+                            metrics::counter!(m::LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
+                            LeaseAnswer::Failed(format!(
+                                "renewing {name}: the store did not answer within {limit:?}"
+                            ))
+                        }
+                    }
+                }
+                LeaseCall::Release { token } => {
+                    match tokio::time::timeout(limit, store.release_lease(&name, &owner, token))
+                        .await
+                    {
+                        Ok(Ok(_)) => tracing::debug!(lease = %name, token, "lease released"),
+                        // Not fatal: the lease expires in the store after its time-to-live.
+                        Ok(Err(e)) => {
+                            tracing::warn!(lease = %name, error = %e, "lease not released; it expires on its own")
+                        }
+                        Err(_) => {
+                            tracing::warn!(lease = %name, "lease release not answered in time; it expires on its own")
+                        }
+                    }
+                    return;
+                }
+            };
+            if let Some(back) = back.upgrade() {
+                // The task may be gone (its node stopped): then nobody waits for the answer.
+                let _ = back.send(Control::LeaseAnswered { key, id, answer }).await;
+            }
+        });
+    }
+}

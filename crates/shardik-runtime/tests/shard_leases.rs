@@ -1,0 +1,225 @@
+//! Shards under leases (`cluster.sharding.use-lease = "store"`) on a real node with a real
+//! SQLite store: a shard's entities run only while the node holds the shard's lease, their
+//! writes carry its fencing token (so a newer holder's write shuts an older one out), and a
+//! lease store that cannot be reached makes commands fail with a clear error and shows in the
+//! sharding's failing leases (what `/ready` reports).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use shardik_core::sharding::{LeaseTiming, shard_id_for};
+use shardik_persistence::{
+    AtomicWrite, Fence, NewEvent, SqliteStore, Store, WriteRefused, persistence_id,
+};
+use shardik_runtime::node::RunningNode;
+use shardik_runtime::persistence::{
+    Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
+};
+use shardik_runtime::sharding::{EntityKind, EntityTypeKey, InitError, Sharding, ShardingError};
+
+use common::gated_store::GatedStore;
+use common::{free_port, start_sharding_node_with, wait_up};
+
+const CLUSTER: &str = "lease-test";
+const SHARDS: u32 = 10;
+const ASK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Cmd {
+    Add(u64),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Added(u64);
+
+#[derive(Default)]
+struct Counter {
+    total: u64,
+}
+
+impl EventSourcedEntity for Counter {
+    type Command = Cmd;
+    type Event = Added;
+    type Reply = u64;
+
+    fn handle_command(&self, cmd: Cmd, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
+        match cmd {
+            Cmd::Add(n) => Effect::persist(Added(n), |s: &Self| s.total),
+        }
+    }
+
+    fn apply_event(&mut self, Added(n): &Added) {
+        self.total += n;
+    }
+}
+
+const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("leased-counter");
+
+fn timing() -> LeaseTiming {
+    LeaseTiming {
+        ttl: Duration::from_secs(4),
+        renew_interval: Duration::from_millis(500),
+        operation_timeout: Duration::from_millis(500),
+        retry_interval: Duration::from_millis(300),
+    }
+}
+
+/// One node with shard leases on, and a SQLite store behind gates.
+async fn leased_node(dir: &tempfile::TempDir) -> (RunningNode, Sharding, Arc<GatedStore>) {
+    let sqlite = SqliteStore::open(dir.path().join("leases.db"))
+        .await
+        .unwrap();
+    let store = Arc::new(GatedStore::over(Arc::new(sqlite)));
+    let port = free_port();
+    let (node, sharding) = start_sharding_node_with(CLUSTER, port, port, &[], |c| {
+        c.number_of_shards = SHARDS;
+        c.region.lease = Some(timing());
+        c.cluster_name = CLUSTER.into();
+    })
+    .await;
+    wait_up(&[&node], 1).await;
+    let persistence = Persistence::new(store.clone() as Arc<dyn Store>);
+    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default());
+    sharding
+        .init(kind.into_kind())
+        .expect("a durable kind brings its store");
+    (node, sharding, store)
+}
+
+fn lease_name(entity: &str) -> String {
+    let shard = shard_id_for(entity, SHARDS).unwrap();
+    format!("{CLUSTER}-shard-{}-{shard}", COUNTER.name())
+}
+
+async fn add(sharding: &Sharding, id: &str, n: u64) -> Result<u64, ShardingError> {
+    let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
+    counter.ask(Cmd::Add(n), ASK).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entities_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, sharding, store) = leased_node(&dir).await;
+    assert_eq!(add(&sharding, "c-1", 2).await, Ok(2));
+    assert_eq!(add(&sharding, "c-1", 3).await, Ok(5));
+
+    // The shard's lease is this node's, in the store the journal is in.
+    let name = lease_name("c-1");
+    let info = store.read_lease(&name).await.unwrap().expect("taken");
+    let owner = shardik_runtime::lease::Lease::owner_for(&node.self_node);
+    assert_eq!(info.holder(), Some(owner.as_str()), "{info:?}");
+    // Still held well past its time-to-live: it is renewed in the background.
+    tokio::time::sleep(timing().ttl + Duration::from_secs(1)).await;
+    let renewed = store.read_lease(&name).await.unwrap().expect("taken");
+    assert_eq!(renewed.holder(), Some(owner.as_str()), "{renewed:?}");
+    assert_eq!(renewed.token, info.token, "renewals keep the token");
+    assert_eq!(add(&sharding, "c-1", 1).await, Ok(6));
+
+    // A newer tenure writes to the shard's scope (a node that took the lease after this one
+    // stalled past its deadline, say): from then on this node's writes, which carry the
+    // older token, are refused, so its copy of the entity cannot write.
+    let pid = persistence_id(COUNTER.name(), "c-1");
+    let seq = store.highest_seq(&pid).await.unwrap();
+    let newer = AtomicWrite {
+        persistence_id: pid.clone(),
+        events: vec![NewEvent {
+            seq: seq + 1,
+            payload: Bytes::from_static(b"\x07"),
+            tags: Vec::new(),
+        }],
+        fence: Some(Fence::new(name.clone(), info.token + 1)),
+    };
+    assert_eq!(store.append(vec![newer]).await.unwrap(), vec![Ok(())]);
+    let stale = add(&sharding, "c-1", 1).await;
+    assert!(
+        matches!(&stale, Err(ShardingError::EntityFailed(why)) if why.contains("fence")
+            || why.contains("Fenced") || why.contains("refused")),
+        "{stale:?}"
+    );
+    // The store says why, on its own terms.
+    let direct = store
+        .append(vec![AtomicWrite {
+            persistence_id: pid.clone(),
+            events: vec![NewEvent {
+                seq: seq + 2,
+                payload: Bytes::from_static(b"\x01"),
+                tags: Vec::new(),
+            }],
+            fence: Some(Fence::new(name, info.token)),
+        }])
+        .await
+        .unwrap();
+    assert!(
+        matches!(direct[0], Err(WriteRefused::Fenced { .. })),
+        "{direct:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_lease_store_down_commands_fail_clearly_and_the_lease_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_node, sharding, store) = leased_node(&dir).await;
+    store.leases_down.store(true, Ordering::SeqCst);
+    let refused = add(&sharding, "c-2", 1).await;
+    assert_eq!(refused, Err(ShardingError::LeaseUnavailable));
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("lease could not be acquired"),
+    );
+    let failing = sharding.failing_leases();
+    let error = failing.get(&lease_name("c-2")).expect("reported");
+    assert!(error.contains("connection refused"), "{failing:?}");
+
+    // The store comes back: the next attempt (after lease-retry-interval) takes the lease,
+    // the report clears and commands run.
+    store.leases_down.store(false, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let answer = loop {
+        match add(&sharding, "c-2", 1).await {
+            Err(ShardingError::LeaseUnavailable) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            other => break other,
+        }
+    };
+    assert_eq!(answer, Ok(1));
+    assert!(sharding.failing_leases().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_without_a_lease_store_is_refused_when_leases_are_on() {
+    let port = free_port();
+    let (_node, sharding) = start_sharding_node_with(CLUSTER, port, port, &[], |c| {
+        c.region.lease = Some(timing());
+    })
+    .await;
+    let plain = EntityKind::new("plain", |_| Plain);
+    let refused = sharding.init(plain).unwrap_err();
+    assert!(matches!(refused, InitError::NoLeaseStore(ref k) if k == "plain"));
+    assert!(
+        refused.to_string().contains("with_lease_store"),
+        "{refused}"
+    );
+}
+
+struct Plain;
+
+impl shardik_runtime::sharding::Entity for Plain {
+    type Command = u8;
+    type Reply = u8;
+
+    async fn handle(
+        &mut self,
+        cmd: u8,
+        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
+    ) -> u8 {
+        cmd
+    }
+}
