@@ -87,6 +87,8 @@ pub fn message(m: &Message) -> usize {
             } => unique_address(from) + unique_address(to) + gossip(g),
             Message::Heartbeat { from, seq } => unique_address(from) + 1 + varint(*seq) + 9,
             Message::HeartbeatRsp { from, seq } => unique_address(from) + 1 + varint(*seq) + 9,
-            Message::Quarantined { from, to } => unique_address(from) + unique_address(to),
+            Message::Quarantined { from, to } | Message::NotKnown { from, to } => {
+                unique_address(from) + unique_address(to)
+            }
         }
 }

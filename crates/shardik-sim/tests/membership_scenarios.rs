@@ -118,6 +118,59 @@ fn crashed_node_is_detected_downed_and_removed() {
     }
 }
 
+/// A member welcomes a joiner (which welcomes a second joiner in turn) and crashes before its
+/// gossip about them reached anyone: the other members drop the joiners' gossip as coming from
+/// unknown nodes. They answer `NotKnown`, and the joiners join again through them instead of
+/// staying Joining for good (the durable sharding sweep's seed 609; see
+/// `node/not_known.rs`).
+#[test]
+fn joiners_whose_welcomer_crashes_before_gossiping_join_again_and_become_up() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 4).expect("formed");
+        let (first, second) = (w.add_node(), w.add_node());
+        // Nothing node 1 sends reaches the others: its gossip about the joiners never leaves.
+        for other in [0, 2, 3] {
+            w.block_oneway(1, other);
+        }
+        w.command(first, Command::Join(World::address_of(1)));
+        assert!(
+            w.run_until_pred(Duration::from_secs(5), |w| w.core(first).is_member())
+                .is_some(),
+            "seed {seed}: no welcome"
+        );
+        w.command(second, Command::Join(World::address_of(first)));
+        assert!(
+            w.run_until_pred(Duration::from_secs(5), |w| w.core(second).is_member())
+                .is_some(),
+            "seed {seed}: the joiner did not welcome the second one"
+        );
+        // Node 1 hears of the second joiner from the first, then dies with what it knows.
+        w.run_for(Duration::from_secs(2));
+        w.crash(1);
+        w.heal();
+        for id in [0, 2, 3] {
+            let g = w.core(id).gossip();
+            assert!(
+                !g.has_member(w.core(first).self_node())
+                    && !g.has_member(w.core(second).self_node()),
+                "seed {seed}: node {id} heard of a joiner; the scenario tests nothing"
+            );
+        }
+        let all = [0, 2, 3, first, second];
+        let t = w.run_until_pred(Duration::from_secs(120), |w| w.all_up(&all) && w.agreed());
+        assert!(
+            t.is_some(),
+            "seed {seed}: the joiners stayed out: {:?} / {:?}",
+            w.core(first).self_status(),
+            w.core(second).self_status()
+        );
+        let rejoins = w.core(first).stats().rejoins + w.core(second).stats().rejoins;
+        assert!(rejoins >= 1, "seed {seed}: became Up without joining again");
+        assert_clean(&w, seed);
+    }
+}
+
 /// Partitions a formed cluster of `side1 + side2` nodes and returns which nodes survive
 /// (still running members) after the resolver acted.
 fn partition_outcome(strategy: Strategy, side1: usize, side2: usize, seed: u64) -> Vec<NodeId> {

@@ -614,6 +614,10 @@ fn to_pb(m: &Message) -> pb::MembershipMessage {
             from: ua(from),
             to: ua(to),
         }),
+        Message::NotKnown { from, to } => P::NotKnown(pb::NotKnown {
+            from: ua(from),
+            to: ua(to),
+        }),
     };
     pb::MembershipMessage {
         message: Some(inner),
@@ -711,6 +715,10 @@ fn from_pb(p: pb::MembershipMessage, limits: &DecodeLimits) -> Result<Message, D
         P::Quarantined(m) => Message::Quarantined {
             from: required_unique(m.from, "Quarantined.from")?,
             to: required_unique(m.to, "Quarantined.to")?,
+        },
+        P::NotKnown(m) => Message::NotKnown {
+            from: required_unique(m.from, "NotKnown.from")?,
+            to: required_unique(m.to, "NotKnown.to")?,
         },
     })
 }
@@ -929,6 +937,18 @@ mod tests {
         assert_eq!(
             decode_message(&hb, &DecodeLimits::default()),
             Err(DecodeError::Missing("Heartbeat.from"))
+        );
+        // The incarnation a `NotKnown` is about decides whether its receiver acts on it.
+        let not_known = pb::MembershipMessage {
+            message: Some(pb::membership_message::Message::NotKnown(pb::NotKnown {
+                from: Some(addr(1)),
+                to: None,
+            })),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            decode_message(&not_known, &DecodeLimits::default()),
+            Err(DecodeError::Missing("NotKnown.to"))
         );
         let ack = pb::MembershipMessage {
             message: Some(pb::membership_message::Message::InitJoinAck(

@@ -1,5 +1,6 @@
 //! Messages nodes exchange for membership: the reference's set (join through seeds, welcome,
-//! leave, down, heartbeats, gossip status and envelope, exit confirmation) plus `Quarantined`.
+//! leave, down, heartbeats, gossip status and envelope, exit confirmation) plus `Quarantined`
+//! and `NotKnown`, a member's two answers to an incarnation it does not have as a member.
 //!
 //! These are the decoded forms the core consumes and produces; the wire layer maps them to
 //! protobuf frames. Gossip travels behind an `Arc` so that the simulator and the runtime can
@@ -145,6 +146,16 @@ pub enum Message {
         /// The removed incarnation.
         to: UniqueAddress,
     },
+    /// "I do not know you": a member's answer to gossip from an incarnation that is neither
+    /// among its members nor tombstoned. Sent only by a member that would welcome a `Join`
+    /// from it. A Joining node told so joins again through that member (see
+    /// `node/not_known.rs`): the member that welcomed it may have died before telling anyone.
+    NotKnown {
+        /// The member that does not know it.
+        from: UniqueAddress,
+        /// The incarnation it does not know.
+        to: UniqueAddress,
+    },
     /// Heartbeat response; what the detector actually records.
     HeartbeatRsp {
         /// The responder.
@@ -171,6 +182,7 @@ impl Message {
             Message::Heartbeat { .. } => "heartbeat",
             Message::HeartbeatRsp { .. } => "heartbeat-rsp",
             Message::Quarantined { .. } => "quarantined",
+            Message::NotKnown { .. } => "not-known",
         }
     }
 
@@ -185,7 +197,8 @@ impl Message {
             | Message::GossipEnvelope { from, .. }
             | Message::Heartbeat { from, .. }
             | Message::HeartbeatRsp { from, .. }
-            | Message::Quarantined { from, .. } => Some(from),
+            | Message::Quarantined { from, .. }
+            | Message::NotKnown { from, .. } => Some(from),
             Message::Join { node, .. } | Message::ExitingConfirmed { node } => Some(node),
             Message::Leave { .. } | Message::Down { .. } => None,
         }

@@ -166,6 +166,10 @@ pub fn all_messages() -> Vec<Message> {
             from: node(8),
             to: UniqueAddress::new(Address::new("", 1), 0),
         },
+        Message::NotKnown {
+            from: node(9),
+            to: UniqueAddress::new(Address::new("joiner.example", 2552), u64::MAX),
+        },
     ]
 }
 

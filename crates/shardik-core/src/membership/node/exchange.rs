@@ -42,7 +42,7 @@ impl Membership {
         out: &mut Vec<Effect>,
     ) {
         if let Some(reason) = self.gossip_sender_refusal(from) {
-            return self.drop_input(reason, msg, out);
+            return self.refuse_gossip(reason, from, msg, out);
         }
         let from = from.clone();
         match self.gossip.version.compare(version) {
@@ -66,13 +66,28 @@ impl Membership {
             return self.drop_input(DropReason::WrongIncarnation, msg, out);
         }
         if let Some(reason) = self.gossip_sender_refusal(from) {
-            return self.drop_input(reason, msg, out);
+            return self.refuse_gossip(reason, from, msg, out);
         }
         if !gossip.has_member(&self.self_node) {
             return self.drop_input(DropReason::NotInGossip, msg, out);
         }
         let (from, remote) = (from.clone(), Arc::clone(gossip));
         self.receive_gossip(now, &from, remote, out);
+    }
+
+    /// Drops refused gossip; a sender this member does not know at all is told so (a removed
+    /// one never gets this far: `handle_message` answers it `Quarantined`).
+    fn refuse_gossip(
+        &mut self,
+        reason: DropReason,
+        from: &UniqueAddress,
+        msg: &Message,
+        out: &mut Vec<Effect>,
+    ) {
+        self.drop_input(reason, msg, out);
+        if reason == DropReason::UnknownSender {
+            self.tell_not_known(from, out);
+        }
     }
 
     /// Why gossip from `from` must be ignored, if it must: we are not a member, or the sender
@@ -214,7 +229,9 @@ impl Membership {
         }
     }
 
-    fn receive_gossip(
+    /// Takes a peer's state: keeps ours if it is newer, takes theirs if it is newer, merges
+    /// concurrent ones; then talks back if the peer has not seen the result.
+    pub(super) fn receive_gossip(
         &mut self,
         now: Instant,
         from: &UniqueAddress,

@@ -31,8 +31,15 @@ impl Membership {
         msg: &Message,
         out: &mut Vec<Effect>,
     ) {
-        // Only a current member's word counts, and only about this incarnation.
-        if *to != self.self_node || !self.gossip.has_member(from) || !self.is_member() {
+        // Only the word of a current member, or of the node this one just asked to take it
+        // back (`not_known.rs`; it may be a member this node has not heard of), counts, and
+        // only about this incarnation.
+        let asked = self
+            .rejoin
+            .as_ref()
+            .is_some_and(|r| r.target.as_ref() == Some(from));
+        let trusted = self.gossip.has_member(from) || asked;
+        if *to != self.self_node || !trusted || !self.is_member() {
             return self.drop_input(DropReason::Unexpected, msg, out);
         }
         self.phase = Phase::Stopped;

@@ -14,6 +14,15 @@ use crate::membership::messages::{ConfigCheck, JoinConfig, Message};
 use crate::time::Instant;
 
 impl Membership {
+    /// Whether this node takes joiners: a member that is not on its way out.
+    pub(super) fn can_welcome(&self) -> bool {
+        self.is_member()
+            && !matches!(
+                self.self_status(),
+                Some(MemberStatus::Down | MemberStatus::Exiting) | None
+            )
+    }
+
     /// Answers a node that asks whether it may join through this one: only a member that is
     /// not on its way out says yes, with its verdict on the joiner's configuration.
     pub(super) fn answer_init_join(
@@ -23,12 +32,7 @@ impl Membership {
         out: &mut Vec<Effect>,
     ) {
         let me = self.self_node.clone();
-        let can_answer = self.is_member()
-            && !matches!(
-                self.self_status(),
-                Some(MemberStatus::Down | MemberStatus::Exiting) | None
-            );
-        let reply = if !can_answer {
+        let reply = if !self.can_welcome() {
             Message::InitJoinNack { from: me }
         } else {
             let check = match self.join_config.incompatibility(config) {
@@ -92,7 +96,8 @@ impl Membership {
         }
     }
 
-    /// The node we joined sent the cluster's state: we are a member now.
+    /// The node we joined sent the cluster's state: we are a member now. A member that joined
+    /// again (`not_known.rs`) merges the state instead.
     pub(super) fn receive_welcome(
         &mut self,
         now: Instant,
@@ -101,6 +106,9 @@ impl Membership {
         msg: &Message,
         out: &mut Vec<Effect>,
     ) {
+        if self.is_member() {
+            return self.receive_rejoin_welcome(now, from, gossip, msg, out);
+        }
         if !matches!(self.phase, Phase::Joining { .. } | Phase::Seeding { .. }) {
             return self.drop_input(DropReason::Unexpected, msg, out);
         }
@@ -221,6 +229,7 @@ impl Membership {
     pub(super) fn become_member(&mut self, now: Instant) {
         self.phase = Phase::Member;
         self.timers.join = None;
+        self.member_since = now;
         // Each periodic task starts at a random phase within its interval, so that nodes that
         // became members together do not all gossip at the same instant (a node that receives a
         // new state then waits on average half a round, not a whole one, to pass it on).
@@ -247,12 +256,7 @@ impl Membership {
         msg: &Message,
         out: &mut Vec<Effect>,
     ) {
-        if !self.is_member()
-            || matches!(
-                self.self_status(),
-                Some(MemberStatus::Down | MemberStatus::Exiting) | None
-            )
-        {
+        if !self.can_welcome() {
             return self.drop_input(DropReason::NotAMember, msg, out);
         }
         if self.gossip.has_member(&node) {

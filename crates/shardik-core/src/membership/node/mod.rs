@@ -15,8 +15,9 @@
 //! (`handle`, `handle_timeout`, `poll_timeout`). Each concern is one `impl Membership` block
 //! in a sibling file: `joining.rs` (seed nodes, join, welcome), `exchange.rs` (gossip
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
-//! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver) and
-//! `exiting.rs` (leave, exit, removal of this node).
+//! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
+//! `exiting.rs` (leave, exit, removal of this node) and `not_known.rs` (telling a stranger it
+//! is not known here, and joining again when told so).
 
 mod downing;
 mod exchange;
@@ -24,6 +25,7 @@ mod exiting;
 mod failure_detection;
 mod joining;
 mod leader;
+mod not_known;
 #[cfg(test)]
 mod tests;
 
@@ -104,7 +106,8 @@ pub enum DropReason {
     NotAMember,
     /// A join from an address that was removed (tombstoned) or whose old incarnation is still present.
     JoinRefused,
-    /// Not expected in the current phase (a late ack, a duplicate welcome).
+    /// Not expected in the current phase (a late ack, a duplicate welcome, a `NotKnown`
+    /// before a join retry is due).
     Unexpected,
     /// The sender is an incarnation this cluster removed; it was told so.
     Quarantined,
@@ -209,6 +212,9 @@ pub struct MembershipStats {
     pub heartbeats_sent: u64,
     /// Inputs dropped.
     pub dropped: u64,
+    /// `Join`s sent again by this node, a member still Joining, to a member that did not know
+    /// it (see `node/not_known.rs`).
+    pub rejoins: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -219,6 +225,15 @@ struct Timers {
     reaper: Option<Instant>,
     heartbeat: Option<Instant>,
     join: Option<Instant>,
+}
+
+/// This node's last `Join` sent again after a member said it does not know it.
+#[derive(Clone, Debug)]
+struct Rejoin {
+    /// When it was sent (the next one waits `retry-unsuccessful-join-after`).
+    sent_at: Instant,
+    /// The member it went to, until its `Welcome` arrives; only that `Welcome` is merged.
+    target: Option<UniqueAddress>,
 }
 
 /// One node's membership core. See the module docs for the calling contract.
@@ -245,6 +260,9 @@ pub struct Membership {
     timers: Timers,
     unconverged_leader_ticks: u32,
     stats: MembershipStats,
+    /// When this node last became a member (a `NotKnown` counts only a while after it).
+    member_since: Instant,
+    rejoin: Option<Rejoin>,
 }
 
 impl Membership {
@@ -281,6 +299,8 @@ impl Membership {
             timers: Timers::default(),
             unconverged_leader_ticks: 0,
             stats: MembershipStats::default(),
+            member_since: now,
+            rejoin: None,
         }
     }
 
@@ -556,6 +576,9 @@ impl Membership {
             }
             Message::Quarantined { ref from, ref to } => {
                 self.receive_quarantined(from, to, &msg, out)
+            }
+            Message::NotKnown { ref from, ref to } => {
+                self.receive_not_known(now, from, to, &msg, out)
             }
         }
     }

@@ -2,6 +2,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::membership::address::Address;
+use crate::membership::member::NOT_YET_UP;
+use crate::membership::vclock::VectorClock;
 fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)
 }
@@ -174,4 +176,252 @@ fn commands_about_unknown_members_fail_without_changing_anything() {
         2
     );
     assert_eq!(*node.gossip().as_ref(), before);
+}
+
+fn deliver(node: &mut Membership, at: u64, msg: Message) -> Vec<Effect> {
+    let mut out = Vec::new();
+    node.handle(
+        t(at),
+        Input::Message {
+            msg,
+            received_at: t(at),
+        },
+        &mut out,
+    );
+    out
+}
+
+/// The messages `out` sends, with their destinations.
+fn sent(out: &[Effect]) -> Vec<(Address, Message)> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::Send { to, msg } => Some((to.clone(), msg.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn not_known(from: &UniqueAddress, to: &UniqueAddress) -> Message {
+    Message::NotKnown {
+        from: from.clone(),
+        to: to.clone(),
+    }
+}
+
+#[test]
+fn a_member_tells_a_gossiping_stranger_it_does_not_know_it_and_a_removed_one_it_is_quarantined() {
+    let other = addr(2);
+    let mut node = member_of_two(&other);
+    let me = node.self_node().clone();
+    let stranger = addr(9);
+    let status = Message::GossipStatus {
+        from: stranger.clone(),
+        version: node.gossip().version.clone(),
+        seen_digest: 0,
+    };
+    let out = deliver(&mut node, 100, status);
+    assert_eq!(dropped(&out), vec![DropReason::UnknownSender]);
+    assert_eq!(
+        sent(&out),
+        vec![(stranger.address.clone(), not_known(&me, &stranger))]
+    );
+    let state = Gossip::clone(node.gossip());
+    let out = deliver(&mut node, 200, envelope(&stranger, &me, state.clone()));
+    assert_eq!(
+        sent(&out),
+        vec![(stranger.address.clone(), not_known(&me, &stranger))]
+    );
+
+    // Gossip meant for another incarnation of this address gets no answer: it is not about us.
+    let elsewhere = UniqueAddress::new(me.address.clone(), me.uid + 1);
+    let out = deliver(&mut node, 300, envelope(&stranger, &elsewhere, state));
+    assert_eq!(dropped(&out), vec![DropReason::WrongIncarnation]);
+    assert!(sent(&out).is_empty());
+
+    // A tombstoned incarnation is told it was removed, never that it is unknown.
+    let mut g = Gossip::clone(node.gossip());
+    g.remove(&other, 10);
+    let mut out = Vec::new();
+    node.set_gossip(t(400), g, &mut out);
+    let status = Message::GossipStatus {
+        from: other.clone(),
+        version: VectorClock::new(),
+        seen_digest: 0,
+    };
+    let out = deliver(&mut node, 500, status);
+    assert_eq!(dropped(&out), vec![DropReason::Quarantined]);
+    assert!(matches!(&sent(&out)[..], [(_, Message::Quarantined { to, .. })] if *to == other));
+
+    // A node that is no member itself cannot welcome anyone, so it does not answer.
+    let mut idle = Membership::new(MembershipConfig::default(), addr(5), 1, t(0));
+    let status = Message::GossipStatus {
+        from: stranger.clone(),
+        version: VectorClock::new(),
+        seen_digest: 0,
+    };
+    let out = deliver(&mut idle, 600, status);
+    assert_eq!(dropped(&out), vec![DropReason::NotAMember]);
+    assert!(sent(&out).is_empty());
+}
+
+/// Node 1, Joining, welcomed by node 2 (Up), in a cluster with node 3 (Up) and another
+/// joiner, node 4; node 2's entry is the only one in the clock (it added both joiners).
+fn orphan_joiner(now: u64) -> Membership {
+    let me = addr(1);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(now));
+    let mut g = Gossip::default();
+    for (port, status, up) in [
+        (1, MemberStatus::Joining, NOT_YET_UP),
+        (2, MemberStatus::Up, 1),
+        (3, MemberStatus::Up, 2),
+        (4, MemberStatus::Joining, NOT_YET_UP),
+    ] {
+        let mut m = Member::joining(addr(port), Default::default(), "0.0.0");
+        m.status = status;
+        m.up_number = up;
+        Arc::make_mut(&mut g.members).insert(m.addr.clone(), m);
+    }
+    g.version.increment(&addr(2));
+    g.seen = [me.clone(), addr(2)].into_iter().collect();
+    node.start_as_member(t(now), Arc::new(g));
+    node
+}
+
+fn is_join_of(msg: &Message, node: &UniqueAddress) -> bool {
+    matches!(msg, Message::Join { node: n, .. } if n == node)
+}
+
+#[test]
+fn a_joiner_told_not_known_joins_again_through_that_member_at_a_bounded_rate() {
+    let mut node = orphan_joiner(0);
+    let me = node.self_node().clone();
+    let (up, peer) = (addr(3), addr(4));
+
+    // Right after the welcome the others may just not have heard yet: not counted.
+    let out = deliver(&mut node, 2_000, not_known(&up, &me));
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    assert!(sent(&out).is_empty());
+
+    // Once retry-unsuccessful-join-after has passed: a Join to the member that said so.
+    let out = deliver(&mut node, 10_000, not_known(&up, &me));
+    let s = sent(&out);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].0, up.address);
+    assert!(is_join_of(&s[0].1, &me));
+    assert_eq!(node.stats().rejoins, 1);
+
+    // At most one per retry-unsuccessful-join-after.
+    let out = deliver(&mut node, 15_000, not_known(&up, &me));
+    assert!(sent(&out).is_empty());
+    let out = deliver(&mut node, 20_000, not_known(&up, &me));
+    assert!(sent(&out).iter().any(|(_, m)| is_join_of(m, &me)));
+    assert_eq!(node.stats().rejoins, 2);
+
+    // Another joiner not knowing us proves nothing; nor does a message for another incarnation.
+    let out = deliver(&mut node, 40_000, not_known(&peer, &me));
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    let elsewhere = UniqueAddress::new(me.address.clone(), me.uid + 1);
+    let out = deliver(&mut node, 40_000, not_known(&up, &elsewhere));
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    assert_eq!(node.stats().rejoins, 2);
+
+    // A node we do not know at all may be a newer incarnation of a member: worth asking.
+    let newer = UniqueAddress::new(up.address.clone(), up.uid + 1);
+    let out = deliver(&mut node, 40_000, not_known(&newer, &me));
+    assert!(
+        sent(&out)
+            .iter()
+            .any(|(to, m)| *to == newer.address && is_join_of(m, &me))
+    );
+
+    // An Up member never acts on it.
+    let mut settled = member_of_two(&addr(2));
+    let me = settled.self_node().clone();
+    let out = deliver(&mut settled, 60_000, not_known(&addr(2), &me));
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    assert!(sent(&out).is_empty());
+}
+
+#[test]
+fn the_welcome_of_a_join_sent_again_is_merged_so_nothing_known_is_lost() {
+    let mut node = orphan_joiner(0);
+    let me = node.self_node().clone();
+    let (welcomer, up, peer) = (addr(2), addr(3), addr(4));
+    let out = deliver(&mut node, 10_000, not_known(&up, &me));
+    assert!(sent(&out).iter().any(|(_, m)| is_join_of(m, &me)));
+
+    // Node 3's cluster removed the crashed welcomer and never heard of node 4; it adds us.
+    let mut theirs = Gossip::clone(node.gossip());
+    Arc::make_mut(&mut theirs.members).remove(&me);
+    Arc::make_mut(&mut theirs.members).remove(&peer);
+    theirs.version = VectorClock::new();
+    theirs.version.increment(&up);
+    theirs.remove(&welcomer, 9_000);
+    theirs.update_member(Member::joining(me.clone(), Default::default(), "0.0.0"));
+    theirs.version.increment(&up);
+    theirs.only_seen_by(&up);
+
+    // A welcome from anyone else is not the answer we wait for.
+    let stray = Message::Welcome {
+        from: welcomer.clone(),
+        gossip: Arc::new(theirs.clone()),
+    };
+    let out = deliver(&mut node, 10_010, stray);
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+
+    let welcome = Message::Welcome {
+        from: up.clone(),
+        gossip: Arc::new(theirs),
+    };
+    let out = deliver(&mut node, 10_020, welcome);
+    let g = node.gossip();
+    assert!(!g.has_member(&welcomer), "the tombstone wins");
+    assert!(g.tombstones.contains_key(&welcomer));
+    assert_eq!(
+        g.member(&peer).map(|m| m.status),
+        Some(MemberStatus::Joining)
+    );
+    assert_eq!(node.self_status(), Some(MemberStatus::Joining));
+    assert!(g.seen_by(&me));
+    assert!(
+        !out.iter()
+            .any(|e| matches!(e, Effect::Event(ClusterEvent::MemberRemoved { member, .. }) if member.addr == peer)),
+        "another joiner does not vanish from our view"
+    );
+    // Talked back, so node 3 learns of node 4 too.
+    assert!(sent(&out).iter().any(|(to, m)| *to == up.address
+        && matches!(m, Message::GossipEnvelope { gossip, .. } if gossip.has_member(&peer))));
+
+    // The answer was taken once; a duplicate is unexpected.
+    let again = Message::Welcome {
+        from: up.clone(),
+        gossip: Arc::clone(node.gossip()),
+    };
+    let out = deliver(&mut node, 10_030, again);
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+}
+
+#[test]
+fn a_joiner_that_asks_a_member_holding_its_tombstone_is_quarantined_and_stops() {
+    let mut node = orphan_joiner(0);
+    let me = node.self_node().clone();
+    // A node this joiner has not heard of (a newer incarnation of node 3) says it is unknown;
+    // its word about a removal counts only once the joiner asked it to take it back.
+    let newer = UniqueAddress::new(addr(3).address, addr(3).uid + 1);
+    let quarantined = Message::Quarantined {
+        from: newer.clone(),
+        to: me.clone(),
+    };
+    let out = deliver(&mut node, 5_000, quarantined.clone());
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    assert!(!node.is_stopped());
+
+    let out = deliver(&mut node, 10_000, not_known(&newer, &me));
+    assert!(sent(&out).iter().any(|(_, m)| is_join_of(m, &me)));
+    let out = deliver(&mut node, 10_010, quarantined);
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::Shutdown(ShutdownReason::Removed)))
+    );
+    assert!(node.is_stopped());
 }
