@@ -6,7 +6,13 @@
 //! written before the increment is answered, so a counter keeps its value when it is
 //! passivated, when its shard moves, when its node is killed and when the whole cluster
 //! restarts.
+//!
+//! Each node also says which counters run on it and since when (`GET /demo/counters/live`,
+//! [`live`]), so that a test can prove that no counter ever ran on two nodes at once.
 
+pub mod live;
+
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -51,6 +57,11 @@ pub struct CounterReply {
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Counter {
     value: u64,
+    /// Lists this incarnation as live from its first command until the state is dropped with
+    /// it. Set on the first command, not at creation: recovery replaces the state it started
+    /// with, and the state it ends with is the one commands see.
+    #[serde(skip)]
+    incarnation: OnceLock<live::Incarnation>,
 }
 
 impl EventSourcedEntity for Counter {
@@ -63,6 +74,8 @@ impl EventSourcedEntity for Counter {
         cmd: CounterCommand,
         ctx: &mut EventSourcedContext<Self>,
     ) -> Effect<Self> {
+        self.incarnation
+            .get_or_init(|| live::Incarnation::begin(ctx.node(), ctx.entity_id()));
         let node = ctx.node().address.to_string();
         match cmd {
             CounterCommand::Increment => {
@@ -96,13 +109,22 @@ pub fn counter_kind(persistence: &Persistence) -> EntityKind<EventSourced<Counte
 }
 
 /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}`, each answering
-/// `{"id", "value", "node"}`; an increment is answered once it is durable. The counters are looked up by their key on `sharding`, where
-/// [`counter_kind`] must have been registered.
+/// `{"id", "value", "node"}`; an increment is answered once it is durable. The counters are
+/// looked up by their key on `sharding`, where [`counter_kind`] must have been registered.
+///
+/// `GET /demo/counters/live` answers `{"node", "nodeUid", "now", "counters": [{"id",
+/// "startedAt"}]}`: the counters running on this node at the instant `now`, each with the
+/// instant its incarnation began, both in `CLOCK_MONOTONIC` nanoseconds (see [`live`]).
 pub fn counter_routes(sharding: Sharding) -> Router {
     Router::new()
         .route("/demo/counter/{id}/increment", post(increment))
         .route("/demo/counter/{id}", get(read))
+        .route("/demo/counters/live", get(live_counters))
         .with_state(sharding)
+}
+
+async fn live_counters(State(sharding): State<Sharding>) -> Json<live::LiveReport> {
+    Json(live::report(sharding.self_node()))
 }
 
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,5 +165,40 @@ async fn answer(sharding: &Sharding, id: String, cmd: CounterCommand) -> Respons
             )
                 .into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_is_listed_as_live_from_its_first_command_until_it_is_dropped() {
+        let id = "live-listing-test";
+        let mut ctx = EventSourcedContext::<Counter>::detached(id);
+        let node = ctx.node().clone();
+        let listed = || {
+            live::report(&node)
+                .counters
+                .iter()
+                .filter(|c| c.id == id)
+                .count()
+        };
+        let counter = Counter::default();
+        assert_eq!(
+            listed(),
+            0,
+            "not before its first command (recovery may replace it)"
+        );
+        let _ = counter.handle_command(CounterCommand::Get, &mut ctx);
+        let _ = counter.handle_command(CounterCommand::Increment, &mut ctx);
+        assert_eq!(listed(), 1, "one incarnation, however many commands");
+        // A snapshot of the state is a value, not an incarnation.
+        let snapshot: Counter =
+            serde_json::from_str(&serde_json::to_string(&counter).unwrap()).unwrap();
+        drop(snapshot);
+        assert_eq!(listed(), 1);
+        drop(counter);
+        assert_eq!(listed(), 0, "gone with its state");
     }
 }

@@ -47,7 +47,8 @@ pub struct NodeArgs {
     #[arg(long)]
     store: Option<String>,
     /// Register the built-in demo entity kind `counter` and serve
-    /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}` on the management API.
+    /// `POST /demo/counter/{id}/increment`, `GET /demo/counter/{id}` and
+    /// `GET /demo/counters/live` (the counters running here, since when) on the management API.
     #[arg(long)]
     demo_counters: bool,
 }
@@ -135,7 +136,7 @@ async fn run_node(
             .context("cannot register the demo counters")?;
         router = router.merge(counter_routes(sharding.clone()));
         info!(
-            "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}"
+            "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
         );
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -1,7 +1,12 @@
-//! Helpers for the multi-process tests: real `shardik node` processes on free local ports,
-//! their stderr captured to files, the management API polled with bounded waits.
+//! Helpers for the multi-process tests: real `shardik node` processes on free local ports (or
+//! in network namespaces of their own, `netns.rs`, reaching servers on the test's loopback
+//! through `relay.rs`), their stderr captured to files, the management API polled with bounded
+//! waits.
 
 #![allow(dead_code)]
+
+pub mod netns;
+pub mod relay;
 
 use std::fs::File;
 use std::future::Future;
@@ -93,6 +98,9 @@ pub struct NodeSpec {
     pub env: Vec<(String, String)>,
     /// Further command-line arguments (e.g. `--demo-counters`).
     pub args: Vec<String>,
+    /// A network namespace to run the node in (`ip netns exec NAME shardik ...`; see
+    /// `netns.rs`), or `None` for the test's own.
+    pub netns: Option<String>,
 }
 
 impl NodeSpec {
@@ -105,7 +113,14 @@ impl NodeSpec {
             seeds: seeds.to_vec(),
             env: Vec::new(),
             args: Vec::new(),
+            netns: None,
         }
+    }
+
+    /// Runs the node in the network namespace `name`.
+    pub fn in_netns(mut self, name: &str) -> NodeSpec {
+        self.netns = Some(name.to_string());
+        self
     }
 
     /// Adds a command-line argument.
@@ -140,7 +155,17 @@ impl Node {
             spec.name
         ));
         let stderr = File::create(&log).expect("create log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardik"));
+        let binary = env!("CARGO_BIN_EXE_shardik");
+        let mut cmd = match &spec.netns {
+            // `ip netns exec` enters the namespace and execs the program in its own process,
+            // so the child's pid is the node's and signals reach it.
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns, binary]);
+                cmd
+            }
+            None => Command::new(binary),
+        };
         cmd.arg("node")
             .arg("--bind")
             .arg(&spec.bind)
