@@ -71,7 +71,7 @@ const SHARDING: &[(&str, &str)] = &[
 
 /// `cluster.sharding.use-lease` for this test: `""` (off) or `"store"` (every shard holds a
 /// lease in the node's store, here PostgreSQL). Overridden by `SHARDIK_TEST_NETNS_USE_LEASE`.
-const USE_LEASE: &str = "";
+const USE_LEASE: &str = "store";
 
 /// The settings that turn shard leases on: the one place that names them.
 fn lease_settings(use_lease: &str) -> Vec<(&'static str, String)> {
@@ -82,6 +82,15 @@ fn lease_settings(use_lease: &str) -> Vec<(&'static str, String)> {
         (
             "SHARDIK_CLUSTER__SHARDING__USE_LEASE",
             use_lease.to_string(),
+        ),
+        (
+            "SHARDIK_CLUSTER__SHARDING__COORDINATOR_SINGLETON__USE_LEASE",
+            use_lease.to_string(),
+        ),
+        // A shard whose lease another node still holds is tried again this often.
+        (
+            "SHARDIK_CLUSTER__SHARDING__LEASE_RETRY_INTERVAL",
+            "500ms".into(),
         ),
         // Short leases: a downed side's leases lapse within seconds, not the default two
         // minutes (renewal every second, each call bounded by a second: 1 + 2 × 1 < 6).
