@@ -67,8 +67,12 @@ pub const LEASE_LOSSES_TOTAL: &str = "shardik_lease_losses_total";
 /// only when renewals keep failing until it would expire.
 pub const LEASE_RENEWAL_FAILURES_TOTAL: &str = "shardik_lease_renewal_failures_total";
 
+/// Times a kind's region stopped its shards because this node had not seen a majority for
+/// the split-brain resolver's decision time (self-fence) (counter).
+pub const SELF_FENCES_TOTAL: &str = "shardik_sharding_self_fences_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 25] = [
+pub const ALL_NAMES: [&str; 26] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -94,6 +98,7 @@ pub const ALL_NAMES: [&str; 25] = [
     LEASE_ACQUISITIONS_TOTAL,
     LEASE_LOSSES_TOTAL,
     LEASE_RENEWAL_FAILURES_TOTAL,
+    SELF_FENCES_TOTAL,
 ];
 
 /// Why the recorder could not be installed.
@@ -231,5 +236,10 @@ pub fn describe_all() {
         LEASE_RENEWAL_FAILURES_TOTAL,
         Unit::Count,
         "Lease renewals that failed (store error or timeout)."
+    );
+    describe_counter!(
+        SELF_FENCES_TOTAL,
+        Unit::Count,
+        "Times a region stopped its shards for want of a majority (self-fence)."
     );
 }

@@ -34,6 +34,7 @@ use crate::membership::{Member, MemberStatus, UniqueAddress};
 
 use super::allocation::AllocationSnapshot;
 use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+use super::fence::{FenceChange, SelfFence};
 use super::lease::{LeaseAnswer, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, Region, RegionEffect, RegionSettings};
@@ -61,6 +62,10 @@ pub struct KindNodeSettings {
     /// starts only after this node takes the kind's coordinator lease, and stops when it is
     /// lost.
     pub coordinator_lease: Option<LeaseTiming>,
+    /// Self-fencing: when set (the split-brain resolver's stable-after), a node that has not
+    /// seen a majority for this long stops running shards and its coordinator on its own,
+    /// whatever brief heals come and go (see [`super::fence`]).
+    pub self_fence_after: Option<Duration>,
 }
 
 /// What a lease of one kind protects.
@@ -215,6 +220,9 @@ pub enum KindEffect<M> {
     },
     /// The coordinator's lease was lost; the coordinator stopped.
     CoordinatorLeaseLost(LeaseLoss),
+    /// The self-fence closed (`true`: no shard runs here, nor the coordinator, until it
+    /// opens) or opened (`false`).
+    Fenced(bool),
     /// A lease's store answers again after [`KindEffect::LeaseUnavailable`] (a renewal
     /// succeeded; for a shard's acquisition, [`KindEffect::ShardLeased`] says so, and for the
     /// coordinator's, [`KindEffect::CoordinatorRunning`]).
@@ -245,6 +253,8 @@ pub struct KindNode<M> {
     shutdown_deadline: Option<Instant>,
     /// The coordinator's lease, when configured.
     coordinator_lease: Option<LeaseKeeper<()>>,
+    /// The self-fence, when on.
+    fence: Option<SelfFence>,
     region_out: Vec<RegionEffect<M>>,
     coordinator_out: Vec<CoordinatorEffect>,
 }
@@ -269,6 +279,7 @@ impl<M> KindNode<M> {
         now: Instant,
     ) -> Self {
         let coordinator_lease = settings.coordinator_lease.map(LeaseKeeper::new);
+        let fence = settings.self_fence_after.map(|d| SelfFence::new(d, d));
         let view = ShardingView::new(
             me.clone(),
             settings.role.clone(),
@@ -285,6 +296,7 @@ impl<M> KindNode<M> {
             loopback: VecDeque::new(),
             shutdown_deadline: None,
             coordinator_lease,
+            fence,
             region_out: Vec::new(),
             coordinator_out: Vec::new(),
         }
@@ -334,8 +346,12 @@ impl<M> KindNode<M> {
                 members,
                 unreachable,
             } => {
+                let majority = SelfFence::sees_majority(&self.me, &members, &unreachable);
                 if self.view.update(now, members, unreachable) {
                     self.view_changed(now, out);
+                }
+                if let Some(change) = self.fence.as_mut().map(|f| f.update(now, majority)) {
+                    self.fence_changed(now, change, out);
                 }
             }
             KindInput::Route { from, env } => {
@@ -430,6 +446,7 @@ impl<M> KindNode<M> {
             self.coordinator_lease
                 .as_ref()
                 .and_then(LeaseKeeper::poll_timeout),
+            self.fence.as_ref().and_then(SelfFence::next_deadline),
         ]
         .into_iter()
         .flatten()
@@ -441,6 +458,9 @@ impl<M> KindNode<M> {
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
         if self.view.expire(now) {
             self.view_changed(now, out);
+        }
+        if let Some(change) = self.fence.as_mut().map(|f| f.tick(now)) {
+            self.fence_changed(now, change, out);
         }
         if self
             .shutdown_deadline
@@ -486,6 +506,9 @@ impl<M> KindNode<M> {
     /// not start one.
     fn should_host_coordinator(&self) -> bool {
         if self.settings.proxy || self.view.coordinator_node() != Some(&self.me) {
+            return false;
+        }
+        if self.is_fenced() {
             return false;
         }
         match self.view.self_status() {
@@ -603,6 +626,31 @@ impl<M> KindNode<M> {
                 out.push(KindEffect::LeaseRecovered(LeaseKey::Coordinator))
             }
         }
+    }
+
+    /// Whether the self-fence is closed: no shard runs here, nor the coordinator.
+    pub fn is_fenced(&self) -> bool {
+        self.fence.as_ref().is_some_and(SelfFence::is_closed)
+    }
+
+    /// The self-fence closed or opened: the region's shards stop (and wait, still hosted) or
+    /// start again, and the coordinator stops or starts again (a new one, which the regions
+    /// register with again).
+    fn fence_changed(&mut self, now: Instant, change: FenceChange, out: &mut Vec<KindEffect<M>>) {
+        if change == FenceChange::None {
+            return;
+        }
+        let mut rout = std::mem::take(&mut self.region_out);
+        if change == FenceChange::Closed {
+            out.push(KindEffect::Fenced(true));
+            self.region.suspend(&mut rout);
+        } else {
+            out.push(KindEffect::Fenced(false));
+            self.region.resume(now, &self.view, &mut rout);
+        }
+        self.region_effects(&mut rout, out);
+        self.region_out = rout;
+        self.view_changed(now, out);
     }
 
     fn begin_shutdown(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {

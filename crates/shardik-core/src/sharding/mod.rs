@@ -18,6 +18,7 @@
 
 pub mod allocation;
 pub mod coordinator;
+pub mod fence;
 pub mod kind_node;
 pub mod lease;
 pub mod protocol;

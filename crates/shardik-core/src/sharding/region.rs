@@ -262,6 +262,9 @@ pub struct Region<M> {
     /// Shards whose last lease acquisition failed because of the store: messages for them are
     /// refused instead of waiting.
     lease_unavailable: BTreeSet<ShardId>,
+    /// Self-fenced: this node has not seen a majority for the resolver's decision time, so
+    /// no shard runs here (they stay hosted, waiting as for their lease) until it has again.
+    suspended: bool,
     graceful: bool,
     stopped: bool,
 }
@@ -292,6 +295,7 @@ impl<M> Region<M> {
             early_handovers: BTreeMap::new(),
             leases,
             lease_unavailable: BTreeSet::new(),
+            suspended: false,
             graceful: false,
             stopped: false,
         }
@@ -1216,11 +1220,95 @@ impl<M> Region<M> {
 /// Shard leases (`use-lease`, digest §1.6: a shard starts only after taking its lease and its
 /// entities stop at once when the lease is lost).
 impl<M> Region<M> {
-    /// Whether hosting `shard` must wait for its lease.
+    /// Whether hosting `shard` must wait: for its lease, or for the self-fence to open.
     fn needs_lease(&self, now: Instant, shard: &ShardId) -> bool {
-        self.leases
-            .as_ref()
-            .is_some_and(|k| k.held(now, shard).is_none())
+        self.suspended
+            || self
+                .leases
+                .as_ref()
+                .is_some_and(|k| k.held(now, shard).is_none())
+    }
+
+    /// Whether the region is self-fenced (see [`suspend`](Self::suspend)).
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// Self-fencing: stops every shard's entities at once and keeps the shards hosted but
+    /// waiting, as for a lease, so that messages for them wait here and the hand-off protocol
+    /// still answers for them; nothing runs until [`resume`](Self::resume).
+    pub fn suspend(&mut self, out: &mut Vec<RegionEffect<M>>) {
+        if self.suspended || self.stopped {
+            return;
+        }
+        self.suspended = true;
+        let running: Vec<ShardId> = self
+            .hosted
+            .keys()
+            .filter(|s| {
+                matches!(
+                    self.hosted.get(s),
+                    Some(Hosted::Running | Hosted::AwaitingPredecessor { .. })
+                )
+            })
+            .cloned()
+            .collect();
+        for shard in running {
+            out.push(RegionEffect::ForceStopEntities(shard.clone()));
+            out.push(RegionEffect::ShardStopped(shard.clone()));
+            self.park(&shard);
+        }
+    }
+
+    /// The self-fence opened: the shards waiting for it start again (those under a lease
+    /// once it is held).
+    pub fn resume(&mut self, now: Instant, view: &ShardingView, out: &mut Vec<RegionEffect<M>>) {
+        if !self.suspended {
+            return;
+        }
+        self.suspended = false;
+        let waiting: Vec<(ShardId, Option<UniqueAddress>)> = self
+            .hosted
+            .iter_mut()
+            .filter_map(|(s, st)| match st {
+                Hosted::AwaitingLease { predecessor } => Some((s.clone(), predecessor.clone())),
+                _ => None,
+            })
+            .collect();
+        for (shard, predecessor) in waiting {
+            if self.needs_lease(now, &shard) {
+                if let Some(keeper) = &mut self.leases {
+                    let mut calls = Vec::new();
+                    keeper.want(now, shard, &mut calls);
+                    out.extend(calls.into_iter().map(RegionEffect::Lease));
+                }
+                continue;
+            }
+            if let Some(token) = self.lease_token(now, &shard) {
+                out.push(RegionEffect::ShardLeased {
+                    shard: shard.clone(),
+                    token,
+                });
+            }
+            self.activate(now, shard, predecessor, view, out);
+        }
+    }
+
+    /// Puts a running `shard` back to waiting (its entities were stopped): what waited for a
+    /// predecessor goes back in front of the buffer.
+    fn park(&mut self, shard: &ShardId) {
+        let previous = self
+            .hosted
+            .replace(shard, Hosted::AwaitingLease { predecessor: None });
+        if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
+            if !held.is_empty() {
+                self.buffered += held.len();
+                let buffer = self.buffers.entry(shard.clone()).or_default();
+                for env in held.into_iter().rev() {
+                    buffer.push_front(Buffered { from: None, env });
+                }
+            }
+        }
     }
 
     /// Hosts `shard` waiting for its lease (asked for now, unless it is being asked for).
@@ -1301,6 +1389,8 @@ impl<M> Region<M> {
             LeaseEvent::Acquired { key: shard, token } => {
                 self.lease_unavailable.remove(&shard);
                 match self.hosted.get(&shard) {
+                    // Held, but fenced: it starts when the fence opens.
+                    Some(Hosted::AwaitingLease { .. }) if self.suspended => {}
                     Some(Hosted::AwaitingLease { predecessor }) if !self.stopped => {
                         let predecessor = predecessor.clone();
                         out.push(RegionEffect::ShardLeased {
@@ -1377,26 +1467,27 @@ impl<M> Region<M> {
                     shard: shard.clone(),
                     reason,
                 });
-                let previous = self
-                    .hosted
-                    .replace(&shard, Hosted::AwaitingLease { predecessor: None });
-                if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
-                    // Held messages are older than anything buffered since.
-                    if !held.is_empty() {
-                        self.buffered += held.len();
-                        let buffer = self.buffers.entry(shard.clone()).or_default();
-                        for env in held.into_iter().rev() {
-                            buffer.push_front(Buffered { from: None, env });
-                        }
-                    }
-                }
+                self.park(&shard);
                 if let Some(keeper) = &mut self.leases {
                     let mut calls = Vec::new();
                     keeper.acquire_again(now, shard, &mut calls);
                     out.extend(calls.into_iter().map(RegionEffect::Lease));
                 }
             }
-            Some(Hosted::AwaitingLease { .. }) | None => {}
+            Some(Hosted::AwaitingLease { .. }) | None => {
+                out.push(RegionEffect::ShardLeaseLost {
+                    shard: shard.clone(),
+                    reason,
+                });
+                // Lost while waiting (fenced): taken again for when the fence opens.
+                if self.hosted.contains_key(&shard) {
+                    if let Some(keeper) = &mut self.leases {
+                        let mut calls = Vec::new();
+                        keeper.acquire_again(now, shard, &mut calls);
+                        out.extend(calls.into_iter().map(RegionEffect::Lease));
+                    }
+                }
+            }
         }
     }
 }

@@ -142,6 +142,7 @@ impl Net {
                 ..self.region_settings.clone()
             },
             coordinator_lease: self.lease_timing,
+            self_fence_after: None,
             coordinator: self.coordinator_settings.clone(),
             role: None,
             proxy,
@@ -282,6 +283,7 @@ impl Net {
                 | KindEffect::CoordinatorLeaseLost(_)
                 | KindEffect::LeaseUnavailable { .. }
                 | KindEffect::LeaseRecovered(_)
+                | KindEffect::Fenced(_)
                 | KindEffect::CoordinatorRunning(_)
                 | KindEffect::Coordinator(_)
                 | KindEffect::AllocationAsked { .. }

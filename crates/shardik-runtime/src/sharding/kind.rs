@@ -52,6 +52,8 @@ pub(crate) struct KindSettings {
     /// The coordinator's lease (`coordinator-singleton.use-lease`); the shards' is
     /// `region.lease`.
     pub coordinator_lease: Option<shardik_core::sharding::LeaseTiming>,
+    /// See [`super::ShardingConfig::self_fence_after`].
+    pub self_fence_after: Option<Duration>,
 }
 
 /// How often to look for idle entities: the configured interval, but not more often than every
@@ -132,6 +134,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 down_removal_margin: self.settings.down_removal_margin,
                 shutdown_timeout: self.settings.shutdown_timeout,
                 coordinator_lease: self.settings.coordinator_lease,
+                self_fence_after: self.settings.self_fence_after,
             },
             self.allocation.choice(self.settings.allocation),
             CoreInstant::ZERO,
@@ -515,6 +518,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     metrics::counter!(m::LEASE_LOSSES_TOTAL, "reason" => reason.as_str())
                         .increment(1);
                     warn!(kind = %self.name, %shard, reason = reason.as_str(), "shard lease lost: its entities were stopped");
+                }
+                KindEffect::Fenced(true) => {
+                    metrics::counter!(m::SELF_FENCES_TOTAL).increment(1);
+                    warn!(kind = %self.name, "no majority seen for the resolver's decision time: this node stopped its shards and coordinator until it sees one again (self-fence)");
+                }
+                KindEffect::Fenced(false) => {
+                    info!(kind = %self.name, "a majority is back: shards run here again")
                 }
                 KindEffect::CoordinatorLeaseLost(reason) => {
                     metrics::counter!(m::LEASE_LOSSES_TOTAL, "reason" => reason.as_str())

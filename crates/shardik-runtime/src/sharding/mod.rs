@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shardik_core::membership::UniqueAddress;
+use shardik_core::membership::sbr::Strategy;
 use shardik_core::sharding::{
     AllocationSettings, CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings,
     shard_number_for,
@@ -103,6 +104,10 @@ pub struct ShardingConfig {
     pub coordinator_lease: Option<LeaseTiming>,
     /// The cluster's name, the prefix of lease names.
     pub cluster_name: Arc<str>,
+    /// Self-fencing: a node that has not seen a majority for this long stops running shards
+    /// and its coordinator on its own. Set to the split-brain resolver's stable-after when it
+    /// decides by majority (keep-majority, lease-majority); `None` otherwise.
+    pub self_fence_after: Option<Duration>,
 }
 
 impl Default for ShardingConfig {
@@ -121,6 +126,7 @@ impl Default for ShardingConfig {
             entity_restart_backoff: Duration::from_secs(10),
             coordinator_lease: None,
             cluster_name: "shardik".into(),
+            self_fence_after: None,
         }
     }
 }
@@ -180,6 +186,16 @@ impl ShardingConfig {
                 .is_on()
                 .then(|| lease_timing(s)),
             cluster_name: s.cluster.name.as_str().into(),
+            self_fence_after: membership
+                .downing
+                .as_ref()
+                .filter(|d| {
+                    matches!(
+                        d.strategy,
+                        Strategy::KeepMajority { .. } | Strategy::LeaseMajority { .. }
+                    )
+                })
+                .map(|d| d.stable_after),
         }
     }
 
@@ -457,6 +473,7 @@ impl Sharding {
                     ..cfg.region.clone()
                 },
                 coordinator_lease: cfg.coordinator_lease.filter(|_| !proxy),
+                self_fence_after: cfg.self_fence_after,
                 coordinator: cfg.coordinator.clone(),
                 allocation: cfg.allocation,
                 down_removal_margin: cfg.down_removal_margin,

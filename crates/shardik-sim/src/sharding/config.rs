@@ -64,6 +64,9 @@ pub struct ShardingConfig {
     /// Shard and coordinator leases (`use-lease`), kept in the simulated store with this
     /// timing (`None`: no leases).
     pub leases: Option<LeaseTiming>,
+    /// Self-fencing after this long without a majority (the runtime sets the resolver's
+    /// stable-after when it decides by majority).
+    pub self_fence_after: Option<Duration>,
 }
 
 /// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
@@ -103,6 +106,7 @@ impl ShardingConfig {
             record_events: true,
             durable: None,
             leases: None,
+            self_fence_after: Some(FAST_STABLE_AFTER),
         }
     }
 

@@ -248,6 +248,7 @@ impl ShardNode {
                     down_removal_margin: cfg.down_removal_margin,
                     shutdown_timeout: cfg.shutdown_timeout,
                     coordinator_lease: cfg.leases,
+                    self_fence_after: cfg.self_fence_after,
                 };
                 let allocation = AllocationChoice::Immediate(Box::new(|| {
                     Box::new(LeastShardAllocationStrategy::new(20, 0.1))
@@ -585,6 +586,14 @@ impl ShardNode {
                     what: format!("lease {key:?} unavailable: {error}"),
                 }),
                 KindEffect::LeaseRecovered(_) => {}
+                KindEffect::Fenced(closed) => out.push(Output::LeaseNote {
+                    kind: k,
+                    what: if closed {
+                        "self-fenced: no majority for stable-after".into()
+                    } else {
+                        "self-fence open".into()
+                    },
+                }),
                 KindEffect::RegionStopped => {
                     let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
                     for shard in shards {

@@ -28,6 +28,7 @@ fn settings(proxy: bool) -> KindNodeSettings {
         down_removal_margin: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(30),
         coordinator_lease: None,
+        self_fence_after: None,
     }
 }
 
