@@ -67,8 +67,16 @@ pub const LEASE_LOSSES_TOTAL: &str = "shardik_lease_losses_total";
 /// only when renewals keep failing until it would expire.
 pub const LEASE_RENEWAL_FAILURES_TOTAL: &str = "shardik_lease_renewal_failures_total";
 
+/// Decisions of the split-brain resolver this node acted on (counter; label `decision` =
+/// `down-unreachable`, `down-reachable`, `down-all`, `down-indirectly-connected`,
+/// `reverse-down-indirectly-connected`).
+pub const SBR_DECISIONS_TOTAL: &str = "shardik_sbr_decisions_total";
+/// Lease-majority's requests for its lease (counter; label `result` = `granted`, `refused`:
+/// another node holds it, `failed`: the store failed or did not answer in time).
+pub const SBR_LEASE_REQUESTS_TOTAL: &str = "shardik_sbr_lease_requests_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 25] = [
+pub const ALL_NAMES: [&str; 27] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -94,6 +102,8 @@ pub const ALL_NAMES: [&str; 25] = [
     LEASE_ACQUISITIONS_TOTAL,
     LEASE_LOSSES_TOTAL,
     LEASE_RENEWAL_FAILURES_TOTAL,
+    SBR_DECISIONS_TOTAL,
+    SBR_LEASE_REQUESTS_TOTAL,
 ];
 
 /// Why the recorder could not be installed.
@@ -231,5 +241,15 @@ pub fn describe_all() {
         LEASE_RENEWAL_FAILURES_TOTAL,
         Unit::Count,
         "Lease renewals that failed (store error or timeout)."
+    );
+    describe_counter!(
+        SBR_DECISIONS_TOTAL,
+        Unit::Count,
+        "Split-brain resolver decisions this node acted on, by decision."
+    );
+    describe_counter!(
+        SBR_LEASE_REQUESTS_TOTAL,
+        Unit::Count,
+        "Lease-majority lease requests, by result (granted, refused, failed)."
     );
 }

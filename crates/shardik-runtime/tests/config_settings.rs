@@ -191,6 +191,7 @@ fn strategies_map_onto_the_core() {
                 role: None,
                 acquire_lease_delay_for_minority: Duration::from_secs(2),
                 release_after: Duration::from_secs(40),
+                lease_operation_timeout: Duration::from_secs(5),
             },
         ),
         (

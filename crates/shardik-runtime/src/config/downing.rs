@@ -237,6 +237,7 @@ impl Settings {
                 role: role(&s.lease_majority.role),
                 acquire_lease_delay_for_minority: s.lease_majority.acquire_lease_delay_for_minority,
                 release_after: s.lease_majority.release_after,
+                lease_operation_timeout: self.coordination.lease.lease_operation_timeout,
             },
         };
         let down_all_when_unstable = match s.down_all_when_unstable {

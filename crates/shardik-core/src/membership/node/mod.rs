@@ -41,7 +41,7 @@ use super::gossip::Gossip;
 use super::member::{Member, MemberStatus};
 use super::messages::{JoinConfig, Message};
 use super::ring::HeartbeatSenderState;
-use super::sbr::SplitBrainResolver;
+use super::sbr::{SbrAction, SplitBrainResolver};
 use crate::time::Instant;
 
 /// An input to the membership core.
@@ -57,6 +57,15 @@ pub enum Input {
     },
     /// A local command (from the API, the management routes or the runtime).
     Command(Command),
+    /// The answer to [`Effect::Sbr`]`(`[`SbrAction::AcquireLease`]`)`: whether the
+    /// split-brain resolver's lease was granted. A refusal, a failed call and a call that
+    /// timed out are all `granted: false`.
+    SbrLeaseAnswer {
+        /// The `attempt` of the request answered.
+        attempt: u64,
+        /// Whether this node holds the lease now.
+        granted: bool,
+    },
 }
 
 /// A local command.
@@ -169,6 +178,12 @@ pub enum Effect {
     SelfExiting,
     /// The node must stop.
     Shutdown(ShutdownReason),
+    /// The split-brain resolver acted or needs its lease. [`SbrAction::Down`] reports a
+    /// decision the core has already carried out (for logs and metrics);
+    /// [`SbrAction::AcquireLease`] asks the runtime to acquire the lease-majority lease and
+    /// answer with [`Input::SbrLeaseAnswer`] (within `lease-operation-timeout`: the core counts
+    /// a later answer as a refusal); [`SbrAction::ReleaseLease`] asks it to give it back.
+    Sbr(SbrAction),
 }
 
 #[derive(Clone, Debug)]
@@ -382,6 +397,9 @@ impl Membership {
         match input {
             Input::Command(c) => self.handle_command(now, c, out),
             Input::Message { msg, received_at } => self.handle_message(now, msg, received_at, out),
+            Input::SbrLeaseAnswer { attempt, granted } => {
+                self.sbr_lease_answer(now, attempt, granted, out)
+            }
         }
     }
 
