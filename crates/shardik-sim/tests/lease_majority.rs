@@ -1,13 +1,14 @@
 //! The lease-majority split-brain strategy in deterministic simulation, with its lease in one
 //! store every node reaches (`shardik_sim::sbr_lease`): the side that gets the lease survives
-//! and the other downs itself; a minority whose majority is gone gets the lease.
+//! and the other downs itself; a minority whose majority is gone gets the lease; and over
+//! random partitions, reshapes, pauses and crashes, two clusters never both survive.
 
 use std::time::Duration;
 
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{MemberStatus, ShutdownReason};
 use shardik_sim::scenario::form_cluster;
-use shardik_sim::split_brain::two_clusters;
+use shardik_sim::split_brain::{SplitBrainRun, random_partitions, two_clusters};
 use shardik_sim::world::{NodeId, World, WorldConfig};
 
 fn lease_majority() -> Strategy {
@@ -208,4 +209,63 @@ fn nodes_that_see_each_other_but_not_a_third_settle_on_one_cluster() {
                 .all(|&i| w.core(i).self_status() == Some(MemberStatus::Up))
         );
     }
+}
+
+/// Runs [`random_partitions`] over `seeds` and returns the failing runs and the number of runs
+/// that ended with nobody surviving.
+fn sweep(seeds: impl Iterator<Item = u64>, strategy: Strategy) -> (Vec<SplitBrainRun>, usize) {
+    let mut failed = Vec::new();
+    let mut none_left = 0;
+    for seed in seeds {
+        let run = random_partitions(seed, strategy.clone());
+        if !run.violations.is_empty() {
+            failed.push(run);
+        } else if run.survivors == 0 {
+            none_left += 1;
+        }
+    }
+    (failed, none_left)
+}
+
+/// 200 seeds of random partitions, reshapes, heals, pauses and crashes under lease-majority:
+/// never two clusters.
+#[test]
+fn random_partitions_never_leave_two_clusters() {
+    let (failed, none_left) = sweep(1..=200, lease_majority());
+    assert!(
+        failed.is_empty(),
+        "{} of 200 seeds left two clusters: {:#?}",
+        failed.len(),
+        failed.first()
+    );
+    println!("200 seeds: no two clusters; {none_left} ended with no survivor");
+}
+
+/// The same over `SHARDIK_SIM_SEEDS=FROM..TO` (default `1..5001`); with
+/// `SHARDIK_SIM_STRATEGY=keep-majority` it runs keep-majority instead, for comparison. Run by
+/// hand: `cargo test -p shardik-sim --release --test lease_majority many_seeds -- --ignored
+/// --nocapture`.
+#[test]
+#[ignore = "a search over many seeds, run by hand"]
+fn many_seeds() {
+    let range = std::env::var("SHARDIK_SIM_SEEDS").unwrap_or_else(|_| "1..5001".into());
+    let (from, to) = range.split_once("..").expect("FROM..TO");
+    let (from, to): (u64, u64) = (from.parse().expect("FROM"), to.parse().expect("TO"));
+    let strategy = match std::env::var("SHARDIK_SIM_STRATEGY").as_deref() {
+        Ok("keep-majority") => Strategy::KeepMajority { role: None },
+        _ => lease_majority(),
+    };
+    let started = std::time::Instant::now();
+    let (failed, none_left) = sweep(from..to, strategy.clone());
+    println!(
+        "{strategy:?}: {} seeds in {:.1} s: {} left two clusters {:?}; {none_left} ended with no survivor",
+        to - from,
+        started.elapsed().as_secs_f64(),
+        failed.len(),
+        failed.iter().map(|r| r.seed).collect::<Vec<_>>()
+    );
+    for run in failed.iter().take(3) {
+        println!("{run:#?}");
+    }
+    assert!(failed.is_empty());
 }

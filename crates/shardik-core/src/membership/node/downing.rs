@@ -57,6 +57,16 @@ impl Membership {
         self.carry_out_sbr(now, action, out);
     }
 
+    /// The leader tick came `late` after it was due: the resolver may have to distrust
+    /// what it would decide next (see [`SplitBrainResolver::note_stall`]).
+    ///
+    /// [`SplitBrainResolver::note_stall`]: crate::membership::sbr::SplitBrainResolver::note_stall
+    pub(super) fn note_stall(&mut self, late: std::time::Duration) {
+        if let Some(sbr) = self.sbr.as_mut() {
+            sbr.note_stall(late);
+        }
+    }
+
     /// The answer to the resolver's lease request `attempt`.
     pub(super) fn sbr_lease_answer(
         &mut self,

@@ -434,8 +434,10 @@ impl Membership {
                 self.gossip_round(out);
             }
         }
-        if self.timers.leader.is_some_and(|t| t <= now) {
+        if let Some(due) = self.timers.leader.filter(|t| *t <= now) {
             self.timers.leader = Some(now + self.cfg.leader_actions_interval);
+            // A tick this late means this node was frozen (a pause, a stalled process).
+            self.note_stall(now - due);
             self.leader_tick(now, out);
         }
     }

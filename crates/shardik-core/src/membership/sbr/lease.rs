@@ -101,6 +101,22 @@ impl LeaseGate {
         }
     }
 
+    /// Ends the pending decision (if any) as if the lease had been refused.
+    pub(super) fn give_up(&mut self, now: Instant, release_after: Duration) -> Option<SbrAction> {
+        let pending = self.pending.take()?;
+        Some(self.conclude(now, pending.outcomes, false, release_after))
+    }
+
+    /// A decision that must not take the lease: the reversed one, at once.
+    pub(super) fn without_lease(&mut self, outcomes: Outcomes) -> SbrAction {
+        self.pending = None;
+        self.held = None;
+        SbrAction::Down {
+            decision: outcomes.decision.reversed(),
+            nodes: outcomes.lose,
+        }
+    }
+
     /// Time passed: ask once the delay is over; count a request unanswered by its deadline
     /// as refused. Returns the action due, if any.
     pub(super) fn tick(
@@ -139,13 +155,23 @@ impl LeaseGate {
         granted: bool,
         release_after: Duration,
     ) -> Option<SbrAction> {
-        let current = matches!(
-            self.pending,
-            Some(Pending { phase: Phase::Asked { attempt: a, .. }, .. }) if a == attempt
-        );
-        if current {
+        let current = match self.pending {
+            Some(Pending {
+                phase:
+                    Phase::Asked {
+                        attempt: a,
+                        deadline,
+                    },
+                ..
+            }) if a == attempt => Some(deadline),
+            _ => None,
+        };
+        if let Some(deadline) = current {
             let pending = self.pending.take()?;
-            return Some(self.conclude(now, pending.outcomes, granted, release_after));
+            // Handled after its deadline (this node was frozen meanwhile, say): too late to
+            // count on, like an answer that never came.
+            let in_time = now < deadline;
+            return Some(self.conclude(now, pending.outcomes, granted && in_time, release_after));
         }
         // Waiting for a newer request of the same owner: that one answers for the lease.
         (granted && self.held.is_none() && self.pending.is_none())

@@ -350,3 +350,58 @@ fn two_sides_one_lease_one_survivor() {
     };
     assert_eq!(downed(a_acts), downed(d_acts), "both down D and E");
 }
+
+#[test]
+fn a_node_frozen_past_half_release_after_does_not_trust_the_lease() {
+    // Frozen 21 s (release-after 40 s): the other side may have downed this node, removed
+    // it and given the lease back meanwhile. Its side downs itself instead of asking.
+    let mut r = resolver();
+    r.note_stall(Duration::from_secs(20));
+    assert!(!r.stalled(), "20 s is not more than half of release-after");
+    r.note_stall(Duration::from_secs(21));
+    assert!(r.stalled());
+    let v = view(&a(), &[d(), e()], &[]);
+    assert_eq!(
+        decide_at(&mut r, 1.0, &v),
+        down(Decision::DownReachable, &[b(), c(), a()]),
+        "even the majority: it cannot tell what happened while it was frozen"
+    );
+    // Once every member is in sight again, the lease is trusted again.
+    let mut r = resolver();
+    r.note_stall(Duration::from_secs(30));
+    assert_eq!(r.tick(secs(0.5), true, &view(&a(), &[], &[])), None);
+    assert!(!r.stalled());
+    assert_eq!(decide_at(&mut r, 1.0, &v), acquire(1));
+}
+
+#[test]
+fn a_freeze_while_waiting_for_the_lease_ends_the_wait_as_refused() {
+    // Frozen while delayed: the wait ends at the next tick, without asking.
+    let mut r = resolver();
+    let minority = view(&a(), &[c(), d(), e()], &[]);
+    assert_eq!(decide_at(&mut r, 1.0, &minority), None);
+    r.note_stall(Duration::from_secs(25));
+    assert_eq!(
+        r.tick(secs(26.0), true, &minority),
+        down(Decision::DownReachable, &[b(), a()])
+    );
+    // Frozen after asking: a grant handled after the request's deadline is too late to
+    // count on, even before the tick that would notice the freeze.
+    let mut r = resolver();
+    let v = view(&a(), &[d(), e()], &[]);
+    assert_eq!(decide_at(&mut r, 1.0, &v), acquire(1));
+    assert_eq!(
+        r.lease_answer(secs(30.0), 1, true),
+        down(Decision::DownReachable, &[b(), c(), a()])
+    );
+}
+
+#[test]
+fn other_strategies_ignore_freezes() {
+    let mut r = SplitBrainResolver::new(
+        SbrSettings::new(keep_majority(), Duration::from_secs(1)),
+        secs(0.0),
+    );
+    r.note_stall(Duration::from_secs(600));
+    assert!(!r.stalled());
+}

@@ -115,6 +115,9 @@ pub struct SplitBrainResolver {
     instability: Option<Instability>,
     /// Lease-majority's lease state (idle for the other strategies).
     lease: LeaseGate,
+    /// Set when this node was frozen long enough that the other side may have downed it,
+    /// and its lease released again, meanwhile (see [`note_stall`](Self::note_stall)).
+    stalled: bool,
 }
 
 impl SplitBrainResolver {
@@ -126,6 +129,7 @@ impl SplitBrainResolver {
             stable_deadline,
             instability: None,
             lease: LeaseGate::default(),
+            stalled: false,
         }
     }
 
@@ -142,6 +146,28 @@ impl SplitBrainResolver {
     /// Reachability changes since the last reset, if any.
     pub fn instability(&self) -> Option<Instability> {
         self.instability
+    }
+
+    /// This node's ticks came `late` after they were due: it was frozen (a long pause, a
+    /// stalled process). Under lease-majority, a freeze longer than half of `release-after`
+    /// makes this node distrust the lease until it sees every member reachable again: the
+    /// other side may have downed it during the freeze, removed it, kept the lease for
+    /// `release-after` and given it back, all before this node could ask; the lease would then
+    /// be free for it to take, and both sides would survive. So while it distrusts the lease,
+    /// its decisions (and one waiting for the lease) are acted on as if the lease were
+    /// refused: its side downs itself. (The margin of half `release-after` covers the other
+    /// side's slower detection and removal.) The other strategies ignore this.
+    pub fn note_stall(&mut self, late: Duration) {
+        if let Strategy::LeaseMajority { release_after, .. } = &self.settings.strategy {
+            if late > *release_after / 2 {
+                self.stalled = true;
+            }
+        }
+    }
+
+    /// Whether this node distrusts the lease after a freeze ([`note_stall`](Self::note_stall)).
+    pub fn stalled(&self) -> bool {
+        self.stalled
     }
 
     /// Whether a lease-majority decision waits for the lease (no other decision is taken
@@ -219,8 +245,17 @@ impl SplitBrainResolver {
     /// [`lease_answer`]: Self::lease_answer
     pub fn tick(&mut self, now: Instant, responsible: bool, view: &SbrView) -> Option<SbrAction> {
         let (timeout, release_after) = self.lease_timings();
+        if view.unreachable.is_empty() {
+            // Everyone is in sight again: whatever happened during a freeze, this node has
+            // heard of it (or was told it is Down, and stopped).
+            self.stalled = false;
+        }
         if self.lease.is_pending() {
-            let action = self.lease.tick(now, timeout, release_after);
+            let action = if self.stalled {
+                self.lease.give_up(now, release_after)
+            } else {
+                self.lease.tick(now, timeout, release_after)
+            };
             self.acted(now, &action);
             return action;
         }
@@ -260,6 +295,11 @@ impl SplitBrainResolver {
             };
             // Nothing to down (every unreachable node is Down already): nothing to ask for.
             if !outcomes.win.is_empty() {
+                if self.stalled {
+                    let action = Some(self.lease.without_lease(outcomes));
+                    self.acted(now, &action);
+                    return action;
+                }
                 let delay = lease_acquire_delay(strategy, view);
                 return self.lease.start(now, delay, timeout, outcomes);
             }
