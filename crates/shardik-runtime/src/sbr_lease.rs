@@ -28,7 +28,7 @@ use shardik_persistence::Store;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::config::LeaseSettings;
+use crate::config::{LeaseSettings, Settings};
 use crate::lease::{Lease, LeaseError};
 use crate::metrics::{SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL};
 
@@ -55,6 +55,18 @@ impl std::fmt::Debug for SbrLeaseOptions {
             .field("name", &self.name)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
+    }
+}
+
+impl SbrLeaseOptions {
+    /// The lease the settings ask for, in `store`: named by [`Settings::sbr_lease_name`],
+    /// timed by `coordination.lease.*`.
+    pub fn from_settings(settings: &Settings, store: Arc<dyn Store>) -> Self {
+        SbrLeaseOptions {
+            store,
+            name: settings.sbr_lease_name(),
+            settings: settings.coordination.lease,
+        }
     }
 }
 

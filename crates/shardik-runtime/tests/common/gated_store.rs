@@ -37,13 +37,15 @@ impl Gate {
     }
 }
 
-/// `inner` behind gates on journal appends, lease renewals and loads of remembered entities.
+/// `inner` behind gates on journal appends, lease acquisitions and renewals, and loads of
+/// remembered entities.
 /// A load answers as of an earlier moment when `stale_remembered` is set: what the store has
 /// plus those ids (as a load that read the set before a passivation was recorded would);
 /// `loads_answered` counts the loads answered.
 pub struct GatedStore {
     pub inner: Arc<dyn Store>,
     pub appends: Gate,
+    pub acquires: Gate,
     pub renewals: Gate,
     pub loads: Gate,
     pub stale_remembered: Vec<String>,
@@ -56,6 +58,7 @@ impl GatedStore {
         GatedStore {
             inner,
             appends: Gate::open(),
+            acquires: Gate::open(),
             renewals: Gate::open(),
             loads: Gate::open(),
             stale_remembered: Vec::new(),
@@ -83,7 +86,10 @@ impl Store for GatedStore {
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, LeaseAcquired> {
-        self.inner.acquire_lease(name, owner, ttl)
+        Box::pin(async move {
+            self.acquires.pass().await;
+            self.inner.acquire_lease(name, owner, ttl).await
+        })
     }
     fn release_lease<'a>(
         &'a self,
