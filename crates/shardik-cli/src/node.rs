@@ -108,8 +108,12 @@ async fn run_node(
     } else {
         None
     };
-    let (running, sharding) = Node::builder(settings.clone())
-        .bind(bind.clone())
+    let mut builder = Node::builder(settings.clone()).bind(bind.clone());
+    if let Some(persistence) = &persistence {
+        // One store per process: the resolver's lease (lease-majority) lives there too.
+        builder = builder.store(std::sync::Arc::clone(persistence.store()));
+    }
+    let (running, sharding) = builder
         .start()
         .await
         .with_context(|| format!("cannot start the node on {bind}"))?

@@ -6,14 +6,17 @@
 //! [`Node::sharding`]. The lower-level pieces ([`node::start`](crate::node::start),
 //! [`Sharding::start`]) stay available for programs that wire them differently.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::membership::{Address, ClusterEvent, ShutdownReason, UniqueAddress};
+use shardik_persistence::Store;
 use tokio::sync::broadcast;
 
 use crate::config::Settings;
 use crate::handle::NodeHandle;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
+use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::{Sharding, ShardingConfig};
 
 /// A running cluster node with sharding attached.
@@ -31,12 +34,23 @@ impl std::fmt::Debug for Node {
 }
 
 /// Builds a [`Node`] over [`Settings`].
-#[derive(Debug)]
 pub struct NodeBuilder {
     settings: Settings,
     bind: Option<Address>,
     seeds: Option<Vec<Address>>,
     leave_timeout: Duration,
+    store: Option<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for NodeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeBuilder")
+            .field("bind", &self.bind)
+            .field("seeds", &self.seeds)
+            .field("leave_timeout", &self.leave_timeout)
+            .field("store", &self.store.as_ref().map(|_| "given"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Node {
@@ -47,6 +61,7 @@ impl Node {
             bind: None,
             seeds: None,
             leave_timeout: Duration::from_secs(60),
+            store: None,
         }
     }
 
@@ -108,18 +123,51 @@ impl NodeBuilder {
         self
     }
 
+    /// The node's store (`Persistence::store`), for what the node itself keeps there: the
+    /// split-brain resolver's lease under lease-majority. Without it, a node that needs the
+    /// lease opens `persistence.store` on its own.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The lease-majority lease, when the settings ask for one: in the given store, or in
+    /// `persistence.store` opened here.
+    async fn sbr_lease(&self) -> Result<Option<SbrLeaseOptions>, StartError> {
+        if !self.settings.sbr_needs_lease() {
+            return Ok(None);
+        }
+        let store = match &self.store {
+            Some(store) => Arc::clone(store),
+            None => {
+                let url = self.settings.persistence.store_url();
+                shardik_persistence::open_store(&url).await.map_err(|e| {
+                    StartError::SbrLease(format!(
+                        "the store {url} (persistence.store), which keeps the lease of \
+                         lease-majority, cannot be opened: {e}"
+                    ))
+                })?
+            }
+        };
+        Ok(Some(SbrLeaseOptions::from_settings(&self.settings, store)))
+    }
+
     /// Starts the node, joins the cluster through the seeds, and attaches sharding.
     pub async fn start(self) -> Result<Node, StartError> {
-        let bind = self.bind.ok_or(StartError::NoBindAddress)?;
-        let running = node::start(NodeOptions {
-            bind,
-            seeds: self
-                .seeds
-                .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone()),
-            membership: self.settings.membership_config(),
-            transport: node::transport_config(&self.settings.transport),
-            leave_timeout: self.leave_timeout,
-        })
+        let bind = self.bind.clone().ok_or(StartError::NoBindAddress)?;
+        let sbr_lease = self.sbr_lease().await?;
+        let running = node::start_with_sbr_lease(
+            NodeOptions {
+                bind,
+                seeds: self
+                    .seeds
+                    .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone()),
+                membership: self.settings.membership_config(),
+                transport: node::transport_config(&self.settings.transport),
+                leave_timeout: self.leave_timeout,
+            },
+            sbr_lease,
+        )
         .await?;
         let sharding = Sharding::start(&running, ShardingConfig::from_settings(&self.settings))
             .expect("a node just started has its user traffic untaken");

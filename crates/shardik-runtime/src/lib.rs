@@ -72,6 +72,7 @@ pub mod logging;
 pub mod metrics;
 pub mod node;
 pub mod persistence;
+pub mod sbr_lease;
 pub mod sharding;
 pub mod transport;
 

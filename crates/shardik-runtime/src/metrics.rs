@@ -71,8 +71,16 @@ pub const LEASE_RENEWAL_FAILURES_TOTAL: &str = "shardik_lease_renewal_failures_t
 /// the split-brain resolver's decision time (self-fence) (counter).
 pub const SELF_FENCES_TOTAL: &str = "shardik_sharding_self_fences_total";
 
+/// Decisions of the split-brain resolver this node acted on (counter; label `decision` =
+/// `down-unreachable`, `down-reachable`, `down-all`, `down-indirectly-connected`,
+/// `reverse-down-indirectly-connected`).
+pub const SBR_DECISIONS_TOTAL: &str = "shardik_sbr_decisions_total";
+/// Lease-majority's requests for its lease (counter; label `result` = `granted`, `refused`:
+/// another node holds it, `failed`: the store failed or did not answer in time).
+pub const SBR_LEASE_REQUESTS_TOTAL: &str = "shardik_sbr_lease_requests_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 26] = [
+pub const ALL_NAMES: [&str; 28] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -99,6 +107,8 @@ pub const ALL_NAMES: [&str; 26] = [
     LEASE_LOSSES_TOTAL,
     LEASE_RENEWAL_FAILURES_TOTAL,
     SELF_FENCES_TOTAL,
+    SBR_DECISIONS_TOTAL,
+    SBR_LEASE_REQUESTS_TOTAL,
 ];
 
 /// Why the recorder could not be installed.
@@ -241,5 +251,15 @@ pub fn describe_all() {
         SELF_FENCES_TOTAL,
         Unit::Count,
         "Times a region stopped its shards for want of a majority (self-fence)."
+    );
+    describe_counter!(
+        SBR_DECISIONS_TOTAL,
+        Unit::Count,
+        "Split-brain resolver decisions this node acted on, by decision."
+    );
+    describe_counter!(
+        SBR_LEASE_REQUESTS_TOTAL,
+        Unit::Count,
+        "Lease-majority lease requests, by result (granted, refused, failed)."
     );
 }

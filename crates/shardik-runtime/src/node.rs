@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 use crate::exit::ExitTasks;
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use crate::metrics as m;
+use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
 use crate::transport::{
     Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError, UserSender,
 };
@@ -50,6 +51,9 @@ pub enum StartError {
     /// No address to listen on was given (`NodeBuilder::bind`).
     #[error("no address to bind: call NodeBuilder::bind(\"HOST:PORT\".parse()?)")]
     NoBindAddress,
+    /// The split-brain resolver's lease (lease-majority) cannot be kept.
+    #[error("split-brain resolver lease: {0}")]
+    SbrLease(String),
 }
 
 /// A started node.
@@ -102,8 +106,19 @@ pub fn random_uid() -> u64 {
 
 /// Starts a node: binds the transport, starts the driver task and joins the seeds.
 pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
+    start_with_sbr_lease(opts, None).await
+}
+
+/// [`start`], with the lease the split-brain resolver's lease-majority strategy needs.
+pub async fn start_with_sbr_lease(
+    opts: NodeOptions,
+    sbr_lease: Option<SbrLeaseOptions>,
+) -> Result<RunningNode, StartError> {
     let uid = random_uid();
     let self_node = UniqueAddress::new(opts.bind.clone(), uid);
+    let mut sbr_lease =
+        SbrLease::start(sbr_lease, &self_node).map_err(|e| StartError::SbrLease(e.to_string()))?;
+    let sbr_answers = sbr_lease.take_answers();
     let identity = LocalIdentity {
         cluster_name: opts.membership.cluster_name.clone(),
         address: self_node.clone(),
@@ -137,6 +152,7 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         effects: Vec::new(),
         leave_timeout: opts.leave_timeout,
         user_sender: user_sender.clone(),
+        sbr_lease,
     };
     info!(node = %self_node, "node started");
     let seeds = opts.seeds.clone();
@@ -144,7 +160,9 @@ pub async fn start(opts: NodeOptions) -> Result<RunningNode, StartError> {
         if !seeds.is_empty() {
             driver.command(Command::JoinSeedNodes(seeds));
         }
-        driver.run(inbound, cmd_rx, stop_rx, exit_done_rx).await
+        driver
+            .run(inbound, cmd_rx, stop_rx, exit_done_rx, sbr_answers)
+            .await
     });
     Ok(RunningNode {
         handle,
@@ -171,6 +189,8 @@ struct Driver {
     exit_done: mpsc::Sender<()>,
     /// Where cluster events go to subscribers.
     events: broadcast::Sender<ClusterEvent>,
+    /// Carries out the split-brain resolver's lease calls and reports its decisions.
+    sbr_lease: SbrLease,
 }
 
 impl Driver {
@@ -192,7 +212,9 @@ impl Driver {
         mut commands: mpsc::Receiver<ControlCommand>,
         mut stop: mpsc::Receiver<StopRequest>,
         mut exit_done: mpsc::Receiver<()>,
+        sbr_answers: Option<mpsc::Receiver<Input>>,
     ) -> ShutdownReason {
+        let mut sbr_answers = sbr_answers.unwrap_or_else(|| mpsc::channel(1).1);
         let mut leave_deadline: Option<TokioInstant> = None;
         loop {
             let next = self.core.poll_timeout().map(|t| self.tokio_instant(t));
@@ -234,6 +256,12 @@ impl Driver {
                     self.effects = out;
                 }
                 Some(cmd) = commands.recv() => self.control(cmd),
+                Some(answer) = sbr_answers.recv() => {
+                    let now = self.now();
+                    let mut out = std::mem::take(&mut self.effects);
+                    self.core.handle(now, answer, &mut out);
+                    self.effects = out;
+                }
                 Some(()) = exit_done.recv() => {
                     info!("exit tasks done: confirming Exiting");
                     let now = self.now();
@@ -334,6 +362,7 @@ impl Driver {
                     });
                 }
                 Effect::Shutdown(reason) => stopped = Some(reason),
+                Effect::Sbr(action) => self.sbr_lease.carry_out(action),
             }
             i += 1;
         }

@@ -186,11 +186,12 @@ fn strategies_map_onto_the_core() {
         ("down-all", "", Strategy::DownAll),
         (
             "lease-majority",
-            "",
+            "[cluster.split-brain-resolver.lease-majority]\nlease-implementation = \"store\"",
             Strategy::LeaseMajority {
                 role: None,
                 acquire_lease_delay_for_minority: Duration::from_secs(2),
                 release_after: Duration::from_secs(40),
+                lease_operation_timeout: Duration::from_secs(5),
             },
         ),
         (
@@ -493,6 +494,88 @@ fn out_of_range_values_are_refused_with_the_allowed_range() {
         assert!(text.starts_with(head), "{toml}: {text}");
         assert!(text.contains(allowed), "{toml}: {text}");
     }
+}
+
+#[test]
+fn lease_majority_needs_its_lease_implementation() {
+    let strategy = "[cluster.split-brain-resolver]\nactive-strategy = \"lease-majority\"\n\
+                    [cluster.split-brain-resolver.lease-majority]\n";
+    let (e, text) = err_of(strategy);
+    assert!(matches!(e, ConfigError::InvalidValue { .. }), "{e:?}");
+    assert!(
+        text.contains("cluster.split-brain-resolver.lease-majority.lease-implementation"),
+        "{text}"
+    );
+    assert!(text.contains("\"store\""), "the fix is named: {text}");
+    let (_, text) = err_of(&format!("{strategy}lease-implementation = \"kubernetes\""));
+    assert!(text.contains("\"kubernetes\""), "{text}");
+    assert!(text.contains("no other implementation"), "{text}");
+    let (_, text) = err_of(&format!(
+        "{strategy}lease-implementation = \"store\"\nrelease-after = \"0s\""
+    ));
+    assert!(
+        text.contains("cluster.split-brain-resolver.lease-majority.release-after"),
+        "{text}"
+    );
+    // Not checked for the other strategies: the section is simply unused then.
+    let s = Settings::reference();
+    assert!(!s.sbr_needs_lease());
+}
+
+#[test]
+fn lease_majority_settings_reach_the_resolver_and_name_the_lease() {
+    let toml = "[cluster]\nname = \"orders\"\n\
+                [cluster.split-brain-resolver]\nactive-strategy = \"lease-majority\"\n\
+                [cluster.split-brain-resolver.lease-majority]\nlease-implementation = \"store\"\n\
+                role = \"backend\"\nacquire-lease-delay-for-minority = \"3s\"\nrelease-after = \"1m\"\n\
+                [coordination.lease]\nlease-operation-timeout = \"2s\"";
+    let s = Settings::from_toml_str(toml).unwrap();
+    assert!(s.sbr_needs_lease());
+    assert_eq!(s.sbr_lease_name(), "orders-shardik-sbr");
+    assert_eq!(
+        s.membership_config().downing.unwrap().strategy,
+        Strategy::LeaseMajority {
+            role: Some("backend".into()),
+            acquire_lease_delay_for_minority: Duration::from_secs(3),
+            release_after: Duration::from_secs(60),
+            lease_operation_timeout: Duration::from_secs(2),
+        }
+    );
+    let s = Settings::load_with_env(
+        None,
+        &env(&[
+            (
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__ACTIVE_STRATEGY",
+                "lease-majority",
+            ),
+            (
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__LEASE_MAJORITY__LEASE_IMPLEMENTATION",
+                "store",
+            ),
+            (
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__LEASE_MAJORITY__LEASE_NAME",
+                "my-sbr",
+            ),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.sbr_lease_name(), "my-sbr");
+    let off = Settings::load_with_env(
+        None,
+        &env(&[
+            (
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__ACTIVE_STRATEGY",
+                "lease-majority",
+            ),
+            (
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__LEASE_MAJORITY__LEASE_IMPLEMENTATION",
+                "store",
+            ),
+            ("SHARDIK_CLUSTER__DOWNING_PROVIDER", "off"),
+        ]),
+    )
+    .unwrap();
+    assert!(!off.sbr_needs_lease(), "no resolver, no lease");
 }
 
 #[test]

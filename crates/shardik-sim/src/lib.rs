@@ -10,8 +10,10 @@
 
 pub mod checker;
 mod node_id;
+pub mod sbr_lease;
 pub mod scenario;
 pub mod sharding;
+pub mod split_brain;
 pub mod wire_size;
 pub mod world;
 

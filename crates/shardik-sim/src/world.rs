@@ -14,6 +14,7 @@ use shardik_core::membership::{
 };
 
 use crate::checker::Checker;
+use crate::sbr_lease::{Caller, Liveness, SbrLeaseConfig, SbrLeaseModel};
 use crate::wire_size;
 
 pub use crate::node_id::NodeId;
@@ -33,6 +34,8 @@ pub struct WorldConfig {
     pub record_events: bool,
     /// Run the checker's per-event checks (cheap) and state checks (costly at scale).
     pub check_states: bool,
+    /// The split-brain resolver's lease (used only under lease-majority).
+    pub sbr_lease: SbrLeaseConfig,
 }
 
 impl WorldConfig {
@@ -45,6 +48,7 @@ impl WorldConfig {
             membership: MembershipConfig::default(),
             record_events: true,
             check_states: true,
+            sbr_lease: SbrLeaseConfig::default(),
         }
     }
 }
@@ -123,12 +127,15 @@ pub struct World {
     exit_tasks: bool,
     /// Nodes that are Exiting and whose exit tasks have not been confirmed yet.
     exiting: BTreeSet<NodeId>,
+    /// The lease of lease-majority, in a store every node reaches.
+    sbr_lease: SbrLeaseModel,
 }
 
 impl World {
     /// An empty world at time zero.
     pub fn new(cfg: WorldConfig) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let sbr_lease = SbrLeaseModel::new(cfg.sbr_lease.clone(), cfg.seed);
         World {
             checker: Checker::new(cfg.check_states),
             cfg,
@@ -148,6 +155,7 @@ impl World {
             tracked_unreachable: None,
             exit_tasks: false,
             exiting: BTreeSet::new(),
+            sbr_lease,
         }
     }
 
@@ -305,6 +313,11 @@ impl World {
     /// The checker (its violations so far).
     pub fn checker(&self) -> &Checker {
         &self.checker
+    }
+
+    /// The lease of lease-majority: its store, grants and totals.
+    pub fn sbr_lease(&self) -> &SbrLeaseModel {
+        &self.sbr_lease
     }
 
     /// The settings this world runs with.
@@ -502,6 +515,16 @@ impl World {
                     );
                     self.apply_effects(id, &mut more);
                 }
+                Effect::Sbr(action) => {
+                    if self.cfg.record_events {
+                        self.note(Some(id), format!("resolver: {action:?}"));
+                    }
+                    let caller = Caller {
+                        id,
+                        node: self.nodes[id].core.self_node().clone(),
+                    };
+                    self.sbr_lease.request(self.now, caller, action);
+                }
                 Effect::Shutdown(reason) => {
                     self.note(Some(id), format!("shutdown: {reason:?}"));
                     let n = &mut self.nodes[id];
@@ -552,10 +575,7 @@ impl World {
     pub fn next_event_at(&self) -> Option<Instant> {
         let q = self.queue.first_key_value().map(|((t, _), _)| *t);
         let t = self.timers.first().map(|(t, _)| *t);
-        match (q, t) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [q, t, self.sbr_lease.next_at()].into_iter().flatten().min()
     }
 
     /// Processes everything due at the next event time. Returns false when nothing is left.
@@ -573,6 +593,7 @@ impl World {
             let d = entry.remove();
             self.deliver(d);
         }
+        self.deliver_sbr_lease_answers();
         while let Some(&(t, id)) = self.timers.first() {
             if t > now {
                 break;
@@ -592,6 +613,31 @@ impl World {
             }
         }
         true
+    }
+
+    /// Runs the lease calls due now and hands their answers to the nodes' cores.
+    fn deliver_sbr_lease_answers(&mut self) {
+        let now = self.now;
+        let nodes = &self.nodes;
+        let answers = self.sbr_lease.step(now, |c| {
+            let n = &nodes[c.id];
+            if !n.alive || n.core.self_node() != &c.node {
+                Liveness::Gone
+            } else {
+                n.paused_until.map_or(Liveness::Alive, Liveness::Paused)
+            }
+        });
+        for (id, input) in answers {
+            self.note(Some(id), format!("lease answer: {input:?}"));
+            let mut out = std::mem::take(&mut self.effects);
+            self.nodes[id].core.handle(now, input, &mut out);
+            self.apply_effects(id, &mut out);
+            self.effects = out;
+            self.reschedule(id);
+            if self.cfg.check_states {
+                self.checker.check_node(now, id, &self.nodes[id].core);
+            }
+        }
     }
 
     fn deliver(&mut self, d: Delivery) {

@@ -142,6 +142,14 @@ pub struct KeepOldestSettings {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LeaseMajoritySettings {
+    /// `lease-implementation`: where the lease lives. `"store"` = in the node's store
+    /// (`persistence.store`), the only implementation; empty = not set, an error when the
+    /// strategy is active (as the reference, which has no default either).
+    #[serde(deserialize_with = "de_string")]
+    pub lease_implementation: String,
+    /// `lease-name`; empty = `{cluster.name}-shardik-sbr` (see [`Settings::sbr_lease_name`]).
+    #[serde(deserialize_with = "de_string")]
+    pub lease_name: String,
     /// `role`; empty = all members.
     #[serde(deserialize_with = "de_string")]
     pub role: String,
@@ -204,6 +212,9 @@ impl SplitBrainResolverSettings {
                  `static-quorum` (typically a majority of the cluster's intended size)",
             ));
         }
+        if self.active_strategy == ActiveStrategy::LeaseMajority {
+            self.lease_majority.validate()?;
+        }
         if self.down_all_when_unstable == DownAllWhenUnstable::After(Duration::ZERO) {
             return Err(invalid(
                 "cluster.split-brain-resolver.down-all-when-unstable",
@@ -215,7 +226,64 @@ impl SplitBrainResolverSettings {
     }
 }
 
+/// The one value of `lease-majority.lease-implementation` that exists.
+pub const LEASE_IMPLEMENTATION_STORE: &str = "store";
+
+impl LeaseMajoritySettings {
+    /// The checks of `lease-majority.*` when it is the active strategy.
+    fn validate(&self) -> Result<(), ConfigError> {
+        const KEY: &str = "cluster.split-brain-resolver.lease-majority";
+        match self.lease_implementation.as_str() {
+            LEASE_IMPLEMENTATION_STORE => {}
+            "" => {
+                return Err(invalid(
+                    &format!("{KEY}.lease-implementation"),
+                    "\"\"",
+                    "\"store\" (the lease is kept in the node's store, `persistence.store`): \
+                     `active-strategy = \"lease-majority\"` needs a lease that every node \
+                     reaches, such as a PostgreSQL store shared by the cluster",
+                ));
+            }
+            other => {
+                return Err(invalid(
+                    &format!("{KEY}.lease-implementation"),
+                    format!("{other:?}"),
+                    "\"store\" (the lease is kept in the node's store, `persistence.store`; \
+                     no other implementation exists)",
+                ));
+            }
+        }
+        for (key, d) in [
+            (
+                "acquire-lease-delay-for-minority",
+                self.acquire_lease_delay_for_minority,
+            ),
+            ("release-after", self.release_after),
+        ] {
+            positive_duration(&format!("{KEY}.{key}"), d)?;
+        }
+        Ok(())
+    }
+}
+
 impl Settings {
+    /// The name of the lease-majority lease: `lease-majority.lease-name`, or
+    /// `{cluster.name}-shardik-sbr` when that is empty.
+    pub fn sbr_lease_name(&self) -> String {
+        let name = &self.cluster.split_brain_resolver.lease_majority.lease_name;
+        if name.is_empty() {
+            format!("{}-shardik-sbr", self.cluster.name)
+        } else {
+            name.clone()
+        }
+    }
+
+    /// Whether the split-brain resolver runs lease-majority, and so needs its lease.
+    pub fn sbr_needs_lease(&self) -> bool {
+        self.cluster.downing_provider == DowningProvider::SplitBrainResolver
+            && self.cluster.split_brain_resolver.active_strategy == ActiveStrategy::LeaseMajority
+    }
+
     /// The split-brain resolver settings, whether or not downing is enabled.
     pub fn sbr_settings(&self) -> SbrSettings {
         let s = &self.cluster.split_brain_resolver;
@@ -237,6 +305,7 @@ impl Settings {
                 role: role(&s.lease_majority.role),
                 acquire_lease_delay_for_minority: s.lease_majority.acquire_lease_delay_for_minority,
                 release_after: s.lease_majority.release_after,
+                lease_operation_timeout: self.coordination.lease.lease_operation_timeout,
             },
         };
         let down_all_when_unstable = match s.down_all_when_unstable {

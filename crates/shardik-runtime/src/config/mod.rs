@@ -33,8 +33,8 @@ pub use cluster::{ClusterSettings, RoleSettings};
 pub use coordination::{CoordinationSettings, LeaseImplementation, LeaseSettings};
 pub use downing::{
     ActiveStrategy, DownAllWhenUnstable, DowningProvider, FailureDetectorSettings,
-    KeepOldestSettings, LeaseMajoritySettings, RoleOnlySettings, SplitBrainResolverSettings,
-    StaticQuorumSettings,
+    KeepOldestSettings, LEASE_IMPLEMENTATION_STORE, LeaseMajoritySettings, RoleOnlySettings,
+    SplitBrainResolverSettings, StaticQuorumSettings,
 };
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};

@@ -37,13 +37,15 @@ impl Gate {
     }
 }
 
-/// `inner` behind gates on journal appends, lease renewals and loads of remembered entities.
+/// `inner` behind gates on journal appends, lease acquisitions and renewals, and loads of
+/// remembered entities.
 /// A load answers as of an earlier moment when `stale_remembered` is set: what the store has
 /// plus those ids (as a load that read the set before a passivation was recorded would);
 /// `loads_answered` counts the loads answered.
 pub struct GatedStore {
     pub inner: Arc<dyn Store>,
     pub appends: Gate,
+    pub acquires: Gate,
     pub renewals: Gate,
     pub loads: Gate,
     pub stale_remembered: Vec<String>,
@@ -58,6 +60,7 @@ impl GatedStore {
         GatedStore {
             inner,
             appends: Gate::open(),
+            acquires: Gate::open(),
             renewals: Gate::open(),
             loads: Gate::open(),
             stale_remembered: Vec::new(),
@@ -99,6 +102,7 @@ impl Store for GatedStore {
         ttl: Duration,
     ) -> StoreFuture<'a, LeaseAcquired> {
         Box::pin(async move {
+            self.acquires.pass().await;
             self.lease_store_up()?;
             self.inner.acquire_lease(name, owner, ttl).await
         })

@@ -5,7 +5,7 @@ use crate::membership::address::UniqueAddress;
 use crate::membership::events::ClusterEvent;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;
-use crate::membership::sbr::{SbrChange, SbrView};
+use crate::membership::sbr::{SbrAction, SbrChange, SbrView};
 use crate::time::Instant;
 
 impl Membership {
@@ -53,14 +53,53 @@ impl Membership {
             );
         let view = self.sbr_view();
         let Some(sbr) = self.sbr.as_mut() else { return };
-        let Some((_decision, nodes)) = sbr.tick(now, responsible, &view) else {
+        let action = sbr.tick(now, responsible, &view);
+        self.carry_out_sbr(now, action, out);
+    }
+
+    /// The leader tick came `late` after it was due: the resolver may have to distrust
+    /// what it would decide next (see [`SplitBrainResolver::note_stall`]).
+    ///
+    /// [`SplitBrainResolver::note_stall`]: crate::membership::sbr::SplitBrainResolver::note_stall
+    pub(super) fn note_stall(&mut self, late: std::time::Duration) {
+        if let Some(sbr) = self.sbr.as_mut() {
+            sbr.note_stall(late);
+        }
+    }
+
+    /// The answer to the resolver's lease request `attempt`.
+    pub(super) fn sbr_lease_answer(
+        &mut self,
+        now: Instant,
+        attempt: u64,
+        granted: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(sbr) = self.sbr.as_mut() else {
+            // No resolver, so nothing asked: a grant would be somebody's mistake; give it back.
+            if granted {
+                out.push(Effect::Sbr(SbrAction::ReleaseLease));
+            }
             return;
         };
-        for n in nodes {
-            if self.is_stopped() {
-                break;
+        let action = sbr.lease_answer(now, attempt, granted);
+        self.carry_out_sbr(now, action, out);
+    }
+
+    /// Downs what the resolver decided (and reports it), or passes its lease calls on.
+    fn carry_out_sbr(&mut self, now: Instant, action: Option<SbrAction>, out: &mut Vec<Effect>) {
+        let Some(action) = action else { return };
+        if let SbrAction::Down { nodes, .. } = &action {
+            let nodes = nodes.clone();
+            out.push(Effect::Sbr(action));
+            for n in nodes {
+                if self.is_stopped() {
+                    break;
+                }
+                self.downing(now, &n, out);
             }
-            self.downing(now, &n, out);
+        } else {
+            out.push(Effect::Sbr(action));
         }
     }
 

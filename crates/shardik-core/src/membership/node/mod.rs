@@ -43,7 +43,7 @@ use super::gossip::Gossip;
 use super::member::{Member, MemberStatus};
 use super::messages::{JoinConfig, Message};
 use super::ring::HeartbeatSenderState;
-use super::sbr::SplitBrainResolver;
+use super::sbr::{SbrAction, SplitBrainResolver};
 use crate::time::Instant;
 
 /// An input to the membership core.
@@ -59,6 +59,15 @@ pub enum Input {
     },
     /// A local command (from the API, the management routes or the runtime).
     Command(Command),
+    /// The answer to [`Effect::Sbr`]`(`[`SbrAction::AcquireLease`]`)`: whether the
+    /// split-brain resolver's lease was granted. A refusal, a failed call and a call that
+    /// timed out are all `granted: false`.
+    SbrLeaseAnswer {
+        /// The `attempt` of the request answered.
+        attempt: u64,
+        /// Whether this node holds the lease now.
+        granted: bool,
+    },
 }
 
 /// A local command.
@@ -172,6 +181,12 @@ pub enum Effect {
     SelfExiting,
     /// The node must stop.
     Shutdown(ShutdownReason),
+    /// The split-brain resolver acted or needs its lease. [`SbrAction::Down`] reports a
+    /// decision the core has already carried out (for logs and metrics);
+    /// [`SbrAction::AcquireLease`] asks the runtime to acquire the lease-majority lease and
+    /// answer with [`Input::SbrLeaseAnswer`] (within `lease-operation-timeout`: the core counts
+    /// a later answer as a refusal); [`SbrAction::ReleaseLease`] asks it to give it back.
+    Sbr(SbrAction),
 }
 
 #[derive(Clone, Debug)]
@@ -402,6 +417,9 @@ impl Membership {
         match input {
             Input::Command(c) => self.handle_command(now, c, out),
             Input::Message { msg, received_at } => self.handle_message(now, msg, received_at, out),
+            Input::SbrLeaseAnswer { attempt, granted } => {
+                self.sbr_lease_answer(now, attempt, granted, out)
+            }
         }
     }
 
@@ -436,8 +454,10 @@ impl Membership {
                 self.gossip_round(out);
             }
         }
-        if self.timers.leader.is_some_and(|t| t <= now) {
+        if let Some(due) = self.timers.leader.filter(|t| *t <= now) {
             self.timers.leader = Some(now + self.cfg.leader_actions_interval);
+            // A tick this late means this node was frozen (a pause, a stalled process).
+            self.note_stall(now - due);
             self.leader_tick(now, out);
         }
     }

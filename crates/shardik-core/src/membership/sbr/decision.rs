@@ -36,21 +36,27 @@ pub enum Strategy {
     },
     /// Down every node whenever there are unreachable nodes.
     DownAll,
-    /// Keep the side that acquires a distributed lease.
-    ///
-    /// **Seam:** leases are not implemented yet. Until they are, [`decide`] treats this
-    /// strategy as keep-majority (the same verdict the lease decision would carry: "down the
-    /// unreachable" on the majority side), so it is safe to run without a lease. When leases
-    /// arrive, the caller acquires the lease (after [`lease_acquire_delay`]) before acting,
-    /// and applies [`Decision::reversed`] if acquisition fails.
+    /// Keep the side that acquires a lease: every side decides to down the others
+    /// ([`decide`] says [`Decision::DownUnreachable`], or
+    /// [`Decision::DownIndirectlyConnected`]), but only acts on it once it holds the lease; a
+    /// side that cannot get it downs itself instead ([`Decision::reversed`]). The minority
+    /// asks only after [`lease_acquire_delay`], so that the majority normally wins; a
+    /// minority whose majority has crashed gets the lease and survives.
+    /// [`SplitBrainResolver`](super::SplitBrainResolver) runs the lease protocol.
     LeaseMajority {
         /// Only members with this role are counted.
         role: Option<String>,
         /// Delay before the minority side tries to acquire the lease (default 2 s), giving
         /// the majority side a head start.
         acquire_lease_delay_for_minority: Duration,
-        /// How long to hold the lease after acting (default 40 s).
+        /// How long to hold the lease after the downed nodes are removed (default 40 s),
+        /// so that the other side has asked for it, failed and downed itself before the lease
+        /// is free again.
         release_after: Duration,
+        /// How long to wait for the answer to a lease request before counting it as refused
+        /// (`coordination.lease.lease-operation-timeout`, default 5 s): a lease that never
+        /// answers must not keep the resolver waiting for ever.
+        lease_operation_timeout: Duration,
     },
 }
 
@@ -64,6 +70,11 @@ impl Strategy {
             | Strategy::LeaseMajority { role, .. } => role.as_deref(),
             Strategy::DownAll => None,
         }
+    }
+
+    /// Whether decisions of this strategy are acted on only under a lease.
+    pub fn needs_lease(&self) -> bool {
+        matches!(self, Strategy::LeaseMajority { .. })
     }
 
     /// Keep-oldest orders members by age; the others by address (the "lowest address" of
@@ -101,8 +112,20 @@ impl Decision {
         )
     }
 
+    /// The metric label and log spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::DownUnreachable => "down-unreachable",
+            Decision::DownReachable => "down-reachable",
+            Decision::DownAll => "down-all",
+            Decision::DownIndirectlyConnected => "down-indirectly-connected",
+            Decision::ReverseDownIndirectlyConnected => "reverse-down-indirectly-connected",
+            Decision::DownSelfQuarantinedByRemote => "down-self-quarantined-by-remote",
+        }
+    }
+
     /// What to do instead when the lease for this decision could not be acquired
-    /// (lease-majority seam): keep the others, down this side.
+    /// (lease-majority): keep the others, down this side.
     pub fn reversed(self) -> Decision {
         match self {
             Decision::DownUnreachable => Decision::DownReachable,
@@ -318,7 +341,8 @@ impl<'a> Ctx<'a> {
         match self.strategy {
             Strategy::DownAll => Decision::DownAll,
             Strategy::StaticQuorum { quorum_size, .. } => self.static_quorum(*quorum_size),
-            Strategy::KeepMajority { .. } | Strategy::LeaseMajority { .. } => self.keep_majority(),
+            Strategy::KeepMajority { .. } => self.keep_majority(),
+            Strategy::LeaseMajority { .. } => self.lease_majority(),
             Strategy::KeepOldest { down_if_alone, .. } => self.keep_oldest(*down_if_alone),
         }
     }
@@ -373,6 +397,17 @@ impl<'a> Ctx<'a> {
                 }
             }
             other => other,
+        }
+    }
+
+    /// Every side claims survival; the lease decides which claim holds. The majority only
+    /// asks first ([`lease_acquire_delay`]), so no re-count for racing membership changes is
+    /// needed: two sides can never both get the lease.
+    fn lease_majority(&self) -> Decision {
+        if self.indirectly_connected().is_empty() {
+            Decision::DownUnreachable
+        } else {
+            Decision::DownIndirectlyConnected
         }
     }
 
@@ -537,7 +572,7 @@ pub fn indirectly_connected(view: &SbrView) -> BTreeSet<UniqueAddress> {
     Ctx::new(&Strategy::DownAll, view).indirectly_connected()
 }
 
-/// Lease-majority seam: how long this side should wait before trying to acquire the lease.
+/// Lease-majority: how long this side should wait before trying to acquire the lease.
 /// The minority (more than half unreachable, or exactly half with the lowest-address member
 /// unreachable) waits `acquire_lease_delay_for_minority` so that the majority gets the lease
 /// first; indirectly connected decisions and other strategies do not wait.

@@ -185,14 +185,32 @@ fn integration_down_all() {
     integration(Strategy::DownAll, 1, 2, Survivor::Nobody);
 }
 
+/// Lease-majority (4,5): both sides claim survival; the larger side asks at once, gets the
+/// lease, and downs side 1; side 1 asks after its delay, is refused, and downs itself.
 #[test]
-fn integration_lease_majority_acts_as_keep_majority() {
-    let lm = Strategy::LeaseMajority {
-        role: None,
+fn integration_lease_majority() {
+    let lm = lease_majority(None);
+    let nodes: Vec<Member> = (1..=9)
+        .map(|i| member(&format!("n{i}"), i as u32, &[]))
+        .collect();
+    let (side1, side2) = (nodes[..4].to_vec(), nodes[4..].to_vec());
+    let s = Setup::new(lm.clone(), vec![side1.clone(), side2.clone()]);
+    let (v1, v2) = (s.view(0), s.view(1));
+    assert_eq!((s.decide(0), s.decide(1)), (Unreach, Unreach));
+    assert_eq!(lease_acquire_delay(&lm, &v1), Duration::from_secs(2));
+    assert_eq!(lease_acquire_delay(&lm, &v2), Duration::ZERO);
+    // Side 2 wins the lease and acts; side 1 is refused and acts on the reversed decision.
+    assert_eq!(nodes_to_down(Unreach, &lm, &v2), addrs(&side1));
+    assert_eq!(nodes_to_down(Unreach.reversed(), &lm, &v1), addrs(&side1));
+}
+
+fn lease_majority(role: Option<&str>) -> Strategy {
+    Strategy::LeaseMajority {
+        role: role.map(String::from),
         acquire_lease_delay_for_minority: Duration::from_secs(2),
         release_after: Duration::from_secs(40),
-    };
-    integration(lm, 4, 5, Survivor::Side2);
+        lease_operation_timeout: Duration::from_secs(5),
+    }
 }
 
 // ---- SplitBrainResolverSpec: StaticQuorum ------------------------------------------
@@ -569,17 +587,13 @@ fn down_all_strategy() {
         .assert_downing(&[a(), b(), c()]);
 }
 
-/// Lease-majority seam: the minority waits before acquiring, and the reversed decisions
-/// down this side instead.
+/// Lease-majority: every side decides to down the others, the minority waits before
+/// acquiring, and the reversed decisions down this side instead.
 #[test]
-fn lease_majority_seam() {
-    let lm = |role: Option<&str>| Strategy::LeaseMajority {
-        role: role.map(String::from),
-        acquire_lease_delay_for_minority: Duration::from_secs(2),
-        release_after: Duration::from_secs(40),
-    };
+fn lease_majority_decisions() {
+    let lm = lease_majority;
     let s = Setup::new(lm(None), vec![vec![a(), c(), e()], vec![b(), d()]]);
-    assert_eq!(s.decide(0), Unreach);
+    assert_eq!((s.decide(0), s.decide(1)), (Unreach, Unreach));
     assert_eq!(lease_acquire_delay(&s.strategy, &s.view(0)), Duration::ZERO);
     assert_eq!(
         lease_acquire_delay(&s.strategy, &s.view(1)),
@@ -617,10 +631,11 @@ fn lease_majority_seam() {
     )
     .indirect(vec![(leaving(e()), downed(f()))]);
     assert_eq!(s.down(0), addrs(&[e()]));
-    // The reference (with a real lease) downs A–D too from E's side, because its second
-    // pass is "acquire lease and down unreachable". Without a lease we keep majority
-    // semantics, so E only downs itself — the same set the majority side downs.
-    assert_eq!(s.down(1), addrs(&[e()]));
+    // As the reference: E's second pass is again "acquire the lease and down the
+    // unreachable", so E, if it got the lease, would down A–D as well as itself. Both sides
+    // are indirectly connected and ask at once; the lease lets only one of them act, and
+    // the other downs what the reversed decision says.
+    assert_eq!(s.down(1), addrs(&[a(), b(), c(), d(), e()]));
 }
 
 #[test]

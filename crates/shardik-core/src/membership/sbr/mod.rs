@@ -10,17 +10,23 @@
 //!   (who survives, given who is counted on which side).
 //! - `resolver.rs`: *when* to decide. [`SplitBrainResolver`], the small timer state
 //!   (stable-after, instability tracking, down-all-when-unstable) with its [`SbrSettings`].
+//! - `lease.rs`: lease-majority's lease protocol, which holds a decision back until the
+//!   lease answers ([`SbrAction`]).
 
 mod decision;
+mod lease;
 mod resolver;
 
 pub use decision::{
     Decision, SbrView, Strategy, decide, indirectly_connected, lease_acquire_delay, nodes_to_down,
 };
-pub use resolver::{Instability, SbrChange, SbrSettings, SplitBrainResolver};
+pub use lease::ReleaseWhen;
+pub use resolver::{Instability, SbrAction, SbrChange, SbrSettings, SplitBrainResolver};
 
 #[cfg(test)]
 mod decision_tests;
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod resolver_tests;
 #[cfg(test)]

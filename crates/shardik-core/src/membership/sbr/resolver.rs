@@ -1,11 +1,38 @@
 //! When to decide: the stable-after deadline, instability tracking and
-//! down-all-when-unstable. The verdict itself comes from the decision module.
+//! down-all-when-unstable. The verdict itself comes from the decision module; for
+//! lease-majority, the lease module holds a decision back until the lease answers.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::decision::{Decision, SbrView, Strategy, counted, decide, nodes_to_down};
+use super::decision::{
+    Decision, SbrView, Strategy, counted, decide, lease_acquire_delay, nodes_to_down,
+};
+use super::lease::{LeaseGate, Outcomes, ReleaseWhen};
 use crate::membership::address::UniqueAddress;
 use crate::time::Instant;
+
+/// What the resolver asks its caller to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SbrAction {
+    /// Down these nodes, in this order (others first, self last, since downing self may shut
+    /// this node down), because of `decision`.
+    Down {
+        /// The verdict acted on (for a lease-majority side that did not get the lease, the
+        /// reversed one).
+        decision: Decision,
+        /// The nodes to down.
+        nodes: Vec<UniqueAddress>,
+    },
+    /// Acquire the lease of lease-majority, then answer with
+    /// [`SplitBrainResolver::lease_answer`] and this `attempt`.
+    AcquireLease {
+        /// Names the request, so that a late answer to an earlier one is not mistaken for it.
+        attempt: u64,
+    },
+    /// Give the lease back.
+    ReleaseLease,
+}
 
 /// Split-brain resolver settings (`pekko.cluster.split-brain-resolver`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +113,11 @@ pub struct SplitBrainResolver {
     settings: SbrSettings,
     stable_deadline: Instant,
     instability: Option<Instability>,
+    /// Lease-majority's lease state (idle for the other strategies).
+    lease: LeaseGate,
+    /// Set when this node was frozen long enough that the other side may have downed it,
+    /// and its lease released again, meanwhile (see [`note_stall`](Self::note_stall)).
+    stalled: bool,
 }
 
 impl SplitBrainResolver {
@@ -96,6 +128,8 @@ impl SplitBrainResolver {
             settings,
             stable_deadline,
             instability: None,
+            lease: LeaseGate::default(),
+            stalled: false,
         }
     }
 
@@ -112,6 +146,40 @@ impl SplitBrainResolver {
     /// Reachability changes since the last reset, if any.
     pub fn instability(&self) -> Option<Instability> {
         self.instability
+    }
+
+    /// This node's ticks came `late` after they were due: it was frozen (a long pause, a
+    /// stalled process). Under lease-majority, a freeze longer than half of `release-after`
+    /// makes this node distrust the lease until it sees every member reachable again: the
+    /// other side may have downed it during the freeze, removed it, kept the lease for
+    /// `release-after` and given it back, all before this node could ask; the lease would then
+    /// be free for it to take, and both sides would survive. So while it distrusts the lease,
+    /// its decisions (and one waiting for the lease) are acted on as if the lease were
+    /// refused: its side downs itself. (The margin of half `release-after` covers the other
+    /// side's slower detection and removal.) The other strategies ignore this.
+    pub fn note_stall(&mut self, late: Duration) {
+        if let Strategy::LeaseMajority { release_after, .. } = &self.settings.strategy {
+            if late > *release_after / 2 {
+                self.stalled = true;
+            }
+        }
+    }
+
+    /// Whether this node distrusts the lease after a freeze ([`note_stall`](Self::note_stall)).
+    pub fn stalled(&self) -> bool {
+        self.stalled
+    }
+
+    /// Whether a lease-majority decision waits for the lease (no other decision is taken
+    /// meanwhile).
+    pub fn waiting_for_lease(&self) -> bool {
+        self.lease.is_pending()
+    }
+
+    /// When the lease-majority lease this node holds is to be given back; `None` when it does
+    /// not hold it (as far as it knows: the lease's own handle may have lost it since).
+    pub fn lease_held(&self) -> Option<&ReleaseWhen> {
+        self.lease.held()
     }
 
     /// Reports a change at `now`; `view` is the view *after* the change.
@@ -160,19 +228,37 @@ impl SplitBrainResolver {
     /// Called every tick (1 s). `responsible` = self is the leader and has been seen
     /// Up/WeaklyUp.
     ///
-    /// Returns the decision and the nodes to down — others first, self last, since downing
-    /// self may shut this node down — when a decision was taken and downs at least one node.
-    /// That happens when (a) down-all-when-unstable is on and reachability has kept changing
-    /// for longer than `stable_after + down_all_when_unstable` since the first change — on
-    /// every node, responsible or not, to end the instability as fast as possible; or (b)
-    /// this node is responsible, some node is unreachable, and nothing changed for
-    /// `stable_after`. Acting resets the deadline and the instability tracking.
-    pub fn tick(
-        &mut self,
-        now: Instant,
-        responsible: bool,
-        view: &SbrView,
-    ) -> Option<(Decision, Vec<UniqueAddress>)> {
+    /// Returns what to do, if anything:
+    /// - [`SbrAction::Down`] when (a) down-all-when-unstable is on and reachability has kept
+    ///   changing for longer than `stable_after + down_all_when_unstable` since the first
+    ///   change — on every node, responsible or not, to end the instability as fast as
+    ///   possible; or (b) this node is responsible, some node is unreachable, and nothing
+    ///   changed for `stable_after`. Acting resets the deadline and the instability tracking.
+    ///   A decision that downs nobody is not reported.
+    /// - With lease-majority, (b) first asks for the lease ([`SbrAction::AcquireLease`], after
+    ///   the minority's delay) and acts only on the answer ([`lease_answer`]) or when the
+    ///   answer is overdue, which counts as a refusal. While it waits, nothing else is
+    ///   decided, not even down-all-when-unstable (as the reference, which ignores its ticks
+    ///   then). [`SbrAction::ReleaseLease`] comes once the nodes downed under the lease are
+    ///   removed and `release-after` has passed.
+    ///
+    /// [`lease_answer`]: Self::lease_answer
+    pub fn tick(&mut self, now: Instant, responsible: bool, view: &SbrView) -> Option<SbrAction> {
+        let (timeout, release_after) = self.lease_timings();
+        if view.unreachable.is_empty() {
+            // Everyone is in sight again: whatever happened during a freeze, this node has
+            // heard of it (or was told it is Down, and stopped).
+            self.stalled = false;
+        }
+        if self.lease.is_pending() {
+            let action = if self.stalled {
+                self.lease.give_up(now, release_after)
+            } else {
+                self.lease.tick(now, timeout, release_after)
+            };
+            self.acted(now, &action);
+            return action;
+        }
         if let Some(i) = self.instability {
             match self.settings.down_all_when_unstable {
                 Some(extra) if !extra.is_zero() => {
@@ -198,45 +284,111 @@ impl SplitBrainResolver {
         }
         if responsible && !view.unreachable.is_empty() && now >= self.stable_deadline {
             let decision = decide(&self.settings.strategy, view);
-            return self.act(now, decision, view);
+            if !self.settings.strategy.needs_lease() {
+                return self.act(now, decision, view);
+            }
+            let strategy = &self.settings.strategy;
+            let outcomes = Outcomes {
+                decision,
+                win: downing_order(nodes_to_down(decision, strategy, view), view),
+                lose: downing_order(nodes_to_down(decision.reversed(), strategy, view), view),
+            };
+            // Nothing to down (every unreachable node is Down already): nothing to ask for.
+            if !outcomes.win.is_empty() {
+                if self.stalled {
+                    let action = Some(self.lease.without_lease(outcomes));
+                    self.acted(now, &action);
+                    return action;
+                }
+                let delay = lease_acquire_delay(strategy, view);
+                return self.lease.start(now, delay, timeout, outcomes);
+            }
         }
-        None
+        self.lease.release_due(now, release_after, |n| {
+            view.members.iter().any(|m| &m.addr == n)
+        })
     }
 
-    fn act(
-        &mut self,
-        now: Instant,
-        decision: Decision,
-        view: &SbrView,
-    ) -> Option<(Decision, Vec<UniqueAddress>)> {
+    /// The answer to [`SbrAction::AcquireLease`] `attempt`: whether the lease was granted (a
+    /// refusal, an error and a timeout are all "not granted"). Returns the decision to act on
+    /// if this was the answer a decision waited for; [`SbrAction::ReleaseLease`] for a grant
+    /// that came too late to be used.
+    pub fn lease_answer(&mut self, now: Instant, attempt: u64, granted: bool) -> Option<SbrAction> {
+        let (_, release_after) = self.lease_timings();
+        let action = self.lease.answer(now, attempt, granted, release_after);
+        self.acted(now, &action);
+        action
+    }
+
+    /// `(lease-operation-timeout, release-after)` of lease-majority; zero for the others
+    /// (whose lease gate never starts).
+    fn lease_timings(&self) -> (Duration, Duration) {
+        match &self.settings.strategy {
+            Strategy::LeaseMajority {
+                lease_operation_timeout,
+                release_after,
+                ..
+            } => (*lease_operation_timeout, *release_after),
+            _ => (Duration::ZERO, Duration::ZERO),
+        }
+    }
+
+    /// After a decision is acted on, the next one needs a new stable period.
+    fn acted(&mut self, now: Instant, action: &Option<SbrAction>) {
+        if let Some(SbrAction::Down { .. }) = action {
+            self.instability = None;
+            self.reset_stable_deadline(now);
+        }
+    }
+
+    fn act(&mut self, now: Instant, decision: Decision, view: &SbrView) -> Option<SbrAction> {
         let nodes = nodes_to_down(decision, &self.settings.strategy, view);
         if nodes.is_empty() {
             return None;
         }
-        let mut order: Vec<UniqueAddress> = nodes
-            .iter()
-            .filter(|n| **n != view.self_addr)
-            .cloned()
-            .collect();
-        if nodes.contains(&view.self_addr) {
-            order.push(view.self_addr.clone());
-        }
-        self.instability = None;
-        self.reset_stable_deadline(now);
-        Some((decision, order))
+        let action = Some(SbrAction::Down {
+            decision,
+            nodes: downing_order(nodes, view),
+        });
+        self.acted(now, &action);
+        action
     }
 
     /// The earliest instant at which [`tick`](Self::tick) may act: the stable-after deadline,
-    /// or the instability limit if that comes first. Always `Some` today; `None` is reserved
-    /// for states with nothing timed (e.g. waiting for a lease, once leases exist). Ticks
-    /// are still expected every second: this is for schedulers that want to sleep longer.
+    /// or the instability limit, or a lease time (the minority's delay, a lease request's
+    /// deadline, the release), whichever comes first. While a decision waits for the lease
+    /// only the lease's times count. Ticks are still expected every second (removals are
+    /// noticed on them): this is for schedulers that want to sleep longer.
     pub fn next_deadline(&self) -> Option<Instant> {
+        if self.lease.is_pending() {
+            return self.lease.next_deadline();
+        }
         let unstable = match (self.instability, self.settings.down_all_when_unstable) {
             (Some(i), Some(extra)) if !extra.is_zero() => {
                 Some(i.first_change + self.settings.stable_after + extra)
             }
             _ => None,
         };
-        Some(unstable.map_or(self.stable_deadline, |u| u.min(self.stable_deadline)))
+        [
+            Some(self.stable_deadline),
+            unstable,
+            self.lease.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
+}
+
+/// `nodes` in downing order: others first (by address), self last.
+fn downing_order(nodes: BTreeSet<UniqueAddress>, view: &SbrView) -> Vec<UniqueAddress> {
+    let mut order: Vec<UniqueAddress> = nodes
+        .iter()
+        .filter(|n| **n != view.self_addr)
+        .cloned()
+        .collect();
+    if nodes.contains(&view.self_addr) {
+        order.push(view.self_addr.clone());
+    }
+    order
 }
