@@ -137,6 +137,11 @@ pub struct Coordinator<S> {
     graceful: BTreeSet<UniqueAddress>,
     /// The old home of shards handed off in forwarding mode, until they are hosted again.
     predecessors: BTreeMap<ShardId, UniqueAddress>,
+    /// Regions that asked for a shard's home when none could be given (its home was going
+    /// away, or allocation had to wait), answered the moment it gets one: a region may hold
+    /// other regions' messages for it, and every retry interval it waits lets those senders,
+    /// once they know the new home, overtake them.
+    unanswered: BTreeMap<ShardId, BTreeSet<UniqueAddress>>,
     next_rebalance: Instant,
 }
 
@@ -161,6 +166,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             unacked_hosts: BTreeMap::new(),
             graceful: BTreeSet::new(),
             predecessors: BTreeMap::new(),
+            unanswered: BTreeMap::new(),
         }
     }
 
@@ -390,13 +396,17 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                     region: home.clone(),
                 };
                 self.send(requester, msg, out);
+            } else {
+                self.wait_for_home(shard, requester);
             }
             return;
         }
         if !self.may_allocate() {
+            self.wait_for_home(shard, requester);
             return; // the region asks again
         }
         let Some(home) = self.allocate(requester, &shard, view) else {
+            self.wait_for_home(shard, requester);
             return;
         };
         if !self.apply(
@@ -418,6 +428,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             shard.clone(),
             (home.clone(), now + self.settings.shard_start_timeout),
         );
+        let waiting = self.unanswered.remove(&shard).unwrap_or_default();
         let answer = Protocol::ShardHome {
             shard,
             region: home.clone(),
@@ -425,9 +436,23 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         if let Some(p) = predecessor.filter(|p| *p != home && p != requester) {
             self.send(&p, answer.clone(), out);
         }
+        for region in waiting {
+            if region != home && region != *requester {
+                self.send(&region, answer.clone(), out);
+            }
+        }
         if *requester != home {
             self.send(requester, answer, out);
         }
+    }
+
+    /// Notes that `requester` asked for `shard`'s home and got no answer (bounded: one entry
+    /// per shard and region).
+    fn wait_for_home(&mut self, shard: ShardId, requester: &UniqueAddress) {
+        self.unanswered
+            .entry(shard)
+            .or_default()
+            .insert(requester.clone());
     }
 
     /// Regions that may receive new shards: registered here, on an Up member with the role,

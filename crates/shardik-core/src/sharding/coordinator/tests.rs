@@ -156,3 +156,46 @@ fn a_hand_off_that_times_out_leaves_the_shard_where_it_was() {
     );
     assert_eq!(c.state().home(&"3".into()), Some(&node(2)));
 }
+
+/// A region asked for a shard's home while none could be given (here: not every region had
+/// registered yet); it hears the home the moment the shard gets one, with the region whose ask
+/// allocated it, not at its next retry.
+#[test]
+fn regions_that_asked_in_vain_hear_the_home_when_the_shard_gets_one() {
+    let v = view(vec![up(1, 1), up(2, 2), up(3, 3)]);
+    let mut c = coordinator();
+    let mut out = Vec::new();
+    c.handle(Instant::ZERO, &node(1), register(&[]), &v, &mut out);
+    c.handle(Instant::ZERO, &node(2), register(&[]), &v, &mut out);
+    let ask = || Protocol::GetShardHome { shard: "5".into() };
+    out.clear();
+    c.handle(Instant::ZERO, &node(2), ask(), &v, &mut out);
+    assert!(out.is_empty(), "not allocated before every region reported");
+    c.handle(Instant::ZERO, &node(3), register(&[]), &v, &mut out);
+    out.clear();
+    c.handle(Instant::ZERO, &node(1), ask(), &v, &mut out);
+    let home = out
+        .iter()
+        .find_map(|e| match e {
+            CoordinatorEffect::Send {
+                to,
+                msg: Protocol::HostShard { .. },
+            } => Some(to.clone()),
+            _ => None,
+        })
+        .expect("allocated");
+    let answer = Protocol::ShardHome {
+        shard: "5".into(),
+        region: home.clone(),
+    };
+    assert_ne!(
+        home,
+        node(2),
+        "ties go to the smallest region, so node 2 is told"
+    );
+    assert!(sent_to(&out, &node(2)).contains(&answer), "{out:?}");
+    // Answered once: a later allocation round does not repeat it.
+    out.clear();
+    c.handle(Instant::ZERO, &node(3), ask(), &v, &mut out);
+    assert!(sent_to(&out, &node(2)).is_empty());
+}
