@@ -997,9 +997,11 @@ fn chaos_run(
 ///    them: two homes and two live instances until t30, when a heal tells 2 it was removed.
 ///
 /// The down-removal margin assumes the removed side stops within the margin after the
-/// removal; a brief heal can restart that side's clock, so no fixed margin is enough. The
-/// reference has the same exposure. Fencing (leases with tokens, on the roadmap) would close
-/// it. Ignored: it fails today, by design of the margin.
+/// removal; a brief heal can restart that side's resolver clock, so no fixed margin is enough
+/// on its own. The reference has the same exposure. Self-fencing closes it: node 2 stops its
+/// shards stable-after from when it first lost the majority, and the brief heal does not
+/// restart that clock (see ARCHITECTURE.md, "Self-fencing"). Leases close it too
+/// (`the_known_two_copy_seeds_run_one_copy_under_leases`).
 #[test]
 fn a_brief_heal_lets_a_removed_node_outlive_the_down_removal_margin() {
     chaos_with(670, Settle::Reachability, Timing::FIRST);
@@ -1256,8 +1258,8 @@ fn random_faults_with_durable_entities_keep_every_acknowledged_event_once() {
 /// `a_brief_heal_lets_a_removed_node_outlive_the_down_removal_margin`), with durable entities:
 /// the two copies write to one journal, and the store's unique key keeps it whole. The copy
 /// that writes second is refused and fails its command; every acknowledged event is still in
-/// the journal once, in order, and the journal recovers to its fold. (Leases with fencing, the
-/// next step, keep the second copy from running at all.)
+/// the journal once, in order, and the journal recovers to its fold. Run without the self-fence,
+/// which (like leases) keeps the second copy from running at all.
 #[test]
 fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
     // Seeds of that scenario in which both copies took commands (in seed 670 only one did).
