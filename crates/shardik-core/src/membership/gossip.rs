@@ -142,31 +142,19 @@ impl Gossip {
         self.tombstones.retain(|_, t| *t >= cutoff_millis);
     }
 
-    /// Prunes clock entries of members that are Down or Exiting here but absent from `other`
-    /// (the other side already removed them); done on both sides before a concurrent merge so
-    /// that the leader's pruning at removal is mirrored: a clock entry of a removed member
-    /// must not come back through a side that had not heard of the removal yet.
-    pub fn prune_departed_against(&mut self, other: &Gossip) {
-        let departed: Vec<UniqueAddress> = self
-            .members
-            .values()
-            .filter(|m| {
-                matches!(m.status, MemberStatus::Down | MemberStatus::Exiting)
-                    && !other.has_member(&m.addr)
-            })
-            .map(|m| m.addr.clone())
-            .collect();
-        for n in departed {
-            self.version.prune(&n);
-        }
-    }
-
     /// Merges two concurrent states.
     ///
     /// Tombstones are united; the clock is the pointwise max with tombstoned entries pruned; a
     /// member on both sides takes the higher merge priority; a member on one side survives
-    /// unless tombstoned or Down/Exiting (the other side already removed it); reachability
-    /// takes, per observer, the rows of the higher version; the seen set is emptied.
+    /// unless tombstoned, whatever its status; reachability takes, per observer, the rows of
+    /// the higher version; the seen set is emptied.
+    ///
+    /// Why a one-sided Down or Exiting member survives (the reference drops it, taking its
+    /// absence on the other side for a removal): every removal here leaves a tombstone, so an
+    /// absence without one means the other side never knew the member (a joiner welcomed by
+    /// one member only, say). Dropping it there loses the Down while the merged clock still
+    /// claims the change that made it Down; a stale state that still holds the member alive
+    /// then compares as newer, or merges it back, and a removed incarnation comes back.
     pub fn merge(&self, other: &Gossip) -> Gossip {
         let mut tombstones = self.tombstones.clone();
         for (n, t) in &other.tombstones {
@@ -186,12 +174,7 @@ impl Gossip {
             }
             let picked = match (self.members.get(k), other.members.get(k)) {
                 (Some(a), Some(b)) => Member::highest_priority(a, b),
-                (Some(one), None) | (None, Some(one)) => {
-                    if matches!(one.status, MemberStatus::Down | MemberStatus::Exiting) {
-                        continue;
-                    }
-                    one.clone()
-                }
+                (Some(one), None) | (None, Some(one)) => one.clone(),
                 (None, None) => continue,
             };
             members.insert(k.clone(), picked);

@@ -147,15 +147,51 @@ fn merge_keeps_higher_priority_and_drops_removed() {
     assert_eq!(merged.version.get(&n(2)), 1);
     assert!(merged.check_invariants().is_ok());
 
-    // One-sided Down/Exiting members: the other side already removed them.
-    let a = g(&[(1, Up), (4, Exiting)], &[]);
+    // A one-sided member survives whatever its status: without a tombstone, its absence on
+    // the other side means that side never knew it, not that it removed it.
     let b = g(&[(1, Up)], &[]);
-    assert!(!a.merge(&b).has_member(&n(4)));
-    let a = g(&[(1, Up), (4, Joining)], &[]);
-    assert!(
-        a.merge(&b).has_member(&n(4)),
-        "a new joiner on one side survives"
-    );
+    for status in [Joining, Exiting, Down] {
+        let a = g(&[(1, Up), (4, status)], &[]);
+        assert_eq!(a.merge(&b).member(&n(4)).map(|m| m.status), Some(status));
+    }
+}
+
+/// Simulator seed 4761 (leased sweep), reduced: node 4 joined again through node 1 only, so
+/// node 2 never knew it; node 1 downed it; a third node still held it WeaklyUp. Merging
+/// node 1's state with node 2's used to drop the one-sided Down member (taken for removed)
+/// without a tombstone and prune its clock entry, so the stale WeaklyUp came back.
+#[test]
+fn a_down_member_the_other_side_never_knew_stays_down_through_merges() {
+    let mut stale = g(&[(1, Up), (2, Up), (4, WeaklyUp)], &[]);
+    stale.version.increment(&n(4));
+    stale.version.increment(&n(1));
+    let mut downed = stale.clone();
+    downed.mark_down(&n(4));
+    downed.version.increment(&n(1));
+    let mut never_knew = g(&[(1, Up), (2, Up)], &[]);
+    never_knew.version.increment(&n(2));
+
+    let merged = downed.merge(&never_knew);
+    assert_eq!(merged.member(&n(4)).map(|m| m.status), Some(Down));
+    assert_eq!(merged.version.get(&n(4)), 1, "its clock entry is kept");
+    // The stale state, met in any order and through any other merge, cannot revive it.
+    let stale_merged = stale.merge(&never_knew);
+    assert_eq!(merged.compare(&stale_merged), Ordering::After);
+    for other in [&stale, &stale_merged] {
+        assert_eq!(
+            merged.merge(other).member(&n(4)).map(|m| m.status),
+            Some(Down)
+        );
+        assert_eq!(
+            other.merge(&merged).member(&n(4)).map(|m| m.status),
+            Some(Down)
+        );
+    }
+    // Once the leader removed it, the tombstone wins over the stale state too.
+    let mut removed = merged.clone();
+    removed.remove(&n(4), 9);
+    removed.version.increment(&n(1));
+    assert!(!removed.merge(&stale_merged).has_member(&n(4)));
 }
 
 /// A gossip over 5 nodes where each node is a member with some status or tombstoned, and

@@ -259,11 +259,7 @@ impl Membership {
             Ordering::Before => (Gossip::clone(&remote), !remote.seen_by(&me)),
             Ordering::Concurrent => {
                 self.stats.merges += 1;
-                let mut a = Gossip::clone(&local);
-                let mut b = Gossip::clone(&remote);
-                a.prune_departed_against(&remote);
-                b.prune_departed_against(&local);
-                (a.merge(&b), true)
+                (local.merge(&remote), true)
             }
         };
         if !self.exit_started || self.self_status() != Some(MemberStatus::Exiting) {

@@ -594,9 +594,7 @@ impl Membership {
             Message::HeartbeatRsp { ref from, .. } => {
                 self.heartbeat.heartbeat_rsp(from, now);
             }
-            Message::Quarantined { ref from, ref to } => {
-                self.receive_quarantined(from, to, &msg, out)
-            }
+            Message::Quarantined { ref to, .. } => self.receive_quarantined(to, &msg, out),
             Message::NotKnown { ref from, ref to } => {
                 self.receive_not_known(now, from, to, &msg, out)
             }

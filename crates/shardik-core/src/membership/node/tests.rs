@@ -406,23 +406,52 @@ fn the_welcome_of_a_join_sent_again_is_merged_so_nothing_known_is_lost() {
     assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
 }
 
+/// Simulator seed 2386 (leased sweep), reduced: a member frozen until the cluster removed
+/// it wakes up to find its peers replaced by newer incarnations it never heard of. Their
+/// `Quarantined` names this very incarnation, which only a holder of its tombstone sends:
+/// it stops (it used to ignore them and lead a cluster of its own).
+#[test]
+fn a_member_told_it_was_removed_by_an_incarnation_it_does_not_know_stops() {
+    let mut node = member_of_two(&addr(2));
+    let me = node.self_node().clone();
+    let newer = UniqueAddress::new(addr(2).address, addr(2).uid + 1);
+    assert!(!node.gossip().has_member(&newer));
+
+    // About another incarnation at this address: not this node's business.
+    let elsewhere = UniqueAddress::new(me.address.clone(), me.uid + 1);
+    let about_other = Message::Quarantined {
+        from: newer.clone(),
+        to: elsewhere,
+    };
+    let out = deliver(&mut node, 5_000, about_other);
+    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
+    assert!(!node.is_stopped());
+
+    let quarantined = Message::Quarantined {
+        from: newer,
+        to: me,
+    };
+    let out = deliver(&mut node, 5_010, quarantined);
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, Effect::Shutdown(ShutdownReason::Removed)))
+    );
+    assert!(node.is_stopped());
+}
+
+/// A joiner that asked a member it had not heard of to take it back, and is told it was
+/// removed, stops.
 #[test]
 fn a_joiner_that_asks_a_member_holding_its_tombstone_is_quarantined_and_stops() {
     let mut node = orphan_joiner(0);
     let me = node.self_node().clone();
-    // A node this joiner has not heard of (a newer incarnation of node 3) says it is unknown;
-    // its word about a removal counts only once the joiner asked it to take it back.
     let newer = UniqueAddress::new(addr(3).address, addr(3).uid + 1);
-    let quarantined = Message::Quarantined {
-        from: newer.clone(),
-        to: me.clone(),
-    };
-    let out = deliver(&mut node, 5_000, quarantined.clone());
-    assert_eq!(dropped(&out), vec![DropReason::Unexpected]);
-    assert!(!node.is_stopped());
-
     let out = deliver(&mut node, 10_000, not_known(&newer, &me));
     assert!(sent(&out).iter().any(|(_, m)| is_join_of(m, &me)));
+    let quarantined = Message::Quarantined {
+        from: newer,
+        to: me,
+    };
     let out = deliver(&mut node, 10_010, quarantined);
     assert!(
         out.iter()
