@@ -223,9 +223,10 @@ pub enum KindEffect<M> {
     /// The self-fence closed (`true`: no shard runs here, nor the coordinator, until it
     /// opens) or opened (`false`).
     Fenced(bool),
-    /// A lease's store answers again after [`KindEffect::LeaseUnavailable`] (a renewal
-    /// succeeded; for a shard's acquisition, [`KindEffect::ShardLeased`] says so, and for the
-    /// coordinator's, [`KindEffect::CoordinatorRunning`]).
+    /// A lease is no longer failing after [`KindEffect::LeaseUnavailable`]: a renewal
+    /// succeeded, or the coordinator's lease is no longer wanted (for a shard's acquisition,
+    /// [`KindEffect::ShardLeased`] says so, and for the coordinator's,
+    /// [`KindEffect::CoordinatorRunning`]).
     LeaseRecovered(LeaseKey),
     /// A lease's store failed (unreachable, an error, no answer in time): acquiring failed
     /// and is tried again later (for a shard, what waited was dropped with
@@ -574,9 +575,13 @@ impl<M> KindNode<M> {
             out.push(KindEffect::CoordinatorRunning(false));
         }
         if let Some(keeper) = &mut self.coordinator_lease {
-            let mut calls = Vec::new();
-            keeper.give_up(&(), &mut calls);
-            push_coordinator_calls(calls, out);
+            if keeper.wants(&()) {
+                let mut calls = Vec::new();
+                keeper.give_up(&(), &mut calls);
+                push_coordinator_calls(calls, out);
+                // No longer wanted: whatever its store said, it is not failing this node.
+                out.push(KindEffect::LeaseRecovered(LeaseKey::Coordinator));
+            }
         }
     }
 

@@ -252,13 +252,6 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
         }
     }
 
-    /// Forgets a held lease without releasing it (it was lost: what runs under it has
-    /// stopped) and tries to acquire it again now.
-    fn reacquire(&mut self, now: Instant, key: K, out: &mut Vec<LeaseRequest<K>>) {
-        self.tenures.remove(&key);
-        self.acquire(now, key, out);
-    }
-
     fn acquire(&mut self, now: Instant, key: K, out: &mut Vec<LeaseRequest<K>>) {
         let id = self.id();
         self.tenures
@@ -509,9 +502,11 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
         }
     }
 
-    /// After a loss: forget the tenure and acquire again at once.
+    /// After a loss: forgets the tenure without releasing it (what ran under it has stopped)
+    /// and acquires again at once.
     pub fn acquire_again(&mut self, now: Instant, key: K, out: &mut Vec<LeaseRequest<K>>) {
-        self.reacquire(now, key, out);
+        self.tenures.remove(&key);
+        self.acquire(now, key, out);
     }
 
     /// Every key whose lease is held, with its token (in key order).

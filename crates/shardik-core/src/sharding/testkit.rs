@@ -437,6 +437,48 @@ impl Net {
         }
     }
 
+    /// Two nodes take traffic for 30 entities, then a third joins and every node keeps
+    /// sending while shards rebalance to it (steps interleaved with 100 ms ticks, messages in
+    /// flight), and the network settles. `start_after` lets the first two nodes settle first
+    /// (a coordinator under a lease needs it). Returns the third node and the last sequence
+    /// number each sender used; the third node's first was 4.
+    pub fn rebalance_to_a_third_node_under_load(
+        &mut self,
+        start_after: Duration,
+    ) -> (UniqueAddress, u64) {
+        self.coordinator_settings.rebalance_interval = Duration::from_secs(1);
+        let a = self.add(1, false);
+        let b = self.add(2, false);
+        self.advance(start_after);
+        let ids: Vec<String> = (0..30).map(|i| format!("e{i}")).collect();
+        let mut seq = 0;
+        for _ in 0..3 {
+            seq += 1;
+            for e in &ids {
+                self.tell(&a, e, seq);
+                self.tell(&b, e, seq);
+            }
+            self.settle();
+        }
+        let c = self.add(3, false);
+        for _ in 0..40 {
+            seq += 1;
+            for e in &ids {
+                self.tell(&a, e, seq);
+                self.tell(&b, e, seq);
+                self.tell(&c, e, seq);
+            }
+            // Interleave traffic with the protocol: a few steps, then time, with messages
+            // still in flight.
+            for _ in 0..50 {
+                self.step();
+            }
+            self.tick(Duration::from_millis(100));
+        }
+        self.advance(Duration::from_secs(5));
+        (c, seq)
+    }
+
     /// Where each shard runs now.
     pub fn hosts(&self) -> BTreeMap<ShardId, BTreeSet<UniqueAddress>> {
         self.hosting

@@ -538,7 +538,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                 }
                 KindEffect::LeaseRecovered(key) => {
-                    info!(kind = %self.name, lease = ?key, "lease store answering again");
+                    info!(kind = %self.name, lease = ?key, "lease no longer failing (its store answers again, or it is no longer wanted)");
                     if let Some(leases) = &self.leases {
                         leases.health().recovered(&leases.name(&key));
                     }

@@ -168,35 +168,8 @@ fn a_deadline_that_passed_while_timers_stood_still_is_caught_at_delivery() {
 fn rebalance_under_leases_moves_each_lease_with_its_shard() {
     for seed in 0..10 {
         let mut net = leased_net(100 + seed);
-        net.coordinator_settings.rebalance_interval = Duration::from_secs(1);
-        let a = net.add(1, false);
-        let b = net.add(2, false);
         // The coordinator starts once it holds its lease; regions register on their next try.
-        net.advance(Duration::from_secs(3));
-        let ids: Vec<String> = (0..30).map(|i| format!("e{i}")).collect();
-        let mut seq = 0;
-        for _ in 0..3 {
-            seq += 1;
-            for e in &ids {
-                net.tell(&a, e, seq);
-                net.tell(&b, e, seq);
-            }
-            net.settle();
-        }
-        let c = net.add(3, false);
-        for _ in 0..40 {
-            seq += 1;
-            for e in &ids {
-                net.tell(&a, e, seq);
-                net.tell(&b, e, seq);
-                net.tell(&c, e, seq);
-            }
-            for _ in 0..50 {
-                net.step();
-            }
-            net.tick(Duration::from_millis(100));
-        }
-        net.advance(Duration::from_secs(5));
+        let (c, seq) = net.rebalance_to_a_third_node_under_load(Duration::from_secs(3));
         assert!(net.dropped.is_empty(), "seed {seed}: {:?}", net.dropped);
         assert!(
             net.violations.is_empty(),

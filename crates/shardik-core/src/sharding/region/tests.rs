@@ -60,36 +60,7 @@ fn a_proxy_routes_but_never_hosts() {
 fn rebalance_under_load_in_forward_mode_loses_nothing() {
     for seed in 0..20 {
         let mut net = Net::new(seed, HandOffMode::Forward);
-        net.coordinator_settings.rebalance_interval = Duration::from_secs(1);
-        let a = net.add(1, false);
-        let b = net.add(2, false);
-        net.advance(Duration::from_millis(10));
-        let ids = entities(30);
-        let mut seq = 0;
-        for _ in 0..3 {
-            seq += 1;
-            for e in &ids {
-                net.tell(&a, e, seq);
-                net.tell(&b, e, seq);
-            }
-            net.settle();
-        }
-        let c = net.add(3, false);
-        for _ in 0..40 {
-            seq += 1;
-            for e in &ids {
-                net.tell(&a, e, seq);
-                net.tell(&b, e, seq);
-                net.tell(&c, e, seq);
-            }
-            // Interleave traffic with the protocol: a few steps, then time, with messages
-            // still in flight.
-            for _ in 0..50 {
-                net.step();
-            }
-            net.tick(Duration::from_millis(100));
-        }
-        net.advance(Duration::from_secs(5));
+        let (c, seq) = net.rebalance_to_a_third_node_under_load(Duration::from_millis(10));
         assert!(net.dropped.is_empty(), "seed {seed}: {:?}", net.dropped);
         assert!(
             net.violations.is_empty(),
