@@ -35,20 +35,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::bench_support::{
-    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, open_loop, runtime,
-    set_runtime_kind, unix_ns,
+    COALESCE_BYTES, LATE, Latencies, Peer, TAG_COUNT, TAG_ECHO, TAG_SIZED, Throughput,
+    exit_with_parent, free_port, open_loop, put_frame, put_zero_frame, runtime, set_runtime_kind,
+    sized_reply_len, unix_ns,
 };
 
 /// Bytes of the payload header: tag, sequence number, send time.
 const HEADER: usize = 17;
-/// A one-way message the peer counts.
-const TAG_COUNT: u8 = 0;
-/// A request the peer sends back unchanged.
-const TAG_ECHO: u8 = 1;
-/// Frame kind byte of a user frame (see `shardik_wire::frame`).
-const KIND_USER: u8 = 4;
-/// Same bound on coalesced bytes as the transport's writer, so the baseline batches alike.
-const COALESCE_BYTES: usize = 256 * 1024;
 /// Cluster name both sides of a shardik measurement use (the handshake checks it).
 const CLUSTER: &str = "shardik-bench";
 /// The peer gives up waiting for the rest of a one-way run after this long without a message.
@@ -177,13 +170,6 @@ fn parse(p: &[u8]) -> Option<(u8, u64)> {
     Some((p[0], sent))
 }
 
-/// Appends one user frame carrying `payload` as the wire codec would: length, kind, payload.
-fn put_frame(buf: &mut BytesMut, payload: &[u8]) {
-    buf.put_u32((payload.len() + 1) as u32);
-    buf.put_u8(KIND_USER);
-    buf.put_slice(payload);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The peer process.
 
@@ -288,13 +274,19 @@ async fn raw_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
         let _ = stream.set_nodelay(true);
         let expect = args.expect;
         tokio::spawn(async move {
-            let _ = raw_peer_connection(stream, expect).await;
+            // Said on stderr, which the measuring process passes through: a broken baseline
+            // must not go unnoticed. A closed connection is the normal end.
+            if let Err(e) = raw_peer_connection(stream, expect).await {
+                eprintln!("bench-peer: connection ended: {e:#}");
+            }
         });
     }
 }
 
 /// Reads frames with the wire codec; counts one-way messages and writes echoes back on the
 /// same socket, all echoes of one read in one write (the same coalescing as the transport).
+/// Echoes leave in the order their requests arrived, which the pipelined closed loop of
+/// `bench sharding remote` relies on to match each answer to its request.
 async fn raw_peer_connection(mut stream: TcpStream, expect: u64) -> anyhow::Result<()> {
     let codec = FrameCodec::default();
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -306,6 +298,8 @@ async fn raw_peer_connection(mut stream: TcpStream, expect: u64) -> anyhow::Resu
                 match p.first() {
                     Some(&TAG_COUNT) => counter.hit(),
                     Some(&TAG_ECHO) => put_frame(&mut out, &p),
+                    // An answer of the size the request names (a sharding ask's reply).
+                    Some(&TAG_SIZED) => put_zero_frame(&mut out, sized_reply_len(&p)?),
                     _ => {}
                 }
             }

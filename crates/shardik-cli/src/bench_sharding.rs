@@ -38,9 +38,11 @@ use shardik_runtime::sharding::{
 };
 use tokio::sync::{Notify, mpsc};
 
+use crate::bench_frames::{self, OpSizes, TYPICAL_ASK_ID, op_sizes};
+use crate::bench_raw::{self, Exchange};
 use crate::bench_support::{
-    LATE, Latencies, Peer, Throughput, exit_with_parent, free_port, load_average, open_loop,
-    runtime, set_runtime_kind, unix_ns,
+    ClosedLoop, LATE, Latencies, Peer, Throughput, entity_of, exit_with_parent, free_port,
+    load_average, open_loop, runtime, set_runtime_kind, unix_ns,
 };
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
@@ -129,21 +131,47 @@ struct RemoteArgs {
     /// Entities on the peer, activated before the measurements.
     #[arg(long, default_value_t = 1000)]
     entities: u64,
-    /// One-way tells of the throughput measurement.
+    /// One-way tells of the throughput measurement (and of its raw baseline).
     #[arg(long, default_value_t = 1_000_000)]
     messages: u64,
     /// How the producer waits when the queue is full.
     #[arg(long, value_enum, default_value = "retry")]
     send: SendMode,
-    /// Asks per second of the latency measurement (open loop).
+    /// Asks per second of the open-loop latency measurement.
     #[arg(long, default_value_t = 10_000)]
     rate: u64,
-    /// Seconds of the latency measurement.
+    /// Seconds of each ask measurement (closed loops and open loop alike).
     #[arg(long = "duration-s", default_value_t = 10)]
     duration_s: u64,
+    /// The parts to run, comma-separated (all by default).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "tells,ask1,ask64,open"
+    )]
+    only: Vec<RemotePart>,
     #[command(flatten)]
     common: Common,
 }
+
+/// One part of `bench sharding remote`; each beside its raw TCP baseline (but `open`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+enum RemotePart {
+    /// One-way tells, against raw one-way frames of the tells' sizes.
+    Tells,
+    /// Asks with one in flight (closed loop), against a raw ping-pong of the same sizes.
+    Ask1,
+    /// Asks with 64 in flight (closed loop), against 64 raw requests pipelined on one
+    /// connection.
+    Ask64,
+    /// Asks at a fixed rate (open loop, `--rate`); no raw baseline here (`bench transport`
+    /// has one for its frames).
+    Open,
+}
+
+/// Requests in flight of the `ask64` part.
+const MANY_IN_FLIGHT: usize = 64;
 
 /// Arguments of `shardik bench sharding memory`.
 #[derive(Args, Debug)]
@@ -726,66 +754,285 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if a.entities == 0 || a.messages == 0 || a.rate == 0 || a.duration_s == 0 {
         bail!("--entities, --messages, --rate and --duration-s must be positive");
     }
+    let parts: BTreeSet<RemotePart> = a.only.iter().copied().collect();
+    let duration = Duration::from_secs(a.duration_s);
     let load = load_average();
-    let mut setup = RemoteSetup::start(a.messages).await?;
+    let tells_expected = if parts.contains(&RemotePart::Tells) {
+        a.messages
+    } else {
+        0
+    };
+    let mut setup = RemoteSetup::start(tells_expected).await?;
+    // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
+    let mut raw_peer = if parts.iter().any(|p| *p != RemotePart::Open) {
+        let expect = a.messages.to_string();
+        Some(Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?)
+    } else {
+        None
+    };
     let region = setup.proxy(REMOTE_KIND)?;
     let refs = entity_refs(&region, "e", a.entities);
     activate(&refs).await?;
-
-    let (refs, first, send_time, retries) = tell_round_robin(refs, a.messages, a.send).await?;
-    let (count, _, last) = setup.peer.done().await?;
-    let elapsed = Duration::from_nanos(last.saturating_sub(first));
-    let tells = Throughput {
-        sent: a.messages,
-        received: count,
-        elapsed,
-        send_time,
-        retries,
-    };
-    verify_shares(&refs, a.messages).await?;
-
-    let asks = ask_latency(refs, a.rate, Duration::from_secs(a.duration_s)).await?;
-    setup.peer.stop().await;
-    let (ask, from_send) = (&asks.ask, &asks.from_send);
-    let value = json!({
+    let header = format!("sharding remote ({}, {})", a.common.runtime, a.send.name());
+    let mut value = json!({
         "benchmark": "sharding-remote",
         "runtime": a.common.runtime,
         "send": a.send.name(),
         "entities": a.entities,
         "messages": a.messages,
-        "tell_msgs_per_s": tells.per_second(),
-        "tell_elapsed_s": tells.elapsed.as_secs_f64(),
-        "tell_send_s": tells.send_time.as_secs_f64(),
-        "tell_buffer_full_retries": tells.retries,
-        "ask_rate": a.rate,
-        "ask_duration_s": a.duration_s,
-        "asks_sent": asks.sent,
-        "asks_failed": asks.failed,
-        "asks_late": asks.late,
-        "late_threshold_ms": LATE.as_millis() as u64,
-        "ask": ask.summary(),
-        "ask_from_send": from_send.summary(),
-        "verified": true,
+        "duration_s": a.duration_s,
+        "parts": parts.iter().map(|p| part_name(*p)).collect::<Vec<_>>(),
+        "ask_id_for_sizes": TYPICAL_ASK_ID,
         "load1_before": load,
     });
-    let line = format!(
-        "sharding remote ({}, {}): tell {:.0} msgs/s ({} retries); ask at {}/s: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs (from the open-loop send, incl. task spawn: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs), {} failed, {} late (load {load:.2})",
-        a.common.runtime,
-        a.send.name(),
-        tells.per_second(),
-        tells.retries,
-        a.rate,
-        ask.quantile_us(0.5),
-        ask.quantile_us(0.99),
-        ask.quantile_us(0.999),
-        from_send.quantile_us(0.5),
-        from_send.quantile_us(0.99),
-        from_send.quantile_us(0.999),
-        asks.failed,
-        asks.late,
-    );
-    report(a.common.json, value, line);
+    let mut lines = Vec::new();
+
+    // What every entity answers to a read: its share of the tells, once they ran.
+    let values: Vec<u64> = (0..a.entities)
+        .map(|k| share(k, a.entities, tells_expected))
+        .collect();
+    let sizes = entity_sizes(&region, a.entities, &values)?;
+
+    let refs = if parts.contains(&RemotePart::Tells) {
+        let load = load_average();
+        let (tells, refs_back) = remote_tells(&mut setup, refs, a.messages, a.send).await?;
+        let raw_peer = raw_peer.as_mut().context("no raw peer")?;
+        let tell_sizes: Vec<usize> = sizes.iter().map(|s| s.tell).collect();
+        let raw = bench_raw::one_way(raw_peer, &tell_sizes, a.messages).await?;
+        let ratio = tells.per_second() / raw.per_second();
+        let mean_size = bench_frames::mean(&sizes, |s| s.tell);
+        // The names of the fields from before the raw baseline are kept.
+        for (k, v) in [
+            ("tell_msgs_per_s", json!(tells.per_second())),
+            ("tell_received", json!(tells.received)),
+            ("tell_elapsed_s", json!(tells.elapsed.as_secs_f64())),
+            ("tell_send_s", json!(tells.send_time.as_secs_f64())),
+            ("tell_buffer_full_retries", json!(tells.retries)),
+            ("tell_raw_msgs_per_s", json!(raw.per_second())),
+            ("tell_raw_received", json!(raw.received)),
+            ("tell_raw_elapsed_s", json!(raw.elapsed.as_secs_f64())),
+            ("tell_ratio_to_raw", json!(ratio)),
+            ("tell_payload_bytes_mean", json!(mean_size)),
+            ("tell_load1_before", json!(load)),
+            ("verified", json!(true)),
+        ] {
+            value[k] = v;
+        }
+        lines.push(format!(
+            "{header} tells: {} of {mean_size:.1}-byte payloads (+5 framing): sharding {:.0} msgs/s ({} retries), raw TCP {:.0} msgs/s, ratio {ratio:.3} (load {load:.2})",
+            a.messages,
+            tells.per_second(),
+            tells.retries,
+            raw.per_second(),
+        ));
+        refs_back
+    } else {
+        refs
+    };
+    let refs: Arc<[Ref<()>]> = refs.into();
+    let exchanges: Arc<[Exchange]> = sizes
+        .iter()
+        .map(|s| Exchange {
+            request: s.ask,
+            answer: s.reply,
+        })
+        .collect();
+    let values: Arc<[u64]> = values.into();
+    for (part, slots, key) in [
+        (RemotePart::Ask1, 1, "ask1"),
+        (RemotePart::Ask64, MANY_IN_FLIGHT, "ask64"),
+    ] {
+        if !parts.contains(&part) {
+            continue;
+        }
+        let load = load_average();
+        let sharding =
+            closed_loop_asks(Arc::clone(&refs), slots, duration, Arc::clone(&values)).await?;
+        let raw_peer = raw_peer.as_ref().context("no raw peer")?;
+        let raw =
+            bench_raw::closed_loop(&raw_peer.addr, slots, duration, Arc::clone(&exchanges)).await?;
+        let cmp = ClosedLoopComparison::new(&sharding, &raw);
+        value[key] = json!({
+            "in_flight": slots,
+            "sharding": sharding.summary(),
+            "raw": raw.summary(),
+            "p50_ratio_to_raw": cmp.p50,
+            "p99_ratio_to_raw": cmp.p99,
+            "p999_ratio_to_raw": cmp.p999,
+            "requests_per_s_ratio_to_raw": cmp.rate,
+            "request_payload_bytes_mean": bench_frames::mean(&sizes, |s| s.ask),
+            "answer_payload_bytes_mean": bench_frames::mean(&sizes, |s| s.reply),
+            "load1_before": load,
+        });
+        lines.push(format!(
+            "{header} ask, {slots} in flight, {}s: sharding {:.0} req/s, p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs ({} failed); raw TCP {:.0} req/s, p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs; ratios p50 {:.2} / p99 {:.2} / p99.9 {:.2}, req/s {:.3} (load {load:.2})",
+            a.duration_s,
+            sharding.per_second(),
+            sharding.latencies.quantile_us(0.5),
+            sharding.latencies.quantile_us(0.99),
+            sharding.latencies.quantile_us(0.999),
+            sharding.failed,
+            raw.per_second(),
+            raw.latencies.quantile_us(0.5),
+            raw.latencies.quantile_us(0.99),
+            raw.latencies.quantile_us(0.999),
+            cmp.p50,
+            cmp.p99,
+            cmp.p999,
+            cmp.rate,
+        ));
+    }
+
+    if parts.contains(&RemotePart::Open) {
+        let load = load_average();
+        let asks = ask_latency(refs.to_vec(), a.rate, duration).await?;
+        let (ask, from_send) = (&asks.ask, &asks.from_send);
+        for (k, v) in [
+            ("ask_rate", json!(a.rate)),
+            ("ask_duration_s", json!(a.duration_s)),
+            ("asks_sent", json!(asks.sent)),
+            ("asks_failed", json!(asks.failed)),
+            ("asks_late", json!(asks.late)),
+            ("late_threshold_ms", json!(LATE.as_millis() as u64)),
+            ("ask", ask.summary()),
+            ("ask_from_send", from_send.summary()),
+            ("open_load1_before", json!(load)),
+        ] {
+            value[k] = v;
+        }
+        lines.push(format!(
+            "{header} ask at {}/s (open loop): p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs (from the open-loop send, incl. task spawn: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs), {} failed, {} late (load {load:.2})",
+            a.rate,
+            ask.quantile_us(0.5),
+            ask.quantile_us(0.99),
+            ask.quantile_us(0.999),
+            from_send.quantile_us(0.5),
+            from_send.quantile_us(0.99),
+            from_send.quantile_us(0.999),
+            asks.failed,
+            asks.late,
+        ));
+    }
+    setup.peer.stop().await;
+    if let Some(p) = raw_peer {
+        p.stop().await;
+    }
+    report(a.common.json, value, lines.join("\n"));
     Ok(())
+}
+
+/// The name of a part as `--only` takes it.
+fn part_name(p: RemotePart) -> &'static str {
+    match p {
+        RemotePart::Tells => "tells",
+        RemotePart::Ask1 => "ask1",
+        RemotePart::Ask64 => "ask64",
+        RemotePart::Open => "open",
+    }
+}
+
+/// The frame sizes of entities `e0 .. e<n-1>` of `region`, entity `k` answering `values[k]`.
+fn entity_sizes<P: Probe>(
+    region: &Region<P>,
+    n: u64,
+    values: &[u64],
+) -> anyhow::Result<Vec<OpSizes>> {
+    (0..n)
+        .map(|k| {
+            let id = format!("e{k}");
+            op_sizes(REMOTE_KIND, &id, &region.shard_of(&id), values[k as usize])
+        })
+        .collect()
+}
+
+/// One-way tells through the proxy, timed from the first tell until the peer's entities have
+/// handled the last; every entity's count is checked afterwards.
+async fn remote_tells(
+    setup: &mut RemoteSetup,
+    refs: Vec<Ref<()>>,
+    messages: u64,
+    send: SendMode,
+) -> anyhow::Result<(Throughput, Vec<Ref<()>>)> {
+    let (refs, first, send_time, retries) = tell_round_robin(refs, messages, send).await?;
+    let (count, _, last) = setup.peer.done().await?;
+    let tells = Throughput {
+        sent: messages,
+        received: count,
+        elapsed: Duration::from_nanos(last.saturating_sub(first)),
+        send_time,
+        retries,
+    };
+    verify_shares(&refs, messages).await?;
+    Ok((tells, refs))
+}
+
+/// Sharding against its raw baseline: each figure divided by the raw one.
+struct ClosedLoopComparison {
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    rate: f64,
+}
+
+impl ClosedLoopComparison {
+    fn new(sharding: &ClosedLoop, raw: &ClosedLoop) -> Self {
+        let q = |c: &ClosedLoop, q: f64| c.latencies.quantile_us(q);
+        ClosedLoopComparison {
+            p50: q(sharding, 0.5) / q(raw, 0.5),
+            p99: q(sharding, 0.99) / q(raw, 0.99),
+            p999: q(sharding, 0.999) / q(raw, 0.999),
+            rate: sharding.per_second() / raw.per_second(),
+        }
+    }
+}
+
+/// Asks (reads) with `slots` in flight for `duration`: one task per slot in this runtime,
+/// each asking, awaiting the answer and asking again, over the entities in the order of
+/// [`entity_of`]. Every answer is checked against `values` (what each entity holds).
+async fn closed_loop_asks(
+    refs: Arc<[Ref<()>]>,
+    slots: usize,
+    duration: Duration,
+    values: Arc<[u64]>,
+) -> anyhow::Result<ClosedLoop> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::with_capacity(slots);
+    for slot in 0..slots {
+        let (refs, values) = (Arc::clone(&refs), Arc::clone(&values));
+        tasks.push(tokio::spawn(async move {
+            let (mut latencies, mut failed) = (Latencies::new(), 0u64);
+            let mut k = 0;
+            while Instant::now() < deadline {
+                let e = entity_of(slot, k, slots, refs.len());
+                let t = Instant::now();
+                match refs[e].ask(0, ASK_TIMEOUT).await {
+                    Ok(v) if v == values[e] => latencies.record(t.elapsed().as_nanos() as u64),
+                    Ok(v) => bail!(
+                        "entity {} answered {v}, expected {}",
+                        refs[e].id(),
+                        values[e]
+                    ),
+                    Err(_) => failed += 1,
+                }
+                k += 1;
+            }
+            anyhow::Ok((latencies, failed))
+        }));
+    }
+    let (mut latencies, mut failed) = (Latencies::new(), 0);
+    for t in tasks {
+        let (l, f) = t.await??;
+        latencies.merge(&l)?;
+        failed += f;
+    }
+    Ok(ClosedLoop {
+        slots,
+        completed: latencies.len(),
+        failed,
+        elapsed: started.elapsed(),
+        latencies,
+    })
 }
 
 /// Asks at a fixed rate.

@@ -1,16 +1,84 @@
 //! What `shardik bench` and `shardik bench sharding` share: the runtime choice of the
-//! benchmark processes, peer processes and their `READY`/`DONE` lines, the open-loop sender,
-//! throughput figures and latency percentiles.
+//! benchmark processes, peer processes and their `READY`/`DONE` lines, the raw framing the TCP
+//! baselines write (the transport's: length, kind byte, payload) and the tags the raw peer
+//! understands, the open-loop sender, throughput figures and latency percentiles.
 
 use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
+use bytes::{BufMut, BytesMut};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use shardik_core::membership::Address;
 use tokio::io::AsyncBufReadExt;
+
+/// First payload byte of a one-way message the raw peer counts.
+pub(crate) const TAG_COUNT: u8 = 0;
+/// First payload byte of a request the peer sends back unchanged.
+pub(crate) const TAG_ECHO: u8 = 1;
+/// First payload byte of a request the raw peer answers with a payload of the length that
+/// follows (u32 BE), zero-filled: a request/answer pair whose two sizes differ, as an ask's
+/// envelope and its reply do.
+pub(crate) const TAG_SIZED: u8 = 2;
+/// Bytes a [`TAG_SIZED`] request needs at least: the tag and the answer's length.
+pub(crate) const SIZED_HEADER: usize = 5;
+/// Frame kind byte of a user frame (see `shardik_wire::frame`).
+const KIND_USER: u8 = 4;
+/// Same bound on coalesced bytes as the transport's writer, so the baselines batch alike.
+pub(crate) const COALESCE_BYTES: usize = 256 * 1024;
+
+/// Appends one user frame carrying `payload` as the wire codec would: length, kind, payload.
+pub(crate) fn put_frame(buf: &mut BytesMut, payload: &[u8]) {
+    buf.put_u32((payload.len() + 1) as u32);
+    buf.put_u8(KIND_USER);
+    buf.put_slice(payload);
+}
+
+/// Appends one user frame of a `len`-byte zero payload.
+pub(crate) fn put_zero_frame(buf: &mut BytesMut, len: usize) {
+    buf.put_u32((len + 1) as u32);
+    buf.put_u8(KIND_USER);
+    buf.put_bytes(0, len);
+}
+
+/// Appends one user frame of `len` payload bytes: `tag`, then zeros.
+pub(crate) fn put_tagged_frame(buf: &mut BytesMut, tag: u8, len: usize) {
+    buf.put_u32((len + 1) as u32);
+    buf.put_u8(KIND_USER);
+    buf.put_u8(tag);
+    buf.put_bytes(0, len.saturating_sub(1));
+}
+
+/// Appends one user frame of `len` payload bytes asking the raw peer for an answer of
+/// `answer` payload bytes ([`TAG_SIZED`]). `len` is at least [`SIZED_HEADER`].
+pub(crate) fn put_sized_request(buf: &mut BytesMut, len: usize, answer: usize) {
+    debug_assert!(len >= SIZED_HEADER);
+    buf.put_u32((len + 1) as u32);
+    buf.put_u8(KIND_USER);
+    buf.put_u8(TAG_SIZED);
+    buf.put_u32(answer as u32);
+    buf.put_bytes(0, len.saturating_sub(SIZED_HEADER));
+}
+
+/// The answer length a [`TAG_SIZED`] request asks for; an error if the request is too short
+/// or asks for more than a frame may carry (the peer must not allocate what a request says).
+pub(crate) fn sized_reply_len(payload: &[u8]) -> anyhow::Result<usize> {
+    let Some(len) = payload.get(1..SIZED_HEADER) else {
+        bail!(
+            "sized request of {} bytes, expected at least {SIZED_HEADER}",
+            payload.len()
+        );
+    };
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    // The kind byte counts towards the frame's length.
+    let max = shardik_wire::DEFAULT_MAX_FRAME_SIZE - 1;
+    if len > max {
+        bail!("sized request asks for a {len}-byte answer, more than a frame's {max}");
+    }
+    Ok(len)
+}
 
 /// Which tokio runtime the benchmark processes use; the peer inherits it through the
 /// `SHARDIK_BENCH_RUNTIME` environment variable of its process.
@@ -163,6 +231,47 @@ impl Throughput {
     }
 }
 
+/// One closed-loop measurement: a fixed number of requests in flight, each slot sending its
+/// next request as soon as its previous one was answered.
+pub(crate) struct ClosedLoop {
+    /// Requests in flight (one task each).
+    pub(crate) slots: usize,
+    /// Requests answered (the latencies recorded).
+    pub(crate) completed: u64,
+    /// Requests that failed (an error or no answer in time); not in the latencies.
+    pub(crate) failed: u64,
+    /// From the first request to the last answer.
+    pub(crate) elapsed: Duration,
+    /// From each request to its answer.
+    pub(crate) latencies: Latencies,
+}
+
+impl ClosedLoop {
+    /// Answered requests per second.
+    pub(crate) fn per_second(&self) -> f64 {
+        self.completed as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Requests per second and the latency percentiles, as a JSON object.
+    pub(crate) fn summary(&self) -> serde_json::Value {
+        json!({
+            "in_flight": self.slots,
+            "completed": self.completed,
+            "failed": self.failed,
+            "elapsed_s": self.elapsed.as_secs_f64(),
+            "requests_per_s": self.per_second(),
+            "latency": self.latencies.summary(),
+        })
+    }
+}
+
+/// The entity (index among `entities`) that slot `slot` of `slots` addresses with its `k`-th
+/// request: the slots interleave, so together they go round-robin over the entities. Sharding
+/// and its raw baseline use the same sequence, so their frames have the same sizes.
+pub(crate) fn entity_of(slot: usize, k: u64, slots: usize, entities: usize) -> usize {
+    ((slot as u64 + k * slots as u64) % entities as u64) as usize
+}
+
 /// A request sent this long after its slot means the open-loop scheduler fell behind.
 pub(crate) const LATE: Duration = Duration::from_millis(1);
 
@@ -256,6 +365,79 @@ impl Latencies {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shardik_wire::{Frame, FrameCodec};
+
+    fn decode_all(mut buf: BytesMut) -> Vec<bytes::Bytes> {
+        let codec = FrameCodec::default();
+        let mut out = Vec::new();
+        while let Some(f) = codec.decode(&mut buf).expect("a valid frame") {
+            match f {
+                Frame::User(p) => out.push(p),
+                other => panic!("not a user frame: {other:?}"),
+            }
+        }
+        assert!(buf.is_empty(), "bytes left over");
+        out
+    }
+
+    /// Every frame helper writes what the wire codec reads back as a user frame of exactly
+    /// the payload length asked for: the baselines' bytes on the wire are the sizes we say.
+    #[test]
+    fn raw_frames_decode_with_the_wire_codec_at_their_stated_sizes() {
+        let mut buf = BytesMut::new();
+        put_frame(&mut buf, b"hello");
+        put_zero_frame(&mut buf, 24);
+        put_tagged_frame(&mut buf, TAG_COUNT, 26);
+        put_sized_request(&mut buf, 37, 24);
+        assert_eq!(buf.len(), 4 * 5 + 5 + 24 + 26 + 37);
+        let frames = decode_all(buf);
+        assert_eq!(frames[0].as_ref(), b"hello");
+        assert_eq!(frames[1].as_ref(), &[0u8; 24][..]);
+        assert_eq!(frames[2].len(), 26);
+        assert_eq!(frames[2][0], TAG_COUNT);
+        assert_eq!(frames[3].len(), 37);
+        assert_eq!(frames[3][0], TAG_SIZED);
+        assert_eq!(sized_reply_len(&frames[3]).unwrap(), 24);
+    }
+
+    #[test]
+    fn slots_together_go_round_robin_over_the_entities() {
+        let (slots, entities) = (4, 10);
+        let mut seen = vec![0; entities];
+        for k in 0..5 {
+            for slot in 0..slots {
+                seen[entity_of(slot, k, slots, entities)] += 1;
+            }
+        }
+        // 20 requests over 10 entities: two each.
+        assert_eq!(seen, vec![2; entities]);
+        assert_eq!(entity_of(0, 0, 1, 3), 0);
+        assert_eq!(entity_of(0, 4, 1, 3), 1);
+    }
+
+    #[test]
+    fn closed_loop_rate_is_completed_over_elapsed() {
+        let c = ClosedLoop {
+            slots: 1,
+            completed: 500,
+            failed: 0,
+            elapsed: Duration::from_millis(250),
+            latencies: Latencies::new(),
+        };
+        assert_eq!(c.per_second(), 2000.0);
+        assert_eq!(c.summary()["requests_per_s"], 2000.0);
+    }
+
+    #[test]
+    fn a_sized_request_that_is_short_or_asks_too_much_is_refused() {
+        let err = sized_reply_len(&[TAG_SIZED, 0, 0]).unwrap_err().to_string();
+        assert!(err.contains("at least 5"), "{err}");
+        let mut buf = BytesMut::new();
+        put_sized_request(&mut buf, 5, u32::MAX as usize);
+        let frames = decode_all(buf);
+        let err = sized_reply_len(&frames[0]).unwrap_err().to_string();
+        assert!(err.contains("more than a frame"), "{err}");
+    }
 
     fn latencies(ns: impl IntoIterator<Item = u64>) -> Latencies {
         let mut l = Latencies::new();

@@ -15,7 +15,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_frames;
 mod bench_persistence;
+mod bench_raw;
 mod bench_remembered;
 mod bench_sharding;
 mod bench_support;
