@@ -16,7 +16,9 @@
 //!
 //! Payload layout (every message is `--size` bytes, at least [`HEADER`]): a tag byte
 //! ([`TAG_COUNT`] or [`TAG_ECHO`]), the sequence number (u64 BE), the send time in
-//! nanoseconds since the sender's epoch (u64 BE), then zero filler.
+//! nanoseconds since the sender's epoch (u64 BE), then zero filler. The raw peer also answers
+//! [`TAG_SIZED`] requests (tag, answer length u32 BE, filler) with a zero-filled frame of that
+//! length: `bench sharding remote` uses them for requests and answers whose sizes differ.
 
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -870,4 +872,69 @@ fn idle_bench(a: IdleArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::bench_raw::{Exchange, closed_loop, open_loop_requests};
+
+    /// A raw peer connection handler on a loopback listener in this process.
+    async fn raw_peer_here() -> Address {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                stream.set_nodelay(true).unwrap();
+                tokio::spawn(raw_peer_connection(stream, 0));
+            }
+        });
+        Address::new("127.0.0.1", port)
+    }
+
+    /// Every raw request gets an answer of the size it named (the closed loops check each
+    /// answer's size and fail otherwise), with one request in flight and with many pipelined.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_raw_peer_answers_each_request_in_order_with_the_size_it_asks_for() {
+        let peer = raw_peer_here().await;
+        let exchanges: Arc<[Exchange]> = [(38, 29), (40, 30), (5, 0), (200, 7)]
+            .into_iter()
+            .map(|(request, answer)| Exchange { request, answer })
+            .collect();
+        for slots in [1, 8] {
+            let c = closed_loop(&peer, slots, Duration::from_millis(200), exchanges.clone())
+                .await
+                .unwrap();
+            assert_eq!(c.slots, slots);
+            assert!(c.completed > 10, "{slots} slots: {} answers", c.completed);
+            assert_eq!(c.latencies.len(), c.completed);
+            assert_eq!(c.failed, 0);
+        }
+        let o = open_loop_requests(&peer, 1000, Duration::from_secs(1), exchanges)
+            .await
+            .unwrap();
+        assert_eq!(o.sent, 1000);
+        assert_eq!(o.failed, 0);
+        assert_eq!(o.from_send.len(), 1000);
+    }
+
+    /// A request for an answer larger than a frame ends its connection with an error instead
+    /// of allocating it.
+    #[tokio::test]
+    async fn a_sized_request_beyond_the_frame_limit_closes_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            raw_peer_connection(stream, 0).await
+        });
+        let mut client = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut buf = BytesMut::new();
+        crate::bench_support::put_sized_request(&mut buf, 5, u32::MAX as usize);
+        client.write_all(&buf).await.unwrap();
+        let err = server.await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("more than a frame"), "{err}");
+    }
 }

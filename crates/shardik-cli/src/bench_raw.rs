@@ -11,6 +11,8 @@
 //!   More slots: one task per slot on one connection, a writer task that coalesces what the
 //!   slots queued into one write, and a reader task that hands each answer to the oldest slot
 //!   waiting (the peer answers in order).
+//! - [`open_loop_requests`]: the same requests at a fixed rate from the open-loop thread,
+//!   through that writer and reader, one task per request awaiting its answer.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -24,10 +26,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::bench_support::{
     COALESCE_BYTES, ClosedLoop, Latencies, Peer, SIZED_HEADER, TAG_COUNT, Throughput, entity_of,
-    put_sized_request, put_tagged_frame, unix_ns,
+    open_loop, put_sized_request, put_tagged_frame, unix_ns,
 };
 
 /// Longest wait for one answer; as the sharding side's ask timeout.
@@ -173,14 +176,80 @@ async fn ping_pong(
     })
 }
 
-/// A request a slot queued for the writer: its exchange and where its answer goes.
+/// A request queued for the writer: its exchange and where its answer goes.
 struct Queued {
     exchange: Exchange,
     answered: oneshot::Sender<usize>,
 }
 
-/// Slots waiting for their answers, oldest first (the order their requests were written).
+/// Requests waiting for their answers, oldest first (the order they were written).
 type Waiting = Arc<Mutex<VecDeque<oneshot::Sender<usize>>>>;
+
+/// One connection carrying many requests at once: a writer task that writes whatever was
+/// queued since its last write in one write, and a reader task that hands each answer to the
+/// oldest request waiting (the peer answers in order).
+struct Pipeline {
+    queue: mpsc::Sender<Queued>,
+    write_task: JoinHandle<anyhow::Result<()>>,
+    read_task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Pipeline {
+    /// Starts the tasks on `stream`; at most `depth` requests wait for the writer.
+    fn start(stream: TcpStream, depth: usize) -> Pipeline {
+        let (reader, mut writer) = stream.into_split();
+        let waiting: Waiting = Arc::default();
+        let (queue, mut rx) = mpsc::channel::<Queued>(depth);
+        let writer_waiting = Arc::clone(&waiting);
+        let write_task = tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(depth);
+            let mut out = BytesMut::with_capacity(64 * 1024);
+            while rx.recv_many(&mut batch, depth).await > 0 {
+                {
+                    // Waiting in the order written: the peer answers in that order.
+                    let mut w = writer_waiting.lock().unwrap_or_else(|e| e.into_inner());
+                    for q in batch.drain(..) {
+                        put_sized_request(&mut out, q.exchange.request, q.exchange.answer);
+                        w.push_back(q.answered);
+                    }
+                }
+                writer.write_all(&out).await?;
+                out.clear();
+            }
+            anyhow::Ok(())
+        });
+        let read_task = tokio::spawn(read_answers(reader, waiting));
+        Pipeline {
+            queue,
+            write_task,
+            read_task,
+        }
+    }
+
+    /// Stops both tasks once every request has its answer; what the writer failed with.
+    async fn finish(self) -> anyhow::Result<()> {
+        drop(self.queue);
+        self.read_task.abort();
+        // Nothing is queued any more, so the writer ends with its channel.
+        self.write_task.await?
+    }
+}
+
+/// Waits (at most [`ANSWER_LIMIT`]) for the answer to a request of `exchange`; an error if it
+/// does not come or has the wrong size.
+async fn answer_of(exchange: Exchange, answer: oneshot::Receiver<usize>) -> anyhow::Result<()> {
+    let got = tokio::time::timeout(ANSWER_LIMIT, answer)
+        .await
+        .context("no answer from the raw peer")?
+        .context("the raw reader stopped")?;
+    if got != exchange.answer {
+        bail!(
+            "the raw peer answered {got} bytes, expected {}",
+            exchange.answer
+        );
+    }
+    Ok(())
+}
 
 async fn pipelined(
     stream: TcpStream,
@@ -188,34 +257,12 @@ async fn pipelined(
     duration: Duration,
     exchanges: Arc<[Exchange]>,
 ) -> anyhow::Result<ClosedLoop> {
-    let (reader, mut writer) = stream.into_split();
-    let waiting: Waiting = Arc::default();
-    let (tx, mut rx) = mpsc::channel::<Queued>(slots);
-    let writer_waiting = Arc::clone(&waiting);
-    let write_task = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(slots);
-        let mut out = BytesMut::with_capacity(64 * 1024);
-        while rx.recv_many(&mut batch, slots).await > 0 {
-            {
-                // Queued for answers in the order written: the peer answers in that order.
-                let mut w = writer_waiting.lock().unwrap_or_else(|e| e.into_inner());
-                for q in batch.drain(..) {
-                    put_sized_request(&mut out, q.exchange.request, q.exchange.answer);
-                    w.push_back(q.answered);
-                }
-            }
-            writer.write_all(&out).await?;
-            out.clear();
-        }
-        anyhow::Ok(())
-    });
-    let read_task = tokio::spawn(read_answers(reader, Arc::clone(&waiting)));
-
+    let pipeline = Pipeline::start(stream, slots);
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(slots);
     for slot in 0..slots {
-        let (tx, exchanges) = (tx.clone(), Arc::clone(&exchanges));
+        let (queue, exchanges) = (pipeline.queue.clone(), Arc::clone(&exchanges));
         tasks.push(tokio::spawn(async move {
             let mut latencies = Latencies::new();
             let mut k = 0;
@@ -223,26 +270,17 @@ async fn pipelined(
                 let exchange = exchanges[entity_of(slot, k, slots, exchanges.len())];
                 let (answered, answer) = oneshot::channel();
                 let t = Instant::now();
-                tx.send(Queued { exchange, answered })
+                queue
+                    .send(Queued { exchange, answered })
                     .await
                     .context("the raw writer stopped")?;
-                let got = tokio::time::timeout(ANSWER_LIMIT, answer)
-                    .await
-                    .context("no answer from the raw peer")?
-                    .context("the raw reader stopped")?;
+                answer_of(exchange, answer).await?;
                 latencies.record(t.elapsed().as_nanos() as u64);
-                if got != exchange.answer {
-                    bail!(
-                        "the raw peer answered {got} bytes, expected {}",
-                        exchange.answer
-                    );
-                }
                 k += 1;
             }
             anyhow::Ok(latencies)
         }));
     }
-    drop(tx);
     let mut latencies = Latencies::new();
     let mut first_error = None;
     for t in tasks {
@@ -254,9 +292,7 @@ async fn pipelined(
         }
     }
     let elapsed = started.elapsed();
-    read_task.abort();
-    // Every slot has its answer, so the writer has nothing left: it ends with the channel.
-    let written = write_task.await?;
+    let written = pipeline.finish().await;
     if let Some(e) = first_error {
         return Err(e);
     }
@@ -268,6 +304,67 @@ async fn pipelined(
         elapsed,
         latencies,
     })
+}
+
+/// A raw open-loop measurement.
+pub(crate) struct RawOpenLoop {
+    pub(crate) sent: u64,
+    /// Requests without a (correct) answer within [`ANSWER_LIMIT`].
+    pub(crate) failed: u64,
+    /// Requests sent more than [`crate::bench_support::LATE`] after their slot.
+    pub(crate) late: u64,
+    /// From the open-loop send (before the request is queued) to its answer.
+    pub(crate) from_send: Latencies,
+}
+
+/// Sends requests at `rate` per second for `duration` to the raw peer at `to` on one
+/// connection, in an open loop from its own thread as the sharding open loop does: request
+/// `seq` is `exchanges[seq % n]`, and one task per request awaits its answer.
+pub(crate) async fn open_loop_requests(
+    to: &Address,
+    rate: u64,
+    duration: Duration,
+    exchanges: Arc<[Exchange]>,
+) -> anyhow::Result<RawOpenLoop> {
+    if exchanges.iter().any(|e| e.request < SIZED_HEADER) || exchanges.is_empty() {
+        bail!("raw requests need at least one exchange of {SIZED_HEADER} bytes or more");
+    }
+    // Deep enough that the writer never holds the sender up at this rate.
+    let pipeline = Pipeline::start(connect(to).await?, 1024);
+    let queue = pipeline.queue.clone();
+    let epoch = Instant::now();
+    let handle = tokio::runtime::Handle::current();
+    let (sent, late, tasks) = tokio::task::spawn_blocking(move || {
+        let n = exchanges.len() as u64;
+        let mut tasks = Vec::new();
+        let (sent, late, _) = open_loop(rate, duration, epoch, |seq, sent_ns| {
+            let exchange = exchanges[(seq % n) as usize];
+            let (answered, answer) = oneshot::channel();
+            let queued = queue.blocking_send(Queued { exchange, answered }).is_ok();
+            tasks.push(handle.spawn(async move {
+                if !queued || answer_of(exchange, answer).await.is_err() {
+                    return None;
+                }
+                Some(((Instant::now() - epoch).as_nanos() as u64).saturating_sub(sent_ns))
+            }));
+        });
+        (sent, late, tasks)
+    })
+    .await?;
+    let mut out = RawOpenLoop {
+        sent,
+        failed: 0,
+        late,
+        from_send: Latencies::new(),
+    };
+    for t in tasks {
+        match t.await? {
+            Some(ns) => out.from_send.record(ns),
+            None => out.failed += 1,
+        }
+    }
+    pipeline.finish().await?;
+    Ok(out)
 }
 
 /// Hands each answer frame to the oldest waiting slot, until the connection ends.

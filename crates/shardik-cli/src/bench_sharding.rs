@@ -3,17 +3,21 @@
 //! - `local`: `tell` throughput to already-active entities on a single-node cluster, against
 //!   a raw tokio baseline doing the same work (a bounded channel into one task that looks the
 //!   entity up in a `HashMap` and increments it).
-//! - `remote`: one-way `tell` throughput and `ask` latency at a fixed rate from a node that
-//!   runs only a proxy to a second process that hosts the entities, so every message crosses
-//!   loopback TCP.
+//! - `remote`: from a node that runs only a proxy to a second process that hosts the
+//!   entities, so every message crosses loopback TCP: one-way `tell` throughput, `ask` in a
+//!   closed loop with one and with 64 requests in flight (one task per in-flight request, each
+//!   asking again once answered), and `ask` at a fixed rate (open loop). Each runs beside a
+//!   raw TCP baseline in the same run ([`crate::bench_raw`], against the raw
+//!   `bench-peer`): the same operation, the same number in flight, with frames of exactly the
+//!   sizes sharding sends ([`crate::bench_frames`]), and the ratios. `--only` picks parts.
 //! - `memory`: resident memory per idle entity (u64 state, passivation off) and the rate at
 //!   which entities are created in shards that already run.
 //! - `first-message`: latency of the first message to an entity whose shard is not allocated
 //!   yet (a coordinator round trip), against the second message to the same entity.
 //!
-//! Every benchmark prints one human-readable line, or one JSON object with `--json`. Nodes use
-//! the built-in configuration of `shardik node` (with `SHARDIK_…` environment overrides) and,
-//! like it, record metrics into the Prometheus recorder.
+//! Every benchmark prints one human-readable line (`remote`: one per part), or one JSON object
+//! with `--json`. Nodes use the built-in configuration of `shardik node` (with `SHARDIK_…`
+//! environment overrides) and, like it, record metrics into the Prometheus recorder.
 //!
 //! The remote peer is `shardik bench-sharding-peer` (hidden). It hosts the entities (it alone
 //! has the role [`HOST_ROLE`]) and reports on its stdout, one line each: `READY` once its node
@@ -155,7 +159,7 @@ struct RemoteArgs {
     common: Common,
 }
 
-/// One part of `bench sharding remote`; each beside its raw TCP baseline (but `open`).
+/// One part of `bench sharding remote`, each beside its raw TCP baseline.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 enum RemotePart {
     /// One-way tells, against raw one-way frames of the tells' sizes.
@@ -165,8 +169,8 @@ enum RemotePart {
     /// Asks with 64 in flight (closed loop), against 64 raw requests pipelined on one
     /// connection.
     Ask64,
-    /// Asks at a fixed rate (open loop, `--rate`); no raw baseline here (`bench transport`
-    /// has one for its frames).
+    /// Asks at a fixed rate (open loop, `--rate`), against raw requests at the same rate
+    /// pipelined on one connection.
     Open,
 }
 
@@ -764,7 +768,7 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     };
     let mut setup = RemoteSetup::start(tells_expected).await?;
     // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
-    let mut raw_peer = if parts.iter().any(|p| *p != RemotePart::Open) {
+    let mut raw_peer = if !parts.is_empty() {
         let expect = a.messages.to_string();
         Some(Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?)
     } else {
@@ -886,7 +890,17 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if parts.contains(&RemotePart::Open) {
         let load = load_average();
         let asks = ask_latency(refs.to_vec(), a.rate, duration).await?;
+        let raw_peer = raw_peer.as_ref().context("no raw peer")?;
+        let raw =
+            bench_raw::open_loop_requests(&raw_peer.addr, a.rate, duration, Arc::clone(&exchanges))
+                .await?;
         let (ask, from_send) = (&asks.ask, &asks.from_send);
+        // Both from the open-loop send: the raw side has no `ask` call to start from.
+        let q = |l: &Latencies, q: f64| l.quantile_us(q);
+        let (r50, r99) = (
+            q(from_send, 0.5) / q(&raw.from_send, 0.5),
+            q(from_send, 0.99) / q(&raw.from_send, 0.99),
+        );
         for (k, v) in [
             ("ask_rate", json!(a.rate)),
             ("ask_duration_s", json!(a.duration_s)),
@@ -896,12 +910,23 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
             ("late_threshold_ms", json!(LATE.as_millis() as u64)),
             ("ask", ask.summary()),
             ("ask_from_send", from_send.summary()),
+            (
+                "open_raw",
+                json!({
+                    "sent": raw.sent,
+                    "failed": raw.failed,
+                    "late": raw.late,
+                    "from_send": raw.from_send.summary(),
+                }),
+            ),
+            ("open_from_send_p50_ratio_to_raw", json!(r50)),
+            ("open_from_send_p99_ratio_to_raw", json!(r99)),
             ("open_load1_before", json!(load)),
         ] {
             value[k] = v;
         }
         lines.push(format!(
-            "{header} ask at {}/s (open loop): p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs (from the open-loop send, incl. task spawn: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs), {} failed, {} late (load {load:.2})",
+            "{header} ask at {}/s (open loop): p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs; from the open-loop send, incl. task spawn: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs ({} failed, {} late); raw TCP from the send: p50 {:.1} / p99 {:.1} / p99.9 {:.1} µs ({} failed, {} late); ratios from the send p50 {r50:.2} / p99 {r99:.2} (load {load:.2})",
             a.rate,
             ask.quantile_us(0.5),
             ask.quantile_us(0.99),
@@ -911,6 +936,11 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
             from_send.quantile_us(0.999),
             asks.failed,
             asks.late,
+            q(&raw.from_send, 0.5),
+            q(&raw.from_send, 0.99),
+            q(&raw.from_send, 0.999),
+            raw.failed,
+            raw.late,
         ));
     }
     setup.peer.stop().await;
