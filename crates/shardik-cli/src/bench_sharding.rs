@@ -768,12 +768,8 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     };
     let mut setup = RemoteSetup::start(tells_expected).await?;
     // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
-    let mut raw_peer = if !parts.is_empty() {
-        let expect = a.messages.to_string();
-        Some(Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?)
-    } else {
-        None
-    };
+    let expect = a.messages.to_string();
+    let mut raw_peer = Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?;
     let region = setup.proxy(REMOTE_KIND)?;
     let refs = entity_refs(&region, "e", a.entities);
     activate(&refs).await?;
@@ -800,9 +796,8 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     let refs = if parts.contains(&RemotePart::Tells) {
         let load = load_average();
         let (tells, refs_back) = remote_tells(&mut setup, refs, a.messages, a.send).await?;
-        let raw_peer = raw_peer.as_mut().context("no raw peer")?;
         let tell_sizes: Vec<usize> = sizes.iter().map(|s| s.tell).collect();
-        let raw = bench_raw::one_way(raw_peer, &tell_sizes, a.messages).await?;
+        let raw = bench_raw::one_way(&mut raw_peer, &tell_sizes, a.messages).await?;
         let ratio = tells.per_second() / raw.per_second();
         let mean_size = bench_frames::mean(&sizes, |s| s.tell);
         // The names of the fields from before the raw baseline are kept.
@@ -852,7 +847,6 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         let load = load_average();
         let sharding =
             closed_loop_asks(Arc::clone(&refs), slots, duration, Arc::clone(&values)).await?;
-        let raw_peer = raw_peer.as_ref().context("no raw peer")?;
         let raw =
             bench_raw::closed_loop(&raw_peer.addr, slots, duration, Arc::clone(&exchanges)).await?;
         let cmp = ClosedLoopComparison::new(&sharding, &raw);
@@ -890,7 +884,6 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if parts.contains(&RemotePart::Open) {
         let load = load_average();
         let asks = ask_latency(refs.to_vec(), a.rate, duration).await?;
-        let raw_peer = raw_peer.as_ref().context("no raw peer")?;
         let raw =
             bench_raw::open_loop_requests(&raw_peer.addr, a.rate, duration, Arc::clone(&exchanges))
                 .await?;
@@ -944,9 +937,7 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         ));
     }
     setup.peer.stop().await;
-    if let Some(p) = raw_peer {
-        p.stop().await;
-    }
+    raw_peer.stop().await;
     report(a.common.json, value, lines.join("\n"));
     Ok(())
 }
