@@ -23,7 +23,8 @@ use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableM
 use crate::metrics as m;
 use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
 use crate::transport::{
-    Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError, UserSender,
+    Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError, UserInbound,
+    UserSender,
 };
 
 /// What a node needs to start.
@@ -71,6 +72,9 @@ pub struct RunningNode {
     user_messages: std::sync::Mutex<Option<mpsc::Receiver<InboundUser>>>,
     /// Sends user payloads (sharding traffic) to other nodes.
     pub user_sender: UserSender,
+    /// Installs where inbound user payloads go, read by the connections' readers themselves
+    /// (sharding installs its dispatcher when it starts).
+    pub user_inbound: UserInbound,
 }
 
 impl RunningNode {
@@ -127,6 +131,7 @@ pub async fn start_with_sbr_lease(
     let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
     let user_sender = transport.user_sender();
+    let user_inbound = transport.user_inbound();
     let epoch = TokioInstant::now();
     let core = Membership::new(
         opts.membership.clone(),
@@ -171,6 +176,7 @@ pub async fn start_with_sbr_lease(
         finished,
         user_messages: std::sync::Mutex::new(Some(receivers.user)),
         user_sender,
+        user_inbound,
     })
 }
 

@@ -35,6 +35,13 @@ use crate::pb::s as pb;
 
 use pb::protocol_message::Message as PM;
 
+mod batch;
+pub use batch::{batch_item_len, encode_batch_frame, encode_batch_item};
+
+/// Default for [`ShardingLimits::max_envelopes_per_batch`]: 1 024, four times what a sender
+/// puts in one batch.
+pub const DEFAULT_MAX_ENVELOPES_PER_BATCH: usize = 1024;
+
 /// Default for [`ShardingLimits::max_id_len`]: 1 KiB, far above any sensible entity id while
 /// keeping a hostile peer from making every routing table entry huge.
 pub const DEFAULT_MAX_ID_LEN: usize = 1024;
@@ -54,6 +61,9 @@ pub struct ShardingLimits {
     /// The most shards one protocol message may list (`Register.hosted`, all shards of
     /// `ShardHomes` together, `StatsReply.shards`).
     pub max_shards_per_message: usize,
+    /// The most envelopes one batch may carry
+    /// ([`ShardingBody::Envelopes`]).
+    pub max_envelopes_per_batch: usize,
 }
 
 impl Default for ShardingLimits {
@@ -61,6 +71,7 @@ impl Default for ShardingLimits {
         ShardingLimits {
             max_id_len: DEFAULT_MAX_ID_LEN,
             max_shards_per_message: DEFAULT_MAX_SHARDS_PER_MESSAGE,
+            max_envelopes_per_batch: DEFAULT_MAX_ENVELOPES_PER_BATCH,
         }
     }
 }
@@ -79,6 +90,9 @@ pub struct ShardingFrame {
 pub enum ShardingBody {
     /// A user message to one entity.
     Envelope(WireEnvelope),
+    /// Several user messages to entities of the kind, in order (one frame for a burst to
+    /// one node). At most [`ShardingLimits::max_envelopes_per_batch`] on decode.
+    Envelopes(Vec<WireEnvelope>),
     /// The answer to an ask, back to the asking node.
     Reply(WireReply),
     /// A region/coordinator protocol message.
@@ -449,6 +463,17 @@ pub fn encode_sharding(frame: &ShardingFrame) -> Bytes {
             );
             return out.freeze();
         }
+        ShardingBody::Envelopes(envelopes) => {
+            let items: Vec<Bytes> = envelopes
+                .iter()
+                .map(|e| {
+                    let mut item = BytesMut::new();
+                    encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut item);
+                    item.freeze()
+                })
+                .collect();
+            return encode_batch_frame(&frame.kind, items.iter().map(|b| &b[..]));
+        }
         ShardingBody::Reply(r) => Body::Reply(reply_to_pb(r)),
         ShardingBody::Protocol(p) => Body::Protocol(protocol_to_pb(p)),
         ShardingBody::StatsRequest { request_id } => Body::StatsRequest(pb::StatsRequest {
@@ -712,6 +737,12 @@ fn frame_from_pb(
         .ok_or(DecodeError::MissingOrUnknownVariant("ShardingFrame.body"))?
     {
         Body::Envelope(e) => ShardingBody::Envelope(envelope_from_pb(e, limits)?),
+        // Batches are decoded by hand before the generated code sees the frame.
+        Body::Envelopes(_) => {
+            return Err(DecodeError::Invalid(
+                "an envelope batch reached the generic decoder".into(),
+            ));
+        }
         Body::Reply(r) => ShardingBody::Reply(reply_from_pb(r)?),
         Body::Protocol(p) => ShardingBody::Protocol(protocol_from_pb(p, limits)?),
         Body::StatsRequest(r) => ShardingBody::StatsRequest {
@@ -735,7 +766,7 @@ pub fn decode_sharding(
     bytes: &[u8],
     limits: &ShardingLimits,
 ) -> Result<ShardingFrame, DecodeError> {
-    frame_from_pb(pb::ShardingFrame::decode(bytes)?, limits)
+    decode_sharding_bytes(Bytes::copy_from_slice(bytes), limits)
 }
 
 /// [`decode_sharding`] from a shared buffer: envelope and reply payloads are slices of
@@ -745,6 +776,12 @@ pub fn decode_sharding_bytes(
     bytes: Bytes,
     limits: &ShardingLimits,
 ) -> Result<ShardingFrame, DecodeError> {
+    if let Some((kind, envelopes)) = batch::decode_batch(&bytes, limits)? {
+        return Ok(ShardingFrame {
+            kind,
+            body: ShardingBody::Envelopes(envelopes),
+        });
+    }
     frame_from_pb(pb::ShardingFrame::decode(bytes)?, limits)
 }
 
@@ -970,6 +1007,8 @@ mod tests {
                 .into_iter()
                 .map(|e| frame(ShardingBody::Envelope(e))),
         );
+        out.push(frame(ShardingBody::Envelopes(envelopes())));
+        out.push(frame(ShardingBody::Envelopes(Vec::new())));
         out.extend(replies().into_iter().map(|r| frame(ShardingBody::Reply(r))));
         out.extend(stats_requests().into_iter().map(frame));
         out.extend(
@@ -989,9 +1028,10 @@ mod tests {
             ShardingBody::Protocol(_) => 2,
             ShardingBody::StatsRequest { .. } => 3,
             ShardingBody::StatsReply(_) => 4,
+            ShardingBody::Envelopes(_) => 5,
         }
     }
-    const BODIES: usize = 5;
+    const BODIES: usize = 6;
 
     fn decode(b: &[u8]) -> Result<ShardingFrame, DecodeError> {
         decode_sharding(b, &ShardingLimits::default())
@@ -1055,6 +1095,80 @@ mod tests {
             e.to_string(),
             "buffer-full: region buffer of 100000 is full"
         );
+    }
+
+    #[test]
+    fn a_batch_decodes_as_prost_encodes_it_and_back() {
+        let envs = envelopes();
+        let prost = pb::ShardingFrame {
+            kind: "counter".into(),
+            body: Some(pb::sharding_frame::Body::Envelopes(pb::EnvelopeBatch {
+                envelopes: envs
+                    .iter()
+                    .map(|e| pb::Envelope {
+                        entity_id: e.entity_id.to_string(),
+                        shard_id: e.shard.to_string(),
+                        payload: e.payload.clone(),
+                        ask_id: e.ask_id.map_or(0, NonZeroU64::get),
+                    })
+                    .collect(),
+            })),
+        }
+        .encode_to_vec();
+        let ours = encode_sharding(&frame(ShardingBody::Envelopes(envs.clone())));
+        assert_eq!(
+            &ours[..],
+            &prost[..],
+            "the hand-written batch is what prost writes"
+        );
+        let back = decode(&ours).unwrap();
+        assert_eq!(back.body, ShardingBody::Envelopes(envs.clone()));
+        for e in &envs {
+            let mut item = BytesMut::new();
+            encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut item);
+            assert_eq!(
+                item.len(),
+                batch_item_len(&e.entity_id, &e.shard, e.payload.len(), e.ask_id)
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_over_the_limit_or_beside_another_body_is_refused() {
+        let tiny = WireEnvelope {
+            entity_id: Arc::from("e"),
+            shard: s("1"),
+            payload: Bytes::new(),
+            ask_id: None,
+        };
+        let limits = ShardingLimits {
+            max_envelopes_per_batch: 3,
+            ..ShardingLimits::default()
+        };
+        let three = encode_sharding(&frame(ShardingBody::Envelopes(vec![tiny.clone(); 3])));
+        assert!(decode_sharding(&three, &limits).is_ok());
+        let four = encode_sharding(&frame(ShardingBody::Envelopes(vec![tiny.clone(); 4])));
+        let err = decode_sharding(&four, &limits).unwrap_err();
+        assert!(err.to_string().contains("maximum of 3 envelopes"), "{err}");
+        // A batch and a single envelope in one frame: two bodies.
+        let mut both = BytesMut::from(&four[..]);
+        both.extend_from_slice(&prost_envelope("", &tiny)[..]);
+        assert!(decode(&both).is_err());
+        // Envelopes inside a batch are validated like single ones.
+        let empty_id = WireEnvelope {
+            entity_id: Arc::from(""),
+            ..tiny
+        };
+        assert!(
+            decode(&encode_sharding(&frame(ShardingBody::Envelopes(vec![
+                empty_id
+            ]))))
+            .is_err()
+        );
+        // Every truncation of a valid batch is an error or a shorter valid frame, never a panic.
+        for cut in 0..four.len() {
+            let _ = decode(&four[..cut]);
+        }
     }
 
     /// The envelope as prost would encode it: the reference the hand-written encoder must
@@ -1140,6 +1254,12 @@ mod tests {
                 ask_id: 3,
                 result: Ok(payload.clone()),
             }),
+            ShardingBody::Envelopes(vec![WireEnvelope {
+                entity_id: Arc::from("e"),
+                shard: s("1"),
+                payload: payload.clone(),
+                ask_id: None,
+            }]),
         ] {
             let wire = encode_sharding(&frame(body));
             let range = wire.as_ptr_range();
@@ -1147,6 +1267,7 @@ mod tests {
             let p = match decoded.body {
                 ShardingBody::Envelope(e) => e.payload,
                 ShardingBody::Reply(r) => r.result.unwrap(),
+                ShardingBody::Envelopes(mut e) => e.remove(0).payload,
                 ShardingBody::Protocol(_)
                 | ShardingBody::StatsRequest { .. }
                 | ShardingBody::StatsReply(_) => unreachable!(),

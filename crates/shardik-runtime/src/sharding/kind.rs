@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
@@ -17,7 +17,7 @@ use shardik_core::sharding::{
     KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
-    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireReply, encode_envelope,
+    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireReply, encode_batch_item,
     encode_sharding,
 };
 use tokio::sync::{mpsc, oneshot, watch};
@@ -28,6 +28,7 @@ use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
 use super::host::{Asker, Completed, EntityHost, HostOutput, Job};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
+use super::outgoing::Outgoing;
 use super::pending::PendingAsks;
 use super::remember::{self, RememberSettings, RememberWriter};
 use super::resolve::{Resolver, decoding_with};
@@ -93,7 +94,7 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
 struct State<E: Entity> {
     epoch: TokioInstant,
     node: KindNode<Payload<E>>,
-    outgoing: Vec<(UniqueAddress, Bytes)>,
+    outgoing: Outgoing,
     effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
@@ -142,7 +143,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         let mut st = State {
             epoch,
             node,
-            outgoing: Vec::new(),
+            outgoing: Outgoing::default(),
             effects: Vec::new(),
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
@@ -354,6 +355,19 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 };
                 self.route(st, Some(from), env);
             }
+            Control::RemoteBatch { from, envs } => {
+                for env in envs {
+                    let env = Envelope {
+                        entity: env.entity_id,
+                        shard: env.shard,
+                        msg: Payload::Remote {
+                            bytes: env.payload,
+                            reply_to: env.ask_id.map(|id| (from.clone(), id)),
+                        },
+                    };
+                    self.route(st, Some(from.clone()), env);
+                }
+            }
             Control::Protocol { from, msg } => self.input(st, KindInput::Protocol { from, msg }),
             Control::State(tx) => {
                 let _ = tx.send(RegionState {
@@ -458,7 +472,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             kind: self.name.clone(),
             body: ShardingBody::Protocol(msg),
         };
-        st.outgoing.push((to, encode_sharding(&frame)));
+        st.outgoing.frame(to, encode_sharding(&frame));
     }
 
     fn apply_effects(&mut self, st: &mut State<E>, effects: &mut Vec<KindEffect<Payload<E>>>) {
@@ -654,7 +668,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn forward(&mut self, st: &mut State<E>, to: UniqueAddress, env: Envelope<Payload<E>>) {
-        let mut buf = BytesMut::new();
         match env.msg {
             Payload::Remote { bytes, reply_to } => {
                 // Passing through (the home moved while the message was on its way). The next
@@ -681,14 +694,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         });
                     })
                 });
-                encode_envelope(
-                    &self.name,
-                    &env.entity,
-                    &env.shard,
-                    &bytes,
-                    relay_id,
-                    &mut buf,
-                );
+                st.outgoing.envelope(to, |buf| {
+                    encode_batch_item(&env.entity, &env.shard, &bytes, relay_id, buf)
+                });
             }
             Payload::Local { cmd, reply } => {
                 let bytes = match self.codec.encode(&cmd) {
@@ -716,17 +724,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         let _ = r.tx.send(reply);
                     })
                 });
-                encode_envelope(
-                    &self.name,
-                    &env.entity,
-                    &env.shard,
-                    &bytes,
-                    ask_id,
-                    &mut buf,
-                );
+                st.outgoing.envelope(to, |buf| {
+                    encode_batch_item(&env.entity, &env.shard, &bytes, ask_id, buf)
+                });
             }
         }
-        st.outgoing.push((to, buf.freeze()));
     }
 
     fn reply(&mut self, st: &mut State<E>, to: Asker<E::Reply>, result: Result<E::Reply, String>) {
@@ -745,7 +747,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                                 result: Ok(Bytes::from(bytes)),
                             }),
                         };
-                        st.outgoing.push((node, encode_sharding(&frame)));
+                        st.outgoing.frame(node, encode_sharding(&frame));
                     }
                     Err(e) => self.send_reply_error(
                         st,
@@ -777,7 +779,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 result: Err(ReplyError { kind, message }),
             }),
         };
-        st.outgoing.push((node, encode_sharding(&frame)));
+        st.outgoing.frame(node, encode_sharding(&frame));
     }
 
     fn count_drop(&self, reason: &'static str) {
@@ -819,14 +821,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     async fn flush(&mut self, st: &mut State<E>) {
+        if st.outgoing.is_empty() {
+            return;
+        }
         // Consecutive messages to the same node (the usual case for a proxy or a busy
-        // forwarder) go to its queue together, looked up once.
-        let mut outgoing = std::mem::take(&mut st.outgoing).into_iter().peekable();
-        while let Some((to, first)) = outgoing.next() {
-            let mut run = vec![first];
-            while let Some((_, bytes)) = outgoing.next_if(|(next, _)| *next == to) {
-                run.push(bytes);
-            }
+        // forwarder) go out together: their envelopes batched, the run written at once.
+        for (to, run) in st.outgoing.take_runs(&self.name) {
             let failed = self.sender.send_all(&to.address, run).await;
             if failed > 0 {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => self.name.to_string(), "reason" => "send-failed")

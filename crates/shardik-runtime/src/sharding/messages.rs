@@ -36,6 +36,11 @@ pub(crate) enum Control {
         from: UniqueAddress,
         env: WireEnvelope,
     },
+    /// Envelopes that arrived in one batch frame, in order.
+    RemoteBatch {
+        from: UniqueAddress,
+        envs: Vec<WireEnvelope>,
+    },
     Protocol {
         from: UniqueAddress,
         msg: Protocol,

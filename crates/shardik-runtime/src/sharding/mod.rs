@@ -18,10 +18,12 @@ mod api;
 mod daemon;
 mod host;
 mod id_map;
+mod inbound;
 mod keepalive;
 mod kind;
 mod leases;
 mod messages;
+mod outgoing;
 mod pending;
 mod remember;
 mod reply_to;
@@ -42,9 +44,9 @@ use shardik_core::sharding::{
     shard_number_for,
 };
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
-use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
+use shardik_wire::ShardingBody;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, warn};
+use tracing::warn;
 
 pub(crate) use api::reply_or_panic;
 pub use api::{
@@ -63,9 +65,8 @@ pub use singleton::{ClusterSingleton, OldestUpStrategy, SingletonRef, SingletonS
 pub use strategy::{AsyncShardAllocationStrategy, StrategyFuture};
 
 use crate::handle::NodeHandle;
-use crate::metrics as m;
 use crate::node::RunningNode;
-use crate::transport::{InboundUser, UserSender};
+use crate::transport::{InboundUser, UserInbound, UserSender};
 use kind::{KindSettings, KindTask};
 pub use leases::LeaseHealth;
 use messages::{Control, LocalMsg, LocalReply};
@@ -328,6 +329,7 @@ impl Sharding {
             node.self_node.clone(),
             user_messages,
             node.user_sender.clone(),
+            &node.user_inbound,
             config,
         ))
     }
@@ -337,6 +339,7 @@ impl Sharding {
         self_node: UniqueAddress,
         user_messages: mpsc::Receiver<InboundUser>,
         sender: UserSender,
+        user_inbound: &UserInbound,
         config: ShardingConfig,
     ) -> Sharding {
         let pending = PendingAsks::default();
@@ -357,7 +360,17 @@ impl Sharding {
             lease_health: Arc::default(),
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
         });
-        tokio::spawn(dispatch(Arc::clone(&inner), user_messages));
+        // Frames are dispatched by the connections' readers from now on; what the queue
+        // holds already (sent before sharding started) is dispatched by a task of its own.
+        let sink = inbound::InboundSink {
+            inner: Arc::downgrade(&inner),
+            pending: inner.pending.clone(),
+        };
+        user_inbound.install(Arc::new(sink));
+        tokio::spawn(inbound::drain_queue(
+            inbound::Dispatcher::new(Arc::downgrade(&inner), inner.pending.clone()),
+            user_messages,
+        ));
         // Every way of leaving hands the shards off before the exit is confirmed. The regions
         // start on their own when they see this node Leaving; this task waits for them. Weak,
         // so that the node's task list does not keep sharding alive.
@@ -1034,134 +1047,6 @@ impl<E: Entity> EntityRef<E> {
                 "the request was lost with its shard (node failure or force stop)".into(),
             )),
             Err(_) => Err(ShardingError::Timeout(timeout)),
-        }
-    }
-}
-
-/// Reads the node's inbound user traffic and hands each frame to its kind.
-async fn dispatch(inner: Arc<Inner>, mut inbound: mpsc::Receiver<InboundUser>) {
-    let limits = ShardingLimits::default();
-    // The kinds' control queues, looked up in the shared registry (a lock) only on first use:
-    // this loop runs for every message that arrives from another node.
-    let mut routes: HashMap<Arc<str>, mpsc::Sender<Control>> = HashMap::new();
-    while let Some(msg) = inbound.recv().await {
-        let frame = match decode_sharding_bytes(msg.payload.clone(), &limits) {
-            Ok(f) => f,
-            Err(e) => {
-                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")
-                    .increment(1);
-                warn!(from = %msg.from, error = %e, "malformed sharding frame dropped");
-                continue;
-            }
-        };
-        let control = match frame.body {
-            ShardingBody::Reply(reply) => {
-                let result = reply
-                    .result
-                    .map_err(|e| ShardingError::from_reply_error(&frame.kind, e));
-                if !inner.pending.complete(reply.ask_id, result) {
-                    debug!(
-                        ask_id = reply.ask_id,
-                        "reply for an ask that is no longer waiting"
-                    );
-                }
-                continue;
-            }
-            ShardingBody::Envelope(env) => Control::Remote {
-                from: msg.from.clone(),
-                env,
-            },
-            ShardingBody::Protocol(p) => Control::Protocol {
-                from: msg.from.clone(),
-                msg: p,
-            },
-            ShardingBody::StatsRequest { request_id } => {
-                // Answered from a task of its own, so a slow region never stalls the reader.
-                let inner = Arc::clone(&inner);
-                let (kind, to) = (frame.kind.clone(), msg.from.clone());
-                tokio::spawn(async move {
-                    let sharding = Sharding { inner };
-                    let timeout = sharding.inner.config.query_timeout;
-                    let shards = sharding
-                        .region_stats(&kind, timeout)
-                        .await
-                        .unwrap_or_default();
-                    let reply = shardik_wire::ShardingFrame {
-                        kind,
-                        body: ShardingBody::StatsReply(shardik_wire::WireStats {
-                            request_id,
-                            shards: shards
-                                .into_iter()
-                                .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
-                                .collect(),
-                        }),
-                    };
-                    sharding
-                        .inner
-                        .sender
-                        .send(&to.address, shardik_wire::encode_sharding(&reply))
-                        .await;
-                });
-                continue;
-            }
-            ShardingBody::StatsReply(stats) => {
-                let waiter = inner
-                    .stats_waiters
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&stats.request_id.get())
-                    .cloned();
-                if let Some(tx) = waiter {
-                    let _ = tx.send((msg.from.clone(), stats.shards));
-                }
-                continue;
-            }
-        };
-        if !routes.contains_key(&frame.kind) {
-            let registered = inner
-                .kinds
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&frame.kind)
-                .map(|k| k.control.clone());
-            if let Some(tx) = registered {
-                routes.insert(frame.kind.clone(), tx);
-            }
-        }
-        match routes.get(&frame.kind) {
-            // Waiting here stops reading the connection: back-pressure to the sender.
-            Some(tx) => {
-                if tx.send(control).await.is_err() {
-                    // The kind's task ended (node stopping): forget it, as the registry does.
-                    routes.remove(&frame.kind);
-                }
-            }
-            None => {
-                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => frame.kind.to_string(), "reason" => "unknown-kind")
-                    .increment(1);
-                debug!(kind = %frame.kind, from = %msg.from, "message for an entity kind not running here");
-                if let Control::Remote { env, .. } = control {
-                    if let Some(ask_id) = env.ask_id {
-                        let reply = shardik_wire::ShardingFrame {
-                            kind: frame.kind.clone(),
-                            body: ShardingBody::Reply(shardik_wire::WireReply {
-                                ask_id: ask_id.get(),
-                                result: Err(shardik_wire::ReplyError {
-                                    kind: ReplyErrorKind::UnknownKind,
-                                    message: format!(
-                                        "entity kind {} is not running on {}",
-                                        frame.kind, inner.self_node.address
-                                    ),
-                                }),
-                            }),
-                        };
-                        inner
-                            .sender
-                            .send(&msg.from.address, shardik_wire::encode_sharding(&reply))
-                            .await;
-                    }
-                }
-            }
         }
     }
 }

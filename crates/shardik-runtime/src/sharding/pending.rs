@@ -151,7 +151,7 @@ impl ReplyEndpoint {
     }
 
     /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).
-    /// `kind` names the entity kind the ask went to, for the asker's logs. Never blocks: when
+    /// `kind` names the entity kind the ask went to, for the asker's logs. Never waits: when
     /// the asker's queue is full, the reply waits in a task of its own (at most
     /// [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and logged).
     pub fn answer(
@@ -176,6 +176,10 @@ impl ReplyEndpoint {
             }),
         };
         let payload = encode_sharding(&frame);
+        // Most of the time the asker's lane has room: the reply is written from here.
+        let Err(payload) = self.sender.try_send(&asker.address, payload) else {
+            return;
+        };
         let (sender, to, kind) = (self.sender.clone(), asker.address.clone(), Arc::clone(kind));
         if self.waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_REPLIES {
             self.waiting.fetch_sub(1, Ordering::Relaxed);

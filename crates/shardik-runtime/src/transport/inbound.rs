@@ -38,6 +38,25 @@ pub struct InboundUser {
     pub payload: Bytes,
 }
 
+/// Takes user payloads where a connection's reader reads them, instead of through a queue
+/// to another task: one hand-off fewer for every message from another node.
+pub trait UserSink: Send + Sync + 'static {
+    /// A handler for the payloads of one inbound connection (it may keep state, such as
+    /// routes it looked up, for as long as the connection lives).
+    fn connection(&self) -> Box<dyn UserConnection>;
+}
+
+/// What waits before the reader may read on.
+pub type Backpressure = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Handles the payloads of one inbound connection, in the order they were read.
+pub trait UserConnection: Send {
+    /// Takes `payload`, sent by `from`. Returns a future when the payload's consumer has no
+    /// room: the reader awaits it before reading on, so TCP flow control pushes back to the
+    /// sender's bounded queue instead of anything being dropped or growing.
+    fn deliver(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure>;
+}
+
 /// Where the readers put what they decode.
 #[derive(Clone)]
 pub(super) struct Sinks {
@@ -197,6 +216,12 @@ async fn read_messages(
     tx: Sinks,
 ) -> Result<(), String> {
     let cfg = &shared.config;
+    // Until a sink is installed (sharding not started yet), payloads go to the queue.
+    let mut sink: Option<Box<dyn UserConnection>> = None;
+    let user_frames =
+        metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "in", "lane" => "user");
+    let bytes_in =
+        metrics::counter!(m::TRANSPORT_BYTES_TOTAL, "direction" => "in", "lane" => "any");
     loop {
         // Decode everything already buffered before reading again.
         let frame = match codec.decode(&mut buf) {
@@ -217,7 +242,7 @@ async fn read_messages(
                         };
                     }
                     Ok(Ok(n)) => {
-                        metrics::counter!(m::TRANSPORT_BYTES_TOTAL, "direction" => "in", "lane" => "any").increment(n as u64);
+                        bytes_in.increment(n as u64);
                         continue;
                     }
                     Ok(Err(e)) => return Err(format!("read failed: {e}")),
@@ -262,8 +287,16 @@ async fn read_messages(
                 }
             }
             Frame::User(bytes) => {
-                metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "in", "lane" => "user")
-                    .increment(1);
+                user_frames.increment(1);
+                if sink.is_none() {
+                    sink = shared.user_sink.get().map(|s| s.connection());
+                }
+                if let Some(sink) = sink.as_mut() {
+                    if let Some(wait) = sink.deliver(&from, bytes) {
+                        wait.await;
+                    }
+                    continue;
+                }
                 let msg = InboundUser {
                     from: from.clone(),
                     payload: bytes,

@@ -24,7 +24,7 @@ use shardik_wire::{DecodeLimits, LocalIdentity};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-pub use inbound::{Inbound, InboundUser};
+pub use inbound::{Backpressure, Inbound, InboundUser, UserConnection, UserSink};
 
 /// Which queue and connection a message travels on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -124,6 +124,8 @@ pub enum TransportError {
 struct Shared {
     config: TransportConfig,
     identity: LocalIdentity,
+    /// Where readers hand user payloads once one is installed (else to the user queue).
+    user_sink: std::sync::OnceLock<Arc<dyn UserSink>>,
 }
 
 /// What the transport delivers to its owner: decoded membership messages and raw user
@@ -168,7 +170,11 @@ impl Transport {
             })?;
         let (tx, rx) = mpsc::channel(config.inbound_queue_size.max(1));
         let (user_tx, user_rx) = mpsc::channel(config.inbound_user_queue_size.max(1));
-        let shared = Arc::new(Shared { config, identity });
+        let shared = Arc::new(Shared {
+            config,
+            identity,
+            user_sink: std::sync::OnceLock::new(),
+        });
         tokio::spawn(inbound::accept_loop(
             listener,
             Arc::clone(&shared),
@@ -241,6 +247,13 @@ impl Transport {
         }
     }
 
+    /// A handle that installs where inbound user payloads go (see [`UserInbound`]).
+    pub fn user_inbound(&self) -> UserInbound {
+        UserInbound {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// How many peer lanes have a writer (for tests and inspection).
     pub fn peer_count(&self) -> usize {
         self.peers.values().filter(|q| !q.is_closed()).count()
@@ -249,6 +262,28 @@ impl Transport {
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).
     pub fn forget_peer(&mut self, address: &Address) {
         self.peers.retain(|(a, _), _| a != address);
+    }
+}
+
+/// Installs the [`UserSink`] that connection readers hand user payloads to, once.
+#[derive(Clone)]
+pub struct UserInbound {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for UserInbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserInbound").finish_non_exhaustive()
+    }
+}
+
+impl UserInbound {
+    /// From now on, readers hand user payloads to `sink` as they read them, instead of to the
+    /// user queue of [`Receivers`] (each connection switches at its next payload; the queue
+    /// keeps what it already holds, so its consumer should drain it). False if a sink was
+    /// installed already.
+    pub fn install(&self, sink: Arc<dyn UserSink>) -> bool {
+        self.shared.user_sink.set(sink).is_ok()
     }
 }
 
@@ -271,12 +306,12 @@ impl std::fmt::Debug for UserSender {
 }
 
 impl UserSender {
-    /// The queue of `to`, created on first use; `None` when the peer cap is reached.
-    fn queue(&self, to: &Address) -> Option<mpsc::Sender<Outgoing>> {
+    /// The lane of `to`, created on first use; `None` when the peer cap is reached.
+    fn lane(&self, to: &Address) -> Option<Arc<outbound::PeerLane>> {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(q) = peers.get(to) {
             if !q.is_closed() {
-                return Some(q.sender());
+                return Some(q.lane());
             }
         }
         if !peers.contains_key(to) && peers.len() >= self.shared.config.maximum_peers {
@@ -288,65 +323,92 @@ impl UserSender {
             }
         }
         let q = outbound::PeerQueue::spawn(to.clone(), Lane::User, Arc::clone(&self.shared));
-        let tx = q.sender();
+        let lane = q.lane();
         peers.insert(to.clone(), q);
-        Some(tx)
+        Some(lane)
     }
 
-    /// Queues `payload` for `to`, waiting while the queue is full. False when it could not be
-    /// queued (peer cap reached, or the writer ended); the caller counts and reports that.
+    /// The lane that replaces `closed` (it ended when idle, or on a failure).
+    fn next_lane(
+        &self,
+        to: &Address,
+        closed: &Arc<outbound::PeerLane>,
+    ) -> Option<Arc<outbound::PeerLane>> {
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            if peers
+                .get(to)
+                .is_some_and(|q| Arc::ptr_eq(&q.lane(), closed))
+            {
+                peers.remove(to);
+            }
+        }
+        self.lane(to)
+    }
+
+    /// Sends `payload` to `to`, waiting while the peer's lane is full. When the lane is idle
+    /// the payload is written to the socket from this task, without waking the writer. False
+    /// when it could not be queued (peer cap reached); the caller counts and reports that.
     pub async fn send(&self, to: &Address, payload: bytes::Bytes) -> bool {
-        let Some(tx) = self.queue(to) else {
-            return false;
-        };
-        self.send_on(&tx, to, payload).await
+        self.send_all(to, std::iter::once(payload)).await == 0
     }
 
-    /// Queues every payload of `payloads` for `to`, in order, looking the peer's queue up
-    /// once. Returns how many could not be queued (as [`send`](Self::send) would report).
+    /// Sends `payload` to `to` if its lane has room now, without waiting. `Err` hands the
+    /// payload back when the lane is full (or the peer cap is reached), for a caller that
+    /// then waits with [`send`](Self::send) elsewhere.
+    pub fn try_send(&self, to: &Address, payload: bytes::Bytes) -> Result<(), bytes::Bytes> {
+        let Some(mut lane) = self.lane(to) else {
+            return Err(payload);
+        };
+        let mut msg = Outgoing::User(payload);
+        loop {
+            match lane.push(msg) {
+                Ok(()) => return Ok(()),
+                Err(outbound::Refused::Full(Outgoing::User(p))) => return Err(p),
+                Err(outbound::Refused::Closed(m)) => {
+                    msg = m;
+                    match self.next_lane(to, &lane) {
+                        Some(next) => lane = next,
+                        None => return Err(payload_of(msg)),
+                    }
+                }
+                Err(outbound::Refused::Full(m)) => return Err(payload_of(m)),
+            }
+        }
+    }
+
+    /// Sends every payload of `payloads` to `to`, in order, looking the peer's lane up once
+    /// and writing them together. Waits while the lane is full. Returns how many could not be
+    /// queued (as [`send`](Self::send) would report).
     pub async fn send_all(
         &self,
         to: &Address,
         payloads: impl IntoIterator<Item = bytes::Bytes>,
     ) -> usize {
-        let payloads = payloads.into_iter();
-        let Some(mut tx) = self.queue(to) else {
-            return payloads.count();
+        let mut msgs = payloads.into_iter().map(Outgoing::User).peekable();
+        let Some(mut lane) = self.lane(to) else {
+            return msgs.count();
         };
-        let mut failed = 0;
-        for payload in payloads {
-            if tx.is_closed() {
-                // The writer ended (it does when idle, or on a failure) and `send_on` may
-                // have started another: use the current one.
-                if let Some(next) = self.queue(to) {
-                    tx = next;
+        loop {
+            let closed = {
+                // Registered before trying, so that room made between the try and the wait
+                // wakes us.
+                let room = lane.room();
+                tokio::pin!(room);
+                room.as_mut().enable();
+                match lane.push_run(&mut msgs) {
+                    outbound::RunPushed::All => return 0,
+                    outbound::RunPushed::Full => {
+                        room.await;
+                        false
+                    }
+                    outbound::RunPushed::Closed => true,
                 }
-            }
-            if !self.send_on(&tx, to, payload).await {
-                failed += 1;
-            }
-        }
-        failed
-    }
-
-    async fn send_on(
-        &self,
-        tx: &mpsc::Sender<Outgoing>,
-        to: &Address,
-        payload: bytes::Bytes,
-    ) -> bool {
-        match tx.try_send(Outgoing::User(payload)) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(msg)) => tx.send(msg).await.is_ok(),
-            Err(mpsc::error::TrySendError::Closed(msg)) => {
-                // The writer ended (idle) between lookup and send: start a new one.
-                self.peers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(to);
-                match self.queue(to) {
-                    Some(tx) => tx.send(msg).await.is_ok(),
-                    None => false,
+            };
+            if closed {
+                match self.next_lane(to, &lane) {
+                    Some(next) => lane = next,
+                    None => return msgs.count(),
                 }
             }
         }
@@ -358,6 +420,14 @@ impl UserSender {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(address);
+    }
+}
+
+fn payload_of(msg: Outgoing) -> bytes::Bytes {
+    match msg {
+        Outgoing::User(p) => p,
+        // Only user payloads travel through a `UserSender`.
+        Outgoing::Membership(_) => bytes::Bytes::new(),
     }
 }
 

@@ -1,69 +1,271 @@
-//! One writer per peer and lane: connect with timeout and backoff, handshake, then write
-//! queued messages, coalescing whatever is queued into one write.
+//! One lane per peer: an ordered buffer of encoded frames, bounded in messages.
+//!
+//! A sender that finds the lane idle (nothing buffered, no write in progress, connected)
+//! writes its frames to the socket itself, without waking another task: that is the common
+//! case for request/response traffic, and it saves a hand-off per message. Whatever cannot be
+//! written at once (the socket's buffer is full, a write is in progress, not connected yet)
+//! stays in the buffer, in order, for the lane's writer task, which connects (timeout,
+//! backoff, handshake) and drains it. Order is kept because a sender writes directly only
+//! when nothing is buffered and the writer is not writing, and it decides and writes under
+//! the lane's lock.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use shardik_core::membership::Address;
 use shardik_wire::{Frame, FrameCodec, Handshake, HandshakeReply};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
 use super::{Lane, Outgoing, Shared};
 use crate::metrics as m;
 
-/// Upper bound on bytes coalesced into one write.
-const COALESCE_BYTES: usize = 256 * 1024;
-
-/// Messages taken from the queue per channel operation.
-const BATCH: usize = 512;
-
-/// The sending end of one peer lane. Dropping it ends the writer task.
+/// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
+/// closes the lane: its writer ends and its connection is closed.
 pub(super) struct PeerQueue {
-    tx: mpsc::Sender<Outgoing>,
-    lane: Lane,
-    to: Address,
+    lane: Arc<PeerLane>,
+}
+
+impl Drop for PeerQueue {
+    fn drop(&mut self) {
+        self.lane.close();
+    }
+}
+
+/// How much of a run [`PeerLane::push_run`] took.
+pub(super) enum RunPushed {
+    /// Every message.
+    All,
+    /// Some: the lane filled up.
+    Full,
+    /// None: the lane has closed.
+    Closed,
+}
+
+/// Why a message was not taken.
+pub(super) enum Refused {
+    /// The lane holds as many messages as it may; the message is handed back.
+    Full(Outgoing),
+    /// The lane has closed (its writer ended after idling, or the peer was forgotten).
+    Closed(Outgoing),
 }
 
 impl PeerQueue {
     pub(super) fn spawn(to: Address, lane: Lane, shared: Arc<Shared>) -> Self {
-        let size = match lane {
+        let capacity = match lane {
             Lane::Control => shared.config.outbound_control_queue_size,
             Lane::User => shared.config.outbound_user_queue_size,
         };
-        let (tx, rx) = mpsc::channel(size.max(1));
-        tokio::spawn(writer(to.clone(), lane, shared, rx));
-        PeerQueue { tx, lane, to }
+        let peer_lane = Arc::new(PeerLane {
+            to,
+            lane,
+            capacity: capacity.max(1),
+            codec: FrameCodec::new(shared.config.maximum_frame_size),
+            state: Mutex::new(LaneState {
+                buf: BytesMut::new(),
+                frames: 0,
+                writing: false,
+                stream: None,
+                closed: false,
+                used: false,
+            }),
+            work: Notify::new(),
+            room: Notify::new(),
+            frames_out: metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "out", "lane" => lane.as_str()),
+            bytes_out: metrics::counter!(m::TRANSPORT_BYTES_TOTAL, "direction" => "out", "lane" => lane.as_str()),
+        });
+        tokio::spawn(writer(Arc::clone(&peer_lane), shared));
+        PeerQueue { lane: peer_lane }
     }
 
-    /// Whether the writer has ended (it does after `idle-timeout` without traffic).
+    /// Whether the lane has closed (its writer ends after `idle-timeout` without traffic).
     pub(super) fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.lane.is_closed()
     }
 
-    /// The queue's sending end, for callers that wait for room instead of dropping.
-    pub(super) fn sender(&self) -> mpsc::Sender<Outgoing> {
-        self.tx.clone()
+    /// The lane itself, for senders that wait for room instead of dropping.
+    pub(super) fn lane(&self) -> Arc<PeerLane> {
+        Arc::clone(&self.lane)
     }
 
-    /// Queues a message; false if the queue is full (the message is dropped and counted).
+    /// Queues (or writes) a message; false if the lane is full or closed (the message is
+    /// dropped and counted).
     pub(super) fn push(&self, msg: Outgoing) -> bool {
-        match self.tx.try_send(msg) {
+        match self.lane.push(msg) {
             Ok(()) => true,
             Err(_) => {
-                metrics::counter!(m::OUTBOUND_QUEUE_OVERFLOW_TOTAL, "lane" => self.lane.as_str())
+                metrics::counter!(m::OUTBOUND_QUEUE_OVERFLOW_TOTAL, "lane" => self.lane.lane.as_str())
                     .increment(1);
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "outbound-queue-full")
                     .increment(1);
-                debug!(to = %self.to, lane = self.lane.as_str(), "outbound queue full: message dropped");
+                debug!(to = %self.lane.to, lane = self.lane.lane.as_str(), "outbound queue full: message dropped");
                 false
             }
         }
     }
+}
+
+/// One peer lane, shared by its senders and its writer task.
+pub(super) struct PeerLane {
+    to: Address,
+    lane: Lane,
+    /// The most messages buffered at once.
+    capacity: usize,
+    codec: FrameCodec,
+    state: Mutex<LaneState>,
+    /// Wakes the writer: bytes wait to be written, or the lane closed.
+    work: Notify,
+    /// Wakes senders that wait for room.
+    room: Notify,
+    frames_out: metrics::Counter,
+    bytes_out: metrics::Counter,
+}
+
+struct LaneState {
+    /// Encoded frames not yet handed to the socket, in order. After a partial direct write
+    /// it may start in the middle of a frame: it is then written before anything else, on the
+    /// same connection, or dropped with that connection.
+    buf: BytesMut,
+    /// Messages whose bytes are (at least partly) in `buf`: the bound counts messages, as the
+    /// queue it replaces did.
+    frames: usize,
+    /// The writer holds bytes it took from `buf` and is writing them.
+    writing: bool,
+    /// The connection, once connected and handshaken.
+    stream: Option<Arc<TcpStream>>,
+    closed: bool,
+    /// Something was sent since the writer last looked: the lane is not idle, even if every
+    /// message went out by direct writes the writer never saw.
+    used: bool,
+}
+
+impl PeerLane {
+    fn lock(&self) -> MutexGuard<'_, LaneState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.work.notify_one();
+        self.room.notify_waiters();
+    }
+
+    /// Takes one message: written at once when the lane is idle, else buffered for the writer.
+    pub(super) fn push(&self, msg: Outgoing) -> Result<(), Refused> {
+        let mut st = self.lock();
+        if st.closed {
+            return Err(Refused::Closed(msg));
+        }
+        if st.frames >= self.capacity {
+            return Err(Refused::Full(msg));
+        }
+        let idle = st.buf.is_empty() && !st.writing;
+        if encode(&self.codec, &msg, &mut st.buf) {
+            st.frames += 1;
+        }
+        self.written_or_wake(&mut st, idle);
+        Ok(())
+    }
+
+    /// Takes messages from `msgs` while there is room, then writes them at once if the lane
+    /// was idle (one system call for the lot). A closed lane takes nothing.
+    pub(super) fn push_run<I: Iterator<Item = Outgoing>>(
+        &self,
+        msgs: &mut std::iter::Peekable<I>,
+    ) -> RunPushed {
+        let mut st = self.lock();
+        if st.closed {
+            return RunPushed::Closed;
+        }
+        let idle = st.buf.is_empty() && !st.writing;
+        while st.frames < self.capacity {
+            let Some(msg) = msgs.next() else { break };
+            if encode(&self.codec, &msg, &mut st.buf) {
+                st.frames += 1;
+            }
+        }
+        self.written_or_wake(&mut st, idle);
+        if msgs.peek().is_none() {
+            RunPushed::All
+        } else {
+            RunPushed::Full
+        }
+    }
+
+    /// Waits until the lane may have room (or closed). Create the future before trying, so
+    /// that a wake-up between the try and the wait is not lost.
+    pub(super) fn room(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room.notified()
+    }
+
+    /// After frames were added to `buf`: writes them now if the lane was idle and connected,
+    /// else makes sure the writer will.
+    fn written_or_wake(&self, st: &mut LaneState, was_idle: bool) {
+        st.used = true;
+        if st.buf.is_empty() {
+            return;
+        }
+        if was_idle {
+            if let Some(stream) = st.stream.clone() {
+                let before = st.buf.len();
+                match write_now(&stream, &mut st.buf) {
+                    Ok(()) => {
+                        self.bytes_out.increment((before - st.buf.len()) as u64);
+                        if st.buf.is_empty() {
+                            self.frames_out.increment(st.frames as u64);
+                            st.frames = 0;
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        info!(to = %self.to, lane = self.lane.as_str(), error = %e, "connection lost; reconnecting");
+                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
+                            .increment(st.frames as u64);
+                        st.buf.clear();
+                        st.frames = 0;
+                        st.stream = None;
+                        return;
+                    }
+                }
+            }
+        }
+        self.work.notify_one();
+    }
+}
+
+/// Writes as much of `buf` as the socket takes without waiting, consuming what was written.
+fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match stream.try_write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf.advance(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes`, waiting for the socket to take them.
+async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(bytes) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
@@ -90,98 +292,140 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
     }
 }
 
-async fn writer(to: Address, lane: Lane, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
+/// What the writer found to do.
+enum Work {
+    /// Connect first: bytes wait and there is no connection.
+    Connect,
+    /// Write these bytes (this many messages) on this connection.
+    Write(Arc<TcpStream>, BytesMut, usize),
+    /// Nothing waits.
+    Idle,
+    /// The lane closed.
+    Stop,
+}
+
+async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     let cfg = &shared.config;
-    let codec = FrameCodec::new(cfg.maximum_frame_size);
+    let (to, name) = (&lane.to, lane.lane.as_str());
     let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
-    let mut pending: Option<Outgoing> = None;
+    let write_limit = cfg.handshake_timeout.max(Duration::from_secs(5));
     loop {
-        // Connect lazily: only when there is something to send.
-        let first = match pending.take() {
-            Some(m) => m,
-            // Nothing to send for `idle-timeout`: end, so that peers we no longer talk to do
-            // not keep a task and a queue forever.
-            None => match tokio::time::timeout(cfg.idle_timeout, rx.recv()).await {
-                Ok(Some(m)) => m,
-                Ok(None) | Err(_) => return,
+        let work = {
+            let mut st = lane.lock();
+            // A closed lane still writes what it buffered when it has a connection (as a
+            // closed queue was drained); what it cannot send is counted below.
+            if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
+                Work::Stop
+            } else if st.buf.is_empty() {
+                Work::Idle
+            } else if let Some(stream) = st.stream.clone() {
+                let bytes = st.buf.split();
+                let frames = std::mem::take(&mut st.frames);
+                st.writing = true;
+                Work::Write(stream, bytes, frames)
+            } else {
+                Work::Connect
+            }
+        };
+        match work {
+            Work::Stop => break,
+            Work::Idle => {
+                // Nothing to send for `idle-timeout`, and nobody sent directly meanwhile: end,
+                // so that peers we no longer talk to do not keep a task and a connection.
+                if tokio::time::timeout(cfg.idle_timeout, lane.work.notified())
+                    .await
+                    .is_err()
+                {
+                    let mut st = lane.lock();
+                    if !std::mem::take(&mut st.used) && st.buf.is_empty() {
+                        st.closed = true;
+                        break;
+                    }
+                }
+            }
+            Work::Connect => match connect(to, &shared).await {
+                Ok(stream) => {
+                    backoff.reset();
+                    let mut st = lane.lock();
+                    if st.closed {
+                        break;
+                    }
+                    st.stream = Some(Arc::new(stream));
+                }
+                Err(reason) => {
+                    let retry_in = backoff.next_delay(&mut rand::rng());
+                    debug!(%to, lane = name, %reason, ?retry_in, "connect failed");
+                    // Messages queued meanwhile for an unreachable peer are dropped: the
+                    // protocols above retry by themselves, and holding them would only deliver
+                    // stale state.
+                    let dropped = {
+                        let mut st = lane.lock();
+                        st.buf.clear();
+                        std::mem::take(&mut st.frames)
+                    };
+                    lane.room.notify_waiters();
+                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "peer-unreachable")
+                        .increment(dropped as u64);
+                    tokio::time::sleep(retry_in).await;
+                }
             },
-        };
-        let mut stream = match connect(&to, &shared).await {
-            Ok(s) => {
-                backoff.reset();
-                s
-            }
-            Err(reason) => {
-                let retry_in = backoff.next_delay(&mut rand::rng());
-                debug!(%to, lane = lane.as_str(), %reason, ?retry_in, "connect failed");
-                // Messages queued meanwhile for an unreachable peer are dropped: the protocols
-                // above retry by themselves, and holding them would only deliver stale state.
-                let mut dropped = 1u64;
-                while rx.try_recv().is_ok() {
-                    dropped += 1;
-                }
-                metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "peer-unreachable")
-                    .increment(dropped);
-                tokio::time::sleep(retry_in).await;
-                continue;
-            }
-        };
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        let mut next = Some(first);
-        let mut batch: Vec<Outgoing> = Vec::with_capacity(BATCH);
-        loop {
-            let Some(msg) = next.take() else {
-                match tokio::time::timeout(cfg.idle_timeout, rx.recv()).await {
-                    Ok(Some(m)) => next = Some(m),
-                    Ok(None) | Err(_) => {
-                        let _ = stream.shutdown().await;
-                        return;
+            Work::Write(stream, bytes, frames) => {
+                // Room again for senders that wait.
+                lane.room.notify_waiters();
+                let result = tokio::time::timeout(write_limit, write_all(&stream, &bytes)).await;
+                let mut st = lane.lock();
+                st.writing = false;
+                match result {
+                    Ok(Ok(())) => {
+                        lane.frames_out.increment(frames as u64);
+                        lane.bytes_out.increment(bytes.len() as u64);
                     }
-                }
-                continue;
-            };
-            let mut frames = 0u64;
-            if encode(&codec, &msg, &mut buf) {
-                frames += 1;
-            }
-            // Take whatever else is queued in batches (one channel operation per batch rather
-            // than per message), up to the coalescing limit.
-            while buf.len() < COALESCE_BYTES && !rx.is_empty() {
-                if rx.recv_many(&mut batch, BATCH).await == 0 {
-                    break;
-                }
-                for m in batch.drain(..) {
-                    if encode(&codec, &m, &mut buf) {
-                        frames += 1;
+                    Ok(Err(e)) => {
+                        info!(%to, lane = name, error = %e, "connection lost; reconnecting");
+                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
+                            .increment(frames as u64);
+                        forget_stream(&mut st, &stream);
                     }
-                }
-            }
-            let len = buf.len() as u64;
-            let write = tokio::time::timeout(
-                cfg.handshake_timeout.max(Duration::from_secs(5)),
-                stream.write_all(&buf),
-            )
-            .await;
-            buf.clear();
-            match write {
-                Ok(Ok(())) => {
-                    metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "out", "lane" => lane.as_str()).increment(frames);
-                    metrics::counter!(m::TRANSPORT_BYTES_TOTAL, "direction" => "out", "lane" => lane.as_str()).increment(len);
-                }
-                Ok(Err(e)) => {
-                    info!(%to, lane = lane.as_str(), error = %e, "connection lost; reconnecting");
-                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
-                        .increment(frames);
-                    break;
-                }
-                Err(_) => {
-                    warn!(%to, lane = lane.as_str(), "write stalled; reconnecting");
-                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "write-stalled")
-                        .increment(frames);
-                    break;
+                    Err(_) => {
+                        warn!(%to, lane = name, "write stalled; reconnecting");
+                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "write-stalled")
+                            .increment(frames as u64);
+                        forget_stream(&mut st, &stream);
+                    }
                 }
             }
         }
+    }
+    // Closed: what is still buffered cannot be sent (no connection), and the connection goes.
+    let stream = {
+        let mut st = lane.lock();
+        st.closed = true;
+        if st.frames > 0 {
+            metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "peer-forgotten")
+                .increment(st.frames as u64);
+        }
+        st.buf = BytesMut::new();
+        st.frames = 0;
+        st.stream.take()
+    };
+    lane.room.notify_waiters();
+    if let Some(stream) = stream.and_then(|s| Arc::try_unwrap(s).ok()) {
+        let mut stream = stream;
+        let _ = stream.shutdown().await;
+    }
+}
+
+/// Drops the lane's connection after a failed write (unless a newer one replaced it), with
+/// what was buffered for it: a partial frame must not start the next connection.
+fn forget_stream(st: &mut LaneState, failed: &Arc<TcpStream>) {
+    if st.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, failed)) {
+        st.stream = None;
+        if st.frames > 0 {
+            metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
+                .increment(st.frames as u64);
+        }
+        st.buf.clear();
+        st.frames = 0;
     }
 }
 

@@ -1,0 +1,225 @@
+//! Inbound sharding traffic: each frame read from another node goes to its kind's task, or
+//! completes the ask it answers, straight from the connection's reader (no queue and task in
+//! between).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use shardik_core::membership::UniqueAddress;
+use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::messages::Control;
+use super::pending::PendingAsks;
+use super::{Inner, Sharding, ShardingError};
+use crate::metrics as m;
+use crate::transport::{Backpressure, InboundUser, UserConnection, UserSink};
+
+/// The sink sharding installs in the transport: one [`Dispatcher`] per inbound connection.
+/// It holds the sharding state weakly: the transport outlives nothing it serves.
+pub(super) struct InboundSink {
+    pub(super) inner: Weak<Inner>,
+    pub(super) pending: PendingAsks,
+}
+
+impl UserSink for InboundSink {
+    fn connection(&self) -> Box<dyn UserConnection> {
+        Box::new(Dispatcher::new(self.inner.clone(), self.pending.clone()))
+    }
+}
+
+/// Hands the frames of one connection (or of the fallback queue) to their kinds.
+pub(super) struct Dispatcher {
+    inner: Weak<Inner>,
+    pending: PendingAsks,
+    limits: ShardingLimits,
+    /// The kinds' control queues, looked up in the shared registry (a lock) only on first use:
+    /// this runs for every message that arrives from another node.
+    routes: HashMap<Arc<str>, mpsc::Sender<Control>>,
+}
+
+impl UserConnection for Dispatcher {
+    fn deliver(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure> {
+        self.dispatch(from, payload)
+    }
+}
+
+impl Dispatcher {
+    pub(super) fn new(inner: Weak<Inner>, pending: PendingAsks) -> Self {
+        Dispatcher {
+            inner,
+            pending,
+            limits: ShardingLimits::default(),
+            routes: HashMap::new(),
+        }
+    }
+
+    /// Dispatches one frame; returns what to wait for when its kind's queue is full.
+    fn dispatch(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure> {
+        let frame = match decode_sharding_bytes(payload, &self.limits) {
+            Ok(f) => f,
+            Err(e) => {
+                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")
+                    .increment(1);
+                warn!(%from, error = %e, "malformed sharding frame dropped");
+                return None;
+            }
+        };
+        let control = match frame.body {
+            ShardingBody::Reply(reply) => {
+                let result = reply
+                    .result
+                    .map_err(|e| ShardingError::from_reply_error(&frame.kind, e));
+                if !self.pending.complete(reply.ask_id, result) {
+                    debug!(
+                        ask_id = reply.ask_id,
+                        "reply for an ask that is no longer waiting"
+                    );
+                }
+                return None;
+            }
+            ShardingBody::Envelope(env) => Control::Remote {
+                from: from.clone(),
+                env,
+            },
+            ShardingBody::Envelopes(envs) => Control::RemoteBatch {
+                from: from.clone(),
+                envs,
+            },
+            ShardingBody::Protocol(p) => Control::Protocol {
+                from: from.clone(),
+                msg: p,
+            },
+            ShardingBody::StatsRequest { request_id } => {
+                // Answered from a task of its own, so a slow region never stalls the reader.
+                let inner = self.inner.upgrade()?;
+                let (kind, to) = (frame.kind.clone(), from.clone());
+                tokio::spawn(async move {
+                    let sharding = Sharding { inner };
+                    let timeout = sharding.inner.config.query_timeout;
+                    let shards = sharding
+                        .region_stats(&kind, timeout)
+                        .await
+                        .unwrap_or_default();
+                    let reply = shardik_wire::ShardingFrame {
+                        kind,
+                        body: ShardingBody::StatsReply(shardik_wire::WireStats {
+                            request_id,
+                            shards: shards
+                                .into_iter()
+                                .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
+                                .collect(),
+                        }),
+                    };
+                    sharding
+                        .inner
+                        .sender
+                        .send(&to.address, shardik_wire::encode_sharding(&reply))
+                        .await;
+                });
+                return None;
+            }
+            ShardingBody::StatsReply(stats) => {
+                let inner = self.inner.upgrade()?;
+                let waiter = inner
+                    .stats_waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&stats.request_id.get())
+                    .cloned();
+                if let Some(tx) = waiter {
+                    let _ = tx.send((from.clone(), stats.shards));
+                }
+                return None;
+            }
+        };
+        if !self.routes.contains_key(&frame.kind) {
+            let inner = self.inner.upgrade()?;
+            let registered = inner
+                .kinds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&frame.kind)
+                .map(|k| k.control.clone());
+            if let Some(tx) = registered {
+                self.routes.insert(frame.kind.clone(), tx);
+            }
+        }
+        let Some(tx) = self.routes.get(&frame.kind) else {
+            self.unknown_kind(from, &frame.kind, control);
+            return None;
+        };
+        match tx.try_send(control) {
+            Ok(()) => None,
+            // Waiting stops reading the connection: back-pressure to the sender.
+            Err(mpsc::error::TrySendError::Full(control)) => {
+                let tx = tx.clone();
+                Some(Box::pin(async move {
+                    let _ = tx.send(control).await;
+                }))
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                // The kind's task ended (node stopping): forget it, as the registry does.
+                self.routes.remove(&frame.kind);
+                None
+            }
+        }
+    }
+
+    /// A frame for a kind that does not run here: counted, and an ask is answered so that
+    /// its asker need not wait for its timeout.
+    fn unknown_kind(&self, from: &UniqueAddress, kind: &Arc<str>, control: Control) {
+        metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "unknown-kind")
+            .increment(1);
+        debug!(%kind, %from, "message for an entity kind not running here");
+        let envs = match control {
+            Control::Remote { env, .. } => vec![env],
+            Control::RemoteBatch { envs, .. } => envs,
+            _ => return,
+        };
+        for ask_id in envs.iter().filter_map(|e| e.ask_id) {
+            self.refuse_ask(from, kind, ask_id);
+        }
+    }
+
+    /// Answers an ask for a kind that does not run here.
+    fn refuse_ask(&self, from: &UniqueAddress, kind: &Arc<str>, ask_id: std::num::NonZeroU64) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let reply = shardik_wire::ShardingFrame {
+            kind: kind.clone(),
+            body: ShardingBody::Reply(shardik_wire::WireReply {
+                ask_id: ask_id.get(),
+                result: Err(shardik_wire::ReplyError {
+                    kind: ReplyErrorKind::UnknownKind,
+                    message: format!(
+                        "entity kind {kind} is not running on {}",
+                        inner.self_node.address
+                    ),
+                }),
+            }),
+        };
+        let payload = shardik_wire::encode_sharding(&reply);
+        if let Err(payload) = inner.sender.try_send(&from.address, payload) {
+            let to = from.address.clone();
+            tokio::spawn(async move {
+                inner.sender.send(&to, payload).await;
+            });
+        }
+    }
+}
+
+/// Drains what reached the transport's user queue before sharding installed its sink.
+pub(super) async fn drain_queue(
+    mut dispatcher: Dispatcher,
+    mut queue: mpsc::Receiver<InboundUser>,
+) {
+    while let Some(msg) = queue.recv().await {
+        if let Some(wait) = dispatcher.dispatch(&msg.from, msg.payload) {
+            wait.await;
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Several envelopes of one entity kind in one frame (`EnvelopeBatch`, body 7 of
+//! `ShardingFrame`): what a proxy or a forwarding region sends in a burst to one node. The kind
+//! is written once, and the receiver takes the lot in one step instead of one per envelope.
+//!
+//! Encoding is by hand, as for single envelopes: each envelope is encoded as a batch item when
+//! it is sent ([`encode_batch_item`]), and consecutive items for the same node are joined into
+//! one frame when they leave ([`encode_batch_frame`]). Decoding is by hand too, so that the
+//! number of envelopes is checked against [`ShardingLimits::max_envelopes_per_batch`] while
+//! reading, before anything is allocated for them: a small frame of many tiny envelopes must
+//! not cost many times its size in memory.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use prost::Message as _;
+use std::num::NonZeroU64;
+
+use super::{
+    ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID, FRAME_KIND,
+    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, envelope_from_pb, id,
+    key, put_len_field, put_varint, varint_len,
+};
+use crate::codec::DecodeError;
+use crate::pb::s as pb;
+
+/// `ShardingFrame.envelopes` (the batch body).
+const FRAME_BATCH: u8 = 7;
+/// `EnvelopeBatch.envelopes`.
+const BATCH_ENVELOPE: u8 = 1;
+
+/// The bytes [`encode_batch_item`] appends for these arguments.
+pub fn batch_item_len(
+    entity_id: &str,
+    shard: &str,
+    payload_len: usize,
+    ask_id: Option<NonZeroU64>,
+) -> usize {
+    let body = envelope_body_len(entity_id, shard, payload_len, ask_id);
+    1 + varint_len(body as u64) + body
+}
+
+/// Appends one envelope, encoded as an item of an `EnvelopeBatch`, to `out`.
+pub fn encode_batch_item(
+    entity_id: &str,
+    shard: &str,
+    payload: &[u8],
+    ask_id: Option<NonZeroU64>,
+    out: &mut BytesMut,
+) {
+    let body = envelope_body_len(entity_id, shard, payload.len(), ask_id);
+    out.reserve(1 + varint_len(body as u64) + body);
+    out.put_u8(key(BATCH_ENVELOPE, WIRE_LEN));
+    put_varint(body as u64, out);
+    put_len_field(ENVELOPE_ENTITY_ID, entity_id.as_bytes(), out);
+    put_len_field(ENVELOPE_SHARD_ID, shard.as_bytes(), out);
+    put_len_field(ENVELOPE_PAYLOAD, payload, out);
+    if let Some(a) = ask_id {
+        out.put_u8(key(ENVELOPE_ASK_ID, WIRE_VARINT));
+        put_varint(a.get(), out);
+    }
+}
+
+/// A `ShardingFrame` of kind `kind` whose body is the batch of `items` (each made by
+/// [`encode_batch_item`]), in order. It decodes with
+/// [`decode_sharding`](super::decode_sharding) to a
+/// [`ShardingBody::Envelopes`](super::ShardingBody::Envelopes).
+pub fn encode_batch_frame<'a>(
+    kind: &str,
+    items: impl IntoIterator<Item = &'a [u8]> + Clone,
+) -> Bytes {
+    let body: usize = items.clone().into_iter().map(<[u8]>::len).sum();
+    let mut out = BytesMut::with_capacity(
+        1 + varint_len(kind.len() as u64) + kind.len() + 1 + varint_len(body as u64) + body,
+    );
+    put_len_field(FRAME_KIND, kind.as_bytes(), &mut out);
+    // A oneof member: written even when empty.
+    out.put_u8(key(FRAME_BATCH, WIRE_LEN));
+    put_varint(body as u64, &mut out);
+    for item in items {
+        out.put_slice(item);
+    }
+    out.freeze()
+}
+
+/// Reads a varint at `*pos`, advancing it.
+fn read_varint(b: &[u8], pos: &mut usize) -> Result<u64, DecodeError> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let Some(&byte) = b.get(*pos) else {
+            return Err(malformed("truncated varint"));
+        };
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(malformed("varint longer than 10 bytes"))
+}
+
+fn malformed(what: &'static str) -> DecodeError {
+    DecodeError::Invalid(format!("malformed protobuf: {what}"))
+}
+
+/// One field of a message: its number, and where its length-delimited value lies (`None` for
+/// the other wire types, whose value is skipped).
+fn next_field(
+    b: &[u8],
+    pos: &mut usize,
+) -> Result<(u64, Option<std::ops::Range<usize>>), DecodeError> {
+    let k = read_varint(b, pos)?;
+    let (field, wire_type) = (k >> 3, k & 7);
+    match wire_type {
+        0 => {
+            read_varint(b, pos)?;
+            Ok((field, None))
+        }
+        1 | 5 => {
+            let n = if wire_type == 1 { 8 } else { 4 };
+            if b.len() - *pos < n {
+                return Err(malformed("truncated fixed-width field"));
+            }
+            *pos += n;
+            Ok((field, None))
+        }
+        2 => {
+            let len = read_varint(b, pos)?;
+            let len = usize::try_from(len).map_err(|_| malformed("length out of range"))?;
+            if b.len() - *pos < len {
+                return Err(malformed("length past the end"));
+            }
+            let range = *pos..*pos + len;
+            *pos += len;
+            Ok((field, Some(range)))
+        }
+        _ => Err(malformed("unsupported wire type")),
+    }
+}
+
+/// A batch frame's kind and envelopes.
+pub(super) type DecodedBatch = (std::sync::Arc<str>, Vec<WireEnvelope>);
+
+/// If `frame` is a `ShardingFrame` with a batch body, its kind and envelopes; `None` for every
+/// other body (decoded by the generated code). A frame with a batch and another body, an empty
+/// or overlong kind or id, or more envelopes than the limit, is an error.
+pub(super) fn decode_batch(
+    frame: &Bytes,
+    limits: &ShardingLimits,
+) -> Result<Option<DecodedBatch>, DecodeError> {
+    let mut pos = 0;
+    let (mut kind, mut batch, mut other_body) = (None, None, false);
+    while pos < frame.len() {
+        let field = match next_field(frame, &mut pos) {
+            Ok(field) => field,
+            // Not a batch as far as we read: the generated decoder reports what is wrong.
+            Err(_) if batch.is_none() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match field {
+            (1, Some(r)) => kind = Some(r),
+            (f, range) if f == u64::from(FRAME_BATCH) => {
+                batch =
+                    Some(range.ok_or_else(|| {
+                        malformed("ShardingFrame.envelopes is not length-delimited")
+                    })?);
+            }
+            (2..=6, _) => other_body = true,
+            _ => {}
+        }
+    }
+    let Some(batch) = batch else {
+        return Ok(None);
+    };
+    if other_body {
+        return Err(DecodeError::Duplicate(
+            "ShardingFrame holds a batch and another body".into(),
+        ));
+    }
+    let kind = match kind {
+        Some(r) => std::str::from_utf8(&frame[r])
+            .map_err(|_| malformed("ShardingFrame.kind is not UTF-8"))?
+            .to_string(),
+        None => String::new(),
+    };
+    let kind = id(kind, limits, || "ShardingFrame.kind".into())?;
+    let mut envelopes = Vec::new();
+    let mut pos = batch.start;
+    while pos < batch.end {
+        let (field, range) = next_field(&frame[..batch.end], &mut pos)?;
+        let Some(range) = range.filter(|_| field == u64::from(BATCH_ENVELOPE)) else {
+            return Err(malformed(
+                "EnvelopeBatch holds a field other than envelopes",
+            ));
+        };
+        if envelopes.len() >= limits.max_envelopes_per_batch {
+            return Err(DecodeError::Invalid(format!(
+                "EnvelopeBatch holds more than the maximum of {} envelopes",
+                limits.max_envelopes_per_batch
+            )));
+        }
+        let e = pb::Envelope::decode(frame.slice(range))?;
+        envelopes.push(envelope_from_pb(e, limits)?);
+    }
+    Ok(Some((kind, envelopes)))
+}
