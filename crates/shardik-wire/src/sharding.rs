@@ -36,7 +36,7 @@ use crate::pb::s as pb;
 use pb::protocol_message::Message as PM;
 
 mod batch;
-pub use batch::{batch_item_len, encode_batch_frame, encode_batch_item};
+pub use batch::{IdCache, batch_item_len, encode_batch_frame, encode_batch_item};
 
 /// Default for [`ShardingLimits::max_envelopes_per_batch`]: 1 024, four times what a sender
 /// puts in one batch.
@@ -776,7 +776,17 @@ pub fn decode_sharding_bytes(
     bytes: Bytes,
     limits: &ShardingLimits,
 ) -> Result<ShardingFrame, DecodeError> {
-    if let Some((kind, envelopes)) = batch::decode_batch(&bytes, limits)? {
+    decode_sharding_cached(bytes, limits, &mut IdCache::default())
+}
+
+/// [`decode_sharding_bytes`] for a receiver that decodes many frames: the shard ids of
+/// envelope batches come from `ids` (one allocation per distinct shard, not per envelope).
+pub fn decode_sharding_cached(
+    bytes: Bytes,
+    limits: &ShardingLimits,
+    ids: &mut IdCache,
+) -> Result<ShardingFrame, DecodeError> {
+    if let Some((kind, envelopes)) = batch::decode_batch(&bytes, limits, ids)? {
         return Ok(ShardingFrame {
             kind,
             body: ShardingBody::Envelopes(envelopes),
@@ -1130,6 +1140,50 @@ mod tests {
                 item.len(),
                 batch_item_len(&e.entity_id, &e.shard, e.payload.len(), e.ask_id)
             );
+        }
+    }
+
+    proptest! {
+        /// The hand-written batch decoder reads what prost writes, envelope for envelope, and
+        /// never panics on arbitrary bytes behind a batch's header.
+        #[test]
+        fn the_batch_decoder_agrees_with_prost(
+            envs in proptest::collection::vec(
+                ("[a-zé0-9]{1,12}", "[0-9]{1,4}", proptest::collection::vec(any::<u8>(), 0..40), any::<u64>()),
+                0..20,
+            ),
+            junk in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let envs: Vec<WireEnvelope> = envs
+                .into_iter()
+                .map(|(e, sh, p, a)| WireEnvelope {
+                    entity_id: Arc::from(e.as_str()),
+                    shard: s(&sh),
+                    payload: Bytes::from(p),
+                    ask_id: NonZeroU64::new(a),
+                })
+                .collect();
+            let prost = pb::ShardingFrame {
+                kind: "k".into(),
+                body: Some(pb::sharding_frame::Body::Envelopes(pb::EnvelopeBatch {
+                    envelopes: envs
+                        .iter()
+                        .map(|e| pb::Envelope {
+                            entity_id: e.entity_id.to_string(),
+                            shard_id: e.shard.to_string(),
+                            payload: e.payload.clone(),
+                            ask_id: e.ask_id.map_or(0, NonZeroU64::get),
+                        })
+                        .collect(),
+                })),
+            }
+            .encode_to_vec();
+            let back = decode(&prost).unwrap();
+            prop_assert_eq!(back.body, ShardingBody::Envelopes(envs));
+            let mut hostile = vec![0x0a, 0x01, b'k', 0x3a];
+            hostile.push(junk.len() as u8);
+            hostile.extend_from_slice(&junk);
+            let _ = decode(&hostile);
         }
     }
 

@@ -340,6 +340,13 @@ impl<M> KindNode<M> {
         self.region.delivers_at_once(shard)
     }
 
+    /// Where a message for `shard` from a local sender would be forwarded at once with
+    /// nothing else to do (its home is another node): a driver may then send it there without
+    /// calling [`handle`](Self::handle), which is the hot path of a proxy.
+    pub fn forwards_at_once(&self, shard: &ShardId) -> Option<&UniqueAddress> {
+        self.region.forwards_at_once(shard)
+    }
+
     /// Feeds one input; effects are pushed to `out`.
     pub fn handle(&mut self, now: Instant, input: KindInput<M>, out: &mut Vec<KindEffect<M>>) {
         match input {

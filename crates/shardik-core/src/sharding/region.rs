@@ -356,6 +356,24 @@ impl<M> Region<M> {
         !self.stopped && self.leases.is_none() && self.hosted.is_running(shard)
     }
 
+    /// Where [`route`](Self::route) would forward a message for `shard` from a local sender
+    /// at once with nothing else to do: the shard's home is known and is another node, the
+    /// shard is not hosted here and nothing waits for it in a buffer. A runtime may send such
+    /// a message there itself and skip `route` (the hot path of a proxy). Messages from other
+    /// nodes are not covered: `route` holds those rather than bounce them back.
+    ///
+    /// Never with shard leases, as [`delivers_at_once`](Self::delivers_at_once).
+    pub fn forwards_at_once(&self, shard: &ShardId) -> Option<&UniqueAddress> {
+        if self.stopped
+            || self.leases.is_some()
+            || self.hosted.contains_key(shard)
+            || self.buffers.contains_key(shard)
+        {
+            return None;
+        }
+        self.homes.get(shard).filter(|home| **home != self.me)
+    }
+
     /// Whether shards run under leases (`use-lease`).
     pub fn uses_leases(&self) -> bool {
         self.leases.is_some()

@@ -195,9 +195,34 @@ impl Net {
     fn input(&mut self, n: &UniqueAddress, input: KindInput<Msg>) {
         let now = self.now;
         let mut out = Vec::new();
+        // The runtime's shortcuts skip `handle` when these say so: check, on every local
+        // message of every scenario, that `handle` would have done exactly that.
+        let shortcut = match (&input, self.nodes.get(n)) {
+            (KindInput::Route { from: None, env }, Some(t)) => Some((
+                t.kind.delivers_at_once(&env.shard),
+                t.kind.forwards_at_once(&env.shard).cloned(),
+            )),
+            _ => None,
+        };
         match self.nodes.get_mut(n) {
             Some(t) if t.alive => t.kind.handle(now, input, &mut out),
             _ => return,
+        }
+        match shortcut {
+            Some((true, _)) if !matches!(&out[..], [KindEffect::Deliver(_)]) => {
+                self.violations.push(format!(
+                    "{:?}: delivers_at_once on {n}, but routing gave {out:?}",
+                    self.now
+                ));
+            }
+            Some((_, Some(home))) if !matches!(&out[..], [KindEffect::Forward { to, .. }] if *to == home) =>
+            {
+                self.violations.push(format!(
+                    "{:?}: forwards_at_once to {home} on {n}, but routing gave {out:?}",
+                    self.now
+                ));
+            }
+            _ => {}
         }
         self.effects(n, out);
     }

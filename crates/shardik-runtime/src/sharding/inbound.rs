@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use shardik_core::membership::UniqueAddress;
-use shardik_wire::{ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes};
+use shardik_wire::{IdCache, ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_cached};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -38,6 +38,8 @@ pub(super) struct Dispatcher {
     /// The kinds' control queues, looked up in the shared registry (a lock) only on first use:
     /// this runs for every message that arrives from another node.
     routes: HashMap<Arc<str>, mpsc::Sender<Control>>,
+    /// Shard ids this connection has carried, so that each envelope does not allocate its own.
+    shard_ids: IdCache,
 }
 
 impl UserConnection for Dispatcher {
@@ -53,12 +55,13 @@ impl Dispatcher {
             pending,
             limits: ShardingLimits::default(),
             routes: HashMap::new(),
+            shard_ids: IdCache::default(),
         }
     }
 
     /// Dispatches one frame; returns what to wait for when its kind's queue is full.
     fn dispatch(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure> {
-        let frame = match decode_sharding_bytes(payload, &self.limits) {
+        let frame = match decode_sharding_cached(payload, &self.limits, &mut self.shard_ids) {
             Ok(f) => f,
             Err(e) => {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")

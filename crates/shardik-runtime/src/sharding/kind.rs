@@ -95,6 +95,7 @@ struct State<E: Entity> {
     epoch: TokioInstant,
     node: KindNode<Payload<E>>,
     outgoing: Outgoing,
+    gauges: KindGauges,
     effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
@@ -150,6 +151,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             shutdown_done: false,
             next_idle_scan: self.settings.idle.map(|c| epoch + idle_scan_interval(c)),
             delivered: 0,
+            gauges: KindGauges::new(&self.name),
             next_strategy_tick: None,
             turn_clock: None,
         };
@@ -270,11 +272,20 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         st.effects = out;
     }
 
-    /// Routes one message; most are for shards that run here, delivered without the round
-    /// trip through the core's effects.
+    /// Routes one message. Most are for shards that run here (delivered) or, from a local
+    /// sender, for shards whose home elsewhere is known (forwarded): both skip the round trip
+    /// through the core's effects, when the core says that is all routing would do.
     fn route(&mut self, st: &mut State<E>, from: Option<UniqueAddress>, env: Envelope<Payload<E>>) {
         if st.node.delivers_at_once(&env.shard) {
             self.deliver(st, env);
+        } else if let Some(home) = from
+            .is_none()
+            .then(|| st.node.forwards_at_once(&env.shard))
+            .flatten()
+        {
+            // A proxy's common case: the home is known, nothing waits for the shard here.
+            let home = home.clone();
+            self.forward(st, home, env);
         } else {
             self.input(st, KindInput::Route { from, env });
         }
@@ -837,17 +848,34 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn publish_gauges(&self, st: &mut State<E>) {
-        let kind = self.name.to_string();
+        let g = &st.gauges;
         if st.delivered > 0 {
-            metrics::counter!(m::SHARDING_DELIVERED_TOTAL, "kind" => kind.clone())
-                .increment(std::mem::take(&mut st.delivered));
+            g.delivered.increment(std::mem::take(&mut st.delivered));
         }
-        metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.clone())
-            .set(self.host.active_entities() as f64);
-        metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.clone())
+        g.entities.set(self.host.active_entities() as f64);
+        g.shards
             .set(exact_len(st.node.region().hosted_shards()) as f64);
-        metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind)
-            .set(st.node.region().buffered() as f64);
+        g.buffered.set(st.node.region().buffered() as f64);
+    }
+}
+
+/// The kind's metric handles, registered once: a turn of the task's loop publishes them, and
+/// looking them up by name and label every turn cost more than a small turn's work.
+struct KindGauges {
+    delivered: metrics::Counter,
+    entities: metrics::Gauge,
+    shards: metrics::Gauge,
+    buffered: metrics::Gauge,
+}
+
+impl KindGauges {
+    fn new(kind: &str) -> Self {
+        KindGauges {
+            delivered: metrics::counter!(m::SHARDING_DELIVERED_TOTAL, "kind" => kind.to_string()),
+            entities: metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.to_string()),
+            shards: metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.to_string()),
+            buffered: metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind.to_string()),
+        }
     }
 }
 

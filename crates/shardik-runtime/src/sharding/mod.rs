@@ -1036,10 +1036,17 @@ impl<E: Entity> EntityRef<E> {
         let deadline = tokio::time::Instant::now() + timeout;
         let (tx, rx) = oneshot::channel();
         let msg = self.msg(cmd, Some(LocalReply { tx, deadline }));
-        match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(ShardingError::RegionStopped),
-            Err(_) => return Err(ShardingError::Timeout(timeout)),
+        // Usually the region's queue has room: no timer is needed to wait for it.
+        match self.region.local.try_send(msg) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(ShardingError::RegionStopped),
+            Err(mpsc::error::TrySendError::Full(msg)) => {
+                match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return Err(ShardingError::RegionStopped),
+                    Err(_) => return Err(ShardingError::Timeout(timeout)),
+                }
+            }
         }
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(result)) => result,

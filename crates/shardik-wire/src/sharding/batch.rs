@@ -10,16 +10,16 @@
 //! not cost many times its size in memory.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use prost::Message as _;
 use std::num::NonZeroU64;
+use std::ops::Range;
+use std::sync::Arc;
 
 use super::{
     ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID, FRAME_KIND,
-    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, envelope_from_pb, id,
-    key, put_len_field, put_varint, varint_len,
+    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, id, key, put_len_field,
+    put_varint, varint_len,
 };
 use crate::codec::DecodeError;
-use crate::pb::s as pb;
 
 /// `ShardingFrame.envelopes` (the batch body).
 const FRAME_BATCH: u8 = 7;
@@ -96,7 +96,7 @@ fn read_varint(b: &[u8], pos: &mut usize) -> Result<u64, DecodeError> {
     Err(malformed("varint longer than 10 bytes"))
 }
 
-fn malformed(what: &'static str) -> DecodeError {
+fn malformed(what: &str) -> DecodeError {
     DecodeError::Invalid(format!("malformed protobuf: {what}"))
 }
 
@@ -136,7 +136,7 @@ fn next_field(
 }
 
 /// A batch frame's kind and envelopes.
-pub(super) type DecodedBatch = (std::sync::Arc<str>, Vec<WireEnvelope>);
+pub(super) type DecodedBatch = (Arc<str>, Vec<WireEnvelope>);
 
 /// If `frame` is a `ShardingFrame` with a batch body, its kind and envelopes; `None` for every
 /// other body (decoded by the generated code). A frame with a batch and another body, an empty
@@ -144,6 +144,7 @@ pub(super) type DecodedBatch = (std::sync::Arc<str>, Vec<WireEnvelope>);
 pub(super) fn decode_batch(
     frame: &Bytes,
     limits: &ShardingLimits,
+    ids: &mut IdCache,
 ) -> Result<Option<DecodedBatch>, DecodeError> {
     let mut pos = 0;
     let (mut kind, mut batch, mut other_body) = (None, None, false);
@@ -196,8 +197,90 @@ pub(super) fn decode_batch(
                 limits.max_envelopes_per_batch
             )));
         }
-        let e = pb::Envelope::decode(frame.slice(range))?;
-        envelopes.push(envelope_from_pb(e, limits)?);
+        envelopes.push(decode_envelope(frame, range, limits, ids)?);
     }
     Ok(Some((kind, envelopes)))
+}
+
+/// Shard ids met before, so that decoding one costs a lookup instead of an allocation: a node
+/// has few shards and sees the same ones over and over. Bounded: past [`IdCache::CAPACITY`]
+/// ids it only looks up, so a peer naming ever new shards cannot make it grow.
+#[derive(Debug, Default)]
+pub struct IdCache {
+    ids: std::collections::HashSet<Arc<str>>,
+}
+
+impl IdCache {
+    /// The most ids kept.
+    pub const CAPACITY: usize = 4096;
+
+    fn get(&mut self, id: &str) -> Arc<str> {
+        if let Some(known) = self.ids.get(id) {
+            return Arc::clone(known);
+        }
+        let id: Arc<str> = Arc::from(id);
+        if self.ids.len() < Self::CAPACITY {
+            self.ids.insert(Arc::clone(&id));
+        }
+        id
+    }
+}
+
+/// One `Envelope` of a batch, decoded by hand from `frame[range]`: ids straight into shared
+/// strings (the shard's from `ids`), the payload sliced out of the frame. As with the
+/// generated code, unknown fields are skipped and a repeated field's last value counts.
+fn decode_envelope(
+    frame: &Bytes,
+    range: Range<usize>,
+    limits: &ShardingLimits,
+    ids: &mut IdCache,
+) -> Result<WireEnvelope, DecodeError> {
+    let body = &frame[..range.end];
+    let mut pos = range.start;
+    let (mut entity, mut shard, mut payload, mut ask_id) = (None, None, None, 0u64);
+    while pos < range.end {
+        let key_start = pos;
+        let k = read_varint(body, &mut pos)?;
+        if k & 7 == u64::from(WIRE_VARINT) && k >> 3 == u64::from(ENVELOPE_ASK_ID) {
+            ask_id = read_varint(body, &mut pos)?;
+            continue;
+        }
+        pos = key_start;
+        match next_field(body, &mut pos)? {
+            (f, Some(r)) if f == u64::from(ENVELOPE_ENTITY_ID) => entity = Some(r),
+            (f, Some(r)) if f == u64::from(ENVELOPE_SHARD_ID) => shard = Some(r),
+            (f, Some(r)) if f == u64::from(ENVELOPE_PAYLOAD) => payload = Some(r),
+            (f, None)
+                if [ENVELOPE_ENTITY_ID, ENVELOPE_SHARD_ID, ENVELOPE_PAYLOAD]
+                    .iter()
+                    .any(|&known| u64::from(known) == f) =>
+            {
+                return Err(malformed("an Envelope field has the wrong wire type"));
+            }
+            _ => {}
+        }
+    }
+    let text = |r: Option<Range<usize>>, field: &'static str| -> Result<&str, DecodeError> {
+        let s =
+            std::str::from_utf8(r.map_or(&[][..], |r| &body[r])).map_err(|_| malformed(field))?;
+        if s.is_empty() {
+            return Err(DecodeError::Empty(field.into()));
+        }
+        if s.len() > limits.max_id_len {
+            return Err(DecodeError::TooLong {
+                field: field.into(),
+                len: s.len(),
+                max: limits.max_id_len,
+            });
+        }
+        Ok(s)
+    };
+    let entity_id = Arc::from(text(entity, "Envelope.entity_id")?);
+    let shard = ids.get(text(shard, "Envelope.shard_id")?);
+    Ok(WireEnvelope {
+        entity_id,
+        shard,
+        payload: payload.map_or_else(Bytes::new, |r| frame.slice(r)),
+        ask_id: NonZeroU64::new(ask_id),
+    })
 }
