@@ -536,4 +536,60 @@ mod tests {
         // User traffic never reaches the membership queue.
         assert!(b_rx.membership.try_recv().is_err());
     }
+
+    /// Direct writes, partial writes and the writer's backlog interleave without losing or
+    /// reordering anything: the receiver does not read at first, so the sockets fill up and the
+    /// rest waits in the lane (senders wait for room), then it reads everything.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_socket_and_a_full_lane_keep_every_payload_in_order() {
+        let config = TransportConfig {
+            outbound_user_queue_size: 64,
+            inbound_user_queue_size: 16,
+            ..TransportConfig::default()
+        };
+        let (a, _a_rx) = transport_with("t", config.clone()).await;
+        let (b, mut b_rx) = transport_with("t", config).await;
+        let to = b.identity().address.clone();
+        let sender = a.user_sender();
+        const N: u32 = 20_000;
+        let produce = tokio::spawn(async move {
+            let payload = |i: u32| {
+                let mut p = i.to_be_bytes().to_vec();
+                p.resize(1024, 0xab);
+                bytes::Bytes::from(p)
+            };
+            let mut i = 0;
+            while i < N {
+                // Alternate single sends and runs, as replies and a kind's flushes do.
+                if i % 3 == 0 {
+                    assert!(sender.send(&to, payload(i)).await);
+                    i += 1;
+                } else {
+                    let end = (i + 50).min(N);
+                    assert_eq!(sender.send_all(&to, (i..end).map(payload)).await, 0);
+                    i = end;
+                }
+            }
+        });
+        // Let the sender run into the full socket and lane before anything is read.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !produce.is_finished(),
+            "the lane bound made the sender wait"
+        );
+        for i in 0..N {
+            // Read in spurts, so that the socket keeps filling and draining while the sender
+            // and the lane's writer take turns.
+            if i % 500 == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            let got = tokio::time::timeout(Duration::from_secs(20), b_rx.user.recv())
+                .await
+                .expect("in time")
+                .expect("open");
+            assert_eq!(&got.payload[..4], &i.to_be_bytes(), "payload {i} in order");
+            assert_eq!(got.payload.len(), 1024);
+        }
+        produce.await.unwrap();
+    }
 }
