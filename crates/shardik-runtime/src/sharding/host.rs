@@ -7,24 +7,25 @@
 //! commands arriving meanwhile wait in a queue that exists only while the entity is busy.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 use shardik_persistence::Fence;
 
-use super::api::{ContextRequest, Entity, EntityContext};
+use super::api::{ContextRequest, Entity};
 use super::remember::RememberWriter;
 use super::restarts::RestartSchedule;
 use super::timers::Timers;
 
 use super::id_map::IdMap;
+
+mod handlers;
+
+pub(crate) use handlers::Running;
+use handlers::{Args, Handlers};
 
 /// Where a command's reply goes.
 pub(crate) enum Asker<R> {
@@ -87,8 +88,6 @@ pub(crate) struct Completed<E: Entity> {
     unrecorded: bool,
 }
 
-type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
-
 /// What the host asks its owner to do after a step.
 pub(crate) enum HostOutput<E: Entity> {
     /// Send this reply.
@@ -139,9 +138,8 @@ pub(crate) struct EntityHost<E: Entity> {
     shards: IdMap<ShardEntities<E>>,
     /// Shards whose entities are being stopped for a hand-off.
     draining: IdMap<()>,
-    running: FuturesUnordered<Running<E>>,
-    /// Handlers that finished when first polled, for [`EntityHost::next_finished`].
-    finished: VecDeque<Completed<E>>,
+    /// The handlers that run (or just finished and wait for their completion).
+    handlers: Handlers<E>,
     active: usize,
     queued: usize,
     /// The entities' timers and receive timeouts (empty while none is set).
@@ -177,8 +175,7 @@ impl<E: Entity> EntityHost<E> {
             passivate_buf: Vec::new(),
             shards: IdMap::default(),
             draining: IdMap::default(),
-            running: FuturesUnordered::new(),
-            finished: VecDeque::new(),
+            handlers: Handlers::default(),
             active: 0,
             queued: 0,
             timers: Timers::default(),
@@ -402,21 +399,35 @@ impl<E: Entity> EntityHost<E> {
         v
     }
 
-    /// Delivers `job` to entity `id` of `shard`, creating the entity if needed.
-    pub fn deliver(
-        &mut self,
-        shard: &ShardId,
-        id: &EntityId,
-        job: Job<E>,
-        now_s: u32,
-        now_ms: u64,
-    ) {
+    /// Delivers `job` to entity `id` of `shard`, creating the entity if needed. `now_ns` is
+    /// the owner's clock.
+    pub fn deliver(&mut self, shard: &ShardId, id: &EntityId, job: Job<E>, now_ns: u64) {
+        let now_s = (now_ns / 1_000_000_000) as u32;
         // The common case, with one lookup per map: an entity that exists, in a shard that
-        // exists, and no strategy to tell.
+        // exists, and no strategy to tell. Its handler usually finishes when it starts, and is
+        // then completed here, while the slot is at hand.
         if self.passivation.is_none() {
+            let fence = self.fence_of(shard);
             if let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) {
-                let start = start_or_queue(slot, job);
-                self.started_or_queued(shard, id, start);
+                let Some((entity, job)) = start_or_queue(slot, job) else {
+                    self.queued += 1;
+                    return;
+                };
+                let args = Args {
+                    node: self.node.clone(),
+                    fence,
+                    shard: shard.clone(),
+                    id: id.clone(),
+                    entity,
+                    job,
+                    was_stop: false,
+                };
+                if let Some(done) = self.handlers.start(args) {
+                    match finish_at_once(slot, done, now_s) {
+                        None => self.timers.activity(shard, id, now_ns),
+                        Some(done) => self.handlers.finished.push_back(done),
+                    }
+                }
                 return;
             }
         }
@@ -425,6 +436,7 @@ impl<E: Entity> EntityHost<E> {
         // newcomer, say): it still gets this command, and stops right after it.
         let mut stop_after_delivery = false;
         if self.passivation.is_some() {
+            let now_ms = now_ns / 1_000_000;
             let mut out = std::mem::take(&mut self.passivate_buf);
             if let Some(st) = self.shards.get_mut(shard).and_then(|s| s.strategy.as_mut()) {
                 st.entity_touched(id, now_ms, &mut out);
@@ -460,16 +472,17 @@ impl<E: Entity> EntityHost<E> {
             // A new incarnation of a remembering kind: its first command waits until the
             // store records it as started.
             (true, Some(writer), Some((entity, job))) => {
-                let fut = run_remembered(
-                    self.node.clone(),
-                    self.fence_of(shard),
-                    shard.clone(),
-                    id.clone(),
+                let args = Args {
+                    node: self.node.clone(),
+                    fence: self.fence_of(shard),
+                    shard: shard.clone(),
+                    id: id.clone(),
                     entity,
                     job,
-                    writer.clone(),
-                );
-                self.push_running(fut);
+                    was_stop: false,
+                };
+                let fut = handlers::run_remembered(args, writer.clone());
+                self.handlers.start_boxed(fut);
             }
             (_, _, start) => self.started_or_queued(shard, id, start),
         }
@@ -493,42 +506,39 @@ impl<E: Entity> EntityHost<E> {
     fn started_or_queued(&mut self, shard: &ShardId, id: &EntityId, start: Option<(E, Job<E>)>) {
         match start {
             Some((entity, job)) => {
-                let fut = run(
-                    self.node.clone(),
-                    self.fence_of(shard),
-                    shard.clone(),
-                    id.clone(),
+                let args = Args {
+                    node: self.node.clone(),
+                    fence: self.fence_of(shard),
+                    shard: shard.clone(),
+                    id: id.clone(),
                     entity,
                     job,
-                    false,
-                );
-                self.push_running(fut);
+                    was_stop: false,
+                };
+                self.start(args);
             }
             None => self.queued += 1,
         }
     }
 
-    /// Starts a handler. Most finish without waiting, so it is polled once here: one that
-    /// finishes costs no slot in `running` and no turn of the kind task's loop. One that
-    /// waits goes to `running`, which polls it again (with a waker of the kind task) before
-    /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
-    fn push_running(&mut self, mut fut: Running<E>) {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(done) => self.finished.push_back(done),
-            std::task::Poll::Pending => self.running.push(fut),
+    /// Starts a handler. Most finish without waiting: one that finishes costs no place in the
+    /// running set and no turn of the kind task's loop; it waits for
+    /// [`completed`](Self::completed) in `finished`.
+    fn start(&mut self, args: Args<E>) {
+        if let Some(done) = self.handlers.start(args) {
+            self.handlers.finished.push_back(done);
         }
     }
 
     /// A handler that finished when it started; the owner hands it to
     /// [`completed`](Self::completed) before waiting for anything else.
     pub fn next_finished(&mut self) -> Option<Completed<E>> {
-        self.finished.pop_front()
+        self.handlers.finished.pop_front()
     }
 
     /// Whether a handler finished when it started and waits for [`completed`](Self::completed).
     pub fn has_finished(&self) -> bool {
-        !self.finished.is_empty()
+        !self.handlers.finished.is_empty()
     }
 
     /// Queues a stop of `id` behind its waiting commands. True if a stop was queued.
@@ -614,12 +624,12 @@ impl<E: Entity> EntityHost<E> {
 
     /// Whether any handler is running.
     pub fn has_running(&self) -> bool {
-        !self.running.is_empty()
+        !self.handlers.running.is_empty()
     }
 
     /// The running handlers, to poll for completions.
     pub fn running_mut(&mut self) -> &mut FuturesUnordered<Running<E>> {
-        &mut self.running
+        &mut self.handlers.running
     }
 
     /// Takes a finished handler back: the entity is idle again (or stopped), its next waiting
@@ -639,13 +649,17 @@ impl<E: Entity> EntityHost<E> {
             unrecorded,
         } = done;
         let failed = outcome.is_err();
+        // A tell's reply goes nowhere: it is not handed out at all.
+        let answered = !matches!(reply, Asker::None);
         match outcome {
-            Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
-            Ok(None) => {}
+            Ok(Some(r)) if answered => out.push(HostOutput::Reply(reply, Ok(r))),
+            Ok(_) => {}
             Err(why) => {
                 tracing::error!(entity = %id, shard = %shard, %why, "entity failed; this incarnation is dropped");
                 metrics::counter!(crate::metrics::ENTITY_FAILURES_TOTAL).increment(1);
-                out.push(HostOutput::Reply(reply, Err(why)));
+                if answered {
+                    out.push(HostOutput::Reply(reply, Err(why)));
+                }
             }
         }
         let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
@@ -777,8 +791,15 @@ impl<E: Entity> EntityHost<E> {
             Item::Job(job) => {
                 self.queued -= 1;
                 let fence = self.fence_of(&shard);
-                let fut = run(self.node.clone(), fence, shard, id, entity, job, false);
-                self.push_running(fut);
+                self.start(Args {
+                    node: self.node.clone(),
+                    fence,
+                    shard,
+                    id,
+                    entity,
+                    job,
+                    was_stop: false,
+                });
             }
             Item::Stop => match &self.stop_message {
                 Some(make) => {
@@ -788,8 +809,15 @@ impl<E: Entity> EntityHost<E> {
                         from_context: false,
                     };
                     let fence = self.fence_of(&shard);
-                    let fut = run(self.node.clone(), fence, shard, id, entity, job, true);
-                    self.push_running(fut);
+                    self.start(Args {
+                        node: self.node.clone(),
+                        fence,
+                        shard,
+                        id,
+                        entity,
+                        job,
+                        was_stop: true,
+                    });
                 }
                 None => {
                     // No stop message: the stop completes at once.
@@ -805,11 +833,51 @@ impl<E: Entity> EntityHost<E> {
                         from_context: false,
                         unrecorded: false,
                     };
-                    self.finished.push_back(done);
+                    self.handlers.finished.push_back(done);
                 }
             },
         }
     }
+}
+
+/// Completes, in its slot, a handler that finished when it started and asks for nothing
+/// beyond handing the entity back: a tell or a local ask, answered, no requests through its
+/// context, no passivation, no failure, nothing queued behind it. That is almost every
+/// command, and it then costs neither a second lookup of the slot nor a move of the
+/// [`Completed`] through the finished queue. Anything else is handed back for
+/// [`EntityHost::completed`]. The caller tells the timers about the activity.
+fn finish_at_once<E: Entity>(
+    slot: &mut Slot<E>,
+    done: Completed<E>,
+    now_s: u32,
+) -> Option<Completed<E>> {
+    let plain = done.entity.is_some()
+        && !done.was_stop
+        && !done.passivate
+        && done.requests.is_empty()
+        && !slot.stopping
+        && slot.queue.is_none()
+        && matches!(done.reply, Asker::None | Asker::Local(_))
+        && matches!(done.outcome, Ok(Some(_)));
+    if !plain {
+        return Some(done);
+    }
+    let Completed {
+        entity,
+        reply,
+        outcome,
+        from_context,
+        ..
+    } = done;
+    slot.entity = entity;
+    if !from_context {
+        slot.last_used = now_s;
+    }
+    if let (Asker::Local(tx), Ok(Some(r))) = (reply, outcome) {
+        // The asker may have given up waiting; nothing is owed to it then.
+        let _ = tx.send(Ok(r));
+    }
+    None
 }
 
 /// Takes an idle entity out of its slot to handle `job`, or queues `job` behind the command
@@ -825,116 +893,4 @@ fn start_or_queue<E: Entity>(slot: &mut Slot<E>, job: Job<E>) -> Option<(E, Job<
             None
         }
     }
-}
-
-/// Runs the first command of a new incarnation of a remembering kind once the store records
-/// the entity as started. A wrapper around [`run`], so that the future of every other command
-/// does not carry the record's state (it made each handler's future larger, and boxing it a
-/// copy that cost local tells several percent).
-fn run_remembered<E: Entity>(
-    node: UniqueAddress,
-    fence: Option<Fence>,
-    shard: ShardId,
-    id: EntityId,
-    entity: E,
-    job: Job<E>,
-    writer: RememberWriter,
-) -> Running<E> {
-    Box::pin(async move {
-        if let Err(e) = writer.started(&shard, &id).await {
-            return Completed {
-                shard,
-                id,
-                entity: None,
-                reply: job.reply,
-                outcome: Err(format!("the entity could not be remembered: {e}")),
-                passivate: false,
-                was_stop: false,
-                requests: Vec::new(),
-                from_context: job.from_context,
-                unrecorded: true,
-            };
-        }
-        drop(writer);
-        run(node, fence, shard, id, entity, job, false).await
-    })
-}
-
-/// The future that handles one command: owns the entity while it runs and hands it back.
-fn run<E: Entity>(
-    node: UniqueAddress,
-    fence: Option<Fence>,
-    shard: ShardId,
-    id: EntityId,
-    mut entity: E,
-    job: Job<E>,
-    was_stop: bool,
-) -> Running<E> {
-    Box::pin(async move {
-        // The context owns the ids while the handler runs and hands them back after, so no
-        // reference count is touched for them on the way.
-        let mut ctx = EntityContext::<E>::new(id, shard, node);
-        ctx.fence = fence;
-        let Job {
-            cmd,
-            reply,
-            from_context,
-        } = job;
-        let result = AssertUnwindSafe(entity.try_handle(cmd, &mut ctx))
-            .catch_unwind()
-            .await;
-        let EntityContext {
-            entity_id: id,
-            shard_id: shard,
-            passivate,
-            requests,
-            ..
-        } = ctx;
-        match result {
-            Ok(Ok(r)) => Completed {
-                shard,
-                id,
-                entity: Some(entity),
-                reply,
-                outcome: Ok(if was_stop { None } else { Some(r) }),
-                passivate,
-                was_stop,
-                requests,
-                from_context,
-                unrecorded: false,
-            },
-            Ok(Err(failure)) => Completed {
-                shard,
-                id,
-                entity: None,
-                reply,
-                outcome: Err(failure.0),
-                passivate: false,
-                was_stop,
-                requests: Vec::new(),
-                from_context,
-                unrecorded: false,
-            },
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                let msg = format!("handler panicked: {msg}");
-                Completed {
-                    shard,
-                    id,
-                    entity: None,
-                    reply,
-                    outcome: Err(msg),
-                    passivate: false,
-                    was_stop,
-                    requests: Vec::new(),
-                    from_context,
-                    unrecorded: false,
-                }
-            }
-        }
-    })
 }

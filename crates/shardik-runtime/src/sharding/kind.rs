@@ -596,8 +596,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn apply_host_outputs(&mut self, st: &mut State<E>) {
-        let outputs = std::mem::take(&mut st.host_out);
-        for o in outputs {
+        let mut outputs = std::mem::take(&mut st.host_out);
+        for o in outputs.drain(..) {
             match o {
                 HostOutput::Reply(to, result) => self.reply(st, to, result),
                 HostOutput::ShardEmpty(shard) => {
@@ -605,11 +605,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             }
         }
+        // Kept for the next completion: handing out a fresh vector each time cost an
+        // allocation and a free per command.
+        if st.host_out.is_empty() {
+            st.host_out = outputs;
+        }
     }
 
     fn deliver(&mut self, st: &mut State<E>, env: Envelope<Payload<E>>) {
         let now = self.now(st);
-        let now_s = (now.as_nanos() / 1_000_000_000) as u32;
         let job = match env.msg {
             Payload::Local { cmd, reply } => Job {
                 cmd,
@@ -647,9 +651,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             }
         };
         st.delivered += 1;
-        let now_ms = now.as_millis();
         self.host
-            .deliver(&env.shard, &env.entity, job, now_s, now_ms);
+            .deliver(&env.shard, &env.entity, job, now.as_nanos());
         self.drain_finished(st, now.as_nanos());
     }
 
