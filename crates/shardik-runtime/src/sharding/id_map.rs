@@ -95,14 +95,6 @@ impl<V> IdMap<V> {
         self.inner.is_empty()
     }
 
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = &Arc<str>> {
-        self.inner.keys().map(|k| &k.0)
-    }
-
-    pub fn values(&self) -> impl ExactSizeIterator<Item = &V> {
-        self.inner.values()
-    }
-
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&Arc<str>, &V)> {
         self.inner.iter().map(|(k, v)| (&k.0, v))
     }
