@@ -37,11 +37,15 @@ pub(crate) enum Asker<R> {
     None,
     /// A local asker.
     Local(tokio::sync::oneshot::Sender<Result<R, super::api::ShardingError>>),
-    /// An asker on another node.
-    Remote {
-        node: UniqueAddress,
-        ask_id: std::num::NonZeroU64,
-    },
+    /// An asker on another node. Boxed: every command carries an `Asker`, and the local ones
+    /// (the many) should not pay for moving the remote one's five words around.
+    Remote(Box<RemoteAsker>),
+}
+
+/// Who asked from another node.
+pub(crate) struct RemoteAsker {
+    pub node: UniqueAddress,
+    pub ask_id: std::num::NonZeroU64,
 }
 
 /// A command waiting for or being handled by its entity.
@@ -330,6 +334,7 @@ impl<E: Entity> EntityHost<E> {
     }
 
     /// The fence the handlers of `shard`'s entities get (`None` without leases).
+    #[inline]
     fn fence_of(&self, shard: &ShardId) -> Option<Fence> {
         if self.fences.is_empty() {
             return None;
@@ -467,7 +472,10 @@ impl<E: Entity> EntityHost<E> {
                 Found::Absent => None,
             };
             if let Some(slot) = slot {
-                let Some((entity, job)) = start_or_queue(slot, job) else {
+                let Some(entity) = slot.entity.take() else {
+                    slot.queue
+                        .get_or_insert_with(Default::default)
+                        .push_back(Item::Job(job));
                     self.queued += 1;
                     return Ok(());
                 };
@@ -939,9 +947,11 @@ fn finish_at_once<E: Entity>(
     if !from_context {
         slot.set_last_used(now_s);
     }
-    if let (Asker::Local(tx), Ok(Some(r))) = (reply, outcome) {
-        // The asker may have given up waiting; nothing is owed to it then.
-        let _ = tx.send(Ok(r));
+    if let Asker::Local(tx) = reply {
+        if let Ok(Some(r)) = outcome {
+            // The asker may have given up waiting; nothing is owed to it then.
+            let _ = tx.send(Ok(r));
+        }
     }
     None
 }

@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
-use super::host::{Asker, Completed, EntityHost, HostOutput, Job};
+use super::host::{Asker, Completed, EntityHost, HostOutput, Job, RemoteAsker};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::pending::PendingAsks;
 use super::remember::{self, RememberSettings, RememberWriter};
@@ -628,7 +628,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     Ok(cmd) => Job {
                         cmd,
                         reply: match reply_to {
-                            Some((node, ask_id)) => Asker::Remote { node, ask_id },
+                            Some((node, ask_id)) => {
+                                Asker::Remote(Box::new(RemoteAsker { node, ask_id }))
+                            }
                             None => Asker::None,
                         },
                         from_context: false,
@@ -744,8 +746,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Asker::Local(tx) => {
                 let _ = tx.send(result.map_err(ShardingError::EntityFailed));
             }
-            Asker::Remote { node, ask_id } => match result {
-                Ok(r) => match self.codec.encode(&r) {
+            Asker::Remote(to) => match (*to, result) {
+                (RemoteAsker { node, ask_id }, Ok(r)) => match self.codec.encode(&r) {
                     Ok(bytes) => {
                         let frame = ShardingFrame {
                             kind: self.name.clone(),
@@ -764,7 +766,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         e.to_string(),
                     ),
                 },
-                Err(msg) => {
+                (RemoteAsker { node, ask_id }, Err(msg)) => {
                     self.send_reply_error(st, node, ask_id, ReplyErrorKind::EntityFailed, msg)
                 }
             },

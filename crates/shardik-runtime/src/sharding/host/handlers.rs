@@ -55,8 +55,9 @@ pin_project_lite::pin_project! {
 
 /// A [`Cell`] seen through its entity type only (its future's type has no name).
 trait Handler<E: Entity>: Future<Output = Completed<E>> + Send {
-    /// Puts the future of a new command into this (empty) cell, in place.
-    fn start(self: Pin<&mut Self>, args: Args<E>);
+    /// Puts the future of a new command into this (empty) cell, in place, and polls it once
+    /// (one call through the trait object for both).
+    fn start(self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>>;
 }
 
 impl<M, F> Future for Cell<M, F>
@@ -86,10 +87,11 @@ where
     M: Fn(Args<E>) -> F + Send,
     F: Future<Output = Completed<E>> + Send,
 {
-    fn start(self: Pin<&mut Self>, args: Args<E>) {
-        let mut this = self.project();
+    fn start(mut self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>> {
+        let mut this = self.as_mut().project();
         let fut = (this.make)(args);
         this.fut.set(Some(fut));
+        self.poll(cx)
     }
 }
 
@@ -134,9 +136,8 @@ impl<E: Entity> Handlers<E> {
     /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
     pub fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
         let mut cell = self.spare.take().unwrap_or_else(|| cell_of(run::<E>));
-        cell.as_mut().start(args);
         let mut cx = Context::from_waker(Waker::noop());
-        match cell.as_mut().poll(&mut cx) {
+        match cell.as_mut().start(args, &mut cx) {
             Poll::Ready(done) => {
                 self.spare = Some(cell);
                 Some(done)
@@ -198,8 +199,14 @@ fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 
     async move {
         // The context owns the ids while the handler runs and hands them back after, so no
         // reference count is touched for them on the way.
-        let mut ctx = EntityContext::<E>::new(id, shard, node);
-        ctx.fence = fence;
+        let mut ctx = EntityContext::<E> {
+            entity_id: id,
+            shard_id: shard,
+            node,
+            passivate: false,
+            requests: Vec::new(),
+            fence,
+        };
         let Job {
             cmd,
             reply,
