@@ -160,6 +160,8 @@ pub(crate) enum HostOutput<E: Entity> {
 /// entity id is one entity on a node, and the command is answered with this error rather than
 /// starting a second copy of it.
 pub(crate) struct Refused<R> {
+    /// The entity the command was for.
+    pub entity: EntityId,
     /// Who waits for the command's reply.
     pub reply: Asker<R>,
     /// What went wrong, for the asker and the log.
@@ -167,8 +169,14 @@ pub(crate) struct Refused<R> {
 }
 
 impl<R> Refused<R> {
-    fn new<E: Entity<Reply = R>>(job: Job<E>, shard: &ShardId, home: ShardId) -> Self {
+    fn new<E: Entity<Reply = R>>(
+        job: Job<E>,
+        shard: ShardId,
+        entity: EntityId,
+        home: ShardId,
+    ) -> Self {
         Refused {
+            entity,
             reply: job.reply,
             why: format!(
                 "the command named shard {shard}, but its entity runs in shard {home} here (do all nodes use the same shard extractor?)"
@@ -453,13 +461,17 @@ impl<E: Entity> EntityHost<E> {
     /// Delivers `job` to entity `id` of `shard`, creating the entity if needed. `now_ns` is
     /// the owner's clock. A command that names another shard than the one its entity lives in
     /// here is refused (see [`Refused`]).
+    ///
+    /// The ids are taken by value: the handler's context gets them without touching their
+    /// reference counts (which the sender's thread touches too).
     pub fn deliver(
         &mut self,
-        shard: &ShardId,
-        id: &EntityId,
+        shard_id: ShardId,
+        entity_id: EntityId,
         job: Job<E>,
         now_ns: u64,
     ) -> Result<(), Refused<E::Reply>> {
+        let (shard, id) = (&shard_id, &entity_id);
         let now_s = (now_ns / 1_000_000_000) as u32;
         // The common case, with one lookup: an entity that exists, and no strategy to tell.
         // Its handler usually finishes when it starts, and is then completed here, while the
@@ -468,7 +480,7 @@ impl<E: Entity> EntityHost<E> {
             let fence = self.fence_of(shard);
             let slot = match self.table.find(shard, id) {
                 Found::Here(slot) => Some(slot),
-                Found::Elsewhere(home) => return Err(Refused::new(job, shard, home)),
+                Found::Elsewhere(home) => return Err(Refused::new(job, shard_id, entity_id, home)),
                 Found::Absent => None,
             };
             if let Some(slot) = slot {
@@ -482,22 +494,22 @@ impl<E: Entity> EntityHost<E> {
                 let args = Args {
                     node: self.node.clone(),
                     fence,
-                    shard: shard.clone(),
-                    id: id.clone(),
+                    shard: shard_id,
+                    id: entity_id,
                     entity,
                     job,
                     was_stop: false,
                 };
                 if let Some(done) = self.handlers.start(args) {
                     match finish_at_once(slot, done, now_s) {
-                        None => self.timers.activity(shard, id, now_ns),
-                        Some(done) => self.handlers.finished.push_back(done),
+                        AtOnce::Finished { shard, id } => self.timers.activity(&shard, &id, now_ns),
+                        AtOnce::Left(done) => self.handlers.finished.push_back(done),
                     }
                 }
                 return Ok(());
             }
         } else if let Found::Elsewhere(home) = self.table.find(shard, id) {
-            return Err(Refused::new(job, shard, home));
+            return Err(Refused::new(job, shard_id, entity_id, home));
         }
         self.ensure_shard(shard);
         // The strategy may name the touched entity itself (an admission filter refusing a
@@ -920,11 +932,7 @@ impl<E: Entity> EntityHost<E> {
 /// command, and it then costs neither a second lookup of the slot nor a move of the
 /// [`Completed`] through the finished queue. Anything else is handed back for
 /// [`EntityHost::completed`]. The caller tells the timers about the activity.
-fn finish_at_once<E: Entity>(
-    slot: &mut Slot<E>,
-    done: Completed<E>,
-    now_s: u32,
-) -> Option<Completed<E>> {
+fn finish_at_once<E: Entity>(slot: &mut Slot<E>, done: Completed<E>, now_s: u32) -> AtOnce<E> {
     let plain = done.entity.is_some()
         && !done.was_stop
         && !done.passivate
@@ -934,9 +942,11 @@ fn finish_at_once<E: Entity>(
         && matches!(done.reply, Asker::None | Asker::Local(_))
         && matches!(done.outcome, Ok(Some(_)));
     if !plain {
-        return Some(done);
+        return AtOnce::Left(done);
     }
     let Completed {
+        shard,
+        id,
         entity,
         reply,
         outcome,
@@ -953,7 +963,15 @@ fn finish_at_once<E: Entity>(
             let _ = tx.send(Ok(r));
         }
     }
-    None
+    AtOnce::Finished { shard, id }
+}
+
+/// What [`finish_at_once`] made of a handler that finished when it started.
+enum AtOnce<E: Entity> {
+    /// Completed in its slot; the ids come back for the timers' activity record.
+    Finished { shard: ShardId, id: EntityId },
+    /// Needs [`EntityHost::completed`].
+    Left(Completed<E>),
 }
 
 /// Takes an idle entity out of its slot to handle `job`, or queues `job` behind the command

@@ -655,10 +655,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         st.delivered += 1;
         if let Err(refused) = self
             .host
-            .deliver(&env.shard, &env.entity, job, now.as_nanos())
+            .deliver(env.shard, env.entity, job, now.as_nanos())
         {
             self.count_drop("wrong-shard");
-            warn!(kind = %self.name, entity = %env.entity, why = %refused.why, "command refused");
+            warn!(kind = %self.name, entity = %refused.entity, why = %refused.why, "command refused");
             self.reply(st, refused.reply, Err(refused.why));
         }
         self.drain_finished(st, now.as_nanos());

@@ -57,7 +57,10 @@ fn ask(n: u64) -> (Job<Sum>, AskReply) {
 /// Delivers `job`, which must not be refused, and settles what finished, as the kind task
 /// does; the outputs other than replies are returned.
 fn put(h: &mut EntityHost<Sum>, shard: &ShardId, e: &EntityId, job: Job<Sum>) {
-    assert!(h.deliver(shard, e, job, 0).is_ok(), "refused");
+    assert!(
+        h.deliver(shard.clone(), e.clone(), job, 0).is_ok(),
+        "refused"
+    );
     let mut out = Vec::new();
     settle(h, &mut out);
     assert!(out.is_empty(), "{} unexpected outputs", out.len());
@@ -90,7 +93,7 @@ fn tells_and_asks_are_handled_in_order_and_answered() {
     }
     let (job, mut rx) = ask(4);
     // Answered at once, in the host: nothing is left for the owner to complete.
-    assert!(h.deliver(&a, &e, job, 0).is_ok());
+    assert!(h.deliver(a.clone(), e.clone(), job, 0).is_ok());
     assert!(!h.has_finished());
     assert_eq!(rx.try_recv().expect("answered").ok(), Some(10));
     assert_eq!(h.active_entities(), 1);
@@ -103,12 +106,13 @@ fn a_command_naming_another_shard_than_its_entity_s_is_refused() {
     let (a, b, e) = (id("a"), id("b"), id("e1"));
     put(&mut h, &a, &e, tell(5));
     let (job, _rx) = ask(1);
-    let Err(refused) = h.deliver(&b, &e, job, 0) else {
+    let Err(refused) = h.deliver(b.clone(), e.clone(), job, 0) else {
         panic!("a second copy of e1 was started in shard b");
     };
     assert!(matches!(refused.reply, Asker::Local(_)));
     assert!(refused.why.contains("shard b"), "{}", refused.why);
     assert!(refused.why.contains("shard a"), "{}", refused.why);
+    assert_eq!(refused.entity, e);
     // The entity in its own shard is untouched.
     let (job, mut rx) = ask(1);
     put(&mut h, &a, &e, job);
@@ -172,7 +176,7 @@ fn a_passivating_handler_goes_through_the_full_completion() {
     let (a, e) = (id("a"), id("e1"));
     put(&mut h, &a, &e, tell(4));
     // Told 0, it asks to be passivated: that is not completed in the slot.
-    assert!(h.deliver(&a, &e, tell(0), 0).is_ok());
+    assert!(h.deliver(a.clone(), e.clone(), tell(0), 0).is_ok());
     assert!(h.has_finished());
     let mut out = Vec::new();
     settle(&mut h, &mut out);
