@@ -7,24 +7,29 @@
 //! commands arriving meanwhile wait in a queue that exists only while the entity is busy.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{PassivationStrategy, ResolvedStrategy, Strategy};
 use shardik_persistence::Fence;
 
-use super::api::{ContextRequest, Entity, EntityContext};
+use super::api::{ContextRequest, Entity};
 use super::remember::RememberWriter;
 use super::restarts::RestartSchedule;
 use super::timers::Timers;
 
 use super::id_map::IdMap;
+
+mod handlers;
+mod table;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use handlers::Running;
+use handlers::{Args, Handlers};
+use table::{Found, Homed, Table};
 
 /// Where a command's reply goes.
 pub(crate) enum Asker<R> {
@@ -32,11 +37,15 @@ pub(crate) enum Asker<R> {
     None,
     /// A local asker.
     Local(tokio::sync::oneshot::Sender<Result<R, super::api::ShardingError>>),
-    /// An asker on another node.
-    Remote {
-        node: UniqueAddress,
-        ask_id: std::num::NonZeroU64,
-    },
+    /// An asker on another node. Boxed: every command carries an `Asker`, and the local ones
+    /// (the many) should not pay for moving the remote one's five words around.
+    Remote(Box<RemoteAsker>),
+}
+
+/// Who asked from another node.
+pub(crate) struct RemoteAsker {
+    pub node: UniqueAddress,
+    pub ask_id: std::num::NonZeroU64,
 }
 
 /// A command waiting for or being handled by its entity.
@@ -56,6 +65,8 @@ enum Item<E: Entity> {
     Stop,
 }
 
+/// One entity: every idle entity pays for this record, so it is kept to four words for a
+/// one-word entity (its shard and the stop flag share what would otherwise be padding).
 struct Slot<E: Entity> {
     /// The value while idle; `None` while a future holds it.
     entity: Option<E>,
@@ -63,10 +74,58 @@ struct Slot<E: Entity> {
     /// pays one pointer for it, not an empty deque's three words.
     #[allow(clippy::box_collection)]
     queue: Option<Box<VecDeque<Item<E>>>>,
-    /// Seconds (of the host's clock) when the entity last finished a command.
-    last_used: u32,
-    /// A stop is queued or running (so idle scans and further stops do nothing).
-    stopping: bool,
+    /// Seconds (of the host's clock) when the entity last finished a command, in the low 31
+    /// bits (68 years); the top bit is set while a stop is queued or running (so idle scans
+    /// and further stops do nothing).
+    used_and_stopping: u32,
+    /// Its shard's index in the [`Table`].
+    shard: u32,
+}
+
+/// The top bit of [`Slot::used_and_stopping`].
+const STOPPING: u32 = 1 << 31;
+
+impl<E: Entity> Slot<E> {
+    /// A new idle entity, last used at `now_s`.
+    fn idle(entity: E, now_s: u32) -> Self {
+        Slot {
+            entity: Some(entity),
+            queue: None,
+            used_and_stopping: now_s & !STOPPING,
+            // Set by the table when it adds the slot.
+            shard: u32::MAX,
+        }
+    }
+
+    fn last_used(&self) -> u32 {
+        self.used_and_stopping & !STOPPING
+    }
+
+    fn set_last_used(&mut self, now_s: u32) {
+        self.used_and_stopping = (self.used_and_stopping & STOPPING) | (now_s & !STOPPING);
+    }
+
+    fn stopping(&self) -> bool {
+        self.used_and_stopping & STOPPING != 0
+    }
+
+    fn set_stopping(&mut self, stopping: bool) {
+        if stopping {
+            self.used_and_stopping |= STOPPING;
+        } else {
+            self.used_and_stopping &= !STOPPING;
+        }
+    }
+}
+
+impl<E: Entity> Homed for Slot<E> {
+    fn shard(&self) -> u32 {
+        self.shard
+    }
+
+    fn set_shard(&mut self, at: u32) {
+        self.shard = at;
+    }
 }
 
 /// What a finished future hands back.
@@ -87,8 +146,6 @@ pub(crate) struct Completed<E: Entity> {
     unrecorded: bool,
 }
 
-type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
-
 /// What the host asks its owner to do after a step.
 pub(crate) enum HostOutput<E: Entity> {
     /// Send this reply.
@@ -97,33 +154,34 @@ pub(crate) enum HostOutput<E: Entity> {
     ShardEmpty(ShardId),
 }
 
-/// The entities of one shard, with the shard's passivation strategy (when a limit-based one is
-/// configured; the idle timeout alone is a scan over `last_used`, which costs 4 bytes per
-/// entity instead of a recency list).
-struct ShardEntities<E: Entity> {
-    entities: IdMap<Slot<E>>,
-    strategy: Option<Strategy<EntityId>>,
+/// A command the host did not take: it named shard `shard`, but its entity lives here in
+/// another shard. The kind's shard extractor decides an entity's shard from its id, so this
+/// only happens when nodes disagree about it (every node must use the same extractor); one
+/// entity id is one entity on a node, and the command is answered with this error rather than
+/// starting a second copy of it.
+pub(crate) struct Refused<R> {
+    /// The entity the command was for.
+    pub entity: EntityId,
+    /// Who waits for the command's reply.
+    pub reply: Asker<R>,
+    /// What went wrong, for the asker and the log.
+    pub why: String,
 }
 
-impl<E: Entity> Default for ShardEntities<E> {
-    fn default() -> Self {
-        ShardEntities {
-            entities: IdMap::default(),
-            strategy: None,
+impl<R> Refused<R> {
+    fn new<E: Entity<Reply = R>>(
+        job: Job<E>,
+        shard: ShardId,
+        entity: EntityId,
+        home: ShardId,
+    ) -> Self {
+        Refused {
+            entity,
+            reply: job.reply,
+            why: format!(
+                "the command named shard {shard}, but its entity runs in shard {home} here (do all nodes use the same shard extractor?)"
+            ),
         }
-    }
-}
-
-impl<E: Entity> std::ops::Deref for ShardEntities<E> {
-    type Target = IdMap<Slot<E>>;
-    fn deref(&self) -> &Self::Target {
-        &self.entities
-    }
-}
-
-impl<E: Entity> std::ops::DerefMut for ShardEntities<E> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.entities
     }
 }
 
@@ -136,12 +194,14 @@ pub(crate) struct EntityHost<E: Entity> {
     /// per-region limit split over the active shards as in the reference.
     passivation: Option<ResolvedStrategy>,
     passivate_buf: Vec<EntityId>,
-    shards: IdMap<ShardEntities<E>>,
+    /// The entities, by id, and their shards (with a limit-based passivation strategy, one per
+    /// shard; the idle timeout alone is a scan over the slots' last use, which costs 4 bytes
+    /// per entity instead of a recency list).
+    table: Table<Slot<E>>,
     /// Shards whose entities are being stopped for a hand-off.
     draining: IdMap<()>,
-    running: FuturesUnordered<Running<E>>,
-    /// Handlers that finished when first polled, for [`EntityHost::next_finished`].
-    finished: VecDeque<Completed<E>>,
+    /// The handlers that run (or just finished and wait for their completion).
+    handlers: Handlers<E>,
     active: usize,
     queued: usize,
     /// The entities' timers and receive timeouts (empty while none is set).
@@ -175,10 +235,9 @@ impl<E: Entity> EntityHost<E> {
             stop_message,
             passivation: None,
             passivate_buf: Vec::new(),
-            shards: IdMap::default(),
+            table: Table::default(),
             draining: IdMap::default(),
-            running: FuturesUnordered::new(),
-            finished: VecDeque::new(),
+            handlers: Handlers::default(),
             active: 0,
             queued: 0,
             timers: Timers::default(),
@@ -264,15 +323,10 @@ impl<E: Entity> EntityHost<E> {
 
     /// Makes room for `shard`'s entities (with its own passivation strategy) if it has none yet.
     fn ensure_shard(&mut self, shard: &ShardId) {
-        if !self.shards.contains_key(shard) {
-            let strategy = self.passivation.as_ref().map(|p| p.build::<EntityId>());
-            self.shards.insert(
-                shard.clone(),
-                ShardEntities {
-                    entities: IdMap::default(),
-                    strategy,
-                },
-            );
+        let passivation = &self.passivation;
+        if self.table.ensure_shard(shard, || {
+            passivation.as_ref().map(|p| p.build::<EntityId>())
+        }) {
             self.shards_changed();
         }
     }
@@ -288,6 +342,7 @@ impl<E: Entity> EntityHost<E> {
     }
 
     /// The fence the handlers of `shard`'s entities get (`None` without leases).
+    #[inline]
     fn fence_of(&self, shard: &ShardId) -> Option<Fence> {
         if self.fences.is_empty() {
             return None;
@@ -299,17 +354,15 @@ impl<E: Entity> EntityHost<E> {
     /// command (they are already remembered: nothing is written). Returns how many started.
     pub fn start_remembered(&mut self, shard: &ShardId, ids: &[EntityId], now_s: u32) -> usize {
         self.ensure_shard(shard);
-        let entities = self.shards.get_mut(shard).expect("inserted above");
         let mut started = 0;
         for id in ids {
-            if entities.get(id).is_none() {
+            // One that runs already (even in another shard, by a message that named one) is
+            // left as it is.
+            if !self.table.contains(id) {
                 self.restarts.cancel(shard, id);
-                entities.get_or_insert_with(id, || Slot {
-                    entity: Some((self.factory)(id)),
-                    queue: None,
-                    last_used: now_s,
-                    stopping: false,
-                });
+                let factory = &self.factory;
+                self.table
+                    .insert_with(shard, id, || Slot::idle(factory(id), now_s));
                 started += 1;
             }
         }
@@ -328,8 +381,8 @@ impl<E: Entity> EntityHost<E> {
 
     /// How often the strategies want [`interval_passed`](Self::interval_passed) (idle checks).
     pub fn passivation_interval(&self) -> Option<std::time::Duration> {
-        self.shards
-            .values()
+        self.table
+            .shards()
             .find_map(|s| s.strategy.as_ref().and_then(|st| st.scheduled_interval()))
     }
 
@@ -343,18 +396,17 @@ impl<E: Entity> EntityHost<E> {
         if self.passivation.is_none() {
             return;
         }
-        let active = self.shards.len().max(1);
+        let active = self.table.shard_count().max(1);
         self.ask_strategies(|st, out| st.shards_updated(active, out));
     }
 
     /// Runs `f` on every shard's strategy and stops the entities it names.
     fn ask_strategies(&mut self, mut f: impl FnMut(&mut Strategy<EntityId>, &mut Vec<EntityId>)) {
-        let shards: Vec<ShardId> = self.shards.keys().cloned().collect();
-        for shard in shards {
+        for shard in self.table.shard_ids() {
             let mut out = std::mem::take(&mut self.passivate_buf);
             if let Some(st) = self
-                .shards
-                .get_mut(&shard)
+                .table
+                .shard_mut(&shard)
                 .and_then(|s| s.strategy.as_mut())
             {
                 f(st, &mut out);
@@ -378,55 +430,99 @@ impl<E: Entity> EntityHost<E> {
 
     /// Entity ids per shard.
     pub fn entity_ids(&self) -> Vec<(ShardId, Vec<EntityId>)> {
-        let mut v: Vec<(ShardId, Vec<EntityId>)> = self
-            .shards
-            .iter()
-            .map(|(s, m)| {
-                let mut ids: Vec<EntityId> = m.keys().cloned().collect();
-                ids.sort();
-                (s.clone(), ids)
-            })
+        let mut by_shard: std::collections::BTreeMap<ShardId, Vec<EntityId>> = self
+            .table
+            .shards()
+            .map(|s| (s.id.clone(), Vec::new()))
             .collect();
-        v.sort();
-        v
+        for (shard, id, _) in self.table.iter() {
+            by_shard.entry(shard.clone()).or_default().push(id.clone());
+        }
+        by_shard
+            .into_iter()
+            .map(|(shard, mut ids)| {
+                ids.sort();
+                (shard, ids)
+            })
+            .collect()
     }
 
     /// Live entities per shard that has any.
     pub fn entity_counts(&self) -> Vec<(ShardId, usize)> {
         let mut v: Vec<(ShardId, usize)> = self
-            .shards
-            .iter()
-            .map(|(s, m)| (s.clone(), m.len()))
+            .table
+            .shards()
+            .map(|s| (s.id.clone(), self.table.shard_len(&s.id)))
             .collect();
         v.sort();
         v
     }
 
-    /// Delivers `job` to entity `id` of `shard`, creating the entity if needed.
+    /// Delivers `job` to entity `id` of `shard`, creating the entity if needed. `now_ns` is
+    /// the owner's clock. A command that names another shard than the one its entity lives in
+    /// here is refused (see [`Refused`]).
+    ///
+    /// The ids are taken by value: the handler's context gets them without touching their
+    /// reference counts (which the sender's thread touches too).
     pub fn deliver(
         &mut self,
-        shard: &ShardId,
-        id: &EntityId,
+        shard_id: ShardId,
+        entity_id: EntityId,
         job: Job<E>,
-        now_s: u32,
-        now_ms: u64,
-    ) {
-        // The common case, with one lookup per map: an entity that exists, in a shard that
-        // exists, and no strategy to tell.
+        now_ns: u64,
+    ) -> Result<(), Refused<E::Reply>> {
+        let (shard, id) = (&shard_id, &entity_id);
+        let now_s = (now_ns / 1_000_000_000) as u32;
+        // The common case, with one lookup: an entity that exists, and no strategy to tell.
+        // Its handler usually finishes when it starts, and is then completed here, while the
+        // slot is at hand.
         if self.passivation.is_none() {
-            if let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) {
-                let start = start_or_queue(slot, job);
-                self.started_or_queued(shard, id, start);
-                return;
+            let fence = self.fence_of(shard);
+            let slot = match self.table.find(shard, id) {
+                Found::Here(slot) => Some(slot),
+                Found::Elsewhere(home) => return Err(Refused::new(job, shard_id, entity_id, home)),
+                Found::Absent => None,
+            };
+            if let Some(slot) = slot {
+                let Some(entity) = slot.entity.take() else {
+                    slot.queue
+                        .get_or_insert_with(Default::default)
+                        .push_back(Item::Job(job));
+                    self.queued += 1;
+                    return Ok(());
+                };
+                let args = Args {
+                    node: self.node.clone(),
+                    fence,
+                    shard: shard_id,
+                    id: entity_id,
+                    entity,
+                    job,
+                    was_stop: false,
+                };
+                if let Some(done) = self.handlers.start(args) {
+                    match finish_at_once(slot, done, now_s) {
+                        AtOnce::Finished { shard, id } => self.timers.activity(&shard, &id, now_ns),
+                        AtOnce::Left(done) => self.handlers.finished.push_back(done),
+                    }
+                }
+                return Ok(());
             }
+        } else if let Found::Elsewhere(home) = self.table.find(shard, id) {
+            return Err(Refused::new(job, shard_id, entity_id, home));
         }
         self.ensure_shard(shard);
         // The strategy may name the touched entity itself (an admission filter refusing a
         // newcomer, say): it still gets this command, and stops right after it.
         let mut stop_after_delivery = false;
         if self.passivation.is_some() {
+            let now_ms = now_ns / 1_000_000;
             let mut out = std::mem::take(&mut self.passivate_buf);
-            if let Some(st) = self.shards.get_mut(shard).and_then(|s| s.strategy.as_mut()) {
+            if let Some(st) = self
+                .table
+                .shard_mut(shard)
+                .and_then(|s| s.strategy.as_mut())
+            {
                 st.entity_touched(id, now_ms, &mut out);
             }
             for victim in out.drain(..) {
@@ -438,44 +534,44 @@ impl<E: Entity> EntityHost<E> {
             }
             self.passivate_buf = out;
         }
-        let entities = self.shards.get_mut(shard).expect("inserted above");
-        let mut created = false;
-        let slot = match entities.get_mut(id) {
-            Some(slot) => slot,
-            None => {
-                self.active += 1;
-                created = true;
-                // A failed remembered entity that a message starts again needs no restart.
-                self.restarts.cancel(shard, id);
-                entities.get_or_insert_with(id, || Slot {
-                    entity: Some((self.factory)(id)),
-                    queue: None,
-                    last_used: now_s,
-                    stopping: false,
-                })
+        if !self.table.contains(id) {
+            // A failed remembered entity that a message starts again needs no restart.
+            self.restarts.cancel(shard, id);
+            if self.draining.is_empty() {
+                // No hand-off is under way that needs the shards' member lists.
+                self.table.forget_members();
             }
-        };
+        }
+        let factory = &self.factory;
+        let (slot, created) = self
+            .table
+            .insert_with(shard, id, || Slot::idle(factory(id), now_s));
+        if created {
+            self.active += 1;
+        }
         let start = start_or_queue(slot, job);
         match (created, &self.remember, start) {
             // A new incarnation of a remembering kind: its first command waits until the
             // store records it as started.
             (true, Some(writer), Some((entity, job))) => {
-                let fut = run_remembered(
-                    self.node.clone(),
-                    self.fence_of(shard),
-                    shard.clone(),
-                    id.clone(),
+                let args = Args {
+                    node: self.node.clone(),
+                    fence: self.fence_of(shard),
+                    shard: shard.clone(),
+                    id: id.clone(),
                     entity,
                     job,
-                    writer.clone(),
-                );
-                self.push_running(fut);
+                    was_stop: false,
+                };
+                let fut = handlers::run_remembered(args, writer.clone());
+                self.handlers.start_boxed(fut);
             }
             (_, _, start) => self.started_or_queued(shard, id, start),
         }
         if stop_after_delivery {
             self.stop_entity(shard, id);
         }
+        Ok(())
     }
 
     /// Forgets a removed entity: the commands still waiting for it are answered with `why`.
@@ -493,53 +589,50 @@ impl<E: Entity> EntityHost<E> {
     fn started_or_queued(&mut self, shard: &ShardId, id: &EntityId, start: Option<(E, Job<E>)>) {
         match start {
             Some((entity, job)) => {
-                let fut = run(
-                    self.node.clone(),
-                    self.fence_of(shard),
-                    shard.clone(),
-                    id.clone(),
+                let args = Args {
+                    node: self.node.clone(),
+                    fence: self.fence_of(shard),
+                    shard: shard.clone(),
+                    id: id.clone(),
                     entity,
                     job,
-                    false,
-                );
-                self.push_running(fut);
+                    was_stop: false,
+                };
+                self.start(args);
             }
             None => self.queued += 1,
         }
     }
 
-    /// Starts a handler. Most finish without waiting, so it is polled once here: one that
-    /// finishes costs no slot in `running` and no turn of the kind task's loop. One that
-    /// waits goes to `running`, which polls it again (with a waker of the kind task) before
-    /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
-    fn push_running(&mut self, mut fut: Running<E>) {
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(done) => self.finished.push_back(done),
-            std::task::Poll::Pending => self.running.push(fut),
+    /// Starts a handler. Most finish without waiting: one that finishes costs no place in the
+    /// running set and no turn of the kind task's loop; it waits for
+    /// [`completed`](Self::completed) in `finished`.
+    fn start(&mut self, args: Args<E>) {
+        if let Some(done) = self.handlers.start(args) {
+            self.handlers.finished.push_back(done);
         }
     }
 
     /// A handler that finished when it started; the owner hands it to
     /// [`completed`](Self::completed) before waiting for anything else.
     pub fn next_finished(&mut self) -> Option<Completed<E>> {
-        self.finished.pop_front()
+        self.handlers.finished.pop_front()
     }
 
     /// Whether a handler finished when it started and waits for [`completed`](Self::completed).
     pub fn has_finished(&self) -> bool {
-        !self.finished.is_empty()
+        !self.handlers.finished.is_empty()
     }
 
     /// Queues a stop of `id` behind its waiting commands. True if a stop was queued.
     fn stop_entity(&mut self, shard: &ShardId, id: &EntityId) -> bool {
-        let Some(slot) = self.shards.get_mut(shard).and_then(|m| m.get_mut(id)) else {
+        let Some(slot) = self.table.get_mut(shard, id) else {
             return false;
         };
-        if slot.stopping {
+        if slot.stopping() {
             return false;
         }
-        slot.stopping = true;
+        slot.set_stopping(true);
         // Passivation, hand-off or stop: the incarnation's timers end here, so none of them
         // can deliver to (and so re-create) the entity after it stopped.
         self.timers.cancel_entity(shard, id);
@@ -558,12 +651,7 @@ impl<E: Entity> EntityHost<E> {
         self.draining.insert(shard.clone(), ());
         // Handed off: the shard's next home starts its remembered entities.
         self.restarts.cancel_shard(shard);
-        let ids: Vec<EntityId> = self
-            .shards
-            .get(shard)
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
-        for id in ids {
+        for id in self.table.members(shard) {
             self.stop_entity(shard, &id);
         }
         self.check_empty(shard, out);
@@ -575,22 +663,29 @@ impl<E: Entity> EntityHost<E> {
         self.draining.remove(shard);
         self.timers.cancel_shard(shard);
         self.restarts.cancel_shard(shard);
-        if let Some(entities) = self.shards.remove(shard) {
-            self.shards_changed();
-            for (_, slot) in entities.entities {
+        if !self.table.has_shard(shard) {
+            return;
+        }
+        for id in self.table.members(shard) {
+            if let Some(slot) = self.table.remove(shard, &id) {
                 self.drop_slot(slot, "the shard was stopped before this command ran", out);
             }
         }
+        self.table.remove_shard(shard);
+        self.shards_changed();
     }
 
     fn check_empty(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
-        let empty = self.shards.get(shard).is_none_or(|m| m.is_empty());
-        if empty {
-            if self.shards.remove(shard).is_some() {
+        if self.table.shard_len(shard) == 0 {
+            if self.table.remove_shard(shard) {
                 self.shards_changed();
             }
             if self.draining.remove(shard).is_some() {
                 out.push(HostOutput::ShardEmpty(shard.clone()));
+                if self.draining.is_empty() {
+                    // The hand-offs are over: idle entities no longer pay for member lists.
+                    self.table.forget_members();
+                }
             }
         }
     }
@@ -598,11 +693,9 @@ impl<E: Entity> EntityHost<E> {
     /// Passivates entities idle since before `cutoff_s`. Returns how many.
     pub fn passivate_idle(&mut self, cutoff_s: u32) -> usize {
         let mut idle = Vec::new();
-        for (shard, entities) in self.shards.iter() {
-            for (id, slot) in entities.entities.iter() {
-                if slot.entity.is_some() && !slot.stopping && slot.last_used < cutoff_s {
-                    idle.push((shard.clone(), id.clone()));
-                }
+        for (shard, id, slot) in self.table.iter() {
+            if slot.entity.is_some() && !slot.stopping() && slot.last_used() < cutoff_s {
+                idle.push((shard.clone(), id.clone()));
             }
         }
         let n = idle.len();
@@ -614,12 +707,12 @@ impl<E: Entity> EntityHost<E> {
 
     /// Whether any handler is running.
     pub fn has_running(&self) -> bool {
-        !self.running.is_empty()
+        !self.handlers.running.is_empty()
     }
 
     /// The running handlers, to poll for completions.
     pub fn running_mut(&mut self) -> &mut FuturesUnordered<Running<E>> {
-        &mut self.running
+        &mut self.handlers.running
     }
 
     /// Takes a finished handler back: the entity is idle again (or stopped), its next waiting
@@ -639,29 +732,33 @@ impl<E: Entity> EntityHost<E> {
             unrecorded,
         } = done;
         let failed = outcome.is_err();
+        // A tell's reply goes nowhere: it is not handed out at all.
+        let answered = !matches!(reply, Asker::None);
         match outcome {
-            Ok(Some(r)) => out.push(HostOutput::Reply(reply, Ok(r))),
-            Ok(None) => {}
+            Ok(Some(r)) if answered => out.push(HostOutput::Reply(reply, Ok(r))),
+            Ok(_) => {}
             Err(why) => {
                 tracing::error!(entity = %id, shard = %shard, %why, "entity failed; this incarnation is dropped");
                 metrics::counter!(crate::metrics::ENTITY_FAILURES_TOTAL).increment(1);
-                out.push(HostOutput::Reply(reply, Err(why)));
+                if answered {
+                    out.push(HostOutput::Reply(reply, Err(why)));
+                }
             }
         }
-        let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+        let Some(slot) = self.table.get_mut(&shard, &id) else {
             // Force-stopped meanwhile: the entity is not kept.
             self.timers.cancel_entity(&shard, &id);
             return;
         };
         if !from_context {
-            slot.last_used = now_s;
+            slot.set_last_used(now_s);
         }
         match entity {
             Some(e) if !was_stop => {
                 slot.entity = Some(e);
                 // A stopping entity's requests are dropped: its timers are already cancelled
                 // and what it tells itself would reach a stopped incarnation.
-                if !slot.stopping {
+                if !slot.stopping() {
                     for request in requests {
                         if let Some(cmd) = self.timers.apply(&shard, &id, request, now_ns) {
                             slot.queue
@@ -691,7 +788,7 @@ impl<E: Entity> EntityHost<E> {
                         }
                     }
                 }
-                slot.stopping = false;
+                slot.set_stopping(false);
                 let waiting = slot.queue.as_ref().is_some_and(|q| !q.is_empty());
                 if waiting && !self.draining.contains_key(&shard) {
                     slot.entity = Some((self.factory)(&id));
@@ -706,11 +803,14 @@ impl<E: Entity> EntityHost<E> {
                             self.restarts.schedule(&shard, &id, due);
                         }
                     }
-                    let entities = self.shards.get_mut(&shard).expect("slot present");
-                    if let Some(st) = entities.strategy.as_mut() {
+                    if let Some(st) = self
+                        .table
+                        .shard_mut(&shard)
+                        .and_then(|s| s.strategy.as_mut())
+                    {
                         st.entity_terminated(&id);
                     }
-                    let slot = entities.remove(&id).expect("slot present");
+                    let slot = self.table.remove(&shard, &id).expect("slot present");
                     self.drop_slot(slot, "the entity stopped before this command ran", out);
                     self.check_empty(&shard, out);
                     return;
@@ -738,11 +838,11 @@ impl<E: Entity> EntityHost<E> {
     /// creates an entity: one whose entity is gone or stopping is dropped.
     pub fn fire_timers(&mut self, now_ns: u64) {
         while let Some((shard, id, cmd)) = self.timers.pop_due(now_ns) {
-            let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+            let Some(slot) = self.table.get_mut(&shard, &id) else {
                 self.timers.cancel_entity(&shard, &id);
                 continue;
             };
-            if slot.stopping {
+            if slot.stopping() {
                 continue;
             }
             let job = Job {
@@ -757,7 +857,7 @@ impl<E: Entity> EntityHost<E> {
 
     /// Starts the next waiting item of an idle entity.
     fn advance(&mut self, shard: ShardId, id: EntityId) {
-        let Some(slot) = self.shards.get_mut(&shard).and_then(|m| m.get_mut(&id)) else {
+        let Some(slot) = self.table.get_mut(&shard, &id) else {
             return;
         };
         let Some(queue) = slot.queue.as_mut() else {
@@ -777,8 +877,15 @@ impl<E: Entity> EntityHost<E> {
             Item::Job(job) => {
                 self.queued -= 1;
                 let fence = self.fence_of(&shard);
-                let fut = run(self.node.clone(), fence, shard, id, entity, job, false);
-                self.push_running(fut);
+                self.start(Args {
+                    node: self.node.clone(),
+                    fence,
+                    shard,
+                    id,
+                    entity,
+                    job,
+                    was_stop: false,
+                });
             }
             Item::Stop => match &self.stop_message {
                 Some(make) => {
@@ -788,8 +895,15 @@ impl<E: Entity> EntityHost<E> {
                         from_context: false,
                     };
                     let fence = self.fence_of(&shard);
-                    let fut = run(self.node.clone(), fence, shard, id, entity, job, true);
-                    self.push_running(fut);
+                    self.start(Args {
+                        node: self.node.clone(),
+                        fence,
+                        shard,
+                        id,
+                        entity,
+                        job,
+                        was_stop: true,
+                    });
                 }
                 None => {
                     // No stop message: the stop completes at once.
@@ -805,11 +919,59 @@ impl<E: Entity> EntityHost<E> {
                         from_context: false,
                         unrecorded: false,
                     };
-                    self.finished.push_back(done);
+                    self.handlers.finished.push_back(done);
                 }
             },
         }
     }
+}
+
+/// Completes, in its slot, a handler that finished when it started and asks for nothing
+/// beyond handing the entity back: a tell or a local ask, answered, no requests through its
+/// context, no passivation, no failure, nothing queued behind it. That is almost every
+/// command, and it then costs neither a second lookup of the slot nor a move of the
+/// [`Completed`] through the finished queue. Anything else is handed back for
+/// [`EntityHost::completed`]. The caller tells the timers about the activity.
+fn finish_at_once<E: Entity>(slot: &mut Slot<E>, done: Completed<E>, now_s: u32) -> AtOnce<E> {
+    let plain = done.entity.is_some()
+        && !done.was_stop
+        && !done.passivate
+        && done.requests.is_empty()
+        && !slot.stopping()
+        && slot.queue.is_none()
+        && matches!(done.reply, Asker::None | Asker::Local(_))
+        && matches!(done.outcome, Ok(Some(_)));
+    if !plain {
+        return AtOnce::Left(done);
+    }
+    let Completed {
+        shard,
+        id,
+        entity,
+        reply,
+        outcome,
+        from_context,
+        ..
+    } = done;
+    slot.entity = entity;
+    if !from_context {
+        slot.set_last_used(now_s);
+    }
+    if let Asker::Local(tx) = reply {
+        if let Ok(Some(r)) = outcome {
+            // The asker may have given up waiting; nothing is owed to it then.
+            let _ = tx.send(Ok(r));
+        }
+    }
+    AtOnce::Finished { shard, id }
+}
+
+/// What [`finish_at_once`] made of a handler that finished when it started.
+enum AtOnce<E: Entity> {
+    /// Completed in its slot; the ids come back for the timers' activity record.
+    Finished { shard: ShardId, id: EntityId },
+    /// Needs [`EntityHost::completed`].
+    Left(Completed<E>),
 }
 
 /// Takes an idle entity out of its slot to handle `job`, or queues `job` behind the command
@@ -825,116 +987,4 @@ fn start_or_queue<E: Entity>(slot: &mut Slot<E>, job: Job<E>) -> Option<(E, Job<
             None
         }
     }
-}
-
-/// Runs the first command of a new incarnation of a remembering kind once the store records
-/// the entity as started. A wrapper around [`run`], so that the future of every other command
-/// does not carry the record's state (it made each handler's future larger, and boxing it a
-/// copy that cost local tells several percent).
-fn run_remembered<E: Entity>(
-    node: UniqueAddress,
-    fence: Option<Fence>,
-    shard: ShardId,
-    id: EntityId,
-    entity: E,
-    job: Job<E>,
-    writer: RememberWriter,
-) -> Running<E> {
-    Box::pin(async move {
-        if let Err(e) = writer.started(&shard, &id).await {
-            return Completed {
-                shard,
-                id,
-                entity: None,
-                reply: job.reply,
-                outcome: Err(format!("the entity could not be remembered: {e}")),
-                passivate: false,
-                was_stop: false,
-                requests: Vec::new(),
-                from_context: job.from_context,
-                unrecorded: true,
-            };
-        }
-        drop(writer);
-        run(node, fence, shard, id, entity, job, false).await
-    })
-}
-
-/// The future that handles one command: owns the entity while it runs and hands it back.
-fn run<E: Entity>(
-    node: UniqueAddress,
-    fence: Option<Fence>,
-    shard: ShardId,
-    id: EntityId,
-    mut entity: E,
-    job: Job<E>,
-    was_stop: bool,
-) -> Running<E> {
-    Box::pin(async move {
-        // The context owns the ids while the handler runs and hands them back after, so no
-        // reference count is touched for them on the way.
-        let mut ctx = EntityContext::<E>::new(id, shard, node);
-        ctx.fence = fence;
-        let Job {
-            cmd,
-            reply,
-            from_context,
-        } = job;
-        let result = AssertUnwindSafe(entity.try_handle(cmd, &mut ctx))
-            .catch_unwind()
-            .await;
-        let EntityContext {
-            entity_id: id,
-            shard_id: shard,
-            passivate,
-            requests,
-            ..
-        } = ctx;
-        match result {
-            Ok(Ok(r)) => Completed {
-                shard,
-                id,
-                entity: Some(entity),
-                reply,
-                outcome: Ok(if was_stop { None } else { Some(r) }),
-                passivate,
-                was_stop,
-                requests,
-                from_context,
-                unrecorded: false,
-            },
-            Ok(Err(failure)) => Completed {
-                shard,
-                id,
-                entity: None,
-                reply,
-                outcome: Err(failure.0),
-                passivate: false,
-                was_stop,
-                requests: Vec::new(),
-                from_context,
-                unrecorded: false,
-            },
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                let msg = format!("handler panicked: {msg}");
-                Completed {
-                    shard,
-                    id,
-                    entity: None,
-                    reply,
-                    outcome: Err(msg),
-                    passivate: false,
-                    was_stop,
-                    requests: Vec::new(),
-                    from_context,
-                    unrecorded: false,
-                }
-            }
-        }
-    })
 }

@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, Entity, ShardingError};
-use super::host::{Asker, Completed, EntityHost, HostOutput, Job};
+use super::host::{Asker, Completed, EntityHost, HostOutput, Job, RemoteAsker};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::outgoing::Outgoing;
 use super::pending::PendingAsks;
@@ -621,8 +621,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn apply_host_outputs(&mut self, st: &mut State<E>) {
-        let outputs = std::mem::take(&mut st.host_out);
-        for o in outputs {
+        let mut outputs = std::mem::take(&mut st.host_out);
+        for o in outputs.drain(..) {
             match o {
                 HostOutput::Reply(to, result) => self.reply(st, to, result),
                 HostOutput::ShardEmpty(shard) => {
@@ -630,11 +630,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             }
         }
+        // Kept for the next completion: handing out a fresh vector each time cost an
+        // allocation and a free per command.
+        if st.host_out.is_empty() {
+            st.host_out = outputs;
+        }
     }
 
     fn deliver(&mut self, st: &mut State<E>, env: Envelope<Payload<E>>) {
         let now = self.now(st);
-        let now_s = (now.as_nanos() / 1_000_000_000) as u32;
         let job = match env.msg {
             Payload::Local { cmd, reply } => Job {
                 cmd,
@@ -649,7 +653,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     Ok(cmd) => Job {
                         cmd,
                         reply: match reply_to {
-                            Some((node, ask_id)) => Asker::Remote { node, ask_id },
+                            Some((node, ask_id)) => {
+                                Asker::Remote(Box::new(RemoteAsker { node, ask_id }))
+                            }
                             None => Asker::None,
                         },
                         from_context: false,
@@ -672,9 +678,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             }
         };
         st.delivered += 1;
-        let now_ms = now.as_millis();
-        self.host
-            .deliver(&env.shard, &env.entity, job, now_s, now_ms);
+        if let Err(refused) = self
+            .host
+            .deliver(env.shard, env.entity, job, now.as_nanos())
+        {
+            self.count_drop("wrong-shard");
+            warn!(kind = %self.name, entity = %refused.entity, why = %refused.why, "command refused");
+            self.reply(st, refused.reply, Err(refused.why));
+        }
         self.drain_finished(st, now.as_nanos());
     }
 
@@ -748,8 +759,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Asker::Local(tx) => {
                 let _ = tx.send(result.map_err(ShardingError::EntityFailed));
             }
-            Asker::Remote { node, ask_id } => match result {
-                Ok(r) => match self.codec.encode(&r) {
+            Asker::Remote(to) => match (*to, result) {
+                (RemoteAsker { node, ask_id }, Ok(r)) => match self.codec.encode(&r) {
                     Ok(bytes) => {
                         let frame = ShardingFrame {
                             kind: self.name.clone(),
@@ -768,7 +779,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         e.to_string(),
                     ),
                 },
-                Err(msg) => {
+                (RemoteAsker { node, ask_id }, Err(msg)) => {
                     self.send_reply_error(st, node, ask_id, ReplyErrorKind::EntityFailed, msg)
                 }
             },

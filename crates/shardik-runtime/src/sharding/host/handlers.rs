@@ -1,0 +1,271 @@
+//! The handlers of one kind's entities while they run: the future that handles one command,
+//! and where it lives.
+//!
+//! Most handlers finish without awaiting anything. Boxing each command's future anew cost an
+//! allocation, a copy into it and a free per command, which was a large share of a local
+//! tell. So the future is written into a *cell*: a heap slot of the future's concrete type,
+//! pinned once and reused. A handler is started in the spare cell and polled once; if it
+//! finishes, the cell is emptied in place (`Pin::set`) and kept for the next command. Only a
+//! handler that awaits keeps its cell: the cell goes to the running set, which polls it
+//! until it finishes, and the next command gets a new cell.
+//!
+//! The cell's type is that of the future, which has no name in Rust; it is captured once, by
+//! inference, from the function that makes the future ([`cell_of`]), and the host only sees
+//! it as a [`Handler`] trait object.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use futures_util::FutureExt;
+use futures_util::stream::FuturesUnordered;
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::{EntityId, ShardId};
+use shardik_persistence::Fence;
+
+use super::super::api::{Entity, EntityContext};
+use super::super::remember::RememberWriter;
+use super::{Completed, Job};
+
+/// A handler that could not finish when it started, polled by the kind's task.
+pub(crate) type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
+
+/// What a handler needs to run one command.
+pub(super) struct Args<E: Entity> {
+    pub node: UniqueAddress,
+    pub fence: Option<Fence>,
+    pub shard: ShardId,
+    pub id: EntityId,
+    pub entity: E,
+    pub job: Job<E>,
+    /// The command is the kind's stop message.
+    pub was_stop: bool,
+}
+
+pin_project_lite::pin_project! {
+    /// A reusable slot for the future `make` makes: empty between commands.
+    struct Cell<M, F> {
+        make: M,
+        #[pin]
+        fut: Option<F>,
+    }
+}
+
+/// A [`Cell`] seen through its entity type only (its future's type has no name).
+trait Handler<E: Entity>: Future<Output = Completed<E>> + Send {
+    /// Puts the future of a new command into this (empty) cell, in place, and polls it once
+    /// (one call through the trait object for both).
+    fn start(self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>>;
+}
+
+impl<M, F> Future for Cell<M, F>
+where
+    F: Future,
+{
+    type Output = F::Output;
+
+    /// Polls the held future; when it finishes, the cell is emptied in place, ready for reuse.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        let Some(fut) = this.fut.as_mut().as_pin_mut() else {
+            // Never happens: an empty cell is only ever the host's spare, which it does not
+            // poll, and the running set does not poll a future again once it finished.
+            debug_assert!(false, "an empty handler cell was polled");
+            return Poll::Pending;
+        };
+        let done = std::task::ready!(fut.poll(cx));
+        this.fut.set(None);
+        Poll::Ready(done)
+    }
+}
+
+impl<E, M, F> Handler<E> for Cell<M, F>
+where
+    E: Entity,
+    M: Fn(Args<E>) -> F + Send,
+    F: Future<Output = Completed<E>> + Send,
+{
+    fn start(mut self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>> {
+        let mut this = self.as_mut().project();
+        let fut = (this.make)(args);
+        this.fut.set(Some(fut));
+        self.poll(cx)
+    }
+}
+
+/// A new empty cell for the futures `make` makes; `F` is inferred from `make`.
+fn cell_of<E, M, F>(make: M) -> Pin<Box<dyn Handler<E> + Send>>
+where
+    E: Entity,
+    M: Fn(Args<E>) -> F + Send + 'static,
+    F: Future<Output = Completed<E>> + Send + 'static,
+{
+    Box::pin(Cell {
+        make,
+        fut: None::<F>,
+    })
+}
+
+/// The running and just-finished handlers of one kind's entities.
+pub(super) struct Handlers<E: Entity> {
+    /// An empty cell for the next command (`None` until the first one, and after a handler
+    /// that awaited took it).
+    spare: Option<Pin<Box<dyn Handler<E> + Send>>>,
+    /// Handlers that await, polled by the kind's task.
+    pub running: FuturesUnordered<Running<E>>,
+    /// Handlers that finished when they started but need the host's full completion
+    /// (replies to send, requests, passivation, a queue behind them).
+    pub finished: VecDeque<Completed<E>>,
+}
+
+impl<E: Entity> Default for Handlers<E> {
+    fn default() -> Self {
+        Handlers {
+            spare: None,
+            running: FuturesUnordered::new(),
+            finished: VecDeque::new(),
+        }
+    }
+}
+
+impl<E: Entity> Handlers<E> {
+    /// Starts a handler and polls it once. Returns what it finished with, if it did; one that
+    /// waits goes to `running`, which polls it again (with a waker of the kind task) before
+    /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
+    pub fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
+        let mut cell = self.spare.take().unwrap_or_else(|| cell_of(run::<E>));
+        let mut cx = Context::from_waker(Waker::noop());
+        match cell.as_mut().start(args, &mut cx) {
+            Poll::Ready(done) => {
+                self.spare = Some(cell);
+                Some(done)
+            }
+            Poll::Pending => {
+                self.running.push(cell);
+                None
+            }
+        }
+    }
+
+    /// Runs a future made elsewhere (the first command of a remembered entity) like a handler:
+    /// polled once, then finished or running.
+    pub fn start_boxed(&mut self, mut fut: Running<E>) {
+        let mut cx = Context::from_waker(Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(done) => self.finished.push_back(done),
+            Poll::Pending => self.running.push(fut),
+        }
+    }
+}
+
+/// Runs the first command of a new incarnation of a remembering kind once the store records
+/// the entity as started. A wrapper around [`run`], so that the future of every other command
+/// does not carry the record's state (it made each handler's future larger, and so the copy
+/// into its cell).
+pub(super) fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -> Running<E> {
+    Box::pin(async move {
+        if let Err(e) = writer.started(&args.shard, &args.id).await {
+            return Completed {
+                shard: args.shard,
+                id: args.id,
+                entity: None,
+                reply: args.job.reply,
+                outcome: Err(format!("the entity could not be remembered: {e}")),
+                passivate: false,
+                was_stop: false,
+                requests: Vec::new(),
+                from_context: args.job.from_context,
+                unrecorded: true,
+            };
+        }
+        drop(writer);
+        run(args).await
+    })
+}
+
+/// The future that handles one command: owns the entity while it runs and hands it back.
+fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 'static {
+    let Args {
+        node,
+        fence,
+        shard,
+        id,
+        mut entity,
+        job,
+        was_stop,
+    } = args;
+    async move {
+        // The context owns the ids while the handler runs and hands them back after, so no
+        // reference count is touched for them on the way.
+        let mut ctx = EntityContext::<E> {
+            entity_id: id,
+            shard_id: shard,
+            node,
+            passivate: false,
+            requests: Vec::new(),
+            fence,
+        };
+        let Job {
+            cmd,
+            reply,
+            from_context,
+        } = job;
+        let result = AssertUnwindSafe(entity.try_handle(cmd, &mut ctx))
+            .catch_unwind()
+            .await;
+        let EntityContext {
+            entity_id: id,
+            shard_id: shard,
+            passivate,
+            requests,
+            ..
+        } = ctx;
+        match result {
+            Ok(Ok(r)) => Completed {
+                shard,
+                id,
+                entity: Some(entity),
+                reply,
+                outcome: Ok(if was_stop { None } else { Some(r) }),
+                passivate,
+                was_stop,
+                requests,
+                from_context,
+                unrecorded: false,
+            },
+            Ok(Err(failure)) => Completed {
+                shard,
+                id,
+                entity: None,
+                reply,
+                outcome: Err(failure.0),
+                passivate: false,
+                was_stop,
+                requests: Vec::new(),
+                from_context,
+                unrecorded: false,
+            },
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Completed {
+                    shard,
+                    id,
+                    entity: None,
+                    reply,
+                    outcome: Err(format!("handler panicked: {msg}")),
+                    passivate: false,
+                    was_stop,
+                    requests: Vec::new(),
+                    from_context,
+                    unrecorded: false,
+                }
+            }
+        }
+    }
+}
