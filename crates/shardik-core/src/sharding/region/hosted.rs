@@ -5,9 +5,12 @@
 //! the record of every hosted shard and its state, so that iteration (timers, registration,
 //! shutdown) is in shard order and simulations replay exactly.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
+use hashbrown::{Equivalent, HashSet};
 
 use super::Hosted;
 use crate::sharding::ShardId;
@@ -20,7 +23,42 @@ use crate::sharding::ShardId;
 #[derive(Debug)]
 pub(super) struct HostedShards<M> {
     states: BTreeMap<ShardId, Hosted<M>>,
-    running: HashSet<ShardId, RandomState>,
+    running: HashSet<RunningKey, RandomState>,
+}
+
+/// A running shard's id in the index: compared by pointer first (a runtime routes with the
+/// very `Arc`s it pre-rendered, so the bytes are rarely compared) and hashed by its bytes
+/// alone (`str`'s own hash adds a terminator byte, a cost on every message).
+#[derive(Debug)]
+struct RunningKey(ShardId);
+
+impl PartialEq for RunningKey {
+    fn eq(&self, other: &RunningKey) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for RunningKey {}
+
+impl Hash for RunningKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(self.0.as_bytes());
+    }
+}
+
+/// A borrowed shard id to probe the index with, without touching its reference count.
+struct Probe<'a>(&'a ShardId);
+
+impl Hash for Probe<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(self.0.as_bytes());
+    }
+}
+
+impl Equivalent<RunningKey> for Probe<'_> {
+    fn equivalent(&self, key: &RunningKey) -> bool {
+        Arc::ptr_eq(self.0, &key.0) || *self.0 == key.0
+    }
 }
 
 impl<M> Default for HostedShards<M> {
@@ -35,7 +73,7 @@ impl<M> Default for HostedShards<M> {
 impl<M> HostedShards<M> {
     /// Whether `shard` is hosted and running (not waiting for a predecessor, not handing off).
     pub fn is_running(&self, shard: &ShardId) -> bool {
-        let running = self.running.contains(shard);
+        let running = self.running.contains(&Probe(shard));
         debug_assert_eq!(
             running,
             matches!(self.states.get(shard), Some(Hosted::Running)),
@@ -96,7 +134,7 @@ impl<M> HostedShards<M> {
     }
 
     pub fn remove(&mut self, shard: &ShardId) -> Option<Hosted<M>> {
-        self.running.remove(shard);
+        self.running.remove(&Probe(shard));
         self.states.remove(shard)
     }
 
@@ -108,9 +146,9 @@ impl<M> HostedShards<M> {
 
     fn index(&mut self, shard: &ShardId, state: &Hosted<M>) {
         if matches!(state, Hosted::Running) {
-            self.running.insert(shard.clone());
+            self.running.insert(RunningKey(shard.clone()));
         } else {
-            self.running.remove(shard);
+            self.running.remove(&Probe(shard));
         }
     }
 }
