@@ -81,6 +81,7 @@ pub fn encode_batch_frame<'a>(
 }
 
 /// Reads a varint at `*pos`, advancing it.
+#[inline]
 fn read_varint(b: &[u8], pos: &mut usize) -> Result<u64, DecodeError> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
@@ -102,6 +103,7 @@ fn malformed(what: &str) -> DecodeError {
 
 /// One field of a message: its number, and where its length-delimited value lies (`None` for
 /// the other wire types, whose value is skipped).
+#[inline]
 fn next_field(
     b: &[u8],
     pos: &mut usize,
@@ -205,9 +207,11 @@ pub(super) fn decode_batch(
 /// Shard ids met before, so that decoding one costs a lookup instead of an allocation: a node
 /// has few shards and sees the same ones over and over. Bounded: past [`IdCache::CAPACITY`]
 /// ids it only looks up, so a peer naming ever new shards cannot make it grow.
+///
+/// Hashed with a randomly seeded foldhash: fast, and a peer cannot choose colliding ids.
 #[derive(Debug, Default)]
 pub struct IdCache {
-    ids: std::collections::HashSet<Arc<str>>,
+    ids: std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>,
 }
 
 impl IdCache {
