@@ -37,9 +37,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::bench_support::{
-    COALESCE_BYTES, LATE, Latencies, Peer, TAG_COUNT, TAG_ECHO, TAG_SIZED, Throughput,
-    exit_with_parent, free_port, open_loop, put_frame, put_zero_frame, runtime, set_runtime_kind,
-    sized_reply_len, unix_ns,
+    LATE, Latencies, Peer, TAG_COUNT, TAG_ECHO, TAG_SIZED, Throughput, exit_with_parent, free_port,
+    open_loop, put_frame, put_zero_frame, runtime, set_runtime_kind, sized_reply_len, unix_ns,
+    write_coalesced,
 };
 
 /// Bytes of the payload header: tag, sequence number, send time.
@@ -490,16 +490,10 @@ async fn raw_measurements(
     stream.set_nodelay(true)?;
     let first = unix_ns();
     let started = Instant::now();
-    let mut buf = BytesMut::with_capacity(COALESCE_BYTES + a.size + 5);
-    for seq in 0..a.messages {
-        let p = payload(TAG_COUNT, seq, 0, a.size);
-        put_frame(&mut buf, &p);
-        if buf.len() >= COALESCE_BYTES {
-            stream.write_all(&buf).await?;
-            buf.clear();
-        }
-    }
-    stream.write_all(&buf).await?;
+    write_coalesced(&mut stream, a.messages, |buf, seq| {
+        put_frame(buf, &payload(TAG_COUNT, seq, 0, a.size))
+    })
+    .await?;
     let send_time = started.elapsed();
     let (received, _, last) = peer.done().await?;
     let throughput = Throughput {

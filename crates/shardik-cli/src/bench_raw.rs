@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::bench_support::{
-    COALESCE_BYTES, ClosedLoop, Latencies, Peer, SIZED_HEADER, TAG_COUNT, Throughput, entity_of,
-    open_loop, put_sized_request, put_tagged_frame, unix_ns,
+    ClosedLoop, Latencies, Peer, SIZED_HEADER, TAG_COUNT, Throughput, entity_of, open_loop,
+    put_sized_request, put_tagged_frame, unix_ns, write_coalesced,
 };
 
 /// Longest wait for one answer; as the sharding side's ask timeout.
@@ -64,18 +64,12 @@ pub(crate) async fn one_way(
     }
     let mut stream = connect(&peer.addr).await?;
     let n = sizes.len() as u64;
-    let largest = sizes.iter().copied().max().unwrap_or(0);
-    let mut buf = BytesMut::with_capacity(COALESCE_BYTES + largest + 5);
     let first = unix_ns();
     let started = Instant::now();
-    for i in 0..messages {
-        put_tagged_frame(&mut buf, TAG_COUNT, sizes[(i % n) as usize]);
-        if buf.len() >= COALESCE_BYTES {
-            stream.write_all(&buf).await?;
-            buf.clear();
-        }
-    }
-    stream.write_all(&buf).await?;
+    write_coalesced(&mut stream, messages, |buf, i| {
+        put_tagged_frame(buf, TAG_COUNT, sizes[(i % n) as usize])
+    })
+    .await?;
     let send_time = started.elapsed();
     let (received, _, last) = peer.done().await?;
     Ok(Throughput {

@@ -29,6 +29,25 @@ const KIND_USER: u8 = 4;
 /// Same bound on coalesced bytes as the transport's writer, so the baselines batch alike.
 pub(crate) const COALESCE_BYTES: usize = 256 * 1024;
 
+/// Writes `messages` frames, the `i`-th put into the buffer by `put(buf, i)`, coalesced into
+/// writes of about [`COALESCE_BYTES`] (the transport's bound): a raw sender's best case.
+pub(crate) async fn write_coalesced<W: tokio::io::AsyncWrite + Unpin>(
+    stream: &mut W,
+    messages: u64,
+    mut put: impl FnMut(&mut BytesMut, u64),
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut buf = BytesMut::with_capacity(2 * COALESCE_BYTES);
+    for i in 0..messages {
+        put(&mut buf, i);
+        if buf.len() >= COALESCE_BYTES {
+            stream.write_all(&buf).await?;
+            buf.clear();
+        }
+    }
+    stream.write_all(&buf).await
+}
+
 /// Appends one user frame carrying `payload` as the wire codec would: length, kind, payload.
 pub(crate) fn put_frame(buf: &mut BytesMut, payload: &[u8]) {
     buf.put_u32((payload.len() + 1) as u32);

@@ -315,7 +315,6 @@ pub fn encode_envelope(
     ask_id: Option<NonZeroU64>,
     out: &mut BytesMut,
 ) {
-    let body = envelope_body_len(entity_id, shard, payload.len(), ask_id);
     out.reserve(envelope_encoded_len(
         kind,
         entity_id,
@@ -325,7 +324,21 @@ pub fn encode_envelope(
     ));
     // prost writes fields in field-number order; doing the same keeps the bytes identical.
     put_len_field(FRAME_KIND, kind.as_bytes(), out);
-    out.put_u8(key(FRAME_ENVELOPE, WIRE_LEN));
+    put_envelope_field(FRAME_ENVELOPE, entity_id, shard, payload, ask_id, out);
+}
+
+/// Appends an `Envelope` as length-delimited field `field` of the enclosing message (the
+/// frame's body, or an item of a batch).
+fn put_envelope_field(
+    field: u8,
+    entity_id: &str,
+    shard: &str,
+    payload: &[u8],
+    ask_id: Option<NonZeroU64>,
+    out: &mut BytesMut,
+) {
+    let body = envelope_body_len(entity_id, shard, payload.len(), ask_id);
+    out.put_u8(key(field, WIRE_LEN));
     put_varint(body as u64, out);
     put_len_field(ENVELOPE_ENTITY_ID, entity_id.as_bytes(), out);
     put_len_field(ENVELOPE_SHARD_ID, shard.as_bytes(), out);
@@ -1110,21 +1123,7 @@ mod tests {
     #[test]
     fn a_batch_decodes_as_prost_encodes_it_and_back() {
         let envs = envelopes();
-        let prost = pb::ShardingFrame {
-            kind: "counter".into(),
-            body: Some(pb::sharding_frame::Body::Envelopes(pb::EnvelopeBatch {
-                envelopes: envs
-                    .iter()
-                    .map(|e| pb::Envelope {
-                        entity_id: e.entity_id.to_string(),
-                        shard_id: e.shard.to_string(),
-                        payload: e.payload.clone(),
-                        ask_id: e.ask_id.map_or(0, NonZeroU64::get),
-                    })
-                    .collect(),
-            })),
-        }
-        .encode_to_vec();
+        let prost = prost_batch("counter", &envs);
         let ours = encode_sharding(&frame(ShardingBody::Envelopes(envs.clone())));
         assert_eq!(
             &ours[..],
@@ -1163,21 +1162,7 @@ mod tests {
                     ask_id: NonZeroU64::new(a),
                 })
                 .collect();
-            let prost = pb::ShardingFrame {
-                kind: "k".into(),
-                body: Some(pb::sharding_frame::Body::Envelopes(pb::EnvelopeBatch {
-                    envelopes: envs
-                        .iter()
-                        .map(|e| pb::Envelope {
-                            entity_id: e.entity_id.to_string(),
-                            shard_id: e.shard.to_string(),
-                            payload: e.payload.clone(),
-                            ask_id: e.ask_id.map_or(0, NonZeroU64::get),
-                        })
-                        .collect(),
-                })),
-            }
-            .encode_to_vec();
+            let prost = prost_batch("k", &envs);
             let back = decode(&prost).unwrap();
             prop_assert_eq!(back.body, ShardingBody::Envelopes(envs));
             let mut hostile = vec![0x0a, 0x01, b'k', 0x3a];
@@ -1225,19 +1210,29 @@ mod tests {
         }
     }
 
+    fn to_pb_envelope(e: &WireEnvelope) -> pb::Envelope {
+        pb::Envelope {
+            entity_id: e.entity_id.to_string(),
+            shard_id: e.shard.to_string(),
+            payload: e.payload.clone(),
+            ask_id: e.ask_id.map_or(0, NonZeroU64::get),
+        }
+    }
+
     /// The envelope as prost would encode it: the reference the hand-written encoder must
     /// match byte for byte.
     fn prost_envelope(kind: &str, e: &WireEnvelope) -> Vec<u8> {
-        pb::ShardingFrame {
-            kind: kind.to_string(),
-            body: Some(pb::sharding_frame::Body::Envelope(pb::Envelope {
-                entity_id: e.entity_id.to_string(),
-                shard_id: e.shard.to_string(),
-                payload: e.payload.clone(),
-                ask_id: e.ask_id.map_or(0, NonZeroU64::get),
-            })),
-        }
-        .encode_to_vec()
+        pb_frame(kind, pb::sharding_frame::Body::Envelope(to_pb_envelope(e)))
+    }
+
+    /// A batch as prost would encode it.
+    fn prost_batch(kind: &str, envs: &[WireEnvelope]) -> Vec<u8> {
+        pb_frame(
+            kind,
+            pb::sharding_frame::Body::Envelopes(pb::EnvelopeBatch {
+                envelopes: envs.iter().map(to_pb_envelope).collect(),
+            }),
+        )
     }
 
     fn check_envelope_encoder(kind: &str, e: &WireEnvelope) {

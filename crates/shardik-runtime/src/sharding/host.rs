@@ -873,19 +873,10 @@ impl<E: Entity> EntityHost<E> {
         let Some(entity) = slot.entity.take() else {
             return;
         };
-        match item {
+        let (job, was_stop) = match item {
             Item::Job(job) => {
                 self.queued -= 1;
-                let fence = self.fence_of(&shard);
-                self.start(Args {
-                    node: self.node.clone(),
-                    fence,
-                    shard,
-                    id,
-                    entity,
-                    job,
-                    was_stop: false,
-                });
+                (job, false)
             }
             Item::Stop => match &self.stop_message {
                 Some(make) => {
@@ -894,16 +885,7 @@ impl<E: Entity> EntityHost<E> {
                         reply: Asker::None,
                         from_context: false,
                     };
-                    let fence = self.fence_of(&shard);
-                    self.start(Args {
-                        node: self.node.clone(),
-                        fence,
-                        shard,
-                        id,
-                        entity,
-                        job,
-                        was_stop: true,
-                    });
+                    (job, true)
                 }
                 None => {
                     // No stop message: the stop completes at once.
@@ -920,9 +902,20 @@ impl<E: Entity> EntityHost<E> {
                         unrecorded: false,
                     };
                     self.handlers.finished.push_back(done);
+                    return;
                 }
             },
-        }
+        };
+        let fence = self.fence_of(&shard);
+        self.start(Args {
+            node: self.node.clone(),
+            fence,
+            shard,
+            id,
+            entity,
+            job,
+            was_stop,
+        });
     }
 }
 

@@ -17,8 +17,8 @@ use shardik_core::sharding::{
     KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
-    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireReply, encode_batch_item,
-    encode_sharding,
+    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
+    encode_batch_item, encode_sharding,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
@@ -353,30 +353,25 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
+    /// Routes an envelope that arrived from `from`; an ask is answered to `from`.
+    fn route_remote(&mut self, st: &mut State<E>, from: &UniqueAddress, env: WireEnvelope) {
+        let env = Envelope {
+            entity: env.entity_id,
+            shard: env.shard,
+            msg: Payload::Remote {
+                bytes: env.payload,
+                reply_to: env.ask_id.map(|id| (from.clone(), id)),
+            },
+        };
+        self.route(st, Some(from.clone()), env);
+    }
+
     fn on_control(&mut self, st: &mut State<E>, ctl: Control) {
         match ctl {
-            Control::Remote { from, env } => {
-                let env = Envelope {
-                    entity: env.entity_id,
-                    shard: env.shard,
-                    msg: Payload::Remote {
-                        bytes: env.payload,
-                        reply_to: env.ask_id.map(|id| (from.clone(), id)),
-                    },
-                };
-                self.route(st, Some(from), env);
-            }
+            Control::Remote { from, env } => self.route_remote(st, &from, env),
             Control::RemoteBatch { from, envs } => {
                 for env in envs {
-                    let env = Envelope {
-                        entity: env.entity_id,
-                        shard: env.shard,
-                        msg: Payload::Remote {
-                            bytes: env.payload,
-                            reply_to: env.ask_id.map(|id| (from.clone(), id)),
-                        },
-                    };
-                    self.route(st, Some(from.clone()), env);
+                    self.route_remote(st, &from, env);
                 }
             }
             Control::Protocol { from, msg } => self.input(st, KindInput::Protocol { from, msg }),

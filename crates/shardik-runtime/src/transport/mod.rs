@@ -360,19 +360,16 @@ impl UserSender {
         let Some(mut lane) = self.lane(to) else {
             return Err(payload);
         };
-        let mut msg = Outgoing::User(payload);
+        // A refused message is dropped and the caller wants its bytes back: push a clone (a
+        // reference count) and hand back the original.
         loop {
-            match lane.push(msg) {
+            match lane.push(Outgoing::User(payload.clone())) {
                 Ok(()) => return Ok(()),
-                Err(outbound::Refused::Full(Outgoing::User(p))) => return Err(p),
-                Err(outbound::Refused::Closed(m)) => {
-                    msg = m;
-                    match self.next_lane(to, &lane) {
-                        Some(next) => lane = next,
-                        None => return Err(payload_of(msg)),
-                    }
-                }
-                Err(outbound::Refused::Full(m)) => return Err(payload_of(m)),
+                Err(outbound::Refused::Full) => return Err(payload),
+                Err(outbound::Refused::Closed) => match self.next_lane(to, &lane) {
+                    Some(next) => lane = next,
+                    None => return Err(payload),
+                },
             }
         }
     }
@@ -420,14 +417,6 @@ impl UserSender {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(address);
-    }
-}
-
-fn payload_of(msg: Outgoing) -> bytes::Bytes {
-    match msg {
-        Outgoing::User(p) => p,
-        // Only user payloads travel through a `UserSender`.
-        Outgoing::Membership(_) => bytes::Bytes::new(),
     }
 }
 
@@ -591,5 +580,50 @@ mod tests {
             assert_eq!(got.payload.len(), 1024);
         }
         produce.await.unwrap();
+    }
+
+    /// Once a sink is installed, readers hand it every user payload themselves and the user
+    /// queue gets nothing; a second sink is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_installed_sink_takes_user_payloads_from_the_reader() {
+        struct Collect(tokio::sync::mpsc::UnboundedSender<(UniqueAddress, bytes::Bytes)>);
+        struct CollectConnection(tokio::sync::mpsc::UnboundedSender<(UniqueAddress, bytes::Bytes)>);
+        impl UserSink for Collect {
+            fn connection(&self) -> Box<dyn UserConnection> {
+                Box::new(CollectConnection(self.0.clone()))
+            }
+        }
+        impl UserConnection for CollectConnection {
+            fn deliver(
+                &mut self,
+                from: &UniqueAddress,
+                payload: bytes::Bytes,
+            ) -> Option<Backpressure> {
+                let _ = self.0.send((from.clone(), payload));
+                None
+            }
+        }
+        let (a, _a_rx) = transport("t").await;
+        let (b, mut b_rx) = transport("t").await;
+        let (tx, mut got) = tokio::sync::mpsc::unbounded_channel();
+        assert!(b.user_inbound().install(Arc::new(Collect(tx.clone()))));
+        assert!(
+            !b.user_inbound().install(Arc::new(Collect(tx))),
+            "only one sink"
+        );
+        let sender = a.user_sender();
+        let to = b.identity().address.clone();
+        for i in 0..10u8 {
+            assert!(sender.send(&to, bytes::Bytes::from(vec![i])).await);
+        }
+        for i in 0..10u8 {
+            let (from, payload) = tokio::time::timeout(Duration::from_secs(10), got.recv())
+                .await
+                .expect("in time")
+                .expect("open");
+            assert_eq!(from, *a.identity());
+            assert_eq!(&payload[..], &[i]);
+        }
+        assert!(b_rx.user.try_recv().is_err(), "nothing went to the queue");
     }
 }

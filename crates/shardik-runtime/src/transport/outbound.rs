@@ -48,12 +48,12 @@ pub(super) enum RunPushed {
     Closed,
 }
 
-/// Why a message was not taken.
+/// Why a message was not taken (it is dropped; a caller that wants it back keeps a copy).
 pub(super) enum Refused {
-    /// The lane holds as many messages as it may; the message is handed back.
-    Full(Outgoing),
+    /// The lane holds as many messages as it may.
+    Full,
     /// The lane has closed (its writer ended after idling, or the peer was forgotten).
-    Closed(Outgoing),
+    Closed,
 }
 
 impl PeerQueue {
@@ -175,10 +175,10 @@ impl PeerLane {
     pub(super) fn push(&self, msg: Outgoing) -> Result<(), Refused> {
         let mut st = self.lock();
         if st.closed {
-            return Err(Refused::Closed(msg));
+            return Err(Refused::Closed);
         }
         if st.frames >= self.capacity {
-            return Err(Refused::Full(msg));
+            return Err(Refused::Full);
         }
         let idle = st.buf.is_empty() && !st.writing;
         if encode(&self.codec, &msg, &mut st.buf) {

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use super::{
     ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID, FRAME_KIND,
-    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, id, key, put_len_field,
-    put_varint, varint_len,
+    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, id, key,
+    put_envelope_field, put_len_field, put_varint, varint_len,
 };
 use crate::codec::DecodeError;
 
@@ -45,17 +45,8 @@ pub fn encode_batch_item(
     ask_id: Option<NonZeroU64>,
     out: &mut BytesMut,
 ) {
-    let body = envelope_body_len(entity_id, shard, payload.len(), ask_id);
-    out.reserve(1 + varint_len(body as u64) + body);
-    out.put_u8(key(BATCH_ENVELOPE, WIRE_LEN));
-    put_varint(body as u64, out);
-    put_len_field(ENVELOPE_ENTITY_ID, entity_id.as_bytes(), out);
-    put_len_field(ENVELOPE_SHARD_ID, shard.as_bytes(), out);
-    put_len_field(ENVELOPE_PAYLOAD, payload, out);
-    if let Some(a) = ask_id {
-        out.put_u8(key(ENVELOPE_ASK_ID, WIRE_VARINT));
-        put_varint(a.get(), out);
-    }
+    out.reserve(batch_item_len(entity_id, shard, payload.len(), ask_id));
+    put_envelope_field(BATCH_ENVELOPE, entity_id, shard, payload, ask_id, out);
 }
 
 /// A `ShardingFrame` of kind `kind` whose body is the batch of `items` (each made by
