@@ -46,7 +46,7 @@ pub(crate) fn op_sizes(
         let frame = ShardingFrame {
             kind: Arc::clone(&kind),
             body: ShardingBody::Envelope(WireEnvelope {
-                entity_id: Arc::from(entity),
+                entity_id: entity.into(),
                 shard: Arc::from(shard),
                 payload: Bytes::from(payload),
                 ask_id,
@@ -113,7 +113,7 @@ mod tests {
         let frame = ShardingFrame {
             kind,
             body: ShardingBody::Envelope(WireEnvelope {
-                entity_id: Arc::from("e42"),
+                entity_id: "e42".into(),
                 shard: Arc::from("42"),
                 payload: Bytes::from(Postcard.encode(&0u64).unwrap()),
                 ask_id: NonZeroU64::new(TYPICAL_ASK_ID),

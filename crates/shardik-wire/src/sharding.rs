@@ -24,10 +24,11 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+pub use bytestring::ByteString;
 use prost::Message as _;
 
 use shardik_core::membership::UniqueAddress;
-use shardik_core::sharding::{EntityId, Protocol, ShardId};
+use shardik_core::sharding::{Protocol, ShardId};
 
 use crate::codec::{DecodeError, required_unique, unique_address_from_pb, unique_address_to_pb};
 use crate::pb::m as pbm;
@@ -36,7 +37,9 @@ use crate::pb::s as pb;
 use pb::protocol_message::Message as PM;
 
 mod batch;
-pub use batch::{IdCache, batch_item_len, encode_batch_frame, encode_batch_item};
+pub use batch::{
+    BatchFrameBuilder, IdCache, batch_item_len, encode_batch_frame, encode_batch_item,
+};
 
 /// Default for [`ShardingLimits::max_envelopes_per_batch`]: 1 024, four times what a sender
 /// puts in one batch.
@@ -110,8 +113,9 @@ pub enum ShardingBody {
 /// A user message to one entity, as it travels between nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WireEnvelope {
-    /// The entity.
-    pub entity_id: EntityId,
+    /// The entity. Decoded, it shares the frame's bytes: the receiver usually knows the
+    /// entity already and uses its own copy of the id, so decoding does not allocate one.
+    pub entity_id: ByteString,
     /// Its shard, as computed by the sender (the receiver routes by it without re-extracting).
     pub shard: ShardId,
     /// The message, serialized by the kind's own codec; opaque here.
@@ -250,7 +254,7 @@ fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-fn put_varint(mut v: u64, out: &mut BytesMut) {
+fn put_varint(mut v: u64, out: &mut impl BufMut) {
     while v >= 0x80 {
         out.put_u8((v as u8 & 0x7f) | 0x80);
         v >>= 7;
@@ -268,7 +272,7 @@ fn len_field_len(len: usize) -> usize {
     }
 }
 
-fn put_len_field(field: u8, value: &[u8], out: &mut BytesMut) {
+fn put_len_field(field: u8, value: &[u8], out: &mut impl BufMut) {
     if !value.is_empty() {
         out.put_u8(key(field, WIRE_LEN));
         put_varint(value.len() as u64, out);
@@ -511,6 +515,16 @@ fn id(
     limits: &ShardingLimits,
     field: impl FnOnce() -> String,
 ) -> Result<Arc<str>, DecodeError> {
+    check_id(&s, limits, field)?;
+    Ok(Arc::from(s))
+}
+
+/// An id must be neither empty nor longer than the limit.
+fn check_id(
+    s: &str,
+    limits: &ShardingLimits,
+    field: impl FnOnce() -> String,
+) -> Result<(), DecodeError> {
     if s.is_empty() {
         return Err(DecodeError::Empty(field()));
     }
@@ -521,7 +535,7 @@ fn id(
             max: limits.max_id_len,
         });
     }
-    Ok(Arc::from(s))
+    Ok(())
 }
 
 fn shard(s: String, limits: &ShardingLimits, msg: &'static str) -> Result<ShardId, DecodeError> {
@@ -732,7 +746,10 @@ fn stats_from_pb(r: pb::StatsReply, limits: &ShardingLimits) -> Result<WireStats
 
 fn envelope_from_pb(e: pb::Envelope, limits: &ShardingLimits) -> Result<WireEnvelope, DecodeError> {
     Ok(WireEnvelope {
-        entity_id: id(e.entity_id, limits, || "Envelope.entity_id".into())?,
+        entity_id: {
+            check_id(&e.entity_id, limits, || "Envelope.entity_id".into())?;
+            ByteString::from(e.entity_id)
+        },
         shard: id(e.shard_id, limits, || "Envelope.shard_id".into())?,
         payload: e.payload,
         ask_id: NonZeroU64::new(e.ask_id),
@@ -933,25 +950,25 @@ mod tests {
     fn envelopes() -> Vec<WireEnvelope> {
         vec![
             WireEnvelope {
-                entity_id: Arc::from("user-1"),
+                entity_id: ByteString::from("user-1"),
                 shard: s("17"),
                 payload: Bytes::from_static(b"\x08\x01hello"),
                 ask_id: None,
             },
             WireEnvelope {
-                entity_id: Arc::from("user-1"),
+                entity_id: ByteString::from("user-1"),
                 shard: s("17"),
                 payload: Bytes::new(),
                 ask_id: ask(1),
             },
             WireEnvelope {
-                entity_id: Arc::from("order/2024/0001"),
+                entity_id: ByteString::from("order/2024/0001"),
                 shard: s("0"),
                 payload: Bytes::from(vec![0xab; 300]),
                 ask_id: ask(u64::MAX),
             },
             WireEnvelope {
-                entity_id: Arc::from("x".repeat(DEFAULT_MAX_ID_LEN)),
+                entity_id: ByteString::from("x".repeat(DEFAULT_MAX_ID_LEN)),
                 shard: Arc::from("y".repeat(DEFAULT_MAX_ID_LEN)),
                 payload: Bytes::from_static(b"at the limits"),
                 ask_id: ask(128),
@@ -1156,7 +1173,7 @@ mod tests {
             let envs: Vec<WireEnvelope> = envs
                 .into_iter()
                 .map(|(e, sh, p, a)| WireEnvelope {
-                    entity_id: Arc::from(e.as_str()),
+                    entity_id: ByteString::from(e.as_str()),
                     shard: s(&sh),
                     payload: Bytes::from(p),
                     ask_id: NonZeroU64::new(a),
@@ -1164,7 +1181,14 @@ mod tests {
                 .collect();
             let prost = prost_batch("k", &envs);
             let back = decode(&prost).unwrap();
-            prop_assert_eq!(back.body, ShardingBody::Envelopes(envs));
+            prop_assert_eq!(&back.body, &ShardingBody::Envelopes(envs.clone()));
+            // Written in place, the same frame byte for byte.
+            let mut out = BytesMut::new();
+            let builder = BatchFrameBuilder::begin("k", &mut out);
+            for e in &envs {
+                encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut out);
+            }
+            prop_assert_eq!(&builder.finish("k", out)[..], &prost[..]);
             let mut hostile = vec![0x0a, 0x01, b'k', 0x3a];
             hostile.push(junk.len() as u8);
             hostile.extend_from_slice(&junk);
@@ -1173,9 +1197,38 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_written_in_place_is_the_batch_prost_writes() {
+        // Kinds of several lengths (and none), bodies across the varint length boundaries.
+        for kind in ["", "k", &"x".repeat(200)] {
+            for n in [0usize, 1, 3, 127, 1000, 3000] {
+                let envs: Vec<WireEnvelope> = (0..n)
+                    .map(|i| WireEnvelope {
+                        entity_id: ByteString::from(format!("e{i}").as_str()),
+                        shard: s(&(i % 7).to_string()),
+                        payload: Bytes::from(vec![i as u8; i % 50]),
+                        ask_id: NonZeroU64::new(i as u64),
+                    })
+                    .collect();
+                let mut out = BytesMut::new();
+                let builder = BatchFrameBuilder::begin(kind, &mut out);
+                for e in &envs {
+                    encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut out);
+                }
+                let ours = builder.finish(kind, out);
+                assert_eq!(
+                    &ours[..],
+                    &prost_batch(kind, &envs)[..],
+                    "kind of {} bytes, {n} envelopes",
+                    kind.len()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_batch_over_the_limit_or_beside_another_body_is_refused() {
         let tiny = WireEnvelope {
-            entity_id: Arc::from("e"),
+            entity_id: ByteString::from("e"),
             shard: s("1"),
             payload: Bytes::new(),
             ask_id: None,
@@ -1195,7 +1248,7 @@ mod tests {
         assert!(decode(&both).is_err());
         // Envelopes inside a batch are validated like single ones.
         let empty_id = WireEnvelope {
-            entity_id: Arc::from(""),
+            entity_id: ByteString::from(""),
             ..tiny
         };
         assert!(
@@ -1256,7 +1309,7 @@ mod tests {
         check_envelope_encoder(
             "",
             &WireEnvelope {
-                entity_id: Arc::from(""),
+                entity_id: ByteString::from(""),
                 shard: s(""),
                 payload: Bytes::new(),
                 ask_id: None,
@@ -1294,7 +1347,7 @@ mod tests {
         let payload = Bytes::from(vec![7u8; 4096]);
         for body in [
             ShardingBody::Envelope(WireEnvelope {
-                entity_id: Arc::from("e"),
+                entity_id: ByteString::from("e"),
                 shard: s("1"),
                 payload: payload.clone(),
                 ask_id: None,
@@ -1304,7 +1357,7 @@ mod tests {
                 result: Ok(payload.clone()),
             }),
             ShardingBody::Envelopes(vec![WireEnvelope {
-                entity_id: Arc::from("e"),
+                entity_id: ByteString::from("e"),
                 shard: s("1"),
                 payload: payload.clone(),
                 ask_id: None,
@@ -1838,7 +1891,7 @@ mod tests {
             any::<u64>(),
         )
             .prop_map(|(entity_id, shard, payload, ask_id)| WireEnvelope {
-                entity_id,
+                entity_id: ByteString::from(&*entity_id),
                 shard,
                 payload: Bytes::from(payload),
                 ask_id: NonZeroU64::new(ask_id),

@@ -300,6 +300,13 @@ pub trait Codec: Send + Sync + 'static {
     fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError>;
     /// Decodes a value.
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError>;
+    /// Encodes a value at the end of `out`. Commands for other nodes are encoded this way,
+    /// into a buffer the region reuses; the default calls [`encode`](Self::encode) and
+    /// copies, and a codec that can write into a `Vec` should do so instead.
+    fn encode_into<T: Serialize>(&self, value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        out.extend_from_slice(&self.encode(value)?);
+        Ok(())
+    }
 }
 
 /// The default codec: postcard, a compact, stable serde format.
@@ -313,6 +320,12 @@ impl Codec for Postcard {
 
     fn decode<T: DeserializeOwned>(&self, bytes: &[u8]) -> Result<T, CodecError> {
         postcard::from_bytes(bytes).map_err(|e| CodecError(e.to_string()))
+    }
+
+    fn encode_into<T: Serialize>(&self, value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let written = postcard::to_extend(value, std::mem::take(out));
+        *out = written.map_err(|e| CodecError(e.to_string()))?;
+        Ok(())
     }
 }
 

@@ -418,6 +418,15 @@ impl<E: Entity> EntityHost<E> {
         }
     }
 
+    /// The id `text` as a shared string: the host's own copy when the entity lives here (no
+    /// allocation, the common case for a message from another node), else a new one.
+    pub fn entity_id(&self, text: &str) -> EntityId {
+        match self.table.id_of(text) {
+            Some(id) => EntityId::clone(id),
+            None => EntityId::from(text),
+        }
+    }
+
     /// Entities alive (idle or busy).
     pub fn active_entities(&self) -> usize {
         self.active

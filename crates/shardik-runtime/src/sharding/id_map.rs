@@ -68,7 +68,27 @@ impl<V> Default for IdMap<V> {
     }
 }
 
+/// A lookup by text alone, for an id that arrived as bytes and has no `Arc` yet.
+struct Text<'a>(&'a str);
+
+impl Hash for Text<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_text(self.0, state)
+    }
+}
+
+impl Equivalent<Key> for Text<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        *self.0 == *key.0
+    }
+}
+
 impl<V> IdMap<V> {
+    /// The map's own copy of the id `text`, if it holds it.
+    pub fn key_of(&self, text: &str) -> Option<&Arc<str>> {
+        self.inner.get_key_value(&Text(text)).map(|(k, _)| &k.0)
+    }
+
     pub fn get(&self, id: &Arc<str>) -> Option<&V> {
         self.inner.get(&Lookup(id))
     }

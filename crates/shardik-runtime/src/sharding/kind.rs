@@ -18,7 +18,7 @@ use shardik_core::sharding::{
 };
 use shardik_wire::{
     ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
-    encode_batch_item, encode_sharding,
+    batch_item_len, encode_batch_item, encode_sharding,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
@@ -95,6 +95,8 @@ struct State<E: Entity> {
     epoch: TokioInstant,
     node: KindNode<Payload<E>>,
     outgoing: Outgoing,
+    /// Where a command for another node is encoded before it is copied into its frame.
+    payload: Vec<u8>,
     gauges: KindGauges,
     effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
@@ -144,7 +146,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         let mut st = State {
             epoch,
             node,
-            outgoing: Outgoing::default(),
+            outgoing: Outgoing::new(self.name.clone()),
+            payload: Vec::new(),
             effects: Vec::new(),
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
@@ -159,17 +162,23 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         let mut batch: Vec<LocalMsg<E>> = Vec::with_capacity(256);
         let queue_limit = self.settings.region.buffer_size.max(1);
         let mut local_open = true;
+        // One timer for the task's life, moved only when the next deadline moves: a new one
+        // each turn registered and removed a timer-wheel entry per turn, under the driver's
+        // lock, which a busy kind paid on every batch it took.
+        let timer = tokio::time::sleep_until(epoch);
+        tokio::pin!(timer);
+        let mut armed: Option<TokioInstant> = None;
         loop {
             self.settle(&mut st);
             self.flush(&mut st).await;
             self.publish_gauges(&mut st);
             let next = self.next_deadline(&st);
-            let timer = async {
-                match next {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
+            if next != armed {
+                if let Some(t) = next {
+                    timer.as_mut().reset(t);
                 }
-            };
+                armed = next;
+            }
             let accept = self.host.queued() < queue_limit;
             st.turn_clock = None;
             tokio::select! {
@@ -217,7 +226,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         self.route(&mut st, None, env);
                     }
                 }
-                _ = timer => self.on_timer(&mut st),
+                _ = &mut timer, if armed.is_some() => {
+                    // A fired timer stays elapsed until it is reset: arm it anew next turn.
+                    armed = None;
+                    self.on_timer(&mut st);
+                }
             }
         }
     }
@@ -285,7 +298,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         {
             // A proxy's common case: the home is known, nothing waits for the shard here.
             let home = home.clone();
-            self.forward(st, home, env);
+            self.forward(st, &home, env);
         } else {
             self.input(st, KindInput::Route { from, env });
         }
@@ -356,7 +369,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     /// Routes an envelope that arrived from `from`; an ask is answered to `from`.
     fn route_remote(&mut self, st: &mut State<E>, from: &UniqueAddress, env: WireEnvelope) {
         let env = Envelope {
-            entity: env.entity_id,
+            entity: self.host.entity_id(&env.entity_id),
             shard: env.shard,
             msg: Payload::Remote {
                 bytes: env.payload,
@@ -478,14 +491,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             kind: self.name.clone(),
             body: ShardingBody::Protocol(msg),
         };
-        st.outgoing.frame(to, encode_sharding(&frame));
+        st.outgoing.frame(&to, encode_sharding(&frame));
     }
 
     fn apply_effects(&mut self, st: &mut State<E>, effects: &mut Vec<KindEffect<Payload<E>>>) {
         for e in effects.drain(..) {
             match e {
                 KindEffect::Send { to, msg } => self.send_protocol(st, to, msg),
-                KindEffect::Forward { to, env } => self.forward(st, to, env),
+                KindEffect::Forward { to, env } => self.forward(st, &to, env),
                 KindEffect::Deliver(env) => self.deliver(st, env),
                 KindEffect::ShardStarted(shard) => {
                     debug!(kind = %self.name, %shard, "shard started here");
@@ -684,7 +697,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         self.drain_finished(st, now.as_nanos());
     }
 
-    fn forward(&mut self, st: &mut State<E>, to: UniqueAddress, env: Envelope<Payload<E>>) {
+    fn forward(&mut self, st: &mut State<E>, to: &UniqueAddress, env: Envelope<Payload<E>>) {
         match env.msg {
             Payload::Remote { bytes, reply_to } => {
                 // Passing through (the home moved while the message was on its way). The next
@@ -711,14 +724,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         });
                     })
                 });
-                st.outgoing.envelope(to, |buf| {
+                let len = batch_item_len(&env.entity, &env.shard, bytes.len(), relay_id);
+                st.outgoing.envelope(to, len, |buf| {
                     encode_batch_item(&env.entity, &env.shard, &bytes, relay_id, buf)
                 });
             }
             Payload::Local { cmd, reply } => {
-                let bytes = match self.codec.encode(&cmd) {
-                    Ok(b) => b,
-                    Err(e) => {
+                // Encoded into a buffer kept for the task's life, and from there into the
+                // batch frame: no allocation per command.
+                st.payload.clear();
+                if let Err(e) = self.codec.encode_into(&cmd, &mut st.payload) {
+                    {
                         self.count_drop("encode-failed");
                         warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be encoded: dropped");
                         if let Some(r) = reply {
@@ -726,7 +742,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         }
                         return;
                     }
-                };
+                }
                 let ask_id = reply.map(|r| {
                     let codec = Arc::clone(&self.codec);
                     let resolver = self.resolver.clone();
@@ -741,8 +757,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         let _ = r.tx.send(reply);
                     })
                 });
-                st.outgoing.envelope(to, |buf| {
-                    encode_batch_item(&env.entity, &env.shard, &bytes, ask_id, buf)
+                let payload = &st.payload;
+                let len = batch_item_len(&env.entity, &env.shard, payload.len(), ask_id);
+                st.outgoing.envelope(to, len, |buf| {
+                    encode_batch_item(&env.entity, &env.shard, payload, ask_id, buf)
                 });
             }
         }
@@ -764,7 +782,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                                 result: Ok(Bytes::from(bytes)),
                             }),
                         };
-                        st.outgoing.frame(node, encode_sharding(&frame));
+                        st.outgoing.frame(&node, encode_sharding(&frame));
                     }
                     Err(e) => self.send_reply_error(
                         st,
@@ -796,7 +814,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 result: Err(ReplyError { kind, message }),
             }),
         };
-        st.outgoing.frame(node, encode_sharding(&frame));
+        st.outgoing.frame(&node, encode_sharding(&frame));
     }
 
     fn count_drop(&self, reason: &'static str) {
@@ -843,7 +861,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
         // Consecutive messages to the same node (the usual case for a proxy or a busy
         // forwarder) go out together: their envelopes batched, the run written at once.
-        for (to, run) in st.outgoing.take_runs(&self.name) {
+        for (to, run) in st.outgoing.take_runs() {
             let failed = self.sender.send_all(&to.address, run).await;
             if failed > 0 {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => self.name.to_string(), "reason" => "send-failed")

@@ -15,9 +15,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::{
-    ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID, FRAME_KIND,
-    ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, envelope_body_len, id, key,
-    put_envelope_field, put_len_field, put_varint, varint_len,
+    ByteString, ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID,
+    FRAME_KIND, ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, check_id, envelope_body_len,
+    id, key, put_envelope_field, put_len_field, put_varint, varint_len,
 };
 use crate::codec::DecodeError;
 
@@ -69,6 +69,58 @@ pub fn encode_batch_frame<'a>(
         out.put_slice(item);
     }
     out.freeze()
+}
+
+/// A batch frame written in place, so that its envelopes are copied once, from the sender's
+/// hands into the frame: [`begin`](Self::begin) leaves room for the frame's header at the
+/// start of an empty buffer, envelopes are appended with [`encode_batch_item`], and
+/// [`finish`](Self::finish) writes the header at the end of the room (its length is known only
+/// then) and hands back the frame without the unused front of the room.
+#[derive(Debug)]
+pub struct BatchFrameBuilder {
+    room: usize,
+}
+
+impl BatchFrameBuilder {
+    /// Starts a frame of kind `kind` in `out`, which must be empty.
+    pub fn begin(kind: &str, out: &mut BytesMut) -> Self {
+        assert!(out.is_empty(), "a batch frame starts in an empty buffer");
+        // The kind field, the batch's key, and the longest varint of its length.
+        let room = batch_header_len(kind, u64::MAX);
+        out.resize(room, 0);
+        BatchFrameBuilder { room }
+    }
+
+    /// The bytes of envelopes appended to `out` since [`begin`](Self::begin).
+    pub fn body_len(&self, out: &BytesMut) -> usize {
+        out.len() - self.room
+    }
+
+    /// The frame: `out` is what [`begin`](Self::begin) was given, with the envelopes
+    /// appended. It decodes with [`decode_sharding`](super::decode_sharding) to a
+    /// [`ShardingBody::Envelopes`](super::ShardingBody::Envelopes).
+    pub fn finish(self, kind: &str, mut out: BytesMut) -> Bytes {
+        let body = self.body_len(&out) as u64;
+        let start = self.room - batch_header_len(kind, body);
+        let mut header = &mut out[start..self.room];
+        put_len_field(FRAME_KIND, kind.as_bytes(), &mut header);
+        // A oneof member: written even when empty.
+        header.put_u8(key(FRAME_BATCH, WIRE_LEN));
+        put_varint(body, &mut header);
+        debug_assert!(header.is_empty(), "the header fills the end of its room");
+        bytes::Buf::advance(&mut out, start);
+        out.freeze()
+    }
+}
+
+/// The bytes of a batch frame's header: its kind field and the batch's key and length.
+fn batch_header_len(kind: &str, body_len: u64) -> usize {
+    let kind_field = if kind.is_empty() {
+        0
+    } else {
+        1 + varint_len(kind.len() as u64) + kind.len()
+    };
+    kind_field + 1 + varint_len(body_len)
 }
 
 /// Reads a varint at `*pos`, advancing it.
@@ -255,23 +307,14 @@ fn decode_envelope(
             _ => {}
         }
     }
-    let text = |r: Option<Range<usize>>, field: &'static str| -> Result<&str, DecodeError> {
-        let s =
-            std::str::from_utf8(r.map_or(&[][..], |r| &body[r])).map_err(|_| malformed(field))?;
-        if s.is_empty() {
-            return Err(DecodeError::Empty(field.into()));
-        }
-        if s.len() > limits.max_id_len {
-            return Err(DecodeError::TooLong {
-                field: field.into(),
-                len: s.len(),
-                max: limits.max_id_len,
-            });
-        }
-        Ok(s)
-    };
-    let entity_id = Arc::from(text(entity, "Envelope.entity_id")?);
-    let shard = ids.get(text(shard, "Envelope.shard_id")?);
+    // Shared with the frame instead of copied.
+    let entity_id = ByteString::try_from(entity.map_or_else(Bytes::new, |r| frame.slice(r)))
+        .map_err(|_| malformed("Envelope.entity_id"))?;
+    check_id(&entity_id, limits, || "Envelope.entity_id".into())?;
+    let shard = std::str::from_utf8(shard.map_or(&[][..], |r| &body[r]))
+        .map_err(|_| malformed("Envelope.shard_id"))?;
+    check_id(shard, limits, || "Envelope.shard_id".into())?;
+    let shard = ids.get(shard);
     Ok(WireEnvelope {
         entity_id,
         shard,

@@ -95,6 +95,11 @@ impl<S: Homed> Table<S> {
         }
     }
 
+    /// The table's own copy of the id `text` of an entity that lives here.
+    pub fn id_of(&self, text: &str) -> Option<&EntityId> {
+        self.entities.key_of(text)
+    }
+
     /// Whether `id` lives here, in any shard.
     pub fn contains(&self, id: &EntityId) -> bool {
         self.entities.contains_key(id)
