@@ -35,9 +35,9 @@ pub use handshake::{
     PROTOCOL_VERSION, RefusalReason, check_handshake,
 };
 pub use sharding::{
-    BatchFrameBuilder, ByteString, DEFAULT_MAX_ENVELOPES_PER_BATCH, DEFAULT_MAX_ID_LEN,
-    DEFAULT_MAX_SHARDS_PER_MESSAGE, IdCache, ReplyError, ReplyErrorKind, ShardingBody,
-    ShardingFrame, ShardingLimits, WireEnvelope, WireReply, WireStats, batch_item_len,
-    decode_sharding, decode_sharding_bytes, decode_sharding_cached, encode_batch_frame,
-    encode_batch_item, encode_envelope, encode_sharding, envelope_encoded_len,
+    BatchEnvelope, BatchFrameBuilder, ByteString, DEFAULT_MAX_ENVELOPES_PER_BATCH,
+    DEFAULT_MAX_ID_LEN, DEFAULT_MAX_SHARDS_PER_MESSAGE, EnvelopeBatch, IdCache, ReplyError,
+    ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, WireEnvelope, WireReply,
+    WireStats, batch_item_len, decode_sharding, decode_sharding_bytes, decode_sharding_cached,
+    encode_batch_frame, encode_batch_item, encode_envelope, encode_sharding, envelope_encoded_len,
 };

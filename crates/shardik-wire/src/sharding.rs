@@ -38,7 +38,8 @@ use pb::protocol_message::Message as PM;
 
 mod batch;
 pub use batch::{
-    BatchFrameBuilder, IdCache, batch_item_len, encode_batch_frame, encode_batch_item,
+    BatchEnvelope, BatchFrameBuilder, EnvelopeBatch, IdCache, batch_item_len, encode_batch_frame,
+    encode_batch_item,
 };
 
 /// Default for [`ShardingLimits::max_envelopes_per_batch`]: 1 024, four times what a sender
@@ -816,10 +817,10 @@ pub fn decode_sharding_cached(
     limits: &ShardingLimits,
     ids: &mut IdCache,
 ) -> Result<ShardingFrame, DecodeError> {
-    if let Some((kind, envelopes)) = batch::decode_batch(&bytes, limits, ids)? {
+    if let Some(batch) = EnvelopeBatch::decode(bytes.clone(), limits)? {
         return Ok(ShardingFrame {
-            kind,
-            body: ShardingBody::Envelopes(envelopes),
+            kind: Arc::from(batch.kind()),
+            body: ShardingBody::Envelopes(batch.to_envelopes(ids)),
         });
     }
     frame_from_pb(pb::ShardingFrame::decode(bytes)?, limits)
@@ -1189,6 +1190,19 @@ mod tests {
                 encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut out);
             }
             prop_assert_eq!(&builder.finish("k", out)[..], &prost[..]);
+            // Read in place, the same envelopes.
+            let batch = EnvelopeBatch::decode(Bytes::from(prost), &ShardingLimits::default())
+                .unwrap()
+                .expect("a batch frame");
+            prop_assert_eq!(batch.kind(), "k");
+            prop_assert_eq!(batch.len(), envs.len());
+            for (seen, sent) in batch.iter().zip(&envs) {
+                prop_assert_eq!(seen.entity_id, &*sent.entity_id);
+                prop_assert_eq!(seen.shard, &*sent.shard);
+                prop_assert_eq!(seen.payload, &sent.payload[..]);
+                prop_assert_eq!(seen.payload_bytes(), sent.payload.clone());
+                prop_assert_eq!(seen.ask_id, sent.ask_id);
+            }
             let mut hostile = vec![0x0a, 0x01, b'k', 0x3a];
             hostile.push(junk.len() as u8);
             hostile.extend_from_slice(&junk);

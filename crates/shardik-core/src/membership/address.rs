@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// Where a node listens: host and port. Ordered by host string, then port (as the reference).
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Address {
     /// Host name or IP literal, as configured (compared as a string). Shared, because every
     /// gossip state carries every member's address and states are copied often.
@@ -71,16 +71,49 @@ impl FromStr for Address {
     }
 }
 
+/// Equal host strings and ports, as the derived equality would say, but cheapest first: the
+/// port, then whether the hosts are the same shared string (senders compare a message's
+/// destination with the last one for every message they batch).
+impl PartialEq for Address {
+    fn eq(&self, other: &Address) -> bool {
+        self.port == other.port && (Arc::ptr_eq(&self.host, &other.host) || self.host == other.host)
+    }
+}
+
+/// Hashes what equality compares (the fields, as a derived hash would).
+impl std::hash::Hash for Address {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.host.hash(state);
+        self.port.hash(state);
+    }
+}
+
 /// One incarnation of a node: its address plus a random 64-bit uid drawn at start.
 ///
 /// A node restarted on the same host:port gets a new uid and is a different member.
 /// Ordered by address, then uid (the reference's member ordering, used for leader choice).
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct UniqueAddress {
     /// Where the node listens.
     pub address: Address,
     /// Random id of this incarnation.
     pub uid: u64,
+}
+
+/// Equal addresses and uids, as the derived equality would say, but the random uid first:
+/// it tells two different nodes apart at once.
+impl PartialEq for UniqueAddress {
+    fn eq(&self, other: &UniqueAddress) -> bool {
+        self.uid == other.uid && self.address == other.address
+    }
+}
+
+/// Hashes what equality compares (the fields, as a derived hash would).
+impl std::hash::Hash for UniqueAddress {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.address.hash(state);
+        self.uid.hash(state);
+    }
 }
 
 impl UniqueAddress {

@@ -25,7 +25,7 @@
 //! 4. the new home delivers the predecessor's stream at once but holds everyone else's
 //!    messages until that marker, then delivers them in arrival order.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::Instant;
@@ -243,7 +243,7 @@ pub struct Region<M> {
     /// Known homes of shards hosted elsewhere, looked up for every message a proxy or region
     /// forwards. Only probed and pruned, never iterated in an order that matters, so a
     /// randomly seeded fast hash is safe here.
-    homes: HashMap<ShardId, UniqueAddress, foldhash::fast::RandomState>,
+    homes: ShardMap<UniqueAddress>,
     hosted: HostedShards<M>,
     buffers: BTreeMap<ShardId, VecDeque<Buffered<M>>>,
     buffered: usize,
@@ -285,7 +285,7 @@ impl<M> Region<M> {
                 backoff,
                 next_attempt: Some(now),
             },
-            homes: HashMap::default(),
+            homes: ShardMap::default(),
             hosted: HostedShards::default(),
             buffers: BTreeMap::new(),
             buffered: 0,
@@ -1521,7 +1521,9 @@ fn stop_limit(handoff_timeout: Duration) -> Duration {
 mod hosted;
 #[cfg(test)]
 mod lease_tests;
+mod shard_map;
 #[cfg(test)]
 mod tests;
 
 use hosted::HostedShards;
+use shard_map::ShardMap;

@@ -3,11 +3,14 @@
 //! between).
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use shardik_core::membership::UniqueAddress;
-use shardik_wire::{IdCache, ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_cached};
+use shardik_wire::{
+    EnvelopeBatch, ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes,
+};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -38,8 +41,6 @@ pub(super) struct Dispatcher {
     /// The kinds' control queues, looked up in the shared registry (a lock) only on first use:
     /// this runs for every message that arrives from another node.
     routes: HashMap<Arc<str>, mpsc::Sender<Control>>,
-    /// Shard ids this connection has carried, so that each envelope does not allocate its own.
-    shard_ids: IdCache,
 }
 
 impl UserConnection for Dispatcher {
@@ -55,14 +56,39 @@ impl Dispatcher {
             pending,
             limits: ShardingLimits::default(),
             routes: HashMap::new(),
-            shard_ids: IdCache::default(),
         }
     }
 
     /// Dispatches one frame; returns what to wait for when its kind's queue is full.
     fn dispatch(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure> {
-        let frame = match decode_sharding_cached(payload, &self.limits, &mut self.shard_ids) {
-            Ok(f) => f,
+        // Most traffic: a batch of envelopes, checked here and read in place by the kind.
+        let decoded =
+            EnvelopeBatch::decode(payload.clone(), &self.limits).and_then(|batch| match batch {
+                Some(batch) => Ok(Err(batch)),
+                None => decode_sharding_bytes(payload, &self.limits).map(Ok),
+            });
+        let frame = match decoded {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(batch)) => {
+                let Some(queue) = self.queue_of(batch.kind()) else {
+                    let kind = Arc::from(batch.kind());
+                    self.unknown_kind(from, &kind, batch.iter().filter_map(|e| e.ask_id));
+                    return None;
+                };
+                let control = Control::RemoteBatch {
+                    from: from.clone(),
+                    batch,
+                };
+                return match offer(queue, control) {
+                    Offered::Taken => None,
+                    Offered::Wait(wait) => Some(wait),
+                    Offered::Closed(Control::RemoteBatch { batch, .. }) => {
+                        self.routes.remove(batch.kind());
+                        None
+                    }
+                    Offered::Closed(_) => None,
+                };
+            }
             Err(e) => {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")
                     .increment(1);
@@ -87,10 +113,14 @@ impl Dispatcher {
                 from: from.clone(),
                 env,
             },
-            ShardingBody::Envelopes(envs) => Control::RemoteBatch {
-                from: from.clone(),
-                envs,
-            },
+            // Batch frames are read by `EnvelopeBatch` above; the generated decoder only sees
+            // one that reader gave up on, and it fails on the same bytes. Counted all the same.
+            ShardingBody::Envelopes(envs) => {
+                metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => frame.kind.to_string(), "reason" => "malformed")
+                    .increment(envs.len() as u64);
+                warn!(%from, envelopes = envs.len(), "batch frame not read as a batch: dropped");
+                return None;
+            }
             ShardingBody::Protocol(p) => Control::Protocol {
                 from: from.clone(),
                 msg: p,
@@ -138,57 +168,59 @@ impl Dispatcher {
                 return None;
             }
         };
-        if !self.routes.contains_key(&frame.kind) {
-            let inner = self.inner.upgrade()?;
-            let registered = inner
-                .kinds
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&frame.kind)
-                .map(|k| k.control.clone());
-            if let Some(tx) = registered {
-                self.routes.insert(frame.kind.clone(), tx);
-            }
-        }
-        let Some(tx) = self.routes.get(&frame.kind) else {
-            self.unknown_kind(from, &frame.kind, control);
+        let Some(queue) = self.queue_of(&frame.kind) else {
+            let asks = match &control {
+                Control::Remote { env, .. } => env.ask_id,
+                _ => None,
+            };
+            self.unknown_kind(from, &frame.kind, asks);
             return None;
         };
-        match tx.try_send(control) {
-            Ok(()) => None,
-            // Waiting stops reading the connection: back-pressure to the sender.
-            Err(mpsc::error::TrySendError::Full(control)) => {
-                let tx = tx.clone();
-                Some(Box::pin(async move {
-                    let _ = tx.send(control).await;
-                }))
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                // The kind's task ended (node stopping): forget it, as the registry does.
+        match offer(queue, control) {
+            Offered::Taken => None,
+            Offered::Wait(wait) => Some(wait),
+            Offered::Closed(_) => {
                 self.routes.remove(&frame.kind);
                 None
             }
         }
     }
 
+    /// The queue of kind `kind`, looked up in the shared registry (a lock) only on first use:
+    /// this runs for every frame that arrives from another node.
+    fn queue_of(&mut self, kind: &str) -> Option<&mpsc::Sender<Control>> {
+        if !self.routes.contains_key(kind) {
+            let inner = self.inner.upgrade()?;
+            let registered = inner
+                .kinds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_key_value(kind)
+                .map(|(name, k)| (name.clone(), k.control.clone()));
+            let (name, queue) = registered?;
+            self.routes.insert(name, queue);
+        }
+        self.routes.get(kind)
+    }
+
     /// A frame for a kind that does not run here: counted, and an ask is answered so that
     /// its asker need not wait for its timeout.
-    fn unknown_kind(&self, from: &UniqueAddress, kind: &Arc<str>, control: Control) {
+    fn unknown_kind(
+        &self,
+        from: &UniqueAddress,
+        kind: &Arc<str>,
+        asks: impl IntoIterator<Item = NonZeroU64>,
+    ) {
         metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "unknown-kind")
             .increment(1);
         debug!(%kind, %from, "message for an entity kind not running here");
-        let envs = match control {
-            Control::Remote { env, .. } => vec![env],
-            Control::RemoteBatch { envs, .. } => envs,
-            _ => return,
-        };
-        for ask_id in envs.iter().filter_map(|e| e.ask_id) {
+        for ask_id in asks {
             self.refuse_ask(from, kind, ask_id);
         }
     }
 
     /// Answers an ask for a kind that does not run here.
-    fn refuse_ask(&self, from: &UniqueAddress, kind: &Arc<str>, ask_id: std::num::NonZeroU64) {
+    fn refuse_ask(&self, from: &UniqueAddress, kind: &Arc<str>, ask_id: NonZeroU64) {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
@@ -212,6 +244,28 @@ impl Dispatcher {
                 inner.sender.send(&to, payload).await;
             });
         }
+    }
+}
+
+/// What became of a message offered to a kind's queue.
+enum Offered {
+    Taken,
+    /// The queue is full: waiting stops reading the connection, back-pressure to the sender.
+    Wait(Backpressure),
+    /// The kind's task ended (node stopping); the message comes back.
+    Closed(Control),
+}
+
+fn offer(queue: &mpsc::Sender<Control>, control: Control) -> Offered {
+    match queue.try_send(control) {
+        Ok(()) => Offered::Taken,
+        Err(mpsc::error::TrySendError::Full(control)) => {
+            let queue = queue.clone();
+            Offered::Wait(Box::pin(async move {
+                let _ = queue.send(control).await;
+            }))
+        }
+        Err(mpsc::error::TrySendError::Closed(control)) => Offered::Closed(control),
     }
 }
 

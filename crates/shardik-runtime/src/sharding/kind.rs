@@ -17,15 +17,15 @@ use shardik_core::sharding::{
     KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, ShardId,
 };
 use shardik_wire::{
-    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope, WireReply,
-    batch_item_len, encode_batch_item, encode_sharding,
+    EnvelopeBatch, IdCache, ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope,
+    WireReply, batch_item_len, encode_batch_item, encode_sharding,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
-use super::api::{Codec, Entity, ShardingError};
+use super::api::{Codec, CodecError, Entity, ShardingError};
 use super::host::{Asker, Completed, EntityHost, HostOutput, Job, RemoteAsker};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::outgoing::Outgoing;
@@ -97,6 +97,9 @@ struct State<E: Entity> {
     outgoing: Outgoing,
     /// Where a command for another node is encoded before it is copied into its frame.
     payload: Vec<u8>,
+    /// Shard ids named by batches from other nodes, so that each envelope does not allocate
+    /// its own.
+    shard_ids: IdCache,
     gauges: KindGauges,
     effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
@@ -148,6 +151,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             node,
             outgoing: Outgoing::new(self.name.clone()),
             payload: Vec::new(),
+            shard_ids: IdCache::default(),
             effects: Vec::new(),
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
@@ -379,14 +383,42 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         self.route(st, Some(from.clone()), env);
     }
 
+    /// A batch from another node, read in place. An envelope for a shard that runs here goes
+    /// straight to its entity, under the host's own copy of the entity's id and with its
+    /// command decoded from the frame's bytes: nothing is allocated or shared for it. Any other
+    /// is routed as a single envelope.
+    fn route_batch(&mut self, st: &mut State<E>, from: &UniqueAddress, batch: &EnvelopeBatch) {
+        // One decoding scope for the batch rather than one per command.
+        let resolver = self.resolver.clone();
+        decoding_with(&resolver, || {
+            for env in batch.iter() {
+                let shard = st.shard_ids.get(env.shard);
+                let entity = self.host.entity_id(env.entity_id);
+                let reply_to = env.ask_id.map(|id| (from.clone(), id));
+                if st.node.delivers_at_once(&shard) {
+                    match self.codec.decode::<E::Command>(env.payload) {
+                        Ok(cmd) => self.deliver_job(st, shard, entity, remote_job(cmd, reply_to)),
+                        Err(e) => self.undecodable(st, &entity, reply_to, e),
+                    }
+                } else {
+                    let env = Envelope {
+                        entity,
+                        shard,
+                        msg: Payload::Remote {
+                            bytes: env.payload_bytes(),
+                            reply_to,
+                        },
+                    };
+                    self.route(st, Some(from.clone()), env);
+                }
+            }
+        });
+    }
+
     fn on_control(&mut self, st: &mut State<E>, ctl: Control) {
         match ctl {
             Control::Remote { from, env } => self.route_remote(st, &from, env),
-            Control::RemoteBatch { from, envs } => {
-                for env in envs {
-                    self.route_remote(st, &from, env);
-                }
-            }
+            Control::RemoteBatch { from, batch } => self.route_batch(st, &from, &batch),
             Control::Protocol { from, msg } => self.input(st, KindInput::Protocol { from, msg }),
             Control::State(tx) => {
                 let _ = tx.send(RegionState {
@@ -646,7 +678,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn deliver(&mut self, st: &mut State<E>, env: Envelope<Payload<E>>) {
-        let now = self.now(st);
         let job = match env.msg {
             Payload::Local { cmd, reply } => Job {
                 cmd,
@@ -658,43 +689,46 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             },
             Payload::Remote { bytes, reply_to } => {
                 match decoding_with(&self.resolver, || self.codec.decode::<E::Command>(&bytes)) {
-                    Ok(cmd) => Job {
-                        cmd,
-                        reply: match reply_to {
-                            Some((node, ask_id)) => {
-                                Asker::Remote(Box::new(RemoteAsker { node, ask_id }))
-                            }
-                            None => Asker::None,
-                        },
-                        from_context: false,
-                    },
-                    Err(e) => {
-                        self.count_drop("decode-failed");
-                        warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be decoded: dropped");
-                        if let Some((node, ask_id)) = reply_to {
-                            self.send_reply_error(
-                                st,
-                                node,
-                                ask_id,
-                                ReplyErrorKind::DecodeFailed,
-                                e.to_string(),
-                            );
-                        }
-                        return;
-                    }
+                    Ok(cmd) => remote_job(cmd, reply_to),
+                    Err(e) => return self.undecodable(st, &env.entity, reply_to, e),
                 }
             }
         };
+        self.deliver_job(st, env.shard, env.entity, job);
+    }
+
+    /// Hands a command to its entity, which runs here.
+    fn deliver_job(&mut self, st: &mut State<E>, shard: ShardId, entity: EntityId, job: Job<E>) {
+        let now = self.now(st);
         st.delivered += 1;
-        if let Err(refused) = self
-            .host
-            .deliver(env.shard, env.entity, job, now.as_nanos())
-        {
+        if let Err(refused) = self.host.deliver(shard, entity, job, now.as_nanos()) {
             self.count_drop("wrong-shard");
             warn!(kind = %self.name, entity = %refused.entity, why = %refused.why, "command refused");
             self.reply(st, refused.reply, Err(refused.why));
         }
         self.drain_finished(st, now.as_nanos());
+    }
+
+    /// A command from another node that the kind's codec could not read: counted, and its
+    /// asker, if any, told why.
+    fn undecodable(
+        &mut self,
+        st: &mut State<E>,
+        entity: &EntityId,
+        reply_to: Option<(UniqueAddress, NonZeroU64)>,
+        e: CodecError,
+    ) {
+        self.count_drop("decode-failed");
+        warn!(kind = %self.name, entity = %entity, error = %e, "command could not be decoded: dropped");
+        if let Some((node, ask_id)) = reply_to {
+            self.send_reply_error(
+                st,
+                node,
+                ask_id,
+                ReplyErrorKind::DecodeFailed,
+                e.to_string(),
+            );
+        }
     }
 
     fn forward(&mut self, st: &mut State<E>, to: &UniqueAddress, env: Envelope<Payload<E>>) {
@@ -953,5 +987,17 @@ fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
                 warn!(%kind, %shard, "hand-off timed out; the shard stays where it was")
             }
         }
+    }
+}
+
+/// The job of a command from another node: an ask is answered over the network.
+fn remote_job<E: Entity>(cmd: E::Command, reply_to: Option<(UniqueAddress, NonZeroU64)>) -> Job<E> {
+    Job {
+        cmd,
+        reply: match reply_to {
+            Some((node, ask_id)) => Asker::Remote(Box::new(RemoteAsker { node, ask_id })),
+            None => Asker::None,
+        },
+        from_context: false,
     }
 }

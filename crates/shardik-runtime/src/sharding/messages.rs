@@ -9,7 +9,7 @@ use std::num::NonZeroU64;
 use bytes::Bytes;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, LeaseAnswer, LeaseKey, Protocol, ShardId};
-use shardik_wire::WireEnvelope;
+use shardik_wire::{EnvelopeBatch, WireEnvelope};
 use tokio::sync::oneshot;
 use tokio::time::Instant as TokioInstant;
 
@@ -36,10 +36,10 @@ pub(crate) enum Control {
         from: UniqueAddress,
         env: WireEnvelope,
     },
-    /// Envelopes that arrived in one batch frame, in order.
+    /// Envelopes that arrived in one batch frame, in order, read in place.
     RemoteBatch {
         from: UniqueAddress,
-        envs: Vec<WireEnvelope>,
+        batch: EnvelopeBatch,
     },
     Protocol {
         from: UniqueAddress,

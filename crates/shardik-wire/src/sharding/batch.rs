@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::{
     ByteString, ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID,
     FRAME_KIND, ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, check_id, envelope_body_len,
-    id, key, put_envelope_field, put_len_field, put_varint, varint_len,
+    key, put_envelope_field, put_len_field, put_varint, varint_len,
 };
 use crate::codec::DecodeError;
 
@@ -180,71 +180,161 @@ fn next_field(
     }
 }
 
-/// A batch frame's kind and envelopes.
-pub(super) type DecodedBatch = (Arc<str>, Vec<WireEnvelope>);
+/// A batch frame, checked but not copied: its kind and its envelopes' ids and payloads stay in
+/// the frame's bytes, read in place by [`iter`](Self::iter). The receiver of a batch can so
+/// find its entities and decode its commands without allocating or sharing anything per
+/// envelope (every shared slice of the frame is a reference count that the decoding thread
+/// raises and the handling thread drops again).
+#[derive(Debug, Clone)]
+pub struct EnvelopeBatch {
+    frame: Bytes,
+    kind: Range<usize>,
+    items: Vec<BatchItem>,
+}
 
-/// If `frame` is a `ShardingFrame` with a batch body, its kind and envelopes; `None` for every
-/// other body (decoded by the generated code). A frame with a batch and another body, an empty
-/// or overlong kind or id, or more envelopes than the limit, is an error.
-pub(super) fn decode_batch(
-    frame: &Bytes,
-    limits: &ShardingLimits,
-    ids: &mut IdCache,
-) -> Result<Option<DecodedBatch>, DecodeError> {
-    let mut pos = 0;
-    let (mut kind, mut batch, mut other_body) = (None, None, false);
-    while pos < frame.len() {
-        let field = match next_field(frame, &mut pos) {
-            Ok(field) => field,
-            // Not a batch as far as we read: the generated decoder reports what is wrong.
-            Err(_) if batch.is_none() => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        match field {
-            (1, Some(r)) => kind = Some(r),
-            (f, range) if f == u64::from(FRAME_BATCH) => {
-                batch =
-                    Some(range.ok_or_else(|| {
+/// Where one envelope's fields lie in the frame.
+#[derive(Debug, Clone)]
+struct BatchItem {
+    entity: Range<usize>,
+    shard: Range<usize>,
+    payload: Range<usize>,
+    ask_id: Option<NonZeroU64>,
+}
+
+/// One envelope of an [`EnvelopeBatch`], borrowed from the frame.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchEnvelope<'a> {
+    /// The entity.
+    pub entity_id: &'a str,
+    /// Its shard, as computed by the sender.
+    pub shard: &'a str,
+    /// The message, as the kind's codec wrote it.
+    pub payload: &'a [u8],
+    /// The sender's correlation id if this is an ask.
+    pub ask_id: Option<NonZeroU64>,
+    frame: &'a Bytes,
+    payload_at: &'a Range<usize>,
+}
+
+impl BatchEnvelope<'_> {
+    /// The payload as a shared slice of the frame, for a receiver that keeps it.
+    pub fn payload_bytes(&self) -> Bytes {
+        self.frame.slice(self.payload_at.clone())
+    }
+}
+
+impl EnvelopeBatch {
+    /// If `frame` is a `ShardingFrame` with a batch body, the batch; `None` for every other
+    /// body (decoded by the generated code). A frame with a batch and another body, an empty
+    /// or overlong kind or id, text that is not UTF-8, or more envelopes than the limit, is an
+    /// error: nothing of such a frame is delivered.
+    pub fn decode(frame: Bytes, limits: &ShardingLimits) -> Result<Option<Self>, DecodeError> {
+        let mut pos = 0;
+        let (mut kind, mut batch, mut other_body) = (None, None, false);
+        while pos < frame.len() {
+            let field = match next_field(&frame, &mut pos) {
+                Ok(field) => field,
+                // Not a batch as far as we read: the generated decoder reports what is wrong.
+                Err(_) if batch.is_none() => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            match field {
+                (1, Some(r)) => kind = Some(r),
+                (f, range) if f == u64::from(FRAME_BATCH) => {
+                    batch = Some(range.ok_or_else(|| {
                         malformed("ShardingFrame.envelopes is not length-delimited")
                     })?);
+                }
+                (2..=6, _) => other_body = true,
+                _ => {}
             }
-            (2..=6, _) => other_body = true,
-            _ => {}
         }
-    }
-    let Some(batch) = batch else {
-        return Ok(None);
-    };
-    if other_body {
-        return Err(DecodeError::Duplicate(
-            "ShardingFrame holds a batch and another body".into(),
-        ));
-    }
-    let kind = match kind {
-        Some(r) => std::str::from_utf8(&frame[r])
-            .map_err(|_| malformed("ShardingFrame.kind is not UTF-8"))?
-            .to_string(),
-        None => String::new(),
-    };
-    let kind = id(kind, limits, || "ShardingFrame.kind".into())?;
-    let mut envelopes = Vec::new();
-    let mut pos = batch.start;
-    while pos < batch.end {
-        let (field, range) = next_field(&frame[..batch.end], &mut pos)?;
-        let Some(range) = range.filter(|_| field == u64::from(BATCH_ENVELOPE)) else {
-            return Err(malformed(
-                "EnvelopeBatch holds a field other than envelopes",
-            ));
+        let Some(batch) = batch else {
+            return Ok(None);
         };
-        if envelopes.len() >= limits.max_envelopes_per_batch {
-            return Err(DecodeError::Invalid(format!(
-                "EnvelopeBatch holds more than the maximum of {} envelopes",
-                limits.max_envelopes_per_batch
-            )));
+        if other_body {
+            return Err(DecodeError::Duplicate(
+                "ShardingFrame holds a batch and another body".into(),
+            ));
         }
-        envelopes.push(decode_envelope(frame, range, limits, ids)?);
+        let kind = kind.unwrap_or(0..0);
+        check_text(&frame[kind.clone()], limits, "ShardingFrame.kind")?;
+        let mut items = Vec::new();
+        let mut pos = batch.start;
+        while pos < batch.end {
+            let (field, range) = next_field(&frame[..batch.end], &mut pos)?;
+            let Some(range) = range.filter(|_| field == u64::from(BATCH_ENVELOPE)) else {
+                return Err(malformed(
+                    "EnvelopeBatch holds a field other than envelopes",
+                ));
+            };
+            if items.len() >= limits.max_envelopes_per_batch {
+                return Err(DecodeError::Invalid(format!(
+                    "EnvelopeBatch holds more than the maximum of {} envelopes",
+                    limits.max_envelopes_per_batch
+                )));
+            }
+            items.push(decode_item(&frame, range, limits)?);
+        }
+        Ok(Some(EnvelopeBatch { frame, kind, items }))
     }
-    Ok(Some((kind, envelopes)))
+
+    /// The entity kind the envelopes are for.
+    pub fn kind(&self) -> &str {
+        text_at(&self.frame, &self.kind)
+    }
+
+    /// How many envelopes the batch holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the batch holds no envelope.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The envelopes, in the order they were sent.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = BatchEnvelope<'_>> {
+        self.items.iter().map(|item| BatchEnvelope {
+            entity_id: text_at(&self.frame, &item.entity),
+            shard: text_at(&self.frame, &item.shard),
+            payload: &self.frame[item.payload.clone()],
+            ask_id: item.ask_id,
+            frame: &self.frame,
+            payload_at: &item.payload,
+        })
+    }
+
+    /// The envelopes as owned values (shard ids from `ids`).
+    pub fn to_envelopes(&self, ids: &mut IdCache) -> Vec<WireEnvelope> {
+        self.items
+            .iter()
+            .map(|item| WireEnvelope {
+                entity_id: ByteString::try_from(self.frame.slice(item.entity.clone()))
+                    .expect("checked as UTF-8 when the batch was decoded"),
+                shard: ids.get(text_at(&self.frame, &item.shard)),
+                payload: self.frame.slice(item.payload.clone()),
+                ask_id: item.ask_id,
+            })
+            .collect()
+    }
+}
+
+/// The text at `range` of `frame`, which [`EnvelopeBatch::decode`] checked to be UTF-8 (the
+/// frame's bytes cannot change since: they are shared, never written).
+fn text_at<'a>(frame: &'a Bytes, range: &Range<usize>) -> &'a str {
+    std::str::from_utf8(&frame[range.clone()]).expect("checked as UTF-8 when the batch was decoded")
+}
+
+/// Checks an id or kind: UTF-8, neither empty nor longer than the limit.
+fn check_text(
+    bytes: &[u8],
+    limits: &ShardingLimits,
+    field: &'static str,
+) -> Result<(), DecodeError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| malformed(field))?;
+    check_id(text, limits, || field.into())
 }
 
 /// Shard ids met before, so that decoding one costs a lookup instead of an allocation: a node
@@ -261,7 +351,8 @@ impl IdCache {
     /// The most ids kept.
     pub const CAPACITY: usize = 4096;
 
-    fn get(&mut self, id: &str) -> Arc<str> {
+    /// `id` as a shared string: the cached one, or a new one (kept while there is room).
+    pub fn get(&mut self, id: &str) -> Arc<str> {
         if let Some(known) = self.ids.get(id) {
             return Arc::clone(known);
         }
@@ -273,15 +364,13 @@ impl IdCache {
     }
 }
 
-/// One `Envelope` of a batch, decoded by hand from `frame[range]`: ids straight into shared
-/// strings (the shard's from `ids`), the payload sliced out of the frame. As with the
-/// generated code, unknown fields are skipped and a repeated field's last value counts.
-fn decode_envelope(
+/// Where the fields of the `Envelope` at `frame[range]` lie, checked. As with the generated
+/// code, unknown fields are skipped and a repeated field's last value counts.
+fn decode_item(
     frame: &Bytes,
     range: Range<usize>,
     limits: &ShardingLimits,
-    ids: &mut IdCache,
-) -> Result<WireEnvelope, DecodeError> {
+) -> Result<BatchItem, DecodeError> {
     let body = &frame[..range.end];
     let mut pos = range.start;
     let (mut entity, mut shard, mut payload, mut ask_id) = (None, None, None, 0u64);
@@ -307,18 +396,13 @@ fn decode_envelope(
             _ => {}
         }
     }
-    // Shared with the frame instead of copied.
-    let entity_id = ByteString::try_from(entity.map_or_else(Bytes::new, |r| frame.slice(r)))
-        .map_err(|_| malformed("Envelope.entity_id"))?;
-    check_id(&entity_id, limits, || "Envelope.entity_id".into())?;
-    let shard = std::str::from_utf8(shard.map_or(&[][..], |r| &body[r]))
-        .map_err(|_| malformed("Envelope.shard_id"))?;
-    check_id(shard, limits, || "Envelope.shard_id".into())?;
-    let shard = ids.get(shard);
-    Ok(WireEnvelope {
-        entity_id,
+    let (entity, shard) = (entity.unwrap_or(0..0), shard.unwrap_or(0..0));
+    check_text(&body[entity.clone()], limits, "Envelope.entity_id")?;
+    check_text(&body[shard.clone()], limits, "Envelope.shard_id")?;
+    Ok(BatchItem {
+        entity,
         shard,
-        payload: payload.map_or_else(Bytes::new, |r| frame.slice(r)),
+        payload: payload.unwrap_or(0..0),
         ask_id: NonZeroU64::new(ask_id),
     })
 }

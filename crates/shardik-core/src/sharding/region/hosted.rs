@@ -6,13 +6,9 @@
 //! shutdown) is in shard order and simulations replay exactly.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
-use foldhash::fast::RandomState;
-use hashbrown::{Equivalent, HashSet};
 
 use super::Hosted;
+use super::shard_map::ShardMap;
 use crate::sharding::ShardId;
 
 /// Hosted shards by id, plus the set of those in [`Hosted::Running`].
@@ -23,49 +19,14 @@ use crate::sharding::ShardId;
 #[derive(Debug)]
 pub(super) struct HostedShards<M> {
     states: BTreeMap<ShardId, Hosted<M>>,
-    running: HashSet<RunningKey, RandomState>,
-}
-
-/// A running shard's id in the index: compared by pointer first (a runtime routes with the
-/// very `Arc`s it pre-rendered, so the bytes are rarely compared) and hashed by its bytes
-/// alone (`str`'s own hash adds a terminator byte, a cost on every message).
-#[derive(Debug)]
-struct RunningKey(ShardId);
-
-impl PartialEq for RunningKey {
-    fn eq(&self, other: &RunningKey) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
-    }
-}
-
-impl Eq for RunningKey {}
-
-impl Hash for RunningKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write(self.0.as_bytes());
-    }
-}
-
-/// A borrowed shard id to probe the index with, without touching its reference count.
-struct Probe<'a>(&'a ShardId);
-
-impl Hash for Probe<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write(self.0.as_bytes());
-    }
-}
-
-impl Equivalent<RunningKey> for Probe<'_> {
-    fn equivalent(&self, key: &RunningKey) -> bool {
-        Arc::ptr_eq(self.0, &key.0) || *self.0 == key.0
-    }
+    running: ShardMap<()>,
 }
 
 impl<M> Default for HostedShards<M> {
     fn default() -> Self {
         HostedShards {
             states: BTreeMap::new(),
-            running: HashSet::default(),
+            running: ShardMap::default(),
         }
     }
 }
@@ -73,7 +34,7 @@ impl<M> Default for HostedShards<M> {
 impl<M> HostedShards<M> {
     /// Whether `shard` is hosted and running (not waiting for a predecessor, not handing off).
     pub fn is_running(&self, shard: &ShardId) -> bool {
-        let running = self.running.contains(&Probe(shard));
+        let running = self.running.contains_key(shard);
         debug_assert_eq!(
             running,
             matches!(self.states.get(shard), Some(Hosted::Running)),
@@ -134,7 +95,7 @@ impl<M> HostedShards<M> {
     }
 
     pub fn remove(&mut self, shard: &ShardId) -> Option<Hosted<M>> {
-        self.running.remove(&Probe(shard));
+        self.running.remove(shard);
         self.states.remove(shard)
     }
 
@@ -146,9 +107,9 @@ impl<M> HostedShards<M> {
 
     fn index(&mut self, shard: &ShardId, state: &Hosted<M>) {
         if matches!(state, Hosted::Running) {
-            self.running.insert(RunningKey(shard.clone()));
+            self.running.insert(shard.clone(), ());
         } else {
-            self.running.remove(&Probe(shard));
+            self.running.remove(shard);
         }
     }
 }
