@@ -38,7 +38,8 @@ use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig, TellError,
+    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig,
+    SyncEntity, TellError,
 };
 use tokio::sync::{Notify, mpsc};
 
@@ -52,6 +53,7 @@ use crate::bench_support::{
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";
 const LOCAL_KIND: &str = "bench-local";
+const LOCAL_SYNC_KIND: &str = "bench-local-sync";
 const REMOTE_KIND: &str = "bench-remote";
 const FIRST_KIND: &str = "bench-first";
 const MEMORY_KIND: &str = "bench-memory";
@@ -269,6 +271,23 @@ impl<P: Probe> Entity for Tally<P> {
 }
 
 /// The kind `name` of [`Tally`] entities that report to `probe`, never passivated.
+/// [`Tally`] as a [`SyncEntity`]: the same handler, called without a future.
+struct SyncTally<P>(Tally<P>);
+
+impl<P: Probe> SyncEntity for SyncTally<P> {
+    type Command = u64;
+    type Reply = u64;
+
+    fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
+        let tally = &mut self.0;
+        if add > 0 {
+            tally.value += add;
+            tally.probe.told();
+        }
+        tally.value
+    }
+}
+
 fn tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<Tally<P>> {
     EntityKind::new(name, move |_| Tally {
         value: 0,
@@ -501,14 +520,20 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
 // Helpers.
 
 /// References to entities `<prefix>0 .. <prefix><n-1>`.
-fn entity_refs<P: Probe>(region: &Region<P>, prefix: &str, n: u64) -> Vec<Ref<P>> {
+fn entity_refs<E: Entity<Command = u64, Reply = u64>>(
+    region: &EntityRegion<E>,
+    prefix: &str,
+    n: u64,
+) -> Vec<EntityRef<E>> {
     (0..n)
         .map(|i| region.entity_ref(&format!("{prefix}{i}")))
         .collect()
 }
 
 /// Asks every entity once (read only): creates them and allocates their shards.
-async fn activate<P: Probe>(refs: &[Ref<P>]) -> anyhow::Result<()> {
+async fn activate<E: Entity<Command = u64, Reply = u64>>(
+    refs: &[EntityRef<E>],
+) -> anyhow::Result<()> {
     for r in refs {
         r.ask(0, ASK_TIMEOUT)
             .await
@@ -523,7 +548,10 @@ fn share(k: u64, entities: u64, messages: u64) -> u64 {
 }
 
 /// Checks that every entity handled exactly its share of the round-robin tells.
-async fn verify_shares<P: Probe>(refs: &[Ref<P>], messages: u64) -> anyhow::Result<()> {
+async fn verify_shares<E: Entity<Command = u64, Reply = u64>>(
+    refs: &[EntityRef<E>],
+    messages: u64,
+) -> anyhow::Result<()> {
     let n = refs.len() as u64;
     for (k, r) in refs.iter().enumerate() {
         let value = r.ask(0, ASK_TIMEOUT).await?;
@@ -563,7 +591,7 @@ async fn produce_waiting<F: Future<Output = anyhow::Result<()>>>(
 }
 
 /// A `tell` as [`produce`] wants it: false when the region's queue is full.
-fn tell<P: Probe>(r: &Ref<P>, add: u64) -> anyhow::Result<bool> {
+fn tell<E: Entity<Command = u64, Reply = u64>>(r: &EntityRef<E>, add: u64) -> anyhow::Result<bool> {
     match r.try_tell(add) {
         Ok(()) => Ok(true),
         Err(TellError::BufferFull) => Ok(false),
@@ -573,11 +601,11 @@ fn tell<P: Probe>(r: &Ref<P>, add: u64) -> anyhow::Result<bool> {
 
 /// Tells `messages` round-robin to `refs` from one spawned producer task; returns the refs,
 /// the unix time (ns) of the first tell, how long sending took and the retries.
-async fn tell_round_robin<P: Probe>(
-    refs: Vec<Ref<P>>,
+async fn tell_round_robin<E: Entity<Command = u64, Reply = u64>>(
+    refs: Vec<EntityRef<E>>,
     messages: u64,
     mode: SendMode,
-) -> anyhow::Result<(Vec<Ref<P>>, u64, Duration, u64)> {
+) -> anyhow::Result<(Vec<EntityRef<E>>, u64, Duration, u64)> {
     let producer = tokio::spawn(async move {
         let n = refs.len() as u64;
         let pick = |i: u64| &refs[(i % n) as usize];
@@ -624,9 +652,22 @@ async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
     let load = load_average();
     let node = BenchNode::start(Vec::new(), &[]).await?;
     node.wait_up(1).await?;
-    let sharding = sharding_local(&node, &a).await?;
+    let progress = Progress::new(a.messages);
+    let kind = tally_kind(LOCAL_KIND, Arc::clone(&progress));
+    let sharding = sharding_local(node.sharding.init(kind)?, &progress, &a).await?;
+    let progress = Progress::new(a.messages);
+    let probe = Arc::clone(&progress);
+    let kind = EntityKind::new(LOCAL_SYNC_KIND, move |_| {
+        SyncTally(Tally {
+            value: 0,
+            probe: probe.clone(),
+        })
+    })
+    .with_idle_timeout(None);
+    let sync = sharding_local(node.sharding.init(kind)?, &progress, &a).await?;
     let raw = raw_local(&a, node.config.region.buffer_size.max(1)).await?;
     let ratio = sharding.per_second() / raw.per_second();
+    let sync_ratio = sync.per_second() / raw.per_second();
     let value = json!({
         "benchmark": "sharding-local",
         "runtime": a.common.runtime,
@@ -637,6 +678,10 @@ async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
         "sharding_elapsed_s": sharding.elapsed.as_secs_f64(),
         "sharding_send_s": sharding.send_time.as_secs_f64(),
         "sharding_buffer_full_retries": sharding.retries,
+        "sync_msgs_per_s": sync.per_second(),
+        "sync_elapsed_s": sync.elapsed.as_secs_f64(),
+        "sync_buffer_full_retries": sync.retries,
+        "sync_ratio_to_raw": sync_ratio,
         "raw_msgs_per_s": raw.per_second(),
         "raw_elapsed_s": raw.elapsed.as_secs_f64(),
         "raw_full_retries": raw.retries,
@@ -645,23 +690,27 @@ async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
         "load1_before": load,
     });
     let line = format!(
-        "sharding local ({}, {}): {} tells to {} entities: sharding {:.0} msgs/s ({} BufferFull retries), raw tokio {:.0} msgs/s, ratio {ratio:.3} (load {load:.2})",
+        "sharding local ({}, {}): {} tells to {} entities: sharding {:.0} msgs/s ({} BufferFull retries), SyncEntity {:.0} msgs/s, raw tokio {:.0} msgs/s, ratios {ratio:.3} and {sync_ratio:.3} (load {load:.2})",
         a.common.runtime,
         a.send.name(),
         a.messages,
         a.entities,
         sharding.per_second(),
         sharding.retries,
+        sync.per_second(),
         raw.per_second(),
     );
     report(a.common.json, value, line);
     Ok(())
 }
 
-/// Tells through sharding to active entities on `node`; every entity's count is checked.
-async fn sharding_local(node: &BenchNode, a: &LocalArgs) -> anyhow::Result<Throughput> {
-    let progress = Progress::new(a.messages);
-    let region = node.init(tally_kind(LOCAL_KIND, Arc::clone(&progress)))?;
+/// Tells through sharding to active entities of `region`, whose handlers report to
+/// `progress`; every entity's count is checked.
+async fn sharding_local<E: Entity<Command = u64, Reply = u64>>(
+    region: EntityRegion<E>,
+    progress: &Progress,
+    a: &LocalArgs,
+) -> anyhow::Result<Throughput> {
     let refs = entity_refs(&region, "e", a.entities);
     activate(&refs).await?;
     let (refs, first, send_time, retries) = tell_round_robin(refs, a.messages, a.send).await?;

@@ -97,6 +97,6 @@ pub use shardik_runtime::sharding::{
     AsyncShardAllocationStrategy, ClusterSingleton, Codec, CodecError, DaemonSettings, Entity,
     EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError, ManagedInitError,
     ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
-    SingletonSettings, StatusReply, TellError, WorkerRef,
+    SingletonSettings, StatusReply, SyncEntity, TellError, WorkerRef,
 };
 pub use shardik_runtime::{Node, NodeBuilder};

@@ -46,6 +46,77 @@ pub trait Entity: Sized + Send + 'static {
     ) -> impl Future<Output = Result<Self::Reply, EntityFailure>> + Send {
         async move { Ok(self.handle(cmd, ctx).await) }
     }
+
+    /// Whether [`handle_now`](Self::handle_now) handles every command. Set by the
+    /// implementation for [`SyncEntity`]; not meant to be set by hand.
+    #[doc(hidden)]
+    const HANDLES_NOW: bool = false;
+
+    /// Handles `cmd` without a future, when [`HANDLES_NOW`](Self::HANDLES_NOW) says so
+    /// (a [`SyncEntity`]); gives the command back otherwise. Not meant to be implemented by hand.
+    #[doc(hidden)]
+    fn handle_now(
+        &mut self,
+        cmd: Self::Command,
+        _ctx: &mut EntityContext<Self>,
+    ) -> Result<Self::Reply, Self::Command> {
+        Err(cmd)
+    }
+}
+
+/// An entity whose handler never awaits anything: a counter, a cart or a session kept in
+/// memory. Implement this instead of [`Entity`] (which every `SyncEntity` then is) and each
+/// command is handled by a plain call, without making, polling and dropping a future: the
+/// local path's largest cost once the entity is found. Everything else is as for [`Entity`]:
+/// one command at a time per entity, the same [`EntityContext`], a panic fails the
+/// incarnation as it does there.
+///
+/// ```
+/// use shardik_runtime::sharding::{EntityContext, SyncEntity};
+///
+/// #[derive(Default)]
+/// struct Counter(u64);
+///
+/// impl SyncEntity for Counter {
+///     type Command = u64;
+///     type Reply = u64;
+///     fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
+///         self.0 += add;
+///         self.0
+///     }
+/// }
+/// ```
+pub trait SyncEntity: Sized + Send + 'static {
+    /// What the entity is told or asked.
+    type Command: Serialize + DeserializeOwned + Send + 'static;
+    /// What it answers.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// Handles one command, at once (see [`Entity::handle`] for `ctx`).
+    fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply;
+}
+
+impl<T: SyncEntity> Entity for T {
+    type Command = T::Command;
+    type Reply = T::Reply;
+
+    fn handle(
+        &mut self,
+        cmd: Self::Command,
+        ctx: &mut EntityContext<Self>,
+    ) -> impl Future<Output = Self::Reply> + Send {
+        std::future::ready(SyncEntity::handle(self, cmd, ctx))
+    }
+
+    const HANDLES_NOW: bool = true;
+
+    fn handle_now(
+        &mut self,
+        cmd: Self::Command,
+        ctx: &mut EntityContext<Self>,
+    ) -> Result<Self::Reply, Self::Command> {
+        Ok(SyncEntity::handle(self, cmd, ctx))
+    }
 }
 
 /// Why an entity failed to handle a command (see [`Entity::try_handle`]).

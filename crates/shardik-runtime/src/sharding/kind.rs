@@ -223,8 +223,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     st.turn_clock = Some(self.read_clock(&st));
                     for msg in batch.drain(..) {
                         let env = Envelope {
-                            entity: msg.entity,
-                            shard: msg.shard,
+                            entity: msg.ids.id.clone(),
+                            shard: msg.ids.shard.clone(),
                             msg: Payload::Local { cmd: msg.cmd, reply: msg.reply },
                         };
                         self.route(&mut st, None, env);

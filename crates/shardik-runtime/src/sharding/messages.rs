@@ -23,8 +23,8 @@ pub(crate) struct LocalReply<R> {
 
 /// A command from a sender on this node.
 pub(crate) struct LocalMsg<E: Entity> {
-    pub entity: EntityId,
-    pub shard: ShardId,
+    /// The entity reference's ids (see [`RefIds`](super::RefIds)).
+    pub ids: std::sync::Arc<super::RefIds>,
     pub cmd: E::Command,
     pub reply: Option<LocalReply<E::Reply>>,
 }

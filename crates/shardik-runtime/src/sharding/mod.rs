@@ -51,7 +51,7 @@ use tracing::warn;
 pub(crate) use api::reply_or_panic;
 pub use api::{
     Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard,
-    ShardExtractor, ShardingError, StatusReply, TellError,
+    ShardExtractor, ShardingError, StatusReply, SyncEntity, TellError,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};
@@ -803,8 +803,10 @@ impl<E: Entity> EntityRegion<E> {
     pub fn entity_ref(&self, id: &str) -> EntityRef<E> {
         EntityRef {
             region: self.clone(),
-            shard: self.shards.shard_of(id),
-            id: id.into(),
+            ids: Arc::new(RefIds {
+                shard: self.shards.shard_of(id),
+                id: id.into(),
+            }),
         }
     }
 
@@ -841,16 +843,23 @@ impl<E: Entity> EntityRegion<E> {
 /// codec error, and the message is dropped as undecodable.
 pub struct EntityRef<E: Entity> {
     region: EntityRegion<E>,
-    shard: ShardId,
-    id: EntityId,
+    ids: Arc<RefIds>,
+}
+
+/// An entity reference's ids, shared behind one more pointer so that a message carries them
+/// with one reference count of their own: the sender's thread then never writes to the ids'
+/// own counts, which share a cache line with their text, so the kind's thread, which hashes
+/// that text for every message, does not lose the line to the sender's thread each time.
+pub(crate) struct RefIds {
+    pub shard: ShardId,
+    pub id: EntityId,
 }
 
 impl<E: Entity> Clone for EntityRef<E> {
     fn clone(&self) -> Self {
         EntityRef {
             region: self.region.clone(),
-            shard: self.shard.clone(),
-            id: self.id.clone(),
+            ids: Arc::clone(&self.ids),
         }
     }
 }
@@ -859,14 +868,14 @@ impl<E: Entity> std::fmt::Debug for EntityRef<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EntityRef")
             .field("kind", &self.region.name)
-            .field("id", &self.id)
+            .field("id", &self.ids.id)
             .finish()
     }
 }
 
 impl<E: Entity> serde::Serialize for EntityRef<E> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (&*self.region.name, &*self.id).serialize(serializer)
+        (&*self.region.name, &*self.ids.id).serialize(serializer)
     }
 }
 
@@ -901,13 +910,12 @@ impl<E: Entity> EntityRef<E> {
 
     /// The entity's id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.ids.id
     }
 
     fn msg(&self, cmd: E::Command, reply: Option<LocalReply<E::Reply>>) -> LocalMsg<E> {
         LocalMsg {
-            entity: self.id.clone(),
-            shard: self.shard.clone(),
+            ids: Arc::clone(&self.ids),
             cmd,
             reply,
         }

@@ -135,6 +135,15 @@ impl<E: Entity> Handlers<E> {
     /// waits goes to `running`, which polls it again (with a waker of the kind task) before
     /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
     pub fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
+        // A handler that never awaits is a plain call: no future to make, poll and empty.
+        let args = if E::HANDLES_NOW {
+            match run_now(args) {
+                Ok(done) => return Some(done),
+                Err(args) => args,
+            }
+        } else {
+            args
+        };
         let mut cell = self.spare.take().unwrap_or_else(|| cell_of(run::<E>));
         let mut cx = Context::from_waker(Waker::noop());
         match cell.as_mut().start(args, &mut cx) {
@@ -185,28 +194,50 @@ pub(super) fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -
     })
 }
 
+/// Handles one command of a [`SyncEntity`](super::super::api::SyncEntity) by a plain call,
+/// under the same panic guard as [`run`]. The arguments come back if the entity declines (an
+/// entity that sets `HANDLES_NOW` by hand but does not handle every command at once).
+fn run_now<E: Entity>(args: Args<E>) -> Result<Completed<E>, Args<E>> {
+    let (mut entity, mut ctx, job, was_stop) = open(args);
+    let Job {
+        cmd,
+        reply,
+        from_context,
+    } = job;
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| entity.handle_now(cmd, &mut ctx)));
+    let result = match result {
+        Ok(Ok(r)) => Ok(Ok(r)),
+        Ok(Err(cmd)) => {
+            return Err(Args {
+                node: ctx.node,
+                fence: ctx.fence,
+                shard: ctx.shard_id,
+                id: ctx.entity_id,
+                entity,
+                job: Job {
+                    cmd,
+                    reply,
+                    from_context,
+                },
+                was_stop,
+            });
+        }
+        Err(panic) => Err(panic),
+    };
+    Ok(completed(
+        entity,
+        ctx,
+        reply,
+        from_context,
+        was_stop,
+        result,
+    ))
+}
+
 /// The future that handles one command: owns the entity while it runs and hands it back.
 fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 'static {
-    let Args {
-        node,
-        fence,
-        shard,
-        id,
-        mut entity,
-        job,
-        was_stop,
-    } = args;
+    let (mut entity, mut ctx, job, was_stop) = open(args);
     async move {
-        // The context owns the ids while the handler runs and hands them back after, so no
-        // reference count is touched for them on the way.
-        let mut ctx = EntityContext::<E> {
-            entity_id: id,
-            shard_id: shard,
-            node,
-            passivate: false,
-            requests: Vec::new(),
-            fence,
-        };
         let Job {
             cmd,
             reply,
@@ -215,56 +246,97 @@ fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 
         let result = AssertUnwindSafe(entity.try_handle(cmd, &mut ctx))
             .catch_unwind()
             .await;
-        let EntityContext {
-            entity_id: id,
-            shard_id: shard,
+        let result = result.map(|r| r.map_err(|failure| failure.0));
+        completed(entity, ctx, reply, from_context, was_stop, result)
+    }
+}
+
+/// A handler's entity, its context, its job and whether it is the stop message. The context
+/// owns the ids while the handler runs and hands them back after, so no reference count is
+/// touched for them on the way.
+fn open<E: Entity>(args: Args<E>) -> (E, EntityContext<E>, Job<E>, bool) {
+    let Args {
+        node,
+        fence,
+        shard,
+        id,
+        entity,
+        job,
+        was_stop,
+    } = args;
+    let ctx = EntityContext::<E> {
+        entity_id: id,
+        shard_id: shard,
+        node,
+        passivate: false,
+        requests: Vec::new(),
+        fence,
+    };
+    (entity, ctx, job, was_stop)
+}
+
+/// What became of a handler: `Ok(Ok)` its reply, `Ok(Err)` the failure it reported, `Err`
+/// its panic.
+type Outcome<R> = Result<Result<R, String>, Box<dyn std::any::Any + Send>>;
+
+/// The completion of a handler that ran with `ctx` and ended with `result`.
+fn completed<E: Entity>(
+    entity: E,
+    ctx: EntityContext<E>,
+    reply: super::Asker<E::Reply>,
+    from_context: bool,
+    was_stop: bool,
+    result: Outcome<E::Reply>,
+) -> Completed<E> {
+    let EntityContext {
+        entity_id: id,
+        shard_id: shard,
+        passivate,
+        requests,
+        ..
+    } = ctx;
+    match result {
+        Ok(Ok(r)) => Completed {
+            shard,
+            id,
+            entity: Some(entity),
+            reply,
+            outcome: Ok(if was_stop { None } else { Some(r) }),
             passivate,
+            was_stop,
             requests,
-            ..
-        } = ctx;
-        match result {
-            Ok(Ok(r)) => Completed {
-                shard,
-                id,
-                entity: Some(entity),
-                reply,
-                outcome: Ok(if was_stop { None } else { Some(r) }),
-                passivate,
-                was_stop,
-                requests,
-                from_context,
-                unrecorded: false,
-            },
-            Ok(Err(failure)) => Completed {
+            from_context,
+            unrecorded: false,
+        },
+        Ok(Err(failure)) => Completed {
+            shard,
+            id,
+            entity: None,
+            reply,
+            outcome: Err(failure),
+            passivate: false,
+            was_stop,
+            requests: Vec::new(),
+            from_context,
+            unrecorded: false,
+        },
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Completed {
                 shard,
                 id,
                 entity: None,
                 reply,
-                outcome: Err(failure.0),
+                outcome: Err(format!("handler panicked: {msg}")),
                 passivate: false,
                 was_stop,
                 requests: Vec::new(),
                 from_context,
                 unrecorded: false,
-            },
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Completed {
-                    shard,
-                    id,
-                    entity: None,
-                    reply,
-                    outcome: Err(format!("handler panicked: {msg}")),
-                    passivate: false,
-                    was_stop,
-                    requests: Vec::new(),
-                    from_context,
-                    unrecorded: false,
-                }
             }
         }
     }

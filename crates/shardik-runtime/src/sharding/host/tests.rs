@@ -194,3 +194,88 @@ fn an_idle_entity_s_record_stays_four_words() {
     // not grow the record of a one-word entity.
     assert_eq!(std::mem::size_of::<Slot<Sum>>(), 32);
 }
+
+/// [`Sum`] as a [`SyncEntity`](crate::sharding::api::SyncEntity); told `u64::MAX`, it panics.
+struct SyncSum(u64);
+
+impl crate::sharding::api::SyncEntity for SyncSum {
+    type Command = u64;
+    type Reply = u64;
+
+    fn handle(&mut self, n: u64, ctx: &mut EntityContext<Self>) -> u64 {
+        assert!(n != u64::MAX, "told to fail");
+        if n == 0 {
+            ctx.passivate();
+        }
+        self.0 += n;
+        self.0
+    }
+}
+
+fn sync_host() -> EntityHost<SyncSum> {
+    let node = UniqueAddress::new(Address::new("127.0.0.1", 1), 7);
+    EntityHost::new(node, Arc::new(|_| SyncSum(0)), None)
+}
+
+/// Delivers `n` to `e` of `shard` as an ask and settles what finished; the answer.
+fn sync_ask(
+    h: &mut EntityHost<SyncSum>,
+    shard: &ShardId,
+    e: &EntityId,
+    n: u64,
+) -> Result<u64, String> {
+    let (tx, mut rx) = oneshot::channel();
+    let job = Job {
+        cmd: n,
+        reply: Asker::Local(tx),
+        from_context: false,
+    };
+    assert!(
+        h.deliver(shard.clone(), e.clone(), job, 0).is_ok(),
+        "refused"
+    );
+    let mut outputs = Vec::new();
+    while let Some(done) = h.next_finished() {
+        h.completed(done, 0, &mut outputs);
+    }
+    for o in outputs {
+        if let HostOutput::Reply(Asker::Local(tx), r) = o {
+            let _ = tx.send(r.map_err(ShardingError::EntityFailed));
+        }
+    }
+    match rx.try_recv().expect("answered at once") {
+        Ok(r) => Ok(r),
+        Err(ShardingError::EntityFailed(why)) => Err(why),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+#[test]
+fn a_sync_entity_is_handled_at_once_with_what_an_async_one_can_do() {
+    let mut h = sync_host();
+    let (a, e) = (id("a"), id("e1"));
+    assert_eq!(sync_ask(&mut h, &a, &e, 2), Ok(2));
+    assert_eq!(sync_ask(&mut h, &a, &e, 3), Ok(5));
+    // Nothing ever waits: no handler is left running.
+    assert!(!h.has_running());
+    // Passivation asked from its context goes through the full completion.
+    assert_eq!(sync_ask(&mut h, &a, &e, 0), Ok(5));
+    assert_eq!(h.active_entities(), 0);
+    assert_eq!(sync_ask(&mut h, &a, &e, 1), Ok(1), "a new incarnation");
+    // A panic fails this incarnation only; the next command starts a new one.
+    let failed = sync_ask(&mut h, &a, &e, u64::MAX).unwrap_err();
+    assert!(
+        failed.contains("handler panicked: told to fail"),
+        "{failed}"
+    );
+    assert_eq!(h.active_entities(), 0);
+    assert_eq!(sync_ask(&mut h, &a, &e, 4), Ok(4));
+    // And it is refused in another shard than its own, like any entity.
+    let (tx, _rx) = oneshot::channel();
+    let job = Job {
+        cmd: 1,
+        reply: Asker::Local(tx),
+        from_context: false,
+    };
+    assert!(h.deliver(id("b"), e.clone(), job, 0).is_err());
+}
