@@ -262,6 +262,13 @@ impl<P: Probe> Entity for Tally<P> {
     type Reply = u64;
 
     async fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
+        self.add(add)
+    }
+}
+
+impl<P: Probe> Tally<P> {
+    /// Adds `add` (0 is a read) and answers the total.
+    fn add(&mut self, add: u64) -> u64 {
         if add > 0 {
             self.value += add;
             self.probe.told();
@@ -279,12 +286,7 @@ impl<P: Probe> SyncEntity for SyncTally<P> {
     type Reply = u64;
 
     fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
-        let tally = &mut self.0;
-        if add > 0 {
-            tally.value += add;
-            tally.probe.told();
-        }
-        tally.value
+        self.0.add(add)
     }
 }
 

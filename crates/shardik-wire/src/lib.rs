@@ -39,5 +39,5 @@ pub use sharding::{
     DEFAULT_MAX_ID_LEN, DEFAULT_MAX_SHARDS_PER_MESSAGE, EnvelopeBatch, IdCache, ReplyError,
     ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, WireEnvelope, WireReply,
     WireStats, batch_item_len, decode_sharding, decode_sharding_bytes, decode_sharding_cached,
-    encode_batch_frame, encode_batch_item, encode_envelope, encode_sharding, envelope_encoded_len,
+    encode_batch_item, encode_envelope, encode_sharding, envelope_encoded_len,
 };

@@ -38,8 +38,7 @@ use pb::protocol_message::Message as PM;
 
 mod batch;
 pub use batch::{
-    BatchEnvelope, BatchFrameBuilder, EnvelopeBatch, IdCache, batch_item_len, encode_batch_frame,
-    encode_batch_item,
+    BatchEnvelope, BatchFrameBuilder, EnvelopeBatch, IdCache, batch_item_len, encode_batch_item,
 };
 
 /// Default for [`ShardingLimits::max_envelopes_per_batch`]: 1 024, four times what a sender
@@ -482,15 +481,12 @@ pub fn encode_sharding(frame: &ShardingFrame) -> Bytes {
             return out.freeze();
         }
         ShardingBody::Envelopes(envelopes) => {
-            let items: Vec<Bytes> = envelopes
-                .iter()
-                .map(|e| {
-                    let mut item = BytesMut::new();
-                    encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut item);
-                    item.freeze()
-                })
-                .collect();
-            return encode_batch_frame(&frame.kind, items.iter().map(|b| &b[..]));
+            let mut out = BytesMut::new();
+            let builder = BatchFrameBuilder::begin(&frame.kind, &mut out);
+            for e in envelopes {
+                encode_batch_item(&e.entity_id, &e.shard, &e.payload, e.ask_id, &mut out);
+            }
+            return builder.finish(&frame.kind, out);
         }
         ShardingBody::Reply(r) => Body::Reply(reply_to_pb(r)),
         ShardingBody::Protocol(p) => Body::Protocol(protocol_to_pb(p)),

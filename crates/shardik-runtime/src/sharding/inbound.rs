@@ -62,33 +62,13 @@ impl Dispatcher {
     /// Dispatches one frame; returns what to wait for when its kind's queue is full.
     fn dispatch(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure> {
         // Most traffic: a batch of envelopes, checked here and read in place by the kind.
-        let decoded =
-            EnvelopeBatch::decode(payload.clone(), &self.limits).and_then(|batch| match batch {
-                Some(batch) => Ok(Err(batch)),
-                None => decode_sharding_bytes(payload, &self.limits).map(Ok),
-            });
+        let decoded = match EnvelopeBatch::decode(payload.clone(), &self.limits) {
+            Ok(Some(batch)) => return self.dispatch_batch(from, batch),
+            Ok(None) => decode_sharding_bytes(payload, &self.limits),
+            Err(e) => Err(e),
+        };
         let frame = match decoded {
-            Ok(Ok(frame)) => frame,
-            Ok(Err(batch)) => {
-                let Some(queue) = self.queue_of(batch.kind()) else {
-                    let kind = Arc::from(batch.kind());
-                    self.unknown_kind(from, &kind, batch.iter().filter_map(|e| e.ask_id));
-                    return None;
-                };
-                let control = Control::RemoteBatch {
-                    from: from.clone(),
-                    batch,
-                };
-                return match offer(queue, control) {
-                    Offered::Taken => None,
-                    Offered::Wait(wait) => Some(wait),
-                    Offered::Closed(Control::RemoteBatch { batch, .. }) => {
-                        self.routes.remove(batch.kind());
-                        None
-                    }
-                    Offered::Closed(_) => None,
-                };
-            }
+            Ok(frame) => frame,
             Err(e) => {
                 metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => "?", "reason" => "malformed")
                     .increment(1);
@@ -183,6 +163,32 @@ impl Dispatcher {
                 self.routes.remove(&frame.kind);
                 None
             }
+        }
+    }
+
+    /// Hands a batch to its kind's queue; returns what to wait for when it is full.
+    fn dispatch_batch(
+        &mut self,
+        from: &UniqueAddress,
+        batch: EnvelopeBatch,
+    ) -> Option<Backpressure> {
+        let Some(queue) = self.queue_of(batch.kind()) else {
+            let kind = Arc::from(batch.kind());
+            self.unknown_kind(from, &kind, batch.iter().filter_map(|e| e.ask_id));
+            return None;
+        };
+        let control = Control::RemoteBatch {
+            from: from.clone(),
+            batch,
+        };
+        match offer(queue, control) {
+            Offered::Taken => None,
+            Offered::Wait(wait) => Some(wait),
+            Offered::Closed(Control::RemoteBatch { batch, .. }) => {
+                self.routes.remove(batch.kind());
+                None
+            }
+            Offered::Closed(_) => None,
         }
     }
 

@@ -58,10 +58,7 @@ impl Outgoing {
     /// An envelope for `to` of `len` bytes, which `encode` appends as a batch item
     /// (`encode_batch_item`) to the buffer it is given.
     pub fn envelope(&mut self, to: &UniqueAddress, len: usize, encode: impl FnOnce(&mut BytesMut)) {
-        if self.runs.last().is_none_or(|(last, _)| last != to) {
-            self.close_batch();
-            self.runs.push((to.clone(), Vec::new()));
-        }
+        self.run_for(to);
         if let Some(open) = &self.open {
             let body = open.builder.body_len(&self.buf);
             if open.envelopes >= MAX_BATCH_ENVELOPES
@@ -70,7 +67,7 @@ impl Outgoing {
                 self.close_batch();
             }
         }
-        let open = match self.open.take() {
+        let mut open = match self.open.take() {
             Some(open) => open,
             None => {
                 let room = len + 64 + self.kind.len();
@@ -91,10 +88,8 @@ impl Outgoing {
             len,
             "the envelope's announced length"
         );
-        self.open = Some(OpenBatch {
-            envelopes: open.envelopes + 1,
-            ..open
-        });
+        open.envelopes += 1;
+        self.open = Some(open);
     }
 
     /// Whether nothing waits to be sent.
@@ -108,9 +103,11 @@ impl Outgoing {
         std::mem::take(&mut self.runs)
     }
 
-    /// The last run's frames, or those of a new run when the last is for another node.
+    /// The last run's frames, or those of a new run (the open batch finished first) when the
+    /// last is for another node.
     fn run_for(&mut self, to: &UniqueAddress) -> &mut Vec<Bytes> {
         if self.runs.last().is_none_or(|(last, _)| last != to) {
+            self.close_batch();
             self.runs.push((to.clone(), Vec::new()));
         }
         &mut self.runs.last_mut().expect("pushed above").1

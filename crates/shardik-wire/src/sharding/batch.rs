@@ -2,12 +2,12 @@
 //! `ShardingFrame`): what a proxy or a forwarding region sends in a burst to one node. The kind
 //! is written once, and the receiver takes the lot in one step instead of one per envelope.
 //!
-//! Encoding is by hand, as for single envelopes: each envelope is encoded as a batch item when
-//! it is sent ([`encode_batch_item`]), and consecutive items for the same node are joined into
-//! one frame when they leave ([`encode_batch_frame`]). Decoding is by hand too, so that the
-//! number of envelopes is checked against [`ShardingLimits::max_envelopes_per_batch`] while
-//! reading, before anything is allocated for them: a small frame of many tiny envelopes must
-//! not cost many times its size in memory.
+//! Encoding is by hand, as for single envelopes: each envelope is encoded as a batch item
+//! ([`encode_batch_item`]) straight into the frame it leaves in ([`BatchFrameBuilder`]).
+//! Decoding is by hand too ([`EnvelopeBatch`]), so that the number of envelopes is checked
+//! against [`ShardingLimits::max_envelopes_per_batch`] while reading, before anything is
+//! allocated for them: a small frame of many tiny envelopes must not cost many times its size
+//! in memory.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use std::num::NonZeroU64;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::{
     ByteString, ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID,
     FRAME_KIND, ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, check_id, envelope_body_len,
-    key, put_envelope_field, put_len_field, put_varint, varint_len,
+    key, len_field_len, put_envelope_field, put_len_field, put_varint, varint_len,
 };
 use crate::codec::DecodeError;
 
@@ -47,28 +47,6 @@ pub fn encode_batch_item(
 ) {
     out.reserve(batch_item_len(entity_id, shard, payload.len(), ask_id));
     put_envelope_field(BATCH_ENVELOPE, entity_id, shard, payload, ask_id, out);
-}
-
-/// A `ShardingFrame` of kind `kind` whose body is the batch of `items` (each made by
-/// [`encode_batch_item`]), in order. It decodes with
-/// [`decode_sharding`](super::decode_sharding) to a
-/// [`ShardingBody::Envelopes`](super::ShardingBody::Envelopes).
-pub fn encode_batch_frame<'a>(
-    kind: &str,
-    items: impl IntoIterator<Item = &'a [u8]> + Clone,
-) -> Bytes {
-    let body: usize = items.clone().into_iter().map(<[u8]>::len).sum();
-    let mut out = BytesMut::with_capacity(
-        1 + varint_len(kind.len() as u64) + kind.len() + 1 + varint_len(body as u64) + body,
-    );
-    put_len_field(FRAME_KIND, kind.as_bytes(), &mut out);
-    // A oneof member: written even when empty.
-    out.put_u8(key(FRAME_BATCH, WIRE_LEN));
-    put_varint(body as u64, &mut out);
-    for item in items {
-        out.put_slice(item);
-    }
-    out.freeze()
 }
 
 /// A batch frame written in place, so that its envelopes are copied once, from the sender's
@@ -115,12 +93,7 @@ impl BatchFrameBuilder {
 
 /// The bytes of a batch frame's header: its kind field and the batch's key and length.
 fn batch_header_len(kind: &str, body_len: u64) -> usize {
-    let kind_field = if kind.is_empty() {
-        0
-    } else {
-        1 + varint_len(kind.len() as u64) + kind.len()
-    };
-    kind_field + 1 + varint_len(body_len)
+    len_field_len(kind.len()) + 1 + varint_len(body_len)
 }
 
 /// Reads a varint at `*pos`, advancing it.

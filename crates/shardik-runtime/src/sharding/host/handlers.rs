@@ -158,6 +158,13 @@ impl<E: Entity> Handlers<E> {
         }
     }
 
+    /// Whether an empty handler cell is kept for the next command: one is made for the first
+    /// handler run as a future, never for a [`SyncEntity`](super::super::api::SyncEntity).
+    #[cfg(test)]
+    pub fn has_spare_cell(&self) -> bool {
+        self.spare.is_some()
+    }
+
     /// Runs a future made elsewhere (the first command of a remembered entity) like a handler:
     /// polled once, then finished or running.
     pub fn start_boxed(&mut self, mut fut: Running<E>) {

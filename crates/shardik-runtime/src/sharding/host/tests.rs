@@ -256,8 +256,16 @@ fn a_sync_entity_is_handled_at_once_with_what_an_async_one_can_do() {
     let (a, e) = (id("a"), id("e1"));
     assert_eq!(sync_ask(&mut h, &a, &e, 2), Ok(2));
     assert_eq!(sync_ask(&mut h, &a, &e, 3), Ok(5));
-    // Nothing ever waits: no handler is left running.
+    // Nothing ever waits: no handler is left running, and none was run as a future (an
+    // async entity's first command leaves a cell for the next one).
     assert!(!h.has_running());
+    assert!(
+        !h.handlers.has_spare_cell(),
+        "a SyncEntity went through a future"
+    );
+    let mut async_host = host();
+    put(&mut async_host, &a, &e, tell(1));
+    assert!(async_host.handlers.has_spare_cell());
     // Passivation asked from its context goes through the full completion.
     assert_eq!(sync_ask(&mut h, &a, &e, 0), Ok(5));
     assert_eq!(h.active_entities(), 0);
