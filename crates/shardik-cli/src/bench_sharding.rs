@@ -4,7 +4,8 @@
 //!   a raw tokio baseline doing the same work (a bounded channel into one task that looks the
 //!   entity up in a `HashMap` and increments it).
 //! - `remote`: from a node that runs only a proxy to a second process that hosts the
-//!   entities, so every message crosses loopback TCP: one-way `tell` throughput, `ask` in a
+//!   entities, so every message crosses loopback TCP: one-way `tell` throughput (to an async
+//!   entity, then to the same entity as a [`SyncEntity`]), `ask` in a
 //!   closed loop with one and with 64 requests in flight (one task per in-flight request, each
 //!   asking again once answered), and `ask` at a fixed rate (open loop). Each runs beside a
 //!   raw TCP baseline in the same run ([`crate::bench_raw`], against the raw
@@ -22,7 +23,7 @@
 //! The remote peer is `shardik bench-sharding-peer` (hidden). It hosts the entities (it alone
 //! has the role [`HOST_ROLE`]) and reports on its stdout, one line each: `READY` once its node
 //! is Up, and `DONE <count> <first-unix-ns> <last-unix-ns>` once its entities have handled the
-//! expected number of tells.
+//! expected number of tells: first those of the async kind, then those of the sync kind.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::ExitCode;
@@ -55,6 +56,7 @@ const HOST_ROLE: &str = "bench-host";
 const LOCAL_KIND: &str = "bench-local";
 const LOCAL_SYNC_KIND: &str = "bench-local-sync";
 const REMOTE_KIND: &str = "bench-remote";
+const REMOTE_SYNC_KIND: &str = "bench-remote-sync";
 const FIRST_KIND: &str = "bench-first";
 const MEMORY_KIND: &str = "bench-memory";
 /// Cluster name of the benchmark nodes (never the default, so they cannot meet real nodes).
@@ -298,6 +300,17 @@ fn tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<Tally<P>> {
     .with_idle_timeout(None)
 }
 
+/// The kind `name` of [`SyncTally`] entities that report to `probe`, never passivated.
+fn sync_tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<SyncTally<P>> {
+    EntityKind::new(name, move |_| {
+        SyncTally(Tally {
+            value: 0,
+            probe: probe.clone(),
+        })
+    })
+    .with_idle_timeout(None)
+}
+
 /// Counts handled messages towards a target and wakes a waiter when it is reached.
 struct Progress {
     target: u64,
@@ -493,6 +506,14 @@ impl RemoteSetup {
     fn proxy(&self, name: &str) -> anyhow::Result<Region<()>> {
         self.node.init(tally_kind(name, ()).with_role(HOST_ROLE))
     }
+
+    /// The proxy of the [`SyncTally`] kind that runs on the peer only.
+    fn sync_proxy(&self) -> anyhow::Result<EntityRegion<SyncTally<()>>> {
+        Ok(self
+            .node
+            .sharding
+            .init(sync_tally_kind(REMOTE_SYNC_KIND, ()).with_role(HOST_ROLE))?)
+    }
 }
 
 /// Runs the hidden `shardik bench-sharding-peer`.
@@ -502,16 +523,23 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
         let node = BenchNode::start_at(args.bind.clone(), Vec::new(), &[HOST_ROLE]).await?;
         node.wait_up(1).await?;
         let progress = Progress::new(args.expect);
+        let sync_progress = Progress::new(args.expect);
         // The regions are kept: the peer serves remote traffic only, but a kind whose local
         // handles are all gone is not what a node normally runs.
         let _remote =
             node.init(tally_kind(REMOTE_KIND, Arc::clone(&progress)).with_role(HOST_ROLE))?;
+        let _sync = node.sharding.init(
+            sync_tally_kind(REMOTE_SYNC_KIND, Arc::clone(&sync_progress)).with_role(HOST_ROLE),
+        )?;
         let _first = node.init(tally_kind(FIRST_KIND, ()).with_role(HOST_ROLE))?;
         println!("READY");
         if args.expect > 0 {
-            let last = progress.wait(Duration::MAX).await?;
-            let first = progress.first_ns.load(Ordering::Relaxed);
-            println!("DONE {} {first} {last}", args.expect);
+            // The benchmark tells the async kind first, then the sync one.
+            for progress in [progress, sync_progress] {
+                let last = progress.wait(Duration::MAX).await?;
+                let first = progress.first_ns.load(Ordering::Relaxed);
+                println!("DONE {} {first} {last}", args.expect);
+            }
         }
         // Serve until the parent goes away (exit_with_parent ends the process).
         std::future::pending::<anyhow::Result<ExitCode>>().await
@@ -658,14 +686,7 @@ async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
     let kind = tally_kind(LOCAL_KIND, Arc::clone(&progress));
     let sharding = sharding_local(node.sharding.init(kind)?, &progress, &a).await?;
     let progress = Progress::new(a.messages);
-    let probe = Arc::clone(&progress);
-    let kind = EntityKind::new(LOCAL_SYNC_KIND, move |_| {
-        SyncTally(Tally {
-            value: 0,
-            probe: probe.clone(),
-        })
-    })
-    .with_idle_timeout(None);
+    let kind = sync_tally_kind(LOCAL_SYNC_KIND, Arc::clone(&progress));
     let sync = sharding_local(node.sharding.init(kind)?, &progress, &a).await?;
     let raw = raw_local(&a, node.config.region.buffer_size.max(1)).await?;
     let ratio = sharding.per_second() / raw.per_second();
@@ -847,9 +868,14 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     let refs = if parts.contains(&RemotePart::Tells) {
         let load = load_average();
         let (tells, refs_back) = remote_tells(&mut setup, refs, a.messages, a.send).await?;
+        let sync_region = setup.sync_proxy()?;
+        let sync_refs = entity_refs(&sync_region, "e", a.entities);
+        activate(&sync_refs).await?;
+        let (sync, _) = remote_tells(&mut setup, sync_refs, a.messages, a.send).await?;
         let tell_sizes: Vec<usize> = sizes.iter().map(|s| s.tell).collect();
         let raw = bench_raw::one_way(&mut raw_peer, &tell_sizes, a.messages).await?;
         let ratio = tells.per_second() / raw.per_second();
+        let sync_ratio = sync.per_second() / raw.per_second();
         let mean_size = bench_frames::mean(&sizes, |s| s.tell);
         // The names of the fields from before the raw baseline are kept.
         for (k, v) in [
@@ -862,6 +888,9 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
             ("tell_raw_received", json!(raw.received)),
             ("tell_raw_elapsed_s", json!(raw.elapsed.as_secs_f64())),
             ("tell_ratio_to_raw", json!(ratio)),
+            ("tell_sync_msgs_per_s", json!(sync.per_second())),
+            ("tell_sync_buffer_full_retries", json!(sync.retries)),
+            ("tell_sync_ratio_to_raw", json!(sync_ratio)),
             ("tell_payload_bytes_mean", json!(mean_size)),
             ("tell_load1_before", json!(load)),
             ("verified", json!(true)),
@@ -869,10 +898,12 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
             value[k] = v;
         }
         lines.push(format!(
-            "{header} tells: {} of {mean_size:.1}-byte payloads (+5 framing): sharding {:.0} msgs/s ({} retries), raw TCP {:.0} msgs/s, ratio {ratio:.3} (load {load:.2})",
+            "{header} tells: {} of {mean_size:.1}-byte payloads (+5 framing): sharding {:.0} msgs/s ({} retries), SyncEntity {:.0} msgs/s ({} retries), raw TCP {:.0} msgs/s, ratios {ratio:.3} and {sync_ratio:.3} (load {load:.2})",
             a.messages,
             tells.per_second(),
             tells.retries,
+            sync.per_second(),
+            sync.retries,
             raw.per_second(),
         ));
         refs_back
@@ -1019,12 +1050,12 @@ fn entity_sizes<P: Probe>(
 
 /// One-way tells through the proxy, timed from the first tell until the peer's entities have
 /// handled the last; every entity's count is checked afterwards.
-async fn remote_tells(
+async fn remote_tells<E: Entity<Command = u64, Reply = u64>>(
     setup: &mut RemoteSetup,
-    refs: Vec<Ref<()>>,
+    refs: Vec<EntityRef<E>>,
     messages: u64,
     send: SendMode,
-) -> anyhow::Result<(Throughput, Vec<Ref<()>>)> {
+) -> anyhow::Result<(Throughput, Vec<EntityRef<E>>)> {
     let (refs, first, send_time, retries) = tell_round_robin(refs, messages, send).await?;
     let (count, _, last) = setup.peer.done().await?;
     let tells = Throughput {

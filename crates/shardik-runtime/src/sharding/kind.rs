@@ -74,7 +74,7 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub host: EntityHost<E>,
     pub sender: UserSender,
     pub pending: PendingAsks,
-    pub local: mpsc::Receiver<LocalMsg<E>>,
+    pub local: super::local_queue::Receiver<LocalMsg<E>>,
     pub control: mpsc::Receiver<Control>,
     pub membership: watch::Receiver<Arc<MembershipSnapshot>>,
     /// How the kind's coordinator places shards.

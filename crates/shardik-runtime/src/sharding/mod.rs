@@ -22,6 +22,7 @@ mod inbound;
 mod keepalive;
 mod kind;
 mod leases;
+mod local_queue;
 mod messages;
 mod outgoing;
 mod pending;
@@ -438,7 +439,7 @@ impl Sharding {
                 ))
             }
         };
-        let (local_tx, local_rx) = mpsc::channel(cfg.region.buffer_size.clamp(1, 1 << 20));
+        let (local_tx, local_rx) = local_queue::channel(cfg.region.buffer_size.clamp(1, 1 << 20));
         let (control_tx, control_rx) = mpsc::channel(4096);
         let region = EntityRegion::<E> {
             name: kind.name.clone(),
@@ -766,7 +767,7 @@ impl ShardIds {
 /// A node's region (or proxy) for one entity kind: the way to reach its entities.
 pub struct EntityRegion<E: Entity> {
     name: Arc<str>,
-    local: mpsc::Sender<LocalMsg<E>>,
+    local: local_queue::Sender<LocalMsg<E>>,
     control: mpsc::Sender<Control>,
     shards: ShardIds,
     /// The node's asks and answers, for `ask_with`.
@@ -922,19 +923,19 @@ impl<E: Entity> EntityRef<E> {
     }
 
     /// Sends `cmd` without waiting for an answer. Fails at once with
-    /// [`TellError::BufferFull`] when the region's queue is full (tokio's `try_send`).
+    /// [`TellError::BufferFull`] when the region's queue is full.
     pub fn try_tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
             .local
             .try_send(self.msg(cmd, None))
             .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => TellError::BufferFull,
-                mpsc::error::TrySendError::Closed(_) => TellError::RegionStopped,
+                local_queue::TrySendError::Full(_) => TellError::BufferFull,
+                local_queue::TrySendError::Closed(_) => TellError::RegionStopped,
             })
     }
 
     /// Sends `cmd` without waiting for an answer, but waiting while the region's queue is
-    /// full: the back-pressure a steady sender wants (tokio's `send`). It fails only when the
+    /// full: the back-pressure a steady sender wants. It fails only when the
     /// region has stopped.
     pub async fn tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
@@ -1047,8 +1048,8 @@ impl<E: Entity> EntityRef<E> {
         // Usually the region's queue has room: no timer is needed to wait for it.
         match self.region.local.try_send(msg) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(ShardingError::RegionStopped),
-            Err(mpsc::error::TrySendError::Full(msg)) => {
+            Err(local_queue::TrySendError::Closed(_)) => return Err(ShardingError::RegionStopped),
+            Err(local_queue::TrySendError::Full(msg)) => {
                 match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return Err(ShardingError::RegionStopped),
