@@ -259,6 +259,67 @@ impl PeerLane {
     }
 }
 
+impl PeerLane {
+    /// What the writer is to do next; taking bytes to write marks the lane as writing, so that
+    /// no sender writes directly until [`write_finished`](Self::write_finished).
+    fn next_work(&self) -> Work {
+        let mut st = self.lock();
+        // A closed lane still writes what it buffered when it has a connection (as a closed
+        // queue was drained); what it cannot send is counted when the writer ends.
+        if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
+            Work::Stop
+        } else if st.buf.is_empty() {
+            Work::Idle
+        } else if let Some(stream) = st.stream.clone() {
+            let bytes = st.buf.split();
+            let frames = std::mem::take(&mut st.frames);
+            st.writing = true;
+            Work::Write(stream, bytes, frames)
+        } else {
+            Work::Connect
+        }
+    }
+
+    /// The writer is done with the `frames` messages (`bytes` bytes) it took from the lane.
+    fn write_finished(
+        &self,
+        stream: &Arc<TcpStream>,
+        frames: usize,
+        bytes: usize,
+        outcome: WriteOutcome,
+    ) {
+        let (to, name) = (&self.to, self.lane.as_str());
+        let mut st = self.lock();
+        st.writing = false;
+        match outcome {
+            WriteOutcome::Done => {
+                self.frames_out.increment(frames as u64);
+                self.bytes_out.increment(bytes as u64);
+            }
+            WriteOutcome::Failed(e) => {
+                info!(%to, lane = name, error = %e, "connection lost; reconnecting");
+                metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
+                    .increment(frames as u64);
+                forget_stream(&mut st, stream);
+            }
+            WriteOutcome::Stalled => {
+                warn!(%to, lane = name, "write stalled; reconnecting");
+                metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "write-stalled")
+                    .increment(frames as u64);
+                forget_stream(&mut st, stream);
+            }
+        }
+    }
+}
+
+/// How the writer's write of the bytes it took ended.
+enum WriteOutcome {
+    Done,
+    Failed(std::io::Error),
+    /// Not done within the write limit.
+    Stalled,
+}
+
 /// Writes as much of `buf` as the socket takes without waiting, consuming what was written.
 fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
     while !buf.is_empty() {
@@ -328,23 +389,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
     let write_limit = cfg.handshake_timeout.max(Duration::from_secs(5));
     loop {
-        let work = {
-            let mut st = lane.lock();
-            // A closed lane still writes what it buffered when it has a connection (as a
-            // closed queue was drained); what it cannot send is counted below.
-            if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
-                Work::Stop
-            } else if st.buf.is_empty() {
-                Work::Idle
-            } else if let Some(stream) = st.stream.clone() {
-                let bytes = st.buf.split();
-                let frames = std::mem::take(&mut st.frames);
-                st.writing = true;
-                Work::Write(stream, bytes, frames)
-            } else {
-                Work::Connect
-            }
-        };
+        let work = lane.next_work();
         match work {
             Work::Stop => break,
             Work::Idle => {
@@ -390,27 +435,13 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
             Work::Write(stream, bytes, frames) => {
                 // Room again for senders that wait.
                 lane.room.notify_waiters();
-                let result = tokio::time::timeout(write_limit, write_all(&stream, &bytes)).await;
-                let mut st = lane.lock();
-                st.writing = false;
-                match result {
-                    Ok(Ok(())) => {
-                        lane.frames_out.increment(frames as u64);
-                        lane.bytes_out.increment(bytes.len() as u64);
-                    }
-                    Ok(Err(e)) => {
-                        info!(%to, lane = name, error = %e, "connection lost; reconnecting");
-                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
-                            .increment(frames as u64);
-                        forget_stream(&mut st, &stream);
-                    }
-                    Err(_) => {
-                        warn!(%to, lane = name, "write stalled; reconnecting");
-                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "write-stalled")
-                            .increment(frames as u64);
-                        forget_stream(&mut st, &stream);
-                    }
-                }
+                let outcome =
+                    match tokio::time::timeout(write_limit, write_all(&stream, &bytes)).await {
+                        Ok(Ok(())) => WriteOutcome::Done,
+                        Ok(Err(e)) => WriteOutcome::Failed(e),
+                        Err(_) => WriteOutcome::Stalled,
+                    };
+                lane.write_finished(&stream, frames, bytes.len(), outcome);
             }
         }
     }
@@ -500,5 +531,188 @@ async fn connect(to: &Address, shared: &Shared) -> Result<TcpStream, String> {
             "unexpected {:?} frame during handshake",
             other.kind()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use tokio::net::{TcpSocket, TcpStream};
+    use tokio::sync::watch;
+
+    const MAX_FRAME: usize = 4 << 20;
+    /// Larger than any loopback socket's buffers at their smallest: a direct write of it is
+    /// always partial.
+    const LARGE: usize = 1 << 20;
+
+    /// A lane connected to a loopback peer, with small socket buffers, and no writer task:
+    /// the test takes the writer's steps itself, in the order it wants.
+    async fn lane_and_peer() -> (PeerLane, TcpStream) {
+        let listener = TcpSocket::new_v4().unwrap();
+        listener.set_recv_buffer_size(4096).unwrap();
+        listener.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listener = listener.listen(1).unwrap();
+        let client = TcpSocket::new_v4().unwrap();
+        client.set_send_buffer_size(4096).unwrap();
+        let (client, accepted) = tokio::join!(client.connect(addr), listener.accept());
+        let lane = PeerLane {
+            to: Address::new("127.0.0.1", addr.port()),
+            lane: Lane::User,
+            capacity: 1000,
+            codec: FrameCodec::new(MAX_FRAME),
+            state: Mutex::new(LaneState {
+                buf: BytesMut::new(),
+                frames: 0,
+                writing: false,
+                stream: Some(Arc::new(client.unwrap())),
+                closed: false,
+                used: false,
+                last_direct: None,
+            }),
+            work: Notify::new(),
+            room: Notify::new(),
+            frames_out: metrics::Counter::noop(),
+            bytes_out: metrics::Counter::noop(),
+        };
+        (lane, accepted.unwrap().0)
+    }
+
+    /// A user frame of `len` bytes that starts with its number.
+    fn numbered(n: u32, len: usize) -> Outgoing {
+        let mut b = vec![0u8; len.max(4)];
+        b[..4].copy_from_slice(&n.to_be_bytes());
+        Outgoing::User(Bytes::from(b))
+    }
+
+    /// Reads `count` frames from `peer`, publishing how many bytes arrived so far; returns
+    /// the frames' numbers in arrival order.
+    async fn read_numbers(
+        mut peer: TcpStream,
+        count: usize,
+        got: watch::Sender<usize>,
+    ) -> Vec<u32> {
+        let codec = FrameCodec::new(MAX_FRAME);
+        let mut buf = BytesMut::new();
+        let mut numbers = Vec::new();
+        let mut total = 0;
+        while numbers.len() < count {
+            while let Some(frame) = codec.decode(&mut buf).expect("a well-formed stream") {
+                let Frame::User(b) = frame else {
+                    panic!("not a user frame")
+                };
+                numbers.push(u32::from_be_bytes(b[..4].try_into().unwrap()));
+            }
+            if numbers.len() == count {
+                break;
+            }
+            buf.reserve(64 * 1024);
+            let n = tokio::io::AsyncReadExt::read_buf(&mut peer, &mut buf)
+                .await
+                .unwrap();
+            assert!(n > 0, "the lane's connection closed early");
+            total += n;
+            let _ = got.send(total);
+        }
+        numbers
+    }
+
+    /// Waits past the burst window, so that the next sender may write directly if the lane
+    /// lets it.
+    async fn pause() {
+        tokio::time::sleep(DIRECT_WRITE_GAP * 200).await;
+    }
+
+    fn take_write(lane: &PeerLane) -> (Arc<TcpStream>, BytesMut, usize) {
+        match lane.next_work() {
+            Work::Write(stream, bytes, frames) => (stream, bytes, frames),
+            _ => panic!("the writer found nothing to write"),
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_leave_in_the_order_they_were_pushed_whoever_writes_them() {
+        let (lane, peer) = lane_and_peer().await;
+        let (got_tx, mut got) = watch::channel(0);
+        let reader = tokio::spawn(read_numbers(peer, 6, got_tx));
+
+        // An idle, connected lane: the sender writes itself, and the socket takes only part
+        // of a large frame; its tail waits in the lane.
+        let mut encoded = BytesMut::new();
+        assert!(encode(&lane.codec, &numbered(0, LARGE), &mut encoded));
+        lane.push(numbered(0, LARGE)).ok().unwrap();
+        let left = lane.lock().buf.len();
+        assert!(left > 0, "a partial direct write leaves the frame's tail");
+        let written = encoded.len() - left;
+
+        // Behind that tail, a sender does not write directly, pause or not.
+        pause().await;
+        lane.push(numbered(1, 100)).ok().unwrap();
+        assert_eq!(lane.lock().frames, 2);
+
+        // The writer takes what waits. Once the peer has read every byte the socket took,
+        // the socket has room; still, while the writer holds its bytes, senders buffer.
+        let (stream, bytes, frames) = take_write(&lane);
+        assert_eq!(frames, 2);
+        tokio::time::timeout(Duration::from_secs(10), got.wait_for(|n| *n >= written))
+            .await
+            .expect("the peer read what the socket took")
+            .unwrap();
+        pause().await;
+        lane.push(numbered(2, 100)).ok().unwrap();
+        lane.push(numbered(3, 100)).ok().unwrap();
+        assert_eq!(
+            lane.lock().frames,
+            2,
+            "a sender wrote while the writer held earlier bytes"
+        );
+        write_all(&stream, &bytes).await.unwrap();
+        lane.write_finished(&stream, frames, bytes.len(), WriteOutcome::Done);
+
+        // What waited goes out on the writer's next turn; then the lane is idle again and a
+        // sender after a pause may write itself.
+        let (stream, bytes, frames) = take_write(&lane);
+        assert_eq!(frames, 2);
+        write_all(&stream, &bytes).await.unwrap();
+        lane.write_finished(&stream, frames, bytes.len(), WriteOutcome::Done);
+        assert!(matches!(lane.next_work(), Work::Idle));
+        pause().await;
+        lane.push(numbered(4, 100)).ok().unwrap();
+        lane.push(numbered(5, 100)).ok().unwrap();
+        // Whether those two went directly depends on the socket's room: drain what is left.
+        while let Work::Write(stream, bytes, frames) = lane.next_work() {
+            write_all(&stream, &bytes).await.unwrap();
+            lane.write_finished(&stream, frames, bytes.len(), WriteOutcome::Done);
+        }
+
+        let numbers = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("every frame arrived")
+            .unwrap();
+        assert_eq!(numbers, vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_forgets_its_connection_with_what_was_buffered_for_it() {
+        let (lane, peer) = lane_and_peer().await;
+        lane.push(numbered(0, LARGE)).ok().unwrap();
+        let (stream, _bytes, frames) = take_write(&lane);
+        // A sender meanwhile buffers behind the writer.
+        lane.push(numbered(1, 100)).ok().unwrap();
+        drop(peer);
+        lane.write_finished(
+            &stream,
+            frames,
+            0,
+            WriteOutcome::Failed(std::io::ErrorKind::BrokenPipe.into()),
+        );
+        // The connection is forgotten with what was buffered for it: a partial frame must not
+        // start the next connection, so the writer connects afresh with nothing to write.
+        let st = lane.lock();
+        assert!(st.stream.is_none());
+        assert!(st.buf.is_empty());
+        assert_eq!(st.frames, 0);
+        assert!(!st.writing);
     }
 }
