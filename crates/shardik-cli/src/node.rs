@@ -180,6 +180,12 @@ async fn run_node(
             warn!(?reason, "this node was removed from the cluster");
             ExitCode::from(3)
         }
+        ShutdownReason::Orphaned => {
+            warn!(
+                "every other member of the cluster this node was joining went down: stopped, rather than lead a cluster of its own; start it again to join"
+            );
+            ExitCode::from(3)
+        }
         ShutdownReason::IncompatibleConfig(why) => {
             warn!(%why, "the cluster refused this node's configuration");
             ExitCode::from(4)

@@ -315,6 +315,95 @@ fn restarted_node_with_new_uid_replaces_the_old_incarnation() {
     }
 }
 
+/// Simulator seed 2059 of the durable sweep, reduced. Two nodes are still joining, each
+/// through a member of its own and neither known to the other, when every member crashes;
+/// their old incarnations get downed on both joiners (there by the new incarnations' joins,
+/// here by an operator). Each joiner then leads a view of Down members only. It used to
+/// remove them and make itself Up: two clusters of one that never merge. Now each stops
+/// (`Orphaned`), and started again, everyone ends in one cluster.
+#[test]
+fn joiners_orphaned_by_a_crash_of_every_member_stop_rather_than_lead_clusters_of_their_own() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 3).expect("formed");
+        let (a, b) = (w.add_node(), w.add_node());
+        // Each joiner hears only of its own welcomer's view.
+        w.partition(&[&[0, a], &[1, b], &[2]]);
+        w.join(a, &[0]);
+        w.join(b, &[1]);
+        let joined = w.run_until_pred(Duration::from_secs(10), |w| {
+            w.core(a).is_member() && w.core(b).is_member()
+        });
+        assert!(
+            joined.is_some(),
+            "seed {seed}: the joiners were not welcomed"
+        );
+        for j in [a, b] {
+            assert_eq!(w.core(j).self_status(), Some(MemberStatus::Joining));
+        }
+        assert!(!w.core(a).gossip().has_member(w.core(b).self_node()));
+        for m in 0..3 {
+            w.crash(m);
+        }
+        w.heal();
+        for j in [a, b] {
+            for m in 0..3 {
+                w.command(j, Command::Down(World::address_of(m)));
+            }
+        }
+        w.run_for(Duration::from_secs(10));
+        for j in [a, b] {
+            assert_eq!(
+                w.shutdown_reason(j),
+                Some(&ShutdownReason::Orphaned),
+                "seed {seed}: node {j} did not stop; it sees {:?}",
+                w.members_seen_by(j)
+                    .iter()
+                    .map(|m| (m.addr.address.port, m.status))
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Started again, all five join one cluster.
+        for id in 0..5 {
+            w.restart(id);
+            w.join(id, &[0, 1, 2]);
+        }
+        let all = ids(0..5);
+        let t = w.run_until_pred(Duration::from_secs(60), |w| w.all_up(&all) && w.agreed());
+        assert!(
+            t.is_some(),
+            "seed {seed}: no single cluster after the restarts"
+        );
+        assert_clean(&w, seed);
+    }
+}
+
+/// A joiner whose welcomer leaves gracefully is not orphaned: the cluster handed over, and
+/// the joiner carries it on, as the reference's does.
+#[test]
+fn a_joiner_whose_only_member_leaves_gracefully_carries_the_cluster_on() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 1).expect("formed");
+        let a = w.add_node();
+        w.join(a, &[0]);
+        let joined = w.run_until_pred(Duration::from_secs(10), |w| w.core(a).is_member());
+        assert!(joined.is_some(), "seed {seed}: not welcomed");
+        w.command(0, Command::Leave(World::address_of(0)));
+        let up = w.run_until_pred(Duration::from_secs(60), |w| {
+            w.shutdown_reason(0).is_some() && w.all_up(&[a])
+        });
+        assert!(
+            up.is_some(),
+            "seed {seed}: the joiner did not carry on: {:?}",
+            w.shutdown_reason(a)
+        );
+        assert_eq!(w.shutdown_reason(0), Some(&ShutdownReason::Left));
+        assert_eq!(w.shutdown_reason(a), None);
+        assert_clean(&w, seed);
+    }
+}
+
 #[test]
 fn node_paused_longer_than_stable_after_is_removed_and_stops_itself() {
     let seed = 3;

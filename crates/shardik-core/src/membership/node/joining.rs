@@ -119,6 +119,7 @@ impl Membership {
         let mut g = Gossip::clone(gossip);
         g.see(&self.self_node);
         self.become_member(now);
+        self.joined_through_other = from != self.self_node;
         self.set_gossip(now, g, out);
         self.send_gossip_to(&from, out);
     }

@@ -48,8 +48,34 @@ impl Membership {
             .all(|(role, min)| g.members.values().filter(|m| m.has_role(role)).count() >= *min)
     }
 
+    /// Whether this node joined another node's cluster, is not Up yet, and every other member
+    /// of that cluster is Down: it would now remove them and make itself Up, leading a cluster
+    /// of one. That happens when all the members it knew failed while it was joining and new
+    /// incarnations of them asked it to join (their old incarnations are downed for that):
+    /// those incarnations may well form or join a cluster elsewhere, which this one would
+    /// then never merge with (simulator seed 2059 of the durable sweep). A member that left
+    /// gracefully (Exiting) does not count: its cluster handed over, as the reference's does.
+    fn orphaned_joiner(&self) -> bool {
+        use MemberStatus::*;
+        if !self.joined_through_other || !matches!(self.self_status(), Some(Joining | WeaklyUp)) {
+            return false;
+        }
+        let mut others = self
+            .gossip
+            .members
+            .values()
+            .filter(|m| m.addr != self.self_node)
+            .peekable();
+        others.peek().is_some() && others.all(|m| m.status == Down)
+    }
+
     fn leader_actions_on_convergence(&mut self, now: Instant, out: &mut Vec<Effect>) {
         use MemberStatus::*;
+        if self.orphaned_joiner() {
+            self.phase = super::Phase::Stopped;
+            out.push(Effect::Shutdown(super::ShutdownReason::Orphaned));
+            return;
+        }
         let g = &self.gossip;
         let enough = self.enough_members();
         let mut next_up = g

@@ -96,6 +96,10 @@ pub enum ShutdownReason {
     IncompatibleConfig(String),
     /// The cluster removed it while it was unreachable.
     Removed,
+    /// It was still joining when every other member of the cluster it had joined was downed
+    /// (they failed, and new incarnations of them asked to join): rather than lead a cluster
+    /// of its own beside the one those incarnations form, it stopped. Start it again to join.
+    Orphaned,
 }
 
 /// Why an input was dropped (each counted and logged by the runtime).
@@ -278,6 +282,10 @@ pub struct Membership {
     /// When this node last became a member (a `NotKnown` counts only a while after it).
     member_since: Instant,
     rejoin: Option<Rejoin>,
+    /// This node became a member through another node's `Welcome` (not by forming a cluster
+    /// of its own); consulted only while it is not Up yet: see `orphaned_joiner` in
+    /// `leader.rs`.
+    joined_through_other: bool,
 }
 
 impl Membership {
@@ -316,6 +324,7 @@ impl Membership {
             stats: MembershipStats::default(),
             member_since: now,
             rejoin: None,
+            joined_through_other: false,
         }
     }
 
