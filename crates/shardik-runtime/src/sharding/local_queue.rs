@@ -11,7 +11,10 @@
 //! receiver is woken only when it waits for an empty queue. Senders that wait for room are
 //! woken once a quarter of the queue (at most [`MAX_WAKE_ROOM`] messages) is free, so that
 //! a steady sender and the kind's task hand the core to each other once per thousands of
-//! messages, not once per batch. The bound is what it was: `capacity` messages.
+//! messages, not once per batch; while they wait, that quarter is kept for them, so that
+//! senders retrying `try_send` at once cannot starve them (tokio's channel gives freed places
+//! to waiting senders first; this keeps that promise). The bound is what it was: `capacity`
+//! messages.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -118,13 +121,26 @@ impl<T> Drop for Sender<T> {
 }
 
 impl<T> Sender<T> {
-    /// Queues `msg` if there is room, at once.
+    /// Queues `msg` if there is room, at once. While another sender waits for room in
+    /// [`send`](Self::send), the last places of the queue are kept for it.
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        self.push(msg, false)
+    }
+
+    /// Queues `msg` if there is room; `waiter`: from [`send`](Self::send), which the last
+    /// places are kept for. Without that reserve, senders that retry at once would take every
+    /// place the kind frees, one at a time, and the room a waiting sender is woken for would
+    /// never come.
+    fn push(&self, msg: T, waiter: bool) -> Result<(), TrySendError<T>> {
         let mut state = self.shared.lock();
         if state.closed {
             return Err(TrySendError::Closed(msg));
         }
-        if state.items.len() >= self.shared.capacity {
+        let free = self.shared.capacity - state.items.len();
+        let reserved = !waiter
+            && free < self.shared.wake_room
+            && self.shared.waiting.load(Ordering::Relaxed) > 0;
+        if free == 0 || reserved {
             return Err(TrySendError::Full(msg));
         }
         state.items.push_back(msg);
@@ -152,7 +168,7 @@ impl<T> Sender<T> {
             let room = self.shared.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            match self.try_send(msg) {
+            match self.push(msg, true) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Closed(m)) => return Err(Closed(m)),
                 Err(TrySendError::Full(m)) => msg = m,
@@ -329,6 +345,37 @@ mod tests {
         assert!(sent);
         rx.recv_many(&mut buf, 100).await;
         assert_eq!(buf, (0..9).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_sender_is_not_starved_by_senders_that_retry_at_once() {
+        let (tx, mut rx) = channel(8);
+        for i in 0..8 {
+            tx.try_send(i).unwrap();
+        }
+        let spinner_tx = tx.clone();
+        let spinner = tokio::spawn(async move {
+            loop {
+                match spinner_tx.try_send(0) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => tokio::task::yield_now().await,
+                    Err(TrySendError::Closed(_)) => return,
+                }
+            }
+        });
+        let waiter_tx = tx.clone();
+        let waiter = tokio::spawn(async move { waiter_tx.send(1000).await.is_ok() });
+        let mut buf = Vec::new();
+        let mut drains = 0;
+        while !waiter.is_finished() {
+            assert!(drains < 100, "the waiting sender starved");
+            rx.recv_many(&mut buf, 1).await;
+            drains += 1;
+            tokio::task::yield_now().await;
+        }
+        assert!(waiter.await.unwrap());
+        drop(rx);
+        spinner.await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
