@@ -7,8 +7,8 @@
 //! the reference, such a member lingers for the *down-removal margin* after its removal: it
 //! still counts as the coordinator's host (so nobody else starts one) and its region as
 //! terminating (its shards are neither answered for nor re-homed). A member that left
-//! gracefully (seen Leaving or Exiting, and reachable) does not linger: it handed its shards
-//! off before it went.
+//! gracefully (seen Leaving or Exiting, and reachable when it went) does not linger: it handed
+//! its shards off before it went.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -70,11 +70,14 @@ impl ShardingView {
             if new.contains_key(addr) {
                 continue;
             }
-            // Exiting means it handed off and left, whatever reachability said at the end (a
-            // leaving node stops answering heartbeats as it goes); a Leaving one that went
-            // unreachable may have been downed without our seeing it.
-            let graceful = old.status == MemberStatus::Exiting
-                || (old.status == MemberStatus::Leaving && !self.unreachable.contains(addr));
+            // A member that left while reachable handed its shards off. One that went
+            // unreachable first may not have: Exiting says the cluster let it go, not that its
+            // regions finished handing off (they start when it is seen Leaving), and an Exiting
+            // member cut off by a partition is removed without any downing decision while it
+            // may still run shards (simulator seed 1869 of the reachability sweep); a Leaving
+            // one may have been downed without our seeing it.
+            let graceful = matches!(old.status, MemberStatus::Exiting | MemberStatus::Leaving)
+                && !self.unreachable.contains(addr);
             if !graceful && !self.margin.is_zero() {
                 self.lingering
                     .insert(addr.clone(), (old.clone(), now + self.margin));
@@ -379,6 +382,27 @@ mod tests {
             BTreeSet::new(),
         );
         assert!(other.self_hosts_coordinator(), "no margin after a leave");
+    }
+
+    /// Simulator seed 1869 (reachability sweep), reduced: a member Exiting when a partition
+    /// cuts it off is removed without any downing decision, but its regions may not have
+    /// finished handing off. It lingers for the margin, as a downed member does.
+    #[test]
+    fn an_exiting_member_cut_off_before_its_removal_lingers_for_the_margin() {
+        let mut v = ShardingView::new(ua(2), None, MARGIN);
+        let t0 = Instant::from_millis(1000);
+        let exiting = [
+            member(1, MemberStatus::Exiting, 1, &[]),
+            member(2, MemberStatus::Up, 2, &[]),
+        ];
+        v.update(t0, exiting.clone(), BTreeSet::new());
+        v.update(t0, exiting, [ua(1)].into());
+        v.update(t0, [member(2, MemberStatus::Up, 2, &[])], BTreeSet::new());
+        assert!(v.is_terminating(&ua(1)), "removed but within the margin");
+        assert!(!v.self_hosts_coordinator());
+        assert_eq!(v.next_expiry(), Some(t0 + MARGIN));
+        assert!(v.expire(t0 + MARGIN));
+        assert!(v.self_hosts_coordinator());
     }
 
     #[test]
