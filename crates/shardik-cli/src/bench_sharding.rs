@@ -269,6 +269,11 @@ impl<P: Probe> Entity for Tally<P> {
 }
 
 impl<P: Probe> Tally<P> {
+    /// A tally at zero.
+    fn new(probe: P) -> Self {
+        Tally { value: 0, probe }
+    }
+
     /// Adds `add` (0 is a read) and answers the total.
     fn add(&mut self, add: u64) -> u64 {
         if add > 0 {
@@ -279,7 +284,6 @@ impl<P: Probe> Tally<P> {
     }
 }
 
-/// The kind `name` of [`Tally`] entities that report to `probe`, never passivated.
 /// [`Tally`] as a [`SyncEntity`]: the same handler, called without a future.
 struct SyncTally<P>(Tally<P>);
 
@@ -292,23 +296,14 @@ impl<P: Probe> SyncEntity for SyncTally<P> {
     }
 }
 
+/// The kind `name` of [`Tally`] entities that report to `probe`, never passivated.
 fn tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<Tally<P>> {
-    EntityKind::new(name, move |_| Tally {
-        value: 0,
-        probe: probe.clone(),
-    })
-    .with_idle_timeout(None)
+    EntityKind::new(name, move |_| Tally::new(probe.clone())).with_idle_timeout(None)
 }
 
 /// The kind `name` of [`SyncTally`] entities that report to `probe`, never passivated.
 fn sync_tally_kind<P: Probe>(name: &str, probe: P) -> EntityKind<SyncTally<P>> {
-    EntityKind::new(name, move |_| {
-        SyncTally(Tally {
-            value: 0,
-            probe: probe.clone(),
-        })
-    })
-    .with_idle_timeout(None)
+    EntityKind::new(name, move |_| SyncTally(Tally::new(probe.clone()))).with_idle_timeout(None)
 }
 
 /// Counts handled messages towards a target and wakes a waiter when it is reached.
