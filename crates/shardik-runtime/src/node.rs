@@ -258,7 +258,8 @@ impl Driver {
                     let now = self.now();
                     let received_at = self.core_instant(msg.received_at);
                     let mut out = std::mem::take(&mut self.effects);
-                    self.core.handle(now, Input::Message { msg: msg.msg, received_at }, &mut out);
+                    let input = Input::Message { msg: msg.msg, from: msg.from, received_at };
+                    self.core.handle(now, input, &mut out);
                     self.effects = out;
                 }
                 Some(cmd) = commands.recv() => self.control(cmd),

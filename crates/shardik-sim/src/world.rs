@@ -77,6 +77,8 @@ struct SimNode {
 #[derive(Clone, Debug)]
 struct Delivery {
     from: NodeId,
+    /// The sending incarnation, as its connection would authenticate it.
+    sender: UniqueAddress,
     to: Address,
     msg: Message,
     /// Set when the message reached a paused node and had to wait.
@@ -564,6 +566,7 @@ impl World {
             (at, self.seq),
             Delivery {
                 from,
+                sender: self.nodes[from].core.self_node().clone(),
                 to,
                 msg,
                 arrived_at: None,
@@ -668,6 +671,7 @@ impl World {
             now,
             Input::Message {
                 msg: d.msg,
+                from: d.sender,
                 received_at,
             },
             &mut out,

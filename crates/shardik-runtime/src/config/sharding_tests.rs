@@ -588,6 +588,7 @@ fn join_attempt(seed: &Settings, joiner: &Settings) -> Vec<Effect> {
     a.handle(
         t0,
         Input::Message {
+            from: init_join.sender().expect("names its sender").clone(),
             msg: init_join,
             received_at: t0,
         },
@@ -608,6 +609,7 @@ fn join_attempt(seed: &Settings, joiner: &Settings) -> Vec<Effect> {
     b.handle(
         t0,
         Input::Message {
+            from: ack.sender().expect("names its sender").clone(),
             msg: ack,
             received_at: t0,
         },

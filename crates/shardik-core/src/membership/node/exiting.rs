@@ -25,15 +25,17 @@ impl Membership {
 
     /// A node says this incarnation was removed: stop.
     ///
-    /// Whoever says it counts, member known here or not, as long as it names this very
-    /// incarnation: a node answers `Quarantined` only when its state holds a tombstone for
-    /// the sender's unique address (`handle_message`), and a tombstone for this incarnation
-    /// exists only where the cluster it joined removed it; a tombstone always wins a merge,
-    /// so that cluster never takes it back. Why not only a known member's word: a node frozen
-    /// longer than it takes to down and remove it may wake up to find every member it knows
-    /// replaced by a newer incarnation at the same address (or gone); each answers
+    /// It must name this very incarnation, and come from a member of this node's view that
+    /// is not on its way out, or from an incarnation this node does not know at a member's
+    /// address (`senders.rs`): a node answers `Quarantined` only when its state holds a
+    /// tombstone for the sender's unique address (`handle_message`), and a tombstone for this
+    /// incarnation exists only where the cluster it joined removed it; a tombstone always wins
+    /// a merge, so that cluster never takes it back. Why a newer incarnation's word counts
+    /// too: a node frozen longer than it takes to down and remove it may wake up to find every
+    /// member it knows replaced by a newer incarnation at the same address; each answers
     /// `Quarantined`, and ignoring them left the node leading a cluster of its own, which
-    /// restarted nodes then joined (simulator seed 2386 of the leased sweep).
+    /// restarted nodes then joined (simulator seed 2386 of the leased sweep). Why not anyone's:
+    /// a stranger that learned this node's uid from a handshake could stop it.
     pub(super) fn receive_quarantined(
         &mut self,
         to: &UniqueAddress,

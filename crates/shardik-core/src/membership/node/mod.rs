@@ -26,6 +26,7 @@ mod failure_detection;
 mod joining;
 mod leader;
 mod not_known;
+mod senders;
 #[cfg(test)]
 mod tests;
 
@@ -49,11 +50,16 @@ use crate::time::Instant;
 /// An input to the membership core.
 #[derive(Clone, Debug)]
 pub enum Input {
-    /// A message from the network, with the instant it was received (before any queueing),
-    /// so that full gossip that waited too long can be dropped (`gossip-time-to-live`).
+    /// A message from the network, with the peer that sent it and the instant it was
+    /// received (before any queueing), so that full gossip that waited too long can be
+    /// dropped (`gossip-time-to-live`).
     Message {
         /// The decoded message.
         msg: Message,
+        /// The incarnation the connection authenticated (its certificate's host with TLS, the
+        /// address of its handshake without): who sent it, whatever the message says. What it
+        /// may say is checked against this (`senders.rs`).
+        from: UniqueAddress,
         /// When the transport received it.
         received_at: Instant,
     },
@@ -124,6 +130,11 @@ pub enum DropReason {
     Unexpected,
     /// The sender is an incarnation this cluster removed; it was told so.
     Quarantined,
+    /// The message names another sender than the peer its connection authenticated.
+    SenderMismatch,
+    /// The sender may not say this: only members may gossip, heartbeat, leave, down or
+    /// quarantine, and only the nodes this node asked may answer its join (`senders.rs`).
+    NotFromMember,
 }
 
 impl DropReason {
@@ -139,6 +150,8 @@ impl DropReason {
             DropReason::JoinRefused => "join-refused",
             DropReason::Unexpected => "unexpected",
             DropReason::Quarantined => "quarantined",
+            DropReason::SenderMismatch => "sender-mismatch",
+            DropReason::NotFromMember => "not-from-member",
         }
     }
 }
@@ -425,7 +438,11 @@ impl Membership {
         }
         match input {
             Input::Command(c) => self.handle_command(now, c, out),
-            Input::Message { msg, received_at } => self.handle_message(now, msg, received_at, out),
+            Input::Message {
+                msg,
+                from,
+                received_at,
+            } => self.handle_message(now, msg, &from, received_at, out),
             Input::SbrLeaseAnswer { attempt, granted } => {
                 self.sbr_lease_answer(now, attempt, granted, out)
             }
@@ -528,26 +545,30 @@ impl Membership {
         });
     }
 
-    /// Routes a network message to the concern that handles it, after two gates: a removed
-    /// incarnation is told so instead, and full gossip that waited too long is dropped.
+    /// Routes a network message to the concern that handles it, after three gates: a removed
+    /// incarnation is told so instead, a sender may only say what `senders.rs` allows it, and
+    /// full gossip that waited too long is dropped.
     fn handle_message(
         &mut self,
         now: Instant,
         msg: Message,
+        from: &UniqueAddress,
         received_at: Instant,
         out: &mut Vec<Effect>,
     ) {
-        if let Some(sender) = msg.sender() {
-            if self.gossip.tombstones.contains_key(sender) {
-                // A removed incarnation still talks: tell it, so that it stops.
-                let to = sender.clone();
-                let reply = Message::Quarantined {
-                    from: self.self_node.clone(),
-                    to: to.clone(),
-                };
-                self.drop_input(DropReason::Quarantined, &msg, out);
-                return self.send(to.address, reply, out);
-            }
+        if msg.sender().is_none_or(|named| named == from)
+            && self.gossip.tombstones.contains_key(from)
+        {
+            // A removed incarnation still talks: tell it, so that it stops.
+            let reply = Message::Quarantined {
+                from: self.self_node.clone(),
+                to: from.clone(),
+            };
+            self.drop_input(DropReason::Quarantined, &msg, out);
+            return self.send(from.address.clone(), reply, out);
+        }
+        if let Some(reason) = self.sender_refusal(from, &msg) {
+            return self.drop_input(reason, &msg, out);
         }
         match msg {
             Message::InitJoin {

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use super::*;
 use crate::membership::address::Address;
 use crate::membership::member::NOT_YET_UP;
+use crate::membership::messages::ConfigCheck;
 use crate::membership::vclock::VectorClock;
 fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)
@@ -64,6 +65,7 @@ fn stale_wrong_incarnation_and_unknown_gossip_is_dropped_and_reported() {
     node.handle(
         t(5000),
         Input::Message {
+            from: msg.sender().expect("names its sender").clone(),
             msg,
             received_at: t(2000),
         },
@@ -77,6 +79,7 @@ fn stale_wrong_incarnation_and_unknown_gossip_is_dropped_and_reported() {
     node.handle(
         t(5000),
         Input::Message {
+            from: msg.sender().expect("names its sender").clone(),
             msg,
             received_at: t(5000),
         },
@@ -90,6 +93,7 @@ fn stale_wrong_incarnation_and_unknown_gossip_is_dropped_and_reported() {
     node.handle(
         t(5000),
         Input::Message {
+            from: msg.sender().expect("names its sender").clone(),
             msg,
             received_at: t(5000),
         },
@@ -127,6 +131,7 @@ fn a_removed_incarnation_is_told_it_is_quarantined_and_a_told_node_stops() {
     node.handle(
         t(20),
         Input::Message {
+            from: hb.sender().expect("names its sender").clone(),
             msg: hb,
             received_at: t(20),
         },
@@ -147,6 +152,7 @@ fn a_removed_incarnation_is_told_it_is_quarantined_and_a_told_node_stops() {
     victim.handle(
         t(30),
         Input::Message {
+            from: msg.sender().expect("names its sender").clone(),
             msg,
             received_at: t(30),
         },
@@ -188,6 +194,7 @@ fn deliver(node: &mut Membership, at: u64, msg: Message) -> Vec<Effect> {
     node.handle(
         t(at),
         Input::Message {
+            from: msg.sender().expect("names its sender").clone(),
             msg,
             received_at: t(at),
         },
@@ -544,4 +551,226 @@ mod lease_majority {
         );
         assert!(node.is_stopped());
     }
+}
+
+/// Delivers `msg` as sent by the peer `from` (whatever the message names).
+fn deliver_from(node: &mut Membership, at: u64, from: &UniqueAddress, msg: Message) -> Vec<Effect> {
+    let mut out = Vec::new();
+    node.handle(
+        t(at),
+        Input::Message {
+            msg,
+            from: from.clone(),
+            received_at: t(at),
+        },
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn a_stranger_cannot_down_leave_or_quarantine_a_member() {
+    let other = addr(2);
+    let mut node = member_of_two(&other);
+    let me = node.self_node().clone();
+    let before = Gossip::clone(node.gossip());
+    let stranger = UniqueAddress::new(Address::new("10.6.6.6", 2552), 66);
+    let attacks = [
+        Message::Down {
+            address: other.address.clone(),
+        },
+        Message::Down {
+            address: me.address.clone(),
+        },
+        Message::Leave {
+            address: other.address.clone(),
+        },
+        Message::Quarantined {
+            from: stranger.clone(),
+            to: me.clone(),
+        },
+        Message::ExitingConfirmed {
+            node: stranger.clone(),
+        },
+    ];
+    for (i, msg) in attacks.into_iter().enumerate() {
+        let out = deliver_from(&mut node, 10 + i as u64, &stranger, msg);
+        assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+        assert!(sent(&out).is_empty(), "nothing answered to the stranger");
+    }
+    assert!(!node.is_stopped());
+    assert_eq!(*node.gossip().as_ref(), before, "nothing changed");
+
+    // A stranger that names a member as the sender of a message is caught by the name.
+    let out = deliver_from(
+        &mut node,
+        20,
+        &stranger,
+        Message::Quarantined {
+            from: other.clone(),
+            to: me.clone(),
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::SenderMismatch]);
+    assert!(!node.is_stopped());
+
+    // Its heartbeats are answered (that changes nothing here), its answers to heartbeats
+    // are not taken.
+    let out = deliver_from(
+        &mut node,
+        30,
+        &stranger,
+        Message::HeartbeatRsp {
+            from: stranger.clone(),
+            seq: 1,
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+    assert_eq!(*node.gossip().as_ref(), before, "nothing changed");
+}
+
+#[test]
+fn a_member_may_down_another_and_its_heartbeats_are_answered() {
+    let other = addr(2);
+    let third = addr(3);
+    let mut node = member_of_two(&other);
+    // Add a third Up member for `other` to down.
+    let mut g = Gossip::clone(node.gossip());
+    let mut m = Member::joining(third.clone(), Default::default(), "1");
+    m.status = MemberStatus::Up;
+    m.up_number = 3;
+    Arc::make_mut(&mut g.members).insert(third.clone(), m);
+    let mut out = Vec::new();
+    node.set_gossip(t(1), g, &mut out);
+
+    let out = deliver_from(
+        &mut node,
+        10,
+        &other,
+        Message::Heartbeat {
+            from: other.clone(),
+            seq: 7,
+        },
+    );
+    assert!(dropped(&out).is_empty());
+    assert!(sent(&out).iter().any(
+        |(to, msg)| *to == other.address && matches!(msg, Message::HeartbeatRsp { seq: 7, .. })
+    ));
+
+    let out = deliver_from(
+        &mut node,
+        20,
+        &other,
+        Message::Down {
+            address: third.address.clone(),
+        },
+    );
+    assert!(dropped(&out).is_empty(), "{out:?}");
+    assert_eq!(
+        node.gossip().member(&third).map(|m| m.status),
+        Some(MemberStatus::Down)
+    );
+
+    // A member that is itself Down has no say any more.
+    let out = deliver_from(
+        &mut node,
+        30,
+        &third,
+        Message::Leave {
+            address: other.address.clone(),
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+    assert_eq!(
+        node.gossip().member(&other).map(|m| m.status),
+        Some(MemberStatus::Up)
+    );
+}
+
+#[test]
+fn only_the_seeds_asked_may_answer_a_join_and_only_the_node_joined_may_welcome() {
+    let me = addr(1);
+    let seed = addr(2);
+    let stranger = UniqueAddress::new(Address::new("10.6.6.6", 2552), 66);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![seed.address.clone()])),
+        &mut out,
+    );
+
+    // A stranger's "incompatible" answer would stop the node; its "compatible" one would
+    // make it join the stranger; its nack would count toward forming a cluster alone.
+    for (i, msg) in [
+        Message::InitJoinAck {
+            from: stranger.clone(),
+            check: ConfigCheck::Incompatible("forged".into()),
+        },
+        Message::InitJoinAck {
+            from: stranger.clone(),
+            check: ConfigCheck::Compatible,
+        },
+        Message::InitJoinNack {
+            from: stranger.clone(),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = deliver_from(&mut node, 10 + i as u64, &stranger, msg);
+        assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+        assert!(sent(&out).is_empty());
+    }
+    assert!(!node.is_stopped());
+
+    // A stranger's welcome does not make it a member of the stranger's cluster.
+    let mut fake = Gossip::default();
+    for n in [&me, &stranger] {
+        Arc::make_mut(&mut fake.members).insert(
+            n.clone(),
+            Member::joining(n.clone(), Default::default(), "1"),
+        );
+    }
+    let fake = Arc::new(fake);
+    let out = deliver_from(
+        &mut node,
+        20,
+        &stranger,
+        Message::Welcome {
+            from: stranger.clone(),
+            gossip: Arc::clone(&fake),
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+    assert!(!node.is_member());
+
+    // The seed's answer is taken: the node joins the seed.
+    let out = deliver_from(
+        &mut node,
+        30,
+        &seed,
+        Message::InitJoinAck {
+            from: seed.clone(),
+            check: ConfigCheck::Compatible,
+        },
+    );
+    assert!(dropped(&out).is_empty());
+    assert!(
+        sent(&out)
+            .iter()
+            .any(|(to, msg)| *to == seed.address && is_join_of(msg, &me))
+    );
+    // While joining, the stranger's welcome is still refused.
+    let out = deliver_from(
+        &mut node,
+        40,
+        &stranger,
+        Message::Welcome {
+            from: stranger.clone(),
+            gossip: fake,
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+    assert!(!node.is_member());
 }
