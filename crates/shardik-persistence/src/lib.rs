@@ -44,7 +44,7 @@ pub use fence::Fence;
 pub use journaled::{JournalCursor, Recovery, Retention, SnapshotPlan};
 pub use lease::{LeaseAcquired, LeaseGrant, LeaseInfo};
 pub use memory::MemoryStore;
-pub use open::open_store;
+pub use open::{open_store, redact_store_url};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -187,7 +187,7 @@ pub enum StoreError {
     /// The store URL is not one this build understands.
     #[error("bad store URL {url:?}: {why}")]
     BadUrl {
-        /// The URL as given.
+        /// The URL as given, any password in it replaced by `***`.
         url: String,
         /// What is wrong with it.
         why: String,

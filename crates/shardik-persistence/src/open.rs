@@ -19,7 +19,7 @@ const ACCEPTED: &str = "expected memory:, sqlite:PATH, postgres://… or postgre
 /// Anything else is [`StoreError::BadUrl`]; the other errors are those of the store opened.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     let bad = |why: &str| StoreError::BadUrl {
-        url: url.to_string(),
+        url: redact_store_url(url),
         why: why.to_string(),
     };
     let (scheme, rest) = url
@@ -38,4 +38,12 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
         "postgres" | "postgresql" => Ok(Arc::new(PostgresStore::connect(url).await?)),
         other => Err(bad(&format!("unknown scheme {other:?}; {ACCEPTED}"))),
     }
+}
+
+/// `url` with any password in it replaced by `***`, for messages and logs: the password of
+/// `scheme://user:password@…` (any scheme, so a mistyped one too) and the value of a
+/// `password` parameter (`?password=…`, or `password=…` in PostgreSQL's `key=value` form).
+/// [`StoreError::BadUrl`] carries the URL redacted so already.
+pub fn redact_store_url(url: &str) -> String {
+    crate::postgres::redact(url)
 }

@@ -78,3 +78,21 @@ async fn other_urls_are_bad_urls_listing_the_accepted_forms() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_bad_url_never_shows_its_password() {
+    for url in [
+        "postgre://app:hunter2@db/x",
+        "postgres://app:hunter2@db:notaport/x",
+        "postgres://app@db/x?password=hunter2&sslmode=bad",
+    ] {
+        match open_store(url).await.err() {
+            Some(StoreError::BadUrl { url: shown, why }) => {
+                assert!(!shown.contains("hunter2"), "{shown}");
+                assert!(!why.contains("hunter2"), "{why}");
+                assert_eq!(shown, shardik_persistence::redact_store_url(url));
+            }
+            other => panic!("{url:?}: expected BadUrl, got {other:?}"),
+        }
+    }
+}

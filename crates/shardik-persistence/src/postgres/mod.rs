@@ -6,6 +6,8 @@ mod error;
 mod fences;
 mod leases;
 mod schema;
+mod tls;
+mod url;
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,8 +18,8 @@ use bytes::Bytes;
 use deadpool_postgres::{
     Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction,
 };
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
 
 use crate::util::{bound, describe, from_sql, limit, to_sql};
 use crate::{
@@ -25,6 +27,9 @@ use crate::{
     StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult,
 };
 use error::{PgErr, server_name};
+use tls::StoreTls;
+pub(crate) use url::redact;
+use url::{SslMode, TlsParams};
 
 /// How long connecting to the server may take, unless the URL sets `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,8 +47,8 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 
 /// A [`Store`] in a PostgreSQL database.
 ///
-/// Connections carry no TLS: use it on a trusted network, or through a local proxy
-/// (`sslmode=require` in the URL fails to connect).
+/// Connections are encrypted with TLS as the URL's `sslmode` says, the server's certificate
+/// checked against the CAs of `sslrootcert` (see [`connect`](Self::connect)).
 ///
 /// Queries by tag ([`Store::events_by_tag`]) order events by a `bigserial` ordinal. Its numbers
 /// are taken when rows are inserted, not when they commit: with several writers at once a
@@ -64,23 +69,58 @@ impl fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, or
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database?…`, or
     /// PostgreSQL's `key=value` form) and creates or migrates the schema.
     ///
-    /// Errors: [`StoreError::BadUrl`] when `url` does not parse, [`StoreError::Unavailable`]
-    /// (naming the server and the cause) when the server cannot be reached within a few
-    /// seconds or refuses the login, [`StoreError::SchemaTooNew`] when a newer shardik wrote
-    /// the schema (nothing is changed).
+    /// TLS is set as libpq's parameters of the same names say:
+    ///
+    /// - `sslmode`: `disable` (never), `prefer` (the default: when the server offers it),
+    ///   `require` (always), `verify-ca` (always, and the server's certificate must be signed
+    ///   by a CA of `sslrootcert`) or `verify-full` (as `verify-ca`, and the certificate must
+    ///   name the host connected to);
+    /// - `sslrootcert=PATH`: PEM file of the CAs to trust; needed by `verify-ca` and
+    ///   `verify-full`, and under `prefer` and `require` it has the chain checked too, as in
+    ///   libpq (there is no default file);
+    /// - `sslcert=PATH` and `sslkey=PATH`: a client certificate (with any intermediates) and
+    ///   its key, in PEM, for servers that ask for one.
+    ///
+    /// The files are read again for each new connection, so rotated certificates are used
+    /// without a restart.
+    ///
+    /// Errors: [`StoreError::BadUrl`] when `url` does not parse, a TLS parameter is not one
+    /// allowed, or a certificate file cannot be read (the URL in the error has its password
+    /// replaced by `***`), [`StoreError::Unavailable`] (naming the server and the cause) when
+    /// the server cannot be reached within a few seconds, its certificate is refused, or it
+    /// refuses the login, [`StoreError::SchemaTooNew`] when a newer shardik wrote the schema
+    /// (nothing is changed).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::BadUrl {
-            url: url.to_string(),
-            why: describe(&e),
-        })?;
-        Self::from_config(config).await
+        let bad = |why: String| StoreError::BadUrl {
+            url: redact(url),
+            why,
+        };
+        let split = url::split(url).map_err(bad)?;
+        let mut config =
+            tokio_postgres::Config::from_str(&split.driver).map_err(|e| bad(describe(&e)))?;
+        config.ssl_mode(split.tls.mode.driver());
+        let tls = StoreTls::new(split.tls).map_err(bad)?;
+        Self::open(config, tls).await
     }
 
-    /// As [`connect`](Self::connect), from a parsed configuration.
-    pub async fn from_config(mut config: tokio_postgres::Config) -> Result<Self, StoreError> {
+    /// As [`connect`](Self::connect), from a parsed configuration: TLS as its `ssl_mode` says
+    /// (`prefer` and `require` encrypt without checking the server's certificate; use
+    /// [`connect`](Self::connect) with `sslrootcert` to check it).
+    pub async fn from_config(config: tokio_postgres::Config) -> Result<Self, StoreError> {
+        let mode = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Disable => SslMode::Disable,
+            tokio_postgres::config::SslMode::Prefer => SslMode::Prefer,
+            _ => SslMode::Require,
+        };
+        let tls = StoreTls::new(TlsParams::new(mode))
+            .map_err(|e| StoreError::Failed(format!("cannot set up TLS: {e}")))?;
+        Self::open(config, tls).await
+    }
+
+    async fn open(mut config: tokio_postgres::Config, tls: StoreTls) -> Result<Self, StoreError> {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -89,7 +129,7 @@ impl PostgresStore {
         };
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 // Checking a connection before each use costs a round trip; a broken one shows
                 // up as a failed call instead, and the pool drops it.

@@ -1,0 +1,590 @@
+//! The store URL's TLS parameters, spelled as libpq spells them (`sslmode`, `sslrootcert`,
+//! `sslcert`, `sslkey`), taken out of the URL before the driver parses the rest: the driver
+//! knows `sslmode=disable|prefer|require` only and refuses the other three names, and we want
+//! users to write the URL they already know from `psql`.
+//!
+//! Both forms the driver reads are handled: `postgres://…?k=v&k=v` and `k=v k='v w'`. The
+//! splitting follows the driver's own reading of each form, so what is left parses as before.
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+/// How the connection is encrypted and what is checked, as libpq's `sslmode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SslMode {
+    /// Never encrypt.
+    Disable,
+    /// Encrypt when the server offers it; check the certificate only if `sslrootcert` is given.
+    Prefer,
+    /// Always encrypt; check the certificate only if `sslrootcert` is given.
+    Require,
+    /// Always encrypt, and check that a CA of `sslrootcert` signed the server's certificate.
+    VerifyCa,
+    /// As `VerifyCa`, and check that the certificate names the host connected to.
+    VerifyFull,
+}
+
+/// The values `sslmode` takes, for error messages.
+const MODES: &str = "disable, prefer, require, verify-ca or verify-full";
+
+impl SslMode {
+    fn parse(value: &str) -> Result<Self, String> {
+        Ok(match value {
+            "disable" => SslMode::Disable,
+            "prefer" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            // libpq's `allow` tries without TLS first, which the driver cannot do.
+            other => return Err(format!("sslmode={other:?} is not one of {MODES}")),
+        })
+    }
+
+    /// What the driver is told: it negotiates TLS; checking the certificate is ours.
+    pub(super) fn driver(self) -> tokio_postgres::config::SslMode {
+        match self {
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+                tokio_postgres::config::SslMode::Require
+            }
+        }
+    }
+}
+
+/// A client certificate to show the server (`sslcert` and `sslkey`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ClientIdentity {
+    /// PEM file of the certificate, then any intermediates.
+    pub(super) cert: PathBuf,
+    /// PEM file of its private key (PKCS#8, PKCS#1 or SEC1).
+    pub(super) key: PathBuf,
+}
+
+/// The TLS parameters of a store URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct TlsParams {
+    /// `sslmode` (libpq's default, `prefer`, when absent).
+    pub(super) mode: SslMode,
+    /// `sslrootcert`: PEM file of the CA certificates trusted to sign the server's.
+    pub(super) root_cert: Option<PathBuf>,
+    /// `sslcert` and `sslkey`.
+    pub(super) client: Option<ClientIdentity>,
+}
+
+impl TlsParams {
+    /// No TLS parameters: libpq's defaults.
+    pub(super) fn new(mode: SslMode) -> Self {
+        TlsParams {
+            mode,
+            root_cert: None,
+            client: None,
+        }
+    }
+
+    /// The CA file the server's certificate chain is checked against, if it is checked: in
+    /// every mode but `disable` once `sslrootcert` is given (libpq checks the chain under
+    /// `require` too when it has a root certificate file).
+    pub(super) fn chain_roots(&self) -> Option<&PathBuf> {
+        match self.mode {
+            SslMode::Disable => None,
+            _ => self.root_cert.as_ref(),
+        }
+    }
+
+    /// Whether the certificate must name the host connected to.
+    pub(super) fn checks_host_name(&self) -> bool {
+        self.mode == SslMode::VerifyFull
+    }
+}
+
+/// A store URL split in two: what the driver parses, and the TLS parameters.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct SplitUrl {
+    /// The URL without the TLS parameters (`sslmode` too: it is set on the parsed config).
+    pub(super) driver: String,
+    /// The TLS parameters.
+    pub(super) tls: TlsParams,
+}
+
+/// The parameter names this module takes out of the URL.
+const OURS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+
+/// Splits `url` into what the driver parses and the TLS parameters. The error says what is
+/// wrong, naming the parameter, without repeating the URL (the caller adds a redacted copy).
+pub(super) fn split(url: &str) -> Result<SplitUrl, String> {
+    let mut raw = RawParams::default();
+    let driver = if let Some(rest) = strip_scheme(url) {
+        split_url_form(url, rest, &mut raw)?
+    } else {
+        split_key_values(url, &mut raw)?
+    };
+    Ok(SplitUrl {
+        driver,
+        tls: raw.into_params()?,
+    })
+}
+
+/// The TLS parameters as written, the last of each name winning (as in libpq).
+#[derive(Default)]
+struct RawParams {
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+    sslcert: Option<String>,
+    sslkey: Option<String>,
+}
+
+impl RawParams {
+    fn set(&mut self, key: &str, value: String) {
+        let slot = match key {
+            "sslmode" => &mut self.sslmode,
+            "sslrootcert" => &mut self.sslrootcert,
+            "sslcert" => &mut self.sslcert,
+            _ => &mut self.sslkey,
+        };
+        *slot = Some(value);
+    }
+
+    fn into_params(self) -> Result<TlsParams, String> {
+        let mode = match &self.sslmode {
+            Some(value) => SslMode::parse(value)?,
+            None => SslMode::Prefer,
+        };
+        let path = |name: &str, value: Option<String>| match value {
+            Some(v) if v.is_empty() => Err(format!("{name} is empty; give the path of a PEM file")),
+            Some(v) => Ok(Some(PathBuf::from(v))),
+            None => Ok(None),
+        };
+        if self.sslrootcert.as_deref() == Some("system") {
+            return Err(
+                "sslrootcert=system (the operating system's trust store) is not \
+                        supported; give the path of a PEM file of the CA certificates to trust"
+                    .to_string(),
+            );
+        }
+        let root_cert = path("sslrootcert", self.sslrootcert)?;
+        let client = match (path("sslcert", self.sslcert)?, path("sslkey", self.sslkey)?) {
+            (Some(cert), Some(key)) => Some(ClientIdentity { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(
+                    "sslcert is given without sslkey; give both (PEM files of the \
+                            client certificate and of its private key)"
+                        .to_string(),
+                );
+            }
+            (None, Some(_)) => {
+                return Err(
+                    "sslkey is given without sslcert; give both (PEM files of the \
+                            client certificate and of its private key)"
+                        .to_string(),
+                );
+            }
+        };
+        if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
+            let name = if mode == SslMode::VerifyCa {
+                "verify-ca"
+            } else {
+                "verify-full"
+            };
+            return Err(format!(
+                "sslmode={name} needs sslrootcert=PATH, a PEM file of the CA certificates to \
+                 trust (there is no default file)"
+            ));
+        }
+        Ok(TlsParams {
+            mode,
+            root_cert,
+            client,
+        })
+    }
+}
+
+/// What follows `postgres://` or `postgresql://`, if `url` is in URL form (the driver's test,
+/// case and all).
+fn strip_scheme(url: &str) -> Option<&str> {
+    ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme))
+}
+
+/// The URL form: our parameters leave the query string, the rest stays as written.
+fn split_url_form(url: &str, rest: &str, raw: &mut RawParams) -> Result<String, String> {
+    // The driver reads the credentials up to the first `@` before anything else, so a `?` in
+    // a password does not start the query.
+    let after_credentials = rest.find('@').map_or(0, |at| at + 1);
+    let Some(question) = rest[after_credentials..].find('?') else {
+        return Ok(url.to_string());
+    };
+    let query_start = url.len() - rest.len() + after_credentials + question;
+    let head = &url[..query_start];
+    let query = &url[query_start + 1..];
+    let mut kept = Vec::new();
+    for piece in query.split('&') {
+        match piece.split_once('=') {
+            Some((key, value)) if OURS.contains(&percent_decode(key)?.as_str()) => {
+                raw.set(&percent_decode(key)?, percent_decode(value)?);
+            }
+            // The driver judges everything else, malformed pieces included.
+            _ => kept.push(piece),
+        }
+    }
+    Ok(if kept.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", kept.join("&"))
+    })
+}
+
+/// The key=value form: our parameters leave the string, the others stay as written.
+fn split_key_values(text: &str, raw: &mut RawParams) -> Result<String, String> {
+    let mut kept = Vec::new();
+    for param in key_values(text)? {
+        if OURS.contains(&param.key) {
+            raw.set(param.key, param.value);
+        } else {
+            kept.push(&text[param.span]);
+        }
+    }
+    Ok(kept.join(" "))
+}
+
+/// One `key = value` of the key=value form.
+struct KeyValue<'a> {
+    key: &'a str,
+    /// The value with quotes and escapes removed.
+    value: String,
+    /// Where the whole parameter is in the text.
+    span: Range<usize>,
+    /// Where its value (quotes included) is in the text.
+    value_span: Range<usize>,
+}
+
+/// Reads the key=value form as the driver (and libpq) does: whitespace between parameters and
+/// around `=`, a value either single-quoted or running to the next whitespace, `\` escaping the
+/// character after it in both.
+fn key_values(text: &str) -> Result<Vec<KeyValue<'_>>, String> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    let skip_ws = |mut at: usize| {
+        while let Some(c) = text[at..].chars().next().filter(|c| c.is_whitespace()) {
+            at += c.len_utf8();
+        }
+        at
+    };
+    let mut found = Vec::new();
+    loop {
+        at = skip_ws(at);
+        if at == text.len() {
+            return Ok(found);
+        }
+        let start = at;
+        let key_end = text[at..]
+            .find(|c: char| c.is_whitespace() || c == '=')
+            .map_or(text.len(), |i| at + i);
+        let key = &text[at..key_end];
+        if key.is_empty() {
+            return Err(format!("a parameter has no name (byte {at})"));
+        }
+        at = skip_ws(key_end);
+        if bytes.get(at) != Some(&b'=') {
+            return Err(format!("parameter {key:?} has no `=`"));
+        }
+        at = skip_ws(at + 1);
+        let value_start = at;
+        let quoted = bytes.get(at) == Some(&b'\'');
+        if quoted {
+            at += 1;
+        }
+        let mut value = String::new();
+        let mut closed = false;
+        let mut chars = text[at..].char_indices();
+        while let Some((i, c)) = chars.next() {
+            if quoted && c == '\'' {
+                at += i + 1;
+                closed = true;
+                break;
+            }
+            if !quoted && c.is_whitespace() {
+                at += i;
+                closed = true;
+                break;
+            }
+            if c == '\\' {
+                if let Some((_, escaped)) = chars.next() {
+                    value.push(escaped);
+                }
+            } else {
+                value.push(c);
+            }
+        }
+        if !closed {
+            if quoted {
+                return Err(format!("the quoted value of {key:?} is not closed"));
+            }
+            at = text.len();
+        }
+        if !quoted && value.is_empty() {
+            return Err(format!("parameter {key:?} has no value"));
+        }
+        found.push(KeyValue {
+            key,
+            value,
+            span: start..at,
+            value_span: value_start..at,
+        });
+    }
+}
+
+/// `%XX` sequences decoded as bytes, anything else kept (as the driver decodes).
+fn percent_decode(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| format!("{text:?} is not UTF-8 once %-decoded"))
+}
+
+/// `url` with any password replaced by `***`, for error messages and logs: the password of
+/// `user:password@`, and the value of a `password` parameter in either form.
+pub(crate) fn redact(url: &str) -> String {
+    const HIDDEN: &str = "***";
+    // Any scheme, not only PostgreSQL's: a mistyped one must not show the password either.
+    let url_form = url.split_once("://").filter(|(scheme, _)| {
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if let Some((_, rest)) = url_form {
+        let scheme = &url[..url.len() - rest.len()];
+        let (credentials, after) = match rest.find('@') {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => ("", rest),
+        };
+        let credentials = match credentials.split_once(':') {
+            Some((user, _)) => format!("{user}:{HIDDEN}"),
+            None => credentials.to_string(),
+        };
+        let after = match after.split_once('?') {
+            Some((path, query)) => {
+                let params: Vec<String> = query
+                    .split('&')
+                    .map(|piece| match piece.split_once('=') {
+                        Some((key, _)) if percent_decode(key).as_deref() == Ok("password") => {
+                            format!("{key}={HIDDEN}")
+                        }
+                        _ => piece.to_string(),
+                    })
+                    .collect();
+                format!("{path}?{}", params.join("&"))
+            }
+            None => after.to_string(),
+        };
+        return format!("{scheme}{credentials}{after}");
+    }
+    match key_values(url) {
+        Ok(params) => {
+            let mut out = url.to_string();
+            // From the end, so earlier spans stay where they are.
+            for param in params.iter().rev().filter(|p| p.key == "password") {
+                out.replace_range(param.value_span.clone(), HIDDEN);
+            }
+            out
+        }
+        // Unreadable: keep what comes before any password, and nothing after it.
+        Err(_) => match url.find("password") {
+            Some(at) => format!("{}password={HIDDEN}…", &url[..at]),
+            None => url.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls(url: &str) -> TlsParams {
+        split(url).unwrap_or_else(|e| panic!("{url}: {e}")).tls
+    }
+
+    fn driver(url: &str) -> String {
+        split(url).unwrap_or_else(|e| panic!("{url}: {e}")).driver
+    }
+
+    #[test]
+    fn every_sslmode_is_read_in_both_forms() {
+        for (value, mode) in [
+            ("disable", SslMode::Disable),
+            ("prefer", SslMode::Prefer),
+            ("require", SslMode::Require),
+            ("verify-ca", SslMode::VerifyCa),
+            ("verify-full", SslMode::VerifyFull),
+        ] {
+            let url = format!("postgres://u@h/db?sslmode={value}&sslrootcert=/ca.pem");
+            assert_eq!(tls(&url).mode, mode, "{url}");
+            let kv = format!("host=h sslmode={value} sslrootcert=/ca.pem");
+            assert_eq!(tls(&kv).mode, mode, "{kv}");
+        }
+    }
+
+    #[test]
+    fn without_sslmode_the_mode_is_prefer_as_in_libpq() {
+        assert_eq!(tls("postgres://u@h/db"), TlsParams::new(SslMode::Prefer));
+        assert_eq!(tls("host=h dbname=db"), TlsParams::new(SslMode::Prefer));
+    }
+
+    #[test]
+    fn our_parameters_leave_the_url_and_the_others_stay_in_order() {
+        let url = "postgresql://u:p@h:5433/db?connect_timeout=3&sslmode=verify-full\
+                   &sslrootcert=%2Fetc%2Fca.pem&application_name=x&sslcert=/c.pem&sslkey=/k.pem";
+        let split = split(url).unwrap();
+        assert_eq!(
+            split.driver,
+            "postgresql://u:p@h:5433/db?connect_timeout=3&application_name=x"
+        );
+        assert_eq!(
+            split.tls,
+            TlsParams {
+                mode: SslMode::VerifyFull,
+                root_cert: Some(PathBuf::from("/etc/ca.pem")),
+                client: Some(ClientIdentity {
+                    cert: PathBuf::from("/c.pem"),
+                    key: PathBuf::from("/k.pem"),
+                }),
+            }
+        );
+        assert_eq!(
+            driver("postgres://u@h/db?sslmode=require"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(driver("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn a_question_mark_in_the_password_does_not_start_the_query() {
+        let split = split("postgres://u:p?sslmode=x@h/db?sslmode=require").unwrap();
+        assert_eq!(split.driver, "postgres://u:p?sslmode=x@h/db");
+        assert_eq!(split.tls.mode, SslMode::Require);
+    }
+
+    #[test]
+    fn key_value_form_keeps_quotes_and_escapes_of_the_others() {
+        let text = r"host=h  password='a b\'c' sslrootcert = '/my certs/ca.pem' sslmode=verify-ca";
+        let split = split(text).unwrap();
+        assert_eq!(split.driver, r"host=h password='a b\'c'");
+        assert_eq!(split.tls.mode, SslMode::VerifyCa);
+        assert_eq!(split.tls.root_cert, Some(PathBuf::from("/my certs/ca.pem")));
+        // What is left parses as the driver would have parsed it.
+        let config: tokio_postgres::Config = split.driver.parse().unwrap();
+        assert_eq!(config.get_password(), Some(&b"a b'c"[..]));
+    }
+
+    #[test]
+    fn the_last_of_a_repeated_parameter_wins() {
+        assert_eq!(
+            tls("postgres://h/db?sslmode=disable&sslmode=require").mode,
+            SslMode::Require
+        );
+    }
+
+    #[test]
+    fn bad_tls_parameters_say_which_and_what_is_allowed() {
+        for (url, expected) in [
+            (
+                "postgres://h/db?sslmode=verify_full",
+                "sslmode=\"verify_full\" is not one of disable, prefer, require, verify-ca or verify-full",
+            ),
+            ("host=h sslmode=allow", "sslmode=\"allow\" is not one of"),
+            (
+                "postgres://h/db?sslmode=verify-full",
+                "sslmode=verify-full needs sslrootcert=PATH",
+            ),
+            (
+                "postgres://h/db?sslmode=verify-ca",
+                "sslmode=verify-ca needs sslrootcert=PATH",
+            ),
+            ("postgres://h/db?sslrootcert=", "sslrootcert is empty"),
+            ("postgres://h/db?sslrootcert=system", "sslrootcert=system"),
+            (
+                "postgres://h/db?sslcert=/c.pem",
+                "sslcert is given without sslkey",
+            ),
+            (
+                "postgres://h/db?sslkey=/k.pem",
+                "sslkey is given without sslcert",
+            ),
+            ("host=h sslrootcert='/ca.pem", "not closed"),
+        ] {
+            let why = split(url).unwrap_err();
+            assert!(why.contains(expected), "{url}: {why}");
+        }
+    }
+
+    #[test]
+    fn root_certificates_check_the_chain_in_every_mode_but_disable() {
+        let with_root = |mode| TlsParams {
+            root_cert: Some(PathBuf::from("/ca.pem")),
+            ..TlsParams::new(mode)
+        };
+        assert_eq!(with_root(SslMode::Disable).chain_roots(), None);
+        for mode in [
+            SslMode::Prefer,
+            SslMode::Require,
+            SslMode::VerifyCa,
+            SslMode::VerifyFull,
+        ] {
+            assert!(with_root(mode).chain_roots().is_some(), "{mode:?}");
+            assert_eq!(
+                with_root(mode).checks_host_name(),
+                mode == SslMode::VerifyFull
+            );
+        }
+        assert_eq!(TlsParams::new(SslMode::Require).chain_roots(), None);
+    }
+
+    #[test]
+    fn passwords_are_redacted_in_both_forms() {
+        for (url, shown) in [
+            (
+                "postgres://user:s3cret@h:5432/db?sslmode=require",
+                "postgres://user:***@h:5432/db?sslmode=require",
+            ),
+            (
+                "postgresql://h/db?password=s3cret&sslmode=x",
+                "postgresql://h/db?password=***&sslmode=x",
+            ),
+            ("postgres://user@h/db", "postgres://user@h/db"),
+            (
+                "host=h password='s3 cret' user=u",
+                "host=h password=*** user=u",
+            ),
+            ("host=h password=s3cret", "host=h password=***"),
+            ("host=h password='s3cret", "host=h password=***…"),
+            ("postgre://u:s3cret@h/db", "postgre://u:***@h/db"),
+        ] {
+            let redacted = redact(url);
+            assert_eq!(redacted, shown, "{url}");
+            assert!(!redacted.contains("s3"), "{redacted}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(percent_decode("%2Fa%20b").unwrap(), "/a b");
+        assert_eq!(percent_decode("100%").unwrap(), "100%");
+        assert_eq!(percent_decode("%zz%4").unwrap(), "%zz%4");
+        assert!(percent_decode("%ff").is_err());
+    }
+}
