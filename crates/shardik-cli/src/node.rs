@@ -100,10 +100,12 @@ async fn run_node(
     // parsed or read stops the process at startup with the cause, before it is a member.
     let persistence = if demo_counters {
         let url = settings.persistence.store_url();
+        // The URL may hold a password: logs and errors show it redacted.
+        let shown = shardik_persistence::redact_store_url(&url);
         let persistence = Persistence::open(&url)
             .await
-            .with_context(|| format!("cannot open the store {url}"))?;
-        info!(store = %url, "store opened");
+            .with_context(|| format!("cannot open the store {shown}"))?;
+        info!(store = %shown, "store opened");
         Some(persistence)
     } else {
         None

@@ -142,6 +142,7 @@ impl NodeBuilder {
             None => {
                 let url = self.settings.persistence.store_url();
                 shardik_persistence::open_store(&url).await.map_err(|e| {
+                    let url = shardik_persistence::redact_store_url(&url);
                     StartError::SbrLease(format!(
                         "the store {url} (persistence.store), which keeps the lease of \
                          lease-majority, cannot be opened: {e}"
