@@ -11,8 +11,8 @@
 //! write is sending a burst: its frames go to the writer, which coalesces them into fewer
 //! system calls, made on another core.
 //!
-//! A lane ends `idle-timeout` after its last message, deciding so under the lane's lock: a
-//! sender after that finds it closed and takes a new lane (a new connection), so nothing is
+//! A lane ends `idle-timeout` (plus at most a quarter of it) after its last message, deciding
+//! so under the lane's lock: a sender after that finds it closed and takes a new lane (a new connection), so nothing is
 //! written into a connection that is closing. The receiving side waits twice as long before it
 //! closes an idle connection itself; if the peer closes anyway (it restarted, or refused us),
 //! the idle writer sees the end of the stream and forgets the connection, so that the next
@@ -80,7 +80,7 @@ impl PeerQueue {
                 writing: false,
                 stream: None,
                 closed: false,
-                last_used: Instant::now(),
+                used: false,
                 last_direct: None,
             }),
             work: Notify::new(),
@@ -150,9 +150,10 @@ struct LaneState {
     /// The connection, once connected and handshaken.
     stream: Option<Arc<TcpStream>>,
     closed: bool,
-    /// When the last message was pushed: the lane ends `idle-timeout` after it, even if every
-    /// message went out by direct writes the writer never saw.
-    last_used: Instant,
+    /// Something was pushed since the writer last looked: the lane is not idle, even if every
+    /// message went out by direct writes the writer never saw. (A flag rather than a time, so
+    /// that a push reads no clock.)
+    used: bool,
     /// When the last direct write ended: a sender that comes back sooner is sending a burst,
     /// which the writer coalesces better (see [`DIRECT_WRITE_GAP`]).
     last_direct: Option<Instant>,
@@ -232,15 +233,15 @@ impl PeerLane {
     /// After frames were added to `buf`: writes them now if the lane was idle and connected,
     /// else makes sure the writer will.
     fn written_or_wake(&self, st: &mut LaneState, was_idle: bool) {
-        let now = Instant::now();
-        st.last_used = now;
+        st.used = true;
         if st.buf.is_empty() {
             return;
         }
-        let burst = st
-            .last_direct
-            .is_some_and(|t| now.saturating_duration_since(t) < DIRECT_WRITE_GAP);
-        if was_idle && !burst {
+        let burst = || {
+            st.last_direct
+                .is_some_and(|t| t.elapsed() < DIRECT_WRITE_GAP)
+        };
+        if was_idle && !burst() {
             if let Some(stream) = st.stream.clone() {
                 let before = st.buf.len();
                 match write_now(&stream, &mut st.buf) {
@@ -279,7 +280,7 @@ impl PeerLane {
         if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
             Work::Stop
         } else if st.buf.is_empty() {
-            Work::Idle(st.stream.clone(), st.last_used)
+            Work::Idle(st.stream.clone())
         } else if let Some(stream) = st.stream.clone() {
             let bytes = st.buf.split();
             let frames = std::mem::take(&mut st.frames);
@@ -290,11 +291,15 @@ impl PeerLane {
         }
     }
 
-    /// Ends the lane if nothing was pushed for `idle` (decided under the lock, so no sender can
-    /// write into the connection after this); true if it ended.
-    fn close_if_idle(&self, idle: Duration) -> bool {
+    /// One look of the idle writer: a push since the last look moves `quiet_since` to now;
+    /// with none for `idle` since then, the lane ends (decided under the lock, so no sender
+    /// can write into the connection after this). True if it ended.
+    fn close_if_idle(&self, quiet_since: &mut Instant, idle: Duration) -> bool {
         let mut st = self.lock();
-        if st.buf.is_empty() && !st.writing && st.last_used.elapsed() >= idle {
+        if std::mem::take(&mut st.used) || !st.buf.is_empty() || st.writing {
+            *quiet_since = Instant::now();
+            false
+        } else if quiet_since.elapsed() >= idle {
             st.closed = true;
             true
         } else {
@@ -409,8 +414,8 @@ enum Work {
     Connect,
     /// Write these bytes (this many messages) on this connection.
     Write(Arc<TcpStream>, BytesMut, usize),
-    /// Nothing waits; the connection (if any) and when the last message was pushed.
-    Idle(Option<Arc<TcpStream>>, Instant),
+    /// Nothing waits; the connection, if any.
+    Idle(Option<Arc<TcpStream>>),
     /// The lane closed.
     Stop,
 }
@@ -420,20 +425,23 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     let (to, name) = (&lane.to, lane.lane.as_str());
     let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
     let write_limit = cfg.handshake_timeout.max(Duration::from_secs(5));
+    // The idle writer looks every eighth of `idle-timeout`: the lane ends between `idle-timeout`
+    // and a quarter more after its last message, well before the receiving side's twice.
+    let idle_tick = (cfg.idle_timeout / 8).max(Duration::from_millis(1));
+    let mut quiet_since = Instant::now();
     loop {
         let work = lane.next_work();
         match work {
             Work::Stop => break,
-            Work::Idle(stream, last_used) => {
+            Work::Idle(stream) => {
                 // Nothing pushed for `idle-timeout` (direct writes included): end, so that peers
                 // we no longer talk to do not keep a task and a connection. Meanwhile, watch for
                 // the peer ending the connection.
-                let idle_at = tokio::time::Instant::from_std(last_used + cfg.idle_timeout);
                 tokio::select! {
                     biased;
                     _ = lane.work.notified() => {}
-                    _ = tokio::time::sleep_until(idle_at) => {
-                        if lane.close_if_idle(cfg.idle_timeout) {
+                    _ = tokio::time::sleep(idle_tick) => {
+                        if lane.close_if_idle(&mut quiet_since, cfg.idle_timeout) {
                             break;
                         }
                     }
@@ -627,7 +635,7 @@ mod tests {
                 writing: false,
                 stream: Some(Arc::new(client.unwrap())),
                 closed: false,
-                last_used: Instant::now(),
+                used: false,
                 last_direct: None,
             }),
             work: Notify::new(),
