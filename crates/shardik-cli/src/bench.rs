@@ -240,7 +240,7 @@ async fn shardik_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
         address: UniqueAddress::new(args.bind.clone(), random_uid()),
     };
     let (mut transport, receivers) =
-        Transport::start(&bind, identity, TransportConfig::default()).await?;
+        Transport::start_accepting_everyone(&bind, identity, TransportConfig::default()).await?;
     // Held, not read: the accept loop stops once the membership receiver is gone.
     let _membership = receivers.membership;
     let mut user = receivers.user;
@@ -400,7 +400,7 @@ async fn shardik_measurements(
         cluster_name: CLUSTER.into(),
         address: UniqueAddress::new(me, random_uid()),
     };
-    let (mut transport, receivers) = Transport::start(
+    let (mut transport, receivers) = Transport::start_accepting_everyone(
         &format!("127.0.0.1:{port}"),
         identity,
         TransportConfig::default(),

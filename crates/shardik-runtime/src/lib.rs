@@ -68,6 +68,7 @@ pub mod handle;
 pub mod health;
 pub mod http;
 pub mod lease;
+pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod node;

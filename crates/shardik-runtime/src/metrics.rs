@@ -26,6 +26,7 @@ pub const HEARTBEAT_BYTES_TOTAL: &str = "shardik_heartbeat_bytes_total";
 /// Current phi of each monitored node (gauge; label `node` = `host:port`).
 pub const PHI: &str = "shardik_phi";
 /// Messages dropped, by reason (counter; label `reason`). Nothing is dropped uncounted.
+/// `not-a-member`: a user frame from a peer that is not a current member.
 pub const DROPPED_MESSAGES_TOTAL: &str = "shardik_dropped_messages_total";
 /// Transport frames (counter; labels `direction` = `in` | `out`, `lane` = `control` | `user`).
 pub const TRANSPORT_FRAMES_TOTAL: &str = "shardik_transport_frames_total";
@@ -33,7 +34,13 @@ pub const TRANSPORT_FRAMES_TOTAL: &str = "shardik_transport_frames_total";
 pub const TRANSPORT_BYTES_TOTAL: &str = "shardik_transport_bytes_total";
 /// Open transport connections (gauge).
 pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
-/// Connections refused, by reason (counter; label `reason`, e.g. `cluster-name`, `frame-size`).
+/// Connections refused, or closed for misbehaving, by reason (counter; label `reason`:
+/// `too-many-connections` (`transport.maximum-inbound-connections`), `too-many-unauthenticated`
+/// (the oldest connection still handshaking closed for a newer one,
+/// `transport.maximum-unauthenticated-connections`), `too-many-non-members`
+/// (`transport.maximum-non-member-connections`), `accept-failed` (out of file descriptors and
+/// the like), `frame-read-timeout`, `handshake-timeout`, `malformed-handshake`, `no-handshake`,
+/// `handshake-refused`, `refused-by-peer`).
 pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
 /// Messages dropped because an outbound queue was full (counter; label `lane`).
 pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
@@ -225,7 +232,7 @@ pub fn describe_all() {
     describe_counter!(
         TRANSPORT_REFUSED_TOTAL,
         Unit::Count,
-        "Transport connections refused, by reason."
+        "Transport connections refused or closed for misbehaving, by reason."
     );
     describe_counter!(
         OUTBOUND_QUEUE_OVERFLOW_TOTAL,

@@ -417,6 +417,10 @@ impl Driver {
             metrics::gauge!(m::MEMBERS, "status" => status.as_str()).set(n as f64);
         }
         metrics::gauge!(m::UNREACHABLE_MEMBERS).set(snapshot.unreachable.len() as f64);
+        // Who may send user traffic (and who is out of the transport's non-member pool).
+        self.transport
+            .members()
+            .set(snapshot.members.iter().map(|m| m.addr.clone()));
         let now = self.now();
         for (node, _) in self.core.heartbeat_state().fd().iter() {
             let phi = self.core.heartbeat_state().fd().phi(node, now);
@@ -500,6 +504,10 @@ pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig
         connect_timeout: t.connect_timeout,
         handshake_timeout: t.handshake_timeout,
         idle_timeout: t.idle_timeout,
+        frame_read_timeout: t.frame_read_timeout,
+        maximum_inbound_connections: t.maximum_inbound_connections,
+        maximum_unauthenticated_connections: t.maximum_unauthenticated_connections,
+        maximum_non_member_connections: t.maximum_non_member_connections,
         reconnect_backoff_min: t.reconnect_backoff_min,
         reconnect_backoff_max: t.reconnect_backoff_max,
         decode_limits: DecodeLimits {

@@ -34,6 +34,12 @@ pub const LENGTH_PREFIX: usize = 4;
 /// Default maximum frame length (`N`, kind byte included): 8 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 8 * 1024 * 1024;
 
+/// The most [`FrameCodec::decode`] reserves at once for the rest of a frame. A length prefix
+/// only announces bytes; the buffer grows with the bytes that actually arrive, in steps of at
+/// most this, so a peer that announces large frames and stalls costs what it sent, not what it
+/// announced.
+pub const RESERVE_STEP: usize = 64 * 1024;
+
 /// The kind byte of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -153,9 +159,11 @@ impl FrameCodec {
     }
 
     /// Takes one frame off the front of `src`, or returns `Ok(None)` if `src` does not hold a
-    /// whole frame yet (reserving room for the rest of it, never more than the maximum frame
-    /// size). A length over the maximum, a zero length or an unknown kind is rejected as soon
-    /// as the prefix (and kind byte) arrive, before anything is allocated for the payload.
+    /// whole frame yet (reserving room for more of it: at most [`RESERVE_STEP`] bytes, never
+    /// past the announced end, so the buffer grows with what arrives rather than with what the
+    /// prefix announces). A length over the maximum, a zero length or an unknown kind is
+    /// rejected as soon as the prefix (and kind byte) arrive, before anything is allocated for
+    /// the payload.
     pub fn decode(&self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         if src.len() < LENGTH_PREFIX {
             return Ok(None);
@@ -182,7 +190,7 @@ impl FrameCodec {
         }
         let total = LENGTH_PREFIX + len;
         if src.len() < total {
-            src.reserve(total - src.len());
+            src.reserve((total - src.len()).min(RESERVE_STEP));
             return Ok(None);
         }
         src.advance(LENGTH_PREFIX);
@@ -233,5 +241,101 @@ impl FrameCodec {
         dst.put_u8(frame.kind() as u8);
         dst.put_slice(payload);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A user frame's bytes, prefix included, with a payload of `len` bytes.
+    fn user_frame(len: usize) -> BytesMut {
+        let mut out = BytesMut::new();
+        let payload = Bytes::from((0..len).map(|i| i as u8).collect::<Vec<u8>>());
+        FrameCodec::new(DEFAULT_MAX_FRAME_SIZE)
+            .encode(&Frame::User(payload), &mut out)
+            .expect("fits");
+        out
+    }
+
+    #[test]
+    fn a_large_announced_frame_costs_what_arrived_not_what_was_announced() {
+        let codec = FrameCodec::new(DEFAULT_MAX_FRAME_SIZE);
+        let announced = DEFAULT_MAX_FRAME_SIZE - 1;
+        let mut buf = BytesMut::new();
+        buf.put_u32(announced as u32);
+        buf.put_u8(FrameKind::User as u8);
+        buf.put_slice(&[7; 100]);
+        assert_eq!(codec.decode(&mut buf), Ok(None));
+        assert!(
+            buf.capacity() <= 2 * RESERVE_STEP,
+            "capacity {} after 105 bytes of a frame announcing {announced}",
+            buf.capacity()
+        );
+        // Still bounded after several rounds of "decode, then read what the room allows".
+        for _ in 0..3 {
+            let room = buf.capacity() - buf.len();
+            buf.put_slice(&vec![7; room]);
+            assert_eq!(codec.decode(&mut buf), Ok(None));
+        }
+        assert!(
+            buf.capacity() <= 2 * (buf.len() + RESERVE_STEP),
+            "capacity {} for {} bytes received",
+            buf.capacity(),
+            buf.len()
+        );
+        assert!(buf.capacity() < announced / 4);
+    }
+
+    #[test]
+    fn a_frame_fed_in_small_pieces_decodes_whole() {
+        let codec = FrameCodec::new(DEFAULT_MAX_FRAME_SIZE);
+        let whole = user_frame(3 * RESERVE_STEP + 17);
+        let mut buf = BytesMut::new();
+        let mut frames = Vec::new();
+        for chunk in whole.chunks(1000) {
+            buf.put_slice(chunk);
+            while let Some(f) = codec.decode(&mut buf).expect("well-formed") {
+                frames.push(f);
+            }
+        }
+        assert_eq!(frames.len(), 1);
+        let Frame::User(payload) = &frames[0] else {
+            panic!("not a user frame")
+        };
+        assert_eq!(payload.len(), 3 * RESERVE_STEP + 17);
+        assert!(payload.iter().enumerate().all(|(i, b)| *b == i as u8));
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn reserving_never_goes_past_the_announced_end() {
+        let codec = FrameCodec::new(DEFAULT_MAX_FRAME_SIZE);
+        let whole = user_frame(10);
+        let mut buf = BytesMut::new();
+        buf.put_slice(&whole[..6]);
+        assert_eq!(codec.decode(&mut buf), Ok(None));
+        assert!(buf.capacity() < 4096, "capacity {}", buf.capacity());
+    }
+
+    #[test]
+    fn oversized_zero_and_unknown_frames_are_refused_at_the_prefix() {
+        let codec = FrameCodec::new(1024);
+        let mut buf = BytesMut::new();
+        buf.put_u32(1025);
+        assert_eq!(
+            codec.decode(&mut buf),
+            Err(FrameError::TooLarge {
+                len: 1025,
+                max: 1024
+            })
+        );
+        let mut buf = BytesMut::new();
+        buf.put_u32(0);
+        assert_eq!(codec.decode(&mut buf), Err(FrameError::Empty));
+        let mut buf = BytesMut::new();
+        buf.put_u32(10);
+        buf.put_u8(99);
+        assert_eq!(codec.decode(&mut buf), Err(FrameError::UnknownKind(99)));
     }
 }

@@ -29,7 +29,9 @@ pub use codec::{
     DEFAULT_MAX_GOSSIP_BYTES, DecodeError, DecodeLimits, decode_gossip, decode_gossip_compressed,
     decode_message, encode_gossip, encode_gossip_compressed, encode_message,
 };
-pub use frame::{DEFAULT_MAX_FRAME_SIZE, Frame, FrameCodec, FrameError, FrameKind, LENGTH_PREFIX};
+pub use frame::{
+    DEFAULT_MAX_FRAME_SIZE, Frame, FrameCodec, FrameError, FrameKind, LENGTH_PREFIX, RESERVE_STEP,
+};
 pub use handshake::{
     Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, LocalIdentity, MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION, RefusalReason, check_handshake,

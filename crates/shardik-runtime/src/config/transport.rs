@@ -32,6 +32,15 @@ pub struct TransportSettings {
     /// `idle-timeout`.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub idle_timeout: Duration,
+    /// `frame-read-timeout`: a started frame must complete within this.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub frame_read_timeout: Duration,
+    /// `maximum-inbound-connections`.
+    pub maximum_inbound_connections: usize,
+    /// `maximum-unauthenticated-connections`.
+    pub maximum_unauthenticated_connections: usize,
+    /// `maximum-non-member-connections`.
+    pub maximum_non_member_connections: usize,
     /// `reconnect-backoff-min`.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub reconnect_backoff_min: Duration,
@@ -65,10 +74,12 @@ impl TransportSettings {
             "transport.maximum-gossip-decompressed-size",
             self.maximum_gossip_decompressed_size,
         )?;
+        self.validate_connection_limits()?;
         for (key, d) in [
             ("transport.connect-timeout", self.connect_timeout),
             ("transport.handshake-timeout", self.handshake_timeout),
             ("transport.idle-timeout", self.idle_timeout),
+            ("transport.frame-read-timeout", self.frame_read_timeout),
             (
                 "transport.reconnect-backoff-min",
                 self.reconnect_backoff_min,
@@ -87,6 +98,44 @@ impl TransportSettings {
                 &format!(
                     "a duration no shorter than `transport.reconnect-backoff-min` ({})",
                     fmt_duration(self.reconnect_backoff_min)
+                ),
+            ));
+        }
+        if self.frame_read_timeout > self.idle_timeout {
+            return Err(invalid(
+                "transport.frame-read-timeout",
+                fmt_duration(self.frame_read_timeout),
+                &format!(
+                    "a duration no longer than `transport.idle-timeout` ({})",
+                    fmt_duration(self.idle_timeout)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The connection caps: each positive, and the total leaves room for members beyond what
+    /// connections still handshaking and connections of non-members may hold.
+    fn validate_connection_limits(&self) -> Result<(), ConfigError> {
+        positive_count(
+            "transport.maximum-unauthenticated-connections",
+            self.maximum_unauthenticated_connections,
+        )?;
+        positive_count(
+            "transport.maximum-non-member-connections",
+            self.maximum_non_member_connections,
+        )?;
+        let others = self
+            .maximum_unauthenticated_connections
+            .saturating_add(self.maximum_non_member_connections);
+        if self.maximum_inbound_connections <= others {
+            return Err(invalid(
+                "transport.maximum-inbound-connections",
+                self.maximum_inbound_connections,
+                &format!(
+                    "a number greater than `transport.maximum-unauthenticated-connections` + \
+                     `transport.maximum-non-member-connections` ({others}), so that members \
+                     always have room"
                 ),
             ));
         }

@@ -1,6 +1,13 @@
 //! Accepting connections, checking handshakes, and reading frames into messages.
+//!
+//! Every connection counts against `maximum-inbound-connections` from accept to close, against
+//! `maximum-unauthenticated-connections` until it is past our handshake (within
+//! `handshake-timeout`), and, when its peer is not a member, against
+//! `maximum-non-member-connections` after that. A frame that started must complete within
+//! `frame-read-timeout`. User frames are taken only from members.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::SinkExt;
@@ -15,8 +22,18 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedWrite};
 use tracing::{debug, info, warn};
 
-use super::Shared;
+use super::limits::{Admitted, Slot};
+use super::members::MemberCache;
+use super::{MAX_HANDSHAKE_FRAME, Shared};
+use crate::log_limit::LogLimits;
 use crate::metrics as m;
+
+/// One log line per reason per interval for whatever a stranger can make happen often.
+static LOG: LogLimits = LogLimits::every_10s();
+
+/// How long the accept loop waits after a failed accept (out of file descriptors, say), so that
+/// it neither spins nor dies.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A message received from a peer.
 #[derive(Debug)]
@@ -67,24 +84,59 @@ pub(super) struct Sinks {
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tx: Sinks) {
     loop {
         match listener.accept().await {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let (shared, tx) = (Arc::clone(&shared), tx.clone());
-                tokio::spawn(async move {
-                    if let Err(reason) = serve_connection(stream, &shared, tx).await {
-                        debug!(%peer, %reason, "inbound connection closed");
-                    }
-                });
-            }
+            Ok((stream, peer)) => admit(stream, peer, &shared, &tx),
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                refused("accept-failed");
+                if let Some(suppressed) = LOG.check("accept-failed") {
+                    warn!(error = %e, suppressed, "accept failed; retrying shortly");
+                }
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
         if tx.membership.is_closed() {
             return;
         }
+    }
+}
+
+/// Serves a new connection if the caps allow, else closes it at once (so that the kernel's
+/// backlog never fills and members keep getting through).
+fn admit(stream: TcpStream, peer: std::net::SocketAddr, shared: &Arc<Shared>, tx: &Sinks) {
+    let Some(slot) = shared.inbound.try_take() else {
+        refuse_logged(
+            "too-many-connections",
+            &peer,
+            shared.inbound.max(),
+            "maximum-inbound-connections",
+        );
+        return;
+    };
+    let admitted = shared.pending.admit();
+    if admitted.pushed_out_another {
+        // The oldest connection still handshaking makes room for this one.
+        refuse_logged(
+            "too-many-unauthenticated",
+            &peer,
+            shared.config.maximum_unauthenticated_connections,
+            "maximum-unauthenticated-connections",
+        );
+    }
+    let _ = stream.set_nodelay(true);
+    let (shared, tx) = (Arc::clone(shared), tx.clone());
+    tokio::spawn(async move {
+        let _slot = slot;
+        if let Err(reason) = serve_connection(stream, &shared, tx, admitted).await {
+            debug!(%peer, %reason, "inbound connection closed");
+        }
+    });
+}
+
+/// Counts a refusal (or a connection closed for misbehaving) and logs it at a bounded rate.
+fn refuse_logged(reason: &'static str, peer: &dyn std::fmt::Display, limit: usize, key: &str) {
+    refused(reason);
+    if let Some(suppressed) = LOG.check(reason) {
+        warn!(%peer, reason, limit, suppressed, "refusing connection: transport.{key} reached");
     }
 }
 
@@ -119,7 +171,8 @@ fn refused(reason: &'static str) {
     metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => reason).increment(1);
 }
 
-/// Reads one frame with the pure codec, reading more bytes as needed (never past the maximum).
+/// Reads one frame with the pure codec, reading more bytes as needed (the codec reserves room in
+/// bounded steps, never past the frame's announced end).
 async fn read_frame(
     stream: &mut TcpStream,
     codec: &FrameCodec,
@@ -131,7 +184,7 @@ async fn read_frame(
             Ok(None) => {}
             Err(e) => return Err(e.to_string()),
         }
-        buf.reserve(8192.min(codec.max_frame_size() + 4));
+        buf.reserve(1024);
         match stream.read_buf(buf).await {
             Ok(0) => {
                 return if buf.is_empty() {
@@ -146,20 +199,34 @@ async fn read_frame(
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, shared: &Shared, tx: Sinks) -> Result<(), String> {
+async fn serve_connection(
+    mut stream: TcpStream,
+    shared: &Shared,
+    tx: Sinks,
+    admitted: Admitted,
+) -> Result<(), String> {
     let cfg = &shared.config;
-    let codec = FrameCodec::new(cfg.maximum_frame_size);
-    let mut buf = BytesMut::with_capacity(8192);
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-
-    let first = tokio::time::timeout(
-        cfg.handshake_timeout,
-        read_frame(&mut stream, &codec, &mut buf),
-    )
-    .await;
+    let Admitted {
+        place, mut evicted, ..
+    } = admitted;
+    // Until it is past our handshake, a connection may make us buffer only a handshake.
+    let handshake_codec = FrameCodec::new(cfg.maximum_frame_size.min(MAX_HANDSHAKE_FRAME));
+    let mut buf = BytesMut::new();
+    let first = tokio::select! {
+        biased;
+        _ = &mut evicted => {
+            // Counted when the newer connection pushed this one out.
+            return Err("closed to make room for a newer unauthenticated connection".into());
+        }
+        first = tokio::time::timeout(
+            cfg.handshake_timeout,
+            read_frame(&mut stream, &handshake_codec, &mut buf),
+        ) => first,
+    };
     let hs = match first {
         Err(_) => {
             refused("handshake-timeout");
@@ -167,26 +234,63 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared, tx: Sinks) -> 
         }
         Ok(Err(e)) => {
             refused("malformed-handshake");
-            warn!(%peer, reason = %e, "refusing connection: malformed first frame");
+            if let Some(suppressed) = LOG.check("malformed-handshake") {
+                warn!(%peer, reason = %e, suppressed, "refusing connection: malformed first frame");
+            }
             return Err(e);
         }
         Ok(Ok(None)) => return Ok(()),
         Ok(Ok(Some(Frame::Handshake(hs)))) => hs,
         Ok(Ok(Some(other))) => {
             refused("no-handshake");
-            warn!(%peer, kind = ?other.kind(), "refusing connection: first frame is not a handshake");
+            if let Some(suppressed) = LOG.check("no-handshake") {
+                warn!(%peer, kind = ?other.kind(), suppressed, "refusing connection: first frame is not a handshake");
+            }
             return Err("first frame not a handshake".into());
         }
     };
     let (reader, writer) = stream.into_split();
-    let mut out = FramedWrite::new(writer, TokioFrameCodec(codec.clone()));
-    if let Err(reason) = check_handshake(&shared.identity, &hs) {
-        refused("handshake-refused");
-        warn!(%peer, from = %hs.from, %reason, "refusing connection");
-        let reply = HandshakeReply::Refused(HandshakeRefused::from(reason.clone()));
+    let mut out = FramedWrite::new(writer, TokioFrameCodec(handshake_codec));
+    let refusal: Option<(&'static str, String, HandshakeRefused)> =
+        match check_handshake(&shared.identity, &hs) {
+            Err(reason) => Some(("handshake-refused", reason.to_string(), reason.into())),
+            Ok(()) => None,
+        };
+    // Past our handshake: a peer that is not a member takes a slot of the non-member pool.
+    let mut member = MemberCache::new(&shared.members, hs.from.clone());
+    let mut non_member_slot = None;
+    let refusal = refusal.or_else(|| {
+        if member.check(&shared.members).0 {
+            return None;
+        }
+        match shared.non_members.try_take() {
+            Some(slot) => {
+                non_member_slot = Some(slot);
+                None
+            }
+            None => Some((
+                "too-many-non-members",
+                format!(
+                    "transport.maximum-non-member-connections ({}) reached",
+                    shared.non_members.max()
+                ),
+                HandshakeRefused {
+                    reason: "too many connections from nodes that are not members; retry later"
+                        .into(),
+                },
+            )),
+        }
+    });
+    drop(place);
+    if let Some((counted, reason, answer)) = refusal {
+        refused(counted);
+        if let Some(suppressed) = LOG.check(counted) {
+            warn!(%peer, from = %hs.from, %reason, suppressed, "refusing connection");
+        }
+        let reply = HandshakeReply::Refused(answer);
         let _ =
             tokio::time::timeout(cfg.handshake_timeout, out.send(Frame::HandshakeAck(reply))).await;
-        return Err(reason.to_string());
+        return Err(reason);
     }
     let ack = HandshakeReply::Accepted(HandshakeAck {
         from: shared.identity.address.clone(),
@@ -197,25 +301,80 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared, tx: Sinks) -> 
     {
         return Err("handshake ack not sent in time".into());
     }
-    info!(%peer, from = %hs.from, "accepted connection");
+    if non_member_slot.is_none() {
+        info!(%peer, from = %hs.from, "accepted connection");
+    } else if let Some(suppressed) = LOG.check("accepted-non-member") {
+        info!(%peer, from = %hs.from, suppressed, "accepted connection from a node that is not a member (yet)");
+    }
     metrics::gauge!(m::TRANSPORT_CONNECTIONS).increment(1.0);
-    let result = read_messages(reader, &codec, buf, hs.from.clone(), shared, tx).await;
+    let codec = FrameCodec::new(cfg.maximum_frame_size);
+    let peer_state = Peer {
+        from: hs.from.clone(),
+        member,
+        non_member_slot,
+    };
+    let result = read_messages(reader, &codec, buf, peer_state, shared, tx).await;
     metrics::gauge!(m::TRANSPORT_CONNECTIONS).decrement(1.0);
     if let Err(reason) = &result {
-        warn!(%peer, from = %hs.from, %reason, "closing inbound connection");
+        if let Some(suppressed) = LOG.check("inbound-closed") {
+            warn!(%peer, from = %hs.from, %reason, suppressed, "closing inbound connection");
+        }
     }
     result
+}
+
+/// Who is at the other end of a connection, as far as its reader is concerned.
+struct Peer {
+    /// The incarnation that handshook.
+    from: UniqueAddress,
+    /// Whether it is a member (re-checked when the directory changes).
+    member: MemberCache,
+    /// Held while it is not a member.
+    non_member_slot: Option<Slot>,
+}
+
+impl Peer {
+    /// Whether the peer is a member now (one atomic load unless the directory changed). A peer
+    /// that became a member leaves the non-member pool; one that stopped being a member joins
+    /// it, or the connection ends (`Err`) when the pool is full.
+    fn is_member(&mut self, shared: &Shared) -> Result<bool, String> {
+        let (member, changed) = self.member.check(&shared.members);
+        if changed {
+            if member {
+                self.non_member_slot = None;
+            } else if self.non_member_slot.is_none() {
+                match shared.non_members.try_take() {
+                    Some(slot) => self.non_member_slot = Some(slot),
+                    None => {
+                        refused("too-many-non-members");
+                        return Err(format!(
+                            "{} is no longer a member and transport.maximum-non-member-connections ({}) is reached",
+                            self.from,
+                            shared.non_members.max()
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(member)
+    }
 }
 
 async fn read_messages(
     mut reader: tokio::net::tcp::OwnedReadHalf,
     codec: &FrameCodec,
     mut buf: BytesMut,
-    from: UniqueAddress,
+    mut peer: Peer,
     shared: &Shared,
     tx: Sinks,
 ) -> Result<(), String> {
     let cfg = &shared.config;
+    let from = peer.from.clone();
+    // The sending side ends an idle connection after `idle-timeout`; this side waits twice as
+    // long, so that it never closes a connection its peer may be writing into.
+    let idle_limit = cfg.idle_timeout.saturating_mul(2);
+    // When the first bytes of the frame now in `buf` arrived.
+    let mut frame_started: Option<tokio::time::Instant> = None;
     // Until a sink is installed (sharding not started yet), payloads go to the queue.
     let mut sink: Option<Box<dyn UserConnection>> = None;
     let user_frames =
@@ -229,11 +388,28 @@ async fn read_messages(
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "bad-frame").increment(1);
                 return Err(e.to_string());
             }
-            Ok(Some(f)) => f,
+            Ok(Some(f)) => {
+                frame_started = None;
+                f
+            }
             Ok(None) => {
+                let now = tokio::time::Instant::now();
+                let deadline = if buf.is_empty() {
+                    now + idle_limit
+                } else {
+                    let started = *frame_started.get_or_insert(now);
+                    (started + cfg.frame_read_timeout).min(now + idle_limit)
+                };
                 buf.reserve(8192);
-                match tokio::time::timeout(cfg.idle_timeout, reader.read_buf(&mut buf)).await {
-                    Err(_) => return Err(format!("idle for {:?}", cfg.idle_timeout)),
+                match tokio::time::timeout_at(deadline, reader.read_buf(&mut buf)).await {
+                    Err(_) if frame_started.is_some() => {
+                        refused("frame-read-timeout");
+                        return Err(format!(
+                            "a frame was not completed within transport.frame-read-timeout ({:?})",
+                            cfg.frame_read_timeout
+                        ));
+                    }
+                    Err(_) => return Err(format!("idle for {idle_limit:?}")),
                     Ok(Ok(0)) => {
                         return if buf.is_empty() {
                             Ok(())
@@ -249,6 +425,7 @@ async fn read_messages(
                 }
             }
         };
+        let member = peer.is_member(shared)?;
         let received_at = tokio::time::Instant::now();
         match frame {
             Frame::Membership(bytes) => {
@@ -288,6 +465,16 @@ async fn read_messages(
             }
             Frame::User(bytes) => {
                 user_frames.increment(1);
+                if !member {
+                    // Sharding traffic only from members: whoever else speaks our handshake
+                    // never reaches an entity.
+                    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "not-a-member")
+                        .increment(1);
+                    if let Some(suppressed) = LOG.check("not-a-member") {
+                        warn!(%from, suppressed, "user message from a node that is not a member dropped");
+                    }
+                    continue;
+                }
                 if sink.is_none() {
                     sink = shared.user_sink.get().map(|s| s.connection());
                 }

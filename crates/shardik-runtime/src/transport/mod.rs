@@ -7,11 +7,20 @@
 //! queued into one buffer before writing, so many small messages share a syscall.
 //!
 //! Nothing read from the network can panic the node or make it allocate without bound:
-//! frames are capped by `maximum-frame-size` before any allocation, compressed gossip by a
-//! decompression limit, and every rejected connection or message is counted and logged.
+//! frames are capped by `maximum-frame-size` before any allocation and their buffers grow with
+//! what arrives, a started frame must complete within `frame-read-timeout`, compressed gossip is
+//! capped by a decompression limit, inbound connections are capped in total, while handshaking
+//! and for peers that are not members (`limits.rs`), and every rejected connection or message is
+//! counted and logged (at a bounded rate where a stranger could flood the log).
+//!
+//! User traffic is accepted only from current members (`members.rs`, kept up to date by the
+//! node driver); membership traffic from anyone who completed the handshake, since joiners must
+//! get through and the membership core applies its own rules.
 
 mod backoff;
 mod inbound;
+mod limits;
+mod members;
 mod outbound;
 
 use std::collections::BTreeMap;
@@ -25,6 +34,11 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub use inbound::{Backpressure, Inbound, InboundUser, UserConnection, UserSink};
+pub use members::MemberDirectory;
+
+/// The largest handshake or handshake-reply frame read (or sent): a handshake is a cluster name
+/// and two addresses, and a connection that has not handshaken must not make us buffer more.
+pub const MAX_HANDSHAKE_FRAME: usize = 16 * 1024;
 
 /// Which queue and connection a message travels on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,10 +70,26 @@ pub struct TransportConfig {
     pub outbound_user_queue_size: usize,
     /// Limit on establishing a TCP connection.
     pub connect_timeout: Duration,
-    /// Limit on completing the handshake, both ways.
+    /// Limit on completing the handshake, both ways (also how long a connection may stay
+    /// unauthenticated).
     pub handshake_timeout: Duration,
-    /// An inbound connection that carried nothing for this long is closed (half-open links).
+    /// A peer lane with no traffic for this long ends and closes its connection (it reopens on
+    /// demand). The receiving side closes an inbound connection only after twice this without
+    /// traffic (half-open links), so the side that writes always closes first, under its
+    /// lane's lock, and no message is written into a connection its peer is closing.
     pub idle_timeout: Duration,
+    /// A frame whose first bytes arrived must be complete within this, or its connection is
+    /// closed (a peer that starts frames and stalls holds no buffer for long).
+    pub frame_read_timeout: Duration,
+    /// Most inbound connections at once; beyond, new ones are accepted and closed at once.
+    pub maximum_inbound_connections: usize,
+    /// Most inbound connections not yet past our handshake; beyond, the oldest of them is
+    /// closed to make room (stalled strangers never keep a member's reconnection out).
+    pub maximum_unauthenticated_connections: usize,
+    /// Most inbound connections past the handshake whose peer is not a current member
+    /// (joiners, strangers that speak our handshake); beyond, new ones are refused. A peer that
+    /// becomes a member leaves this pool, so members are never starved by strangers.
+    pub maximum_non_member_connections: usize,
     /// Shortest reconnect delay. Each failed attempt waits a random delay between this and a
     /// window that starts at twice this and doubles per attempt up to the maximum (jitter, so
     /// that peers cut off together do not all retry at the same instants).
@@ -88,6 +118,10 @@ impl Default for TransportConfig {
             connect_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
+            frame_read_timeout: Duration::from_secs(10),
+            maximum_inbound_connections: 4096,
+            maximum_unauthenticated_connections: 64,
+            maximum_non_member_connections: 64,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(5),
             decode_limits: DecodeLimits::default(),
@@ -124,6 +158,14 @@ pub enum TransportError {
 struct Shared {
     config: TransportConfig,
     identity: LocalIdentity,
+    /// Who is a member now (user traffic only from them; the non-member pool for the rest).
+    members: MemberDirectory,
+    /// Inbound connections, all of them.
+    inbound: Arc<limits::Pool>,
+    /// Inbound connections not yet past our handshake.
+    pending: Arc<limits::Pending>,
+    /// Inbound connections past the handshake whose peer is not a member.
+    non_members: Arc<limits::Pool>,
     /// Where readers hand user payloads once one is installed (else to the user queue).
     user_sink: std::sync::OnceLock<Arc<dyn UserSink>>,
 }
@@ -151,10 +193,33 @@ pub struct Transport {
 impl Transport {
     /// Binds `bind` and starts accepting. Decoded inbound traffic arrives on the returned
     /// receivers: membership messages and user payloads on separate queues.
+    ///
+    /// User traffic is accepted only from the members of [`members`](Self::members), which
+    /// starts empty: the node driver keeps it up to date.
     pub async fn start(
         bind: &str,
         identity: LocalIdentity,
         config: TransportConfig,
+    ) -> Result<(Transport, Receivers), TransportError> {
+        Transport::start_with(bind, identity, config, MemberDirectory::new()).await
+    }
+
+    /// [`start`](Self::start) for a transport with no membership behind it (transport tests,
+    /// benchmarks): every peer that completes the handshake counts as a member. A node never
+    /// uses this.
+    pub async fn start_accepting_everyone(
+        bind: &str,
+        identity: LocalIdentity,
+        config: TransportConfig,
+    ) -> Result<(Transport, Receivers), TransportError> {
+        Transport::start_with(bind, identity, config, MemberDirectory::everyone()).await
+    }
+
+    async fn start_with(
+        bind: &str,
+        identity: LocalIdentity,
+        config: TransportConfig,
+        members: MemberDirectory,
     ) -> Result<(Transport, Receivers), TransportError> {
         let listener = TcpListener::bind(bind)
             .await
@@ -171,8 +236,12 @@ impl Transport {
         let (tx, rx) = mpsc::channel(config.inbound_queue_size.max(1));
         let (user_tx, user_rx) = mpsc::channel(config.inbound_user_queue_size.max(1));
         let shared = Arc::new(Shared {
+            inbound: limits::Pool::new(config.maximum_inbound_connections),
+            pending: limits::Pending::new(config.maximum_unauthenticated_connections),
+            non_members: limits::Pool::new(config.maximum_non_member_connections),
             config,
             identity,
+            members,
             user_sink: std::sync::OnceLock::new(),
         });
         tokio::spawn(inbound::accept_loop(
@@ -206,6 +275,22 @@ impl Transport {
         &self.shared.identity.address
     }
 
+    /// The member directory the readers consult; the node driver sets the members whenever
+    /// its membership state changes.
+    pub fn members(&self) -> &MemberDirectory {
+        &self.shared.members
+    }
+
+    /// Inbound connections open now: in total, still handshaking, and past the handshake from
+    /// peers that are not members (for tests and inspection).
+    pub fn inbound_connections(&self) -> InboundCounts {
+        InboundCounts {
+            total: self.shared.inbound.in_use(),
+            unauthenticated: self.shared.pending.len(),
+            non_member: self.shared.non_members.in_use(),
+        }
+    }
+
     /// Queues `msg` for `to`. Returns false (and counts it) if that peer's lane queue is full.
     ///
     /// Peers are created on first use and their writers end after `idle-timeout` without
@@ -218,9 +303,12 @@ impl Transport {
             Outgoing::User(_) => Lane::User,
         };
         let key = (to.clone(), lane);
+        let mut msg = msg;
         if let Some(queue) = self.peers.get(&key) {
-            if !queue.is_closed() {
-                return queue.push(msg);
+            match queue.push(msg) {
+                Ok(taken) => return taken,
+                // Its writer ended (idle) meanwhile: the message goes on a new lane below.
+                Err(back) => msg = back,
             }
         }
         if !self.peers.contains_key(&key) && self.peers.len() >= self.shared.config.maximum_peers {
@@ -233,7 +321,8 @@ impl Transport {
             }
         }
         let queue = outbound::PeerQueue::spawn(to.clone(), lane, Arc::clone(&self.shared));
-        let sent = queue.push(msg);
+        // A lane just spawned is open (only its owner or an idle period closes it).
+        let sent = queue.push(msg).unwrap_or(false);
         self.peers.insert(key, queue);
         sent
     }
@@ -263,6 +352,17 @@ impl Transport {
     pub fn forget_peer(&mut self, address: &Address) {
         self.peers.retain(|(a, _), _| a != address);
     }
+}
+
+/// Inbound connections open at one moment (see [`Transport::inbound_connections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InboundCounts {
+    /// All of them.
+    pub total: usize,
+    /// Not yet past our handshake.
+    pub unauthenticated: usize,
+    /// Past the handshake, from peers that are not current members.
+    pub non_member: usize,
 }
 
 /// Installs the [`UserSink`] that connection readers hand user payloads to, once.
@@ -365,8 +465,8 @@ impl UserSender {
         loop {
             match lane.push(Outgoing::User(payload.clone())) {
                 Ok(()) => return Ok(()),
-                Err(outbound::Refused::Full) => return Err(payload),
-                Err(outbound::Refused::Closed) => match self.next_lane(to, &lane) {
+                Err((outbound::Refused::Full, _)) => return Err(payload),
+                Err((outbound::Refused::Closed, _)) => match self.next_lane(to, &lane) {
                     Some(next) => lane = next,
                     None => return Err(payload),
                 },
@@ -454,7 +554,7 @@ mod tests {
             cluster_name: cluster.into(),
             address: UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) + 1),
         };
-        Transport::start(&format!("127.0.0.1:{port}"), identity, config)
+        Transport::start_accepting_everyone(&format!("127.0.0.1:{port}"), identity, config)
             .await
             .expect("transport starts")
     }

@@ -10,6 +10,13 @@
 //! the lane's lock. A sender that comes back within a few microseconds of its last direct
 //! write is sending a burst: its frames go to the writer, which coalesces them into fewer
 //! system calls, made on another core.
+//!
+//! A lane ends `idle-timeout` (plus at most a quarter of it) after its last message, deciding
+//! so under the lane's lock: a sender after that finds it closed and takes a new lane (a new connection), so nothing is
+//! written into a connection that is closing. The receiving side waits twice as long before it
+//! closes an idle connection itself; if the peer closes anyway (it restarted, or refused us),
+//! the idle writer sees the end of the stream and forgets the connection, so that the next
+//! message goes on a new one.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,7 +30,7 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
-use super::{Lane, Outgoing, Shared};
+use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
 use crate::metrics as m;
 
 /// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
@@ -95,18 +102,20 @@ impl PeerQueue {
         Arc::clone(&self.lane)
     }
 
-    /// Queues (or writes) a message; false if the lane is full or closed (the message is
-    /// dropped and counted).
-    pub(super) fn push(&self, msg: Outgoing) -> bool {
+    /// Queues (or writes) a message: `Ok(true)` if taken, `Ok(false)` if the lane is full (the
+    /// message is dropped and counted), `Err` with the message if the lane has closed (it
+    /// ended when idle: the caller sends it on a new lane).
+    pub(super) fn push(&self, msg: Outgoing) -> Result<bool, Outgoing> {
         match self.lane.push(msg) {
-            Ok(()) => true,
-            Err(_) => {
+            Ok(()) => Ok(true),
+            Err((Refused::Closed, msg)) => Err(msg),
+            Err((Refused::Full, _)) => {
                 metrics::counter!(m::OUTBOUND_QUEUE_OVERFLOW_TOTAL, "lane" => self.lane.lane.as_str())
                     .increment(1);
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "outbound-queue-full")
                     .increment(1);
                 debug!(to = %self.lane.to, lane = self.lane.lane.as_str(), "outbound queue full: message dropped");
-                false
+                Ok(false)
             }
         }
     }
@@ -141,8 +150,9 @@ struct LaneState {
     /// The connection, once connected and handshaken.
     stream: Option<Arc<TcpStream>>,
     closed: bool,
-    /// Something was sent since the writer last looked: the lane is not idle, even if every
-    /// message went out by direct writes the writer never saw.
+    /// Something was pushed since the writer last looked: the lane is not idle, even if every
+    /// message went out by direct writes the writer never saw. (A flag rather than a time, so
+    /// that a push reads no clock.)
     used: bool,
     /// When the last direct write ended: a sender that comes back sooner is sending a burst,
     /// which the writer coalesces better (see [`DIRECT_WRITE_GAP`]).
@@ -172,13 +182,14 @@ impl PeerLane {
     }
 
     /// Takes one message: written at once when the lane is idle, else buffered for the writer.
-    pub(super) fn push(&self, msg: Outgoing) -> Result<(), Refused> {
+    /// A refused message is handed back.
+    pub(super) fn push(&self, msg: Outgoing) -> Result<(), (Refused, Outgoing)> {
         let mut st = self.lock();
         if st.closed {
-            return Err(Refused::Closed);
+            return Err((Refused::Closed, msg));
         }
         if st.frames >= self.capacity {
-            return Err(Refused::Full);
+            return Err((Refused::Full, msg));
         }
         let idle = st.buf.is_empty() && !st.writing;
         if encode(&self.codec, &msg, &mut st.buf) {
@@ -269,7 +280,7 @@ impl PeerLane {
         if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
             Work::Stop
         } else if st.buf.is_empty() {
-            Work::Idle
+            Work::Idle(st.stream.clone())
         } else if let Some(stream) = st.stream.clone() {
             let bytes = st.buf.split();
             let frames = std::mem::take(&mut st.frames);
@@ -277,6 +288,32 @@ impl PeerLane {
             Work::Write(stream, bytes, frames)
         } else {
             Work::Connect
+        }
+    }
+
+    /// One look of the idle writer: a push since the last look moves `quiet_since` to now;
+    /// with none for `idle` since then, the lane ends (decided under the lock, so no sender
+    /// can write into the connection after this). True if it ended.
+    fn close_if_idle(&self, quiet_since: &mut Instant, idle: Duration) -> bool {
+        let mut st = self.lock();
+        if std::mem::take(&mut st.used) || !st.buf.is_empty() || st.writing {
+            *quiet_since = Instant::now();
+            false
+        } else if quiet_since.elapsed() >= idle {
+            st.closed = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The peer ended the connection `stream` (or broke the protocol by writing on it): forget
+    /// it, so that the next message goes on a new connection instead of into this one.
+    fn peer_closed(&self, stream: &Arc<TcpStream>) {
+        let mut st = self.lock();
+        if st.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
+            debug!(to = %self.to, lane = self.lane.as_str(), "peer closed the connection; reconnecting on demand");
+            forget_stream(&mut st, stream);
         }
     }
 
@@ -377,8 +414,8 @@ enum Work {
     Connect,
     /// Write these bytes (this many messages) on this connection.
     Write(Arc<TcpStream>, BytesMut, usize),
-    /// Nothing waits.
-    Idle,
+    /// Nothing waits; the connection, if any.
+    Idle(Option<Arc<TcpStream>>),
     /// The lane closed.
     Stop,
 }
@@ -388,21 +425,30 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     let (to, name) = (&lane.to, lane.lane.as_str());
     let mut backoff = Backoff::new(cfg.reconnect_backoff_min, cfg.reconnect_backoff_max);
     let write_limit = cfg.handshake_timeout.max(Duration::from_secs(5));
+    // The idle writer looks every eighth of `idle-timeout`: the lane ends between `idle-timeout`
+    // and a quarter more after its last message, well before the receiving side's twice.
+    let idle_tick = (cfg.idle_timeout / 8).max(Duration::from_millis(1));
+    let mut quiet_since = Instant::now();
     loop {
         let work = lane.next_work();
         match work {
             Work::Stop => break,
-            Work::Idle => {
-                // Nothing to send for `idle-timeout`, and nobody sent directly meanwhile: end,
-                // so that peers we no longer talk to do not keep a task and a connection.
-                if tokio::time::timeout(cfg.idle_timeout, lane.work.notified())
-                    .await
-                    .is_err()
-                {
-                    let mut st = lane.lock();
-                    if !std::mem::take(&mut st.used) && st.buf.is_empty() {
-                        st.closed = true;
-                        break;
+            Work::Idle(stream) => {
+                // Nothing pushed for `idle-timeout` (direct writes included): end, so that peers
+                // we no longer talk to do not keep a task and a connection. Meanwhile, watch for
+                // the peer ending the connection.
+                tokio::select! {
+                    biased;
+                    _ = lane.work.notified() => {}
+                    _ = tokio::time::sleep(idle_tick) => {
+                        if lane.close_if_idle(&mut quiet_since, cfg.idle_timeout) {
+                            break;
+                        }
+                    }
+                    _ = ended_by_peer(stream.as_deref()) => {
+                        if let Some(stream) = &stream {
+                            lane.peer_closed(stream);
+                        }
                     }
                 }
             }
@@ -464,6 +510,25 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     }
 }
 
+/// Completes when the peer ends `stream` (or writes on it, which it never does after its
+/// handshake reply: connections carry one direction). Never completes without a stream.
+async fn ended_by_peer(stream: Option<&TcpStream>) {
+    let Some(stream) = stream else {
+        return std::future::pending().await;
+    };
+    let mut scratch = [0u8; 64];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_read(&mut scratch) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            // End of stream, stray bytes or an error: this connection is done.
+            _ => return,
+        }
+    }
+}
+
 /// Drops the lane's connection after a failed write (unless a newer one replaced it), with
 /// what was buffered for it: a partial frame must not start the next connection.
 fn forget_stream(st: &mut LaneState, failed: &Arc<TcpStream>) {
@@ -488,7 +553,9 @@ async fn connect(to: &Address, shared: &Shared) -> Result<TcpStream, String> {
             Ok(Ok(s)) => s,
         };
     let _ = stream.set_nodelay(true);
-    let codec = FrameCodec::new(cfg.maximum_frame_size);
+    // Only the handshake and its reply are read here: they are small, and so is what a peer
+    // may make us buffer for them.
+    let codec = FrameCodec::new(cfg.maximum_frame_size.min(MAX_HANDSHAKE_FRAME));
     let mut buf = BytesMut::new();
     let hs = Handshake::new(&shared.identity, Some(to.clone()));
     codec
@@ -676,7 +743,7 @@ mod tests {
         assert_eq!(frames, 2);
         write_all(&stream, &bytes).await.unwrap();
         lane.write_finished(&stream, frames, bytes.len(), WriteOutcome::Done);
-        assert!(matches!(lane.next_work(), Work::Idle));
+        assert!(matches!(lane.next_work(), Work::Idle(..)));
         pause().await;
         lane.push(numbered(4, 100)).ok().unwrap();
         lane.push(numbered(5, 100)).ok().unwrap();
