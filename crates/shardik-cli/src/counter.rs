@@ -22,6 +22,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use shardik_runtime::http::WriteGuard;
 use shardik_runtime::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
     Retention,
@@ -111,13 +112,18 @@ pub fn counter_kind(persistence: &Persistence) -> EntityKind<EventSourced<Counte
 /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}`, each answering
 /// `{"id", "value", "node"}`; an increment is answered once it is durable. The counters are
 /// looked up by their key on `sharding`, where [`counter_kind`] must have been registered.
+/// The increment is a state-changing route behind `guard` (the management API's rule; the
+/// caller decides whether asking for the demo enables it, see `node.rs`); the reads are open.
 ///
 /// `GET /demo/counters/live` answers `{"node", "nodeUid", "now", "counters": [{"id",
 /// "startedAt"}]}`: the counters running on this node at the instant `now`, each with the
 /// instant its incarnation began, both in `CLOCK_MONOTONIC` nanoseconds (see [`live`]).
-pub fn counter_routes(sharding: Sharding) -> Router {
+pub fn counter_routes(sharding: Sharding, guard: &WriteGuard) -> Router {
     Router::new()
-        .route("/demo/counter/{id}/increment", post(increment))
+        .route(
+            "/demo/counter/{id}/increment",
+            guard.protect(post(increment)),
+        )
         .route("/demo/counter/{id}", get(read))
         .route("/demo/counters/live", get(live_counters))
         .with_state(sharding)

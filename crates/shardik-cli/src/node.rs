@@ -49,6 +49,9 @@ pub struct NodeArgs {
     /// Register the built-in demo entity kind `counter` and serve
     /// `POST /demo/counter/{id}/increment`, `GET /demo/counter/{id}` and
     /// `GET /demo/counters/live` (the counters running here, since when) on the management API.
+    /// On a loopback management address this enables the increment route even while
+    /// `management.http.route-providers-read-only` is true; elsewhere it follows that setting
+    /// (and needs the bearer token of `management.http.auth-token-file`).
     #[arg(long)]
     demo_counters: bool,
 }
@@ -72,6 +75,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
     if let Some(store) = &args.store {
         settings.persistence.store = store.clone();
     }
+    // Again after the command line: `--management` decides whether writes need a token.
+    settings.validate().context("invalid configuration")?;
+    // The token file is read now, so that a missing or empty one stops the node before it
+    // joins.
+    let guard = http::WriteGuard::from_settings(&settings.management.http)
+        .context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -79,12 +88,13 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_node(args.bind, settings, args.demo_counters))
+    runtime.block_on(run_node(args.bind, settings, guard, args.demo_counters))
 }
 
 async fn run_node(
     bind: Address,
     settings: Settings,
+    guard: http::WriteGuard,
     demo_counters: bool,
 ) -> anyhow::Result<ExitCode> {
     let metrics = Metrics::install().ok();
@@ -120,11 +130,18 @@ async fn run_node(
         .await
         .with_context(|| format!("cannot start the node on {bind}"))?
         .into_parts();
-    info!(node = %running.self_node, management = %mgmt_addr, "management API listening");
-    // The settings bring the read-only switch, the sharding readiness check
-    // (`cluster.sharding.healthcheck`) and the query timeout.
+    info!(
+        node = %running.self_node,
+        management = %mgmt_addr,
+        writes_enabled = guard.writes_enabled(),
+        token_required = guard.requires_token(),
+        "management API listening"
+    );
+    // The settings bring the sharding readiness check (`cluster.sharding.healthcheck`) and
+    // the query timeout; the guard was built from them at start.
     let mut router = http::ManagementApi::new(running.handle.clone())
         .settings(&settings)
+        .write_guard(guard.clone())
         .metrics(metrics)
         .sharding(sharding.clone())
         .router();
@@ -140,13 +157,22 @@ async fn run_node(
         sharding
             .init(counters)
             .context("cannot register the demo counters")?;
-        router = router.merge(counter_routes(sharding.clone()));
+        // A demo is asked for explicitly: on loopback its own write route is open (the
+        // README's curl lines work as written); elsewhere it follows the API's rule.
+        let demo_guard = if settings.management.http.listens_on_loopback() {
+            guard.enable_writes()
+        } else {
+            guard.clone()
+        };
+        router = router.merge(counter_routes(sharding.clone(), &demo_guard));
         info!(
+            increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
         );
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(http::serve(listener, router, async move {
+    let limits = http::HttpLimits::from_settings(&settings.management.http);
+    let server = tokio::spawn(http::serve_with(listener, router, limits, async move {
         let _ = http_stop_rx.await;
     }));
 

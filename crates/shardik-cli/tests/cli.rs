@@ -1,4 +1,5 @@
-//! The command-line contract of `shardik simulate`, `demo` and `passivation-sim`.
+//! The command-line contract of `shardik simulate`, `demo` and `passivation-sim`, and the
+//! start-up refusals of `shardik node`.
 
 use std::process::Command;
 
@@ -171,4 +172,71 @@ fn node_refuses_bad_configuration_naming_the_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not-an-address"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `shardik node` with `args` and `env`, expecting it to stop on its own (a start-up
+/// error) within 60 s; kills it and fails otherwise.
+fn node_that_should_refuse_to_start(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardik"));
+    cmd.arg("node").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the node started instead of refusing: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn node_refuses_management_writes_beyond_loopback_without_a_token() {
+    let writes = (
+        "SHARDIK_MANAGEMENT__HTTP__ROUTE_PROVIDERS_READ_ONLY",
+        "false",
+    );
+    // The address comes from the command line, after the configuration was loaded.
+    let out = node_that_should_refuse_to_start(
+        &["--bind", "127.0.0.1:0", "--management", "0.0.0.0:0"],
+        &[writes],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("management.http.auth-token-file") && err.contains("0.0.0.0"),
+        "{err}"
+    );
+
+    // A token file that cannot be read stops the node too, naming the key and the file.
+    let missing = std::env::temp_dir().join(format!("shardik-no-token-{}", std::process::id()));
+    let missing = missing.display().to_string();
+    let out = node_that_should_refuse_to_start(
+        &["--bind", "127.0.0.1:0", "--management", "127.0.0.1:0"],
+        &[
+            writes,
+            (
+                "SHARDIK_MANAGEMENT__HTTP__AUTH_TOKEN_FILE",
+                missing.as_str(),
+            ),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("management.http.auth-token-file") && err.contains(&missing),
+        "{err}"
+    );
 }

@@ -416,7 +416,11 @@ async fn management_down_route_removes_a_crashed_node() {
         &http,
         "down",
         3,
-        &[("SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__STABLE_AFTER", "60s")],
+        &[
+            ("SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__STABLE_AFTER", "60s"),
+            // Downing goes through the management API.
+            WRITES_ENABLED,
+        ],
     )
     .await;
     let mut victim = nodes.pop().expect("three nodes");

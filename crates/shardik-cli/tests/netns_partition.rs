@@ -161,7 +161,26 @@ fn spec(lab: &Lab, i: usize, generation: usize, store: &str, use_lease: &str) ->
     for (k, v) in lease_settings(use_lease) {
         spec = spec.env(k, &v);
     }
-    spec
+    // The management API listens beyond loopback here: the increments are state-changing
+    // requests, which need writes enabled and the bearer token.
+    spec.env(WRITES_ENABLED.0, WRITES_ENABLED.1).env(
+        "SHARDIK_MANAGEMENT__HTTP__AUTH_TOKEN_FILE",
+        &token_file().display().to_string(),
+    )
+}
+
+/// The management API's bearer token in these tests.
+const TOKEN: &str = "netns-partition-test-token";
+
+/// A file holding [`TOKEN`], written once per test process.
+fn token_file() -> std::path::PathBuf {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!("shardik-netns-token-{}", std::process::id()));
+        std::fs::write(&path, TOKEN).expect("write the token file");
+        path
+    })
+    .clone()
 }
 
 /// What the clients and the pollers share.
@@ -199,6 +218,7 @@ async fn post_increment(
         .post(format!(
             "http://{management}/demo/counter/c{counter}/increment"
         ))
+        .bearer_auth(TOKEN)
         // The node's own ask gives up after 5 s.
         .timeout(Duration::from_secs(6))
         .send()

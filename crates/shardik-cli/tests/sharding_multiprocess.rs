@@ -308,7 +308,8 @@ struct Ack {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leave_through_the_management_api_hands_off_and_loses_nothing() {
     let http = client();
-    let mut nodes = counter_cluster(&http, "apileave", 3).await;
+    // The leave goes through the management API.
+    let mut nodes = counter_cluster_with(&http, "apileave", 3, &[WRITES_ENABLED]).await;
     let mgmt: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
     let ids = ids(40);
     let mut acks: BTreeMap<String, Vec<Ack>> = increment_each(&http, &mut nodes, &mgmt[0], &ids)

@@ -86,8 +86,19 @@ pub const SBR_DECISIONS_TOTAL: &str = "shardik_sbr_decisions_total";
 /// another node holds it, `failed`: the store failed or did not answer in time).
 pub const SBR_LEASE_REQUESTS_TOTAL: &str = "shardik_sbr_lease_requests_total";
 
+/// Management API requests answered (counter; labels `route` = the matched route template such
+/// as `/cluster/members/{address}`, or `unmatched`; `method` = `GET`, `POST`, …, or `other`;
+/// `status` = the status code).
+pub const HTTP_REQUESTS_TOTAL: &str = "shardik_http_requests_total";
+/// Time to answer a management API request, in seconds (summary; labels `route`, `method`).
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "shardik_http_request_duration_seconds";
+/// Connections and requests the management port refused (counter; label `reason` =
+/// `read-only`, `unauthorized`, `body-too-large`, `header-timeout`, `connection-limit`,
+/// `accept-failed`).
+pub const HTTP_REFUSED_TOTAL: &str = "shardik_http_refused_total";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 28] = [
+pub const ALL_NAMES: [&str; 31] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -116,6 +127,9 @@ pub const ALL_NAMES: [&str; 28] = [
     SELF_FENCES_TOTAL,
     SBR_DECISIONS_TOTAL,
     SBR_LEASE_REQUESTS_TOTAL,
+    HTTP_REQUESTS_TOTAL,
+    HTTP_REQUEST_DURATION_SECONDS,
+    HTTP_REFUSED_TOTAL,
 ];
 
 /// Why the recorder could not be installed.
@@ -172,7 +186,7 @@ impl MetricsHandle {
 
 /// Registers help text and units for every metric shardik emits (shown as `# HELP` lines).
 pub fn describe_all() {
-    use metrics::{describe_counter, describe_gauge};
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_gauge!(
         MEMBERS,
         Unit::Count,
@@ -268,5 +282,20 @@ pub fn describe_all() {
         SBR_LEASE_REQUESTS_TOTAL,
         Unit::Count,
         "Lease-majority lease requests, by result (granted, refused, failed)."
+    );
+    describe_counter!(
+        HTTP_REQUESTS_TOTAL,
+        Unit::Count,
+        "Management API requests answered, by route template, method and status."
+    );
+    describe_histogram!(
+        HTTP_REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time to answer a management API request, by route template and method."
+    );
+    describe_counter!(
+        HTTP_REFUSED_TOTAL,
+        Unit::Count,
+        "Connections and requests the management port refused, by reason."
     );
 }

@@ -55,7 +55,21 @@ fn reference_defaults_of_the_edges() {
     assert_eq!(s.transport.reconnect_backoff_max, Duration::from_secs(5));
     assert_eq!(s.management.http.hostname, "127.0.0.1");
     assert_eq!(s.management.http.port, 8558);
-    assert!(!s.management.http.route_providers_read_only);
+    // Akka Management's default: the state-changing routes are refused.
+    assert!(s.management.http.route_providers_read_only);
+    assert_eq!(s.management.http.auth_token_file, "");
+    assert_eq!(s.management.http.auth_token_path(), None);
+    assert_eq!(
+        s.management.http.header_read_timeout,
+        Duration::from_secs(10)
+    );
+    assert_eq!(s.management.http.max_connections, 256);
+    assert_eq!(s.management.http.max_request_body_size, 64 * 1024);
+    assert!(!s.management.http.tls.enabled);
+    assert_eq!(s.management.http.tls.cert_file, "");
+    assert_eq!(s.management.http.tls.key_file, "");
+    assert_eq!(s.management.http.tls.ca_cert_file, "");
+    assert!(s.management.http.listens_on_loopback());
     assert_eq!(s.management.http.bind_address(), "127.0.0.1:8558");
     assert_eq!(s.logging.format, LogFormat::Text);
     assert_eq!(s.logging.level, "info");
@@ -118,7 +132,14 @@ maximum-frame-size = "1MiB"
 
 [management.http]
 port = 19999
-route-providers-read-only = "on"
+route-providers-read-only = "off"
+auth-token-file = "/etc/shardik/token"
+header-read-timeout = "3s"
+max-connections = 32
+max-request-body-size = "8KiB"
+
+[management.http.tls]
+cert-file = "/etc/shardik/mgmt.pem"
 
 [logging]
 format = "json"
@@ -136,7 +157,18 @@ format = "json"
     );
     assert_eq!(s.transport.maximum_frame_size, 1 << 20);
     assert_eq!(s.management.http.port, 19999);
-    assert!(s.management.http.route_providers_read_only);
+    assert!(!s.management.http.route_providers_read_only);
+    assert_eq!(
+        s.management.http.auth_token_path(),
+        Some("/etc/shardik/token")
+    );
+    assert_eq!(
+        s.management.http.header_read_timeout,
+        Duration::from_secs(3)
+    );
+    assert_eq!(s.management.http.max_connections, 32);
+    assert_eq!(s.management.http.max_request_body_size, 8 * 1024);
+    assert_eq!(s.management.http.tls.cert_file, "/etc/shardik/mgmt.pem");
     assert_eq!(s.logging.format, LogFormat::Json);
 
     let m = s.membership_config();
@@ -248,8 +280,9 @@ fn env_overrides_file_and_reference() {
         ("SHARDIK_MANAGEMENT__HTTP__PORT", "9000"),
         (
             "SHARDIK_MANAGEMENT__HTTP__ROUTE_PROVIDERS_READ_ONLY",
-            "true",
+            "false",
         ),
+        ("SHARDIK_MANAGEMENT__HTTP__MAX_CONNECTIONS", "1000"),
         ("SHARDIK_TRANSPORT__CONNECT_TIMEOUT", "2s"),
         ("SHARDIK_COORDINATION__LEASE__HEARTBEAT_TIMEOUT", "30s"),
         ("SHARDIK_COORDINATION__LEASE__HEARTBEAT_INTERVAL", "3s"),
@@ -275,7 +308,8 @@ fn env_overrides_file_and_reference() {
     assert_eq!(s.cluster.app_version, "2");
     assert_eq!(s.cluster.role["backend"].min_nr_of_members, 3);
     assert_eq!(s.management.http.port, 9000);
-    assert!(s.management.http.route_providers_read_only);
+    assert!(!s.management.http.route_providers_read_only);
+    assert_eq!(s.management.http.max_connections, 1000);
     assert_eq!(s.transport.connect_timeout, Duration::from_secs(2));
     assert_eq!(
         s.coordination.lease.heartbeat_timeout,
@@ -465,6 +499,21 @@ fn out_of_range_values_are_refused_with_the_allowed_range() {
             "\"on\"/\"off\"",
         ),
         (
+            "[management.http]\nheader-read-timeout = \"0s\"",
+            "`management.http.header-read-timeout` = `0s`",
+            "greater than zero",
+        ),
+        (
+            "[management.http]\nmax-connections = 0",
+            "`management.http.max-connections` = `0`",
+            "greater than zero",
+        ),
+        (
+            "[management.http]\nmax-request-body-size = 100",
+            "`management.http.max-request-body-size` = `100`",
+            "at least 1KiB",
+        ),
+        (
             "[logging]\nlevel = \"info,[[[\"",
             "`logging.level`",
             "tracing filter",
@@ -648,4 +697,57 @@ fn logging_settings_drive_init_which_is_idempotent() {
     // A second initialisation keeps the first subscriber and still succeeds.
     shardik_runtime::logging::init(s.logging.format, &s.logging.level).unwrap();
     shardik_runtime::logging::init(LogFormat::Text, "info").unwrap();
+}
+
+#[test]
+fn management_writes_beyond_loopback_need_a_token() {
+    // Refused: writes enabled on an address other hosts reach, without a token.
+    for hostname in ["0.0.0.0", "10.1.2.3", "node-1.example"] {
+        let (_, text) = err_of(&format!(
+            "[management.http]\nhostname = \"{hostname}\"\nroute-providers-read-only = false"
+        ));
+        assert!(
+            text.contains("`management.http.route-providers-read-only` = `false`"),
+            "{text}"
+        );
+        assert!(text.contains("management.http.auth-token-file"), "{text}");
+        assert!(text.contains(hostname), "{text}");
+    }
+    // Accepted: read-only anywhere, writes on loopback, writes elsewhere with a token file.
+    for toml in [
+        "[management.http]\nhostname = \"0.0.0.0\"",
+        "[management.http]\nhostname = \"localhost\"\nroute-providers-read-only = false",
+        "[management.http]\nhostname = \"::1\"\nroute-providers-read-only = false",
+        "[management.http]\nhostname = \"0.0.0.0\"\nroute-providers-read-only = false\n\
+         auth-token-file = \"/etc/shardik/token\"",
+    ] {
+        Settings::from_toml_str(toml).unwrap_or_else(|e| panic!("{toml}: {e}"));
+    }
+    // The environment names where the refused value came from.
+    let e = Settings::load_with_env(
+        None,
+        &env(&[
+            ("SHARDIK_MANAGEMENT__HTTP__HOSTNAME", "0.0.0.0"),
+            (
+                "SHARDIK_MANAGEMENT__HTTP__ROUTE_PROVIDERS_READ_ONLY",
+                "false",
+            ),
+        ]),
+    )
+    .expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("SHARDIK_MANAGEMENT__HTTP__ROUTE_PROVIDERS_READ_ONLY"),
+        "{e}"
+    );
+}
+
+#[test]
+fn management_tls_is_refused_until_it_is_served() {
+    let (_, text) = err_of("[management.http.tls]\nenabled = true");
+    assert!(
+        text.contains("`management.http.tls.enabled` = `true`"),
+        "{text}"
+    );
+    assert!(text.contains("not yet supported"), "{text}");
 }

@@ -381,18 +381,21 @@ async fn read_only_mode_refuses_state_changes() {
     let (status, v) = f
         .put_form("/cluster/members/127.0.0.1:2552", &[("operation", "Down")])
         .await;
-    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(
         message(&v).contains("management.http.route-providers-read-only"),
         "{v}"
     );
     let (status, v) = f.delete("/cluster/members/127.0.0.1:2552").await;
-    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(message(&v).contains("disabled"), "{v}");
+    // Refused before the address is even read.
+    let (status, _) = f.delete("/cluster/members/not-an-address").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, v) = f
         .post_form("/cluster/members", &[("address", "127.0.0.1:2552")])
         .await;
-    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(message(&v).contains("join"), "{v}");
     assert!(f.calls().is_empty());
     // Reading still works.
@@ -792,8 +795,9 @@ fn up_members(v: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_without_seeds_form_a_cluster_through_post_members() {
     let (pa, pb) = (free_port(), free_port());
-    let a = real_node(pa, Vec::new(), |api| api).await;
-    let b = real_node(pb, Vec::new(), |api| api).await;
+    // Joining is a state-changing route: enabled here (read-only by default).
+    let a = real_node(pa, Vec::new(), |api| api.read_only(false)).await;
+    let b = real_node(pb, Vec::new(), |api| api.read_only(false)).await;
     for n in [&a, &b] {
         let (_, v) = n.api.get("/cluster/members").await;
         assert_eq!(

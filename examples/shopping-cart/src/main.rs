@@ -62,8 +62,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Connections the carts' HTTP port serves at once: it is the application's port as well as
+/// the management API's, and the load tool keeps up to `--max-in-flight` (1024) requests
+/// outstanding, so `management.http.max-connections` (256) would be too few.
+const CART_MAX_CONNECTIONS: usize = 4096;
+
 fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let settings = Settings::load(args.config.as_deref()).context("invalid configuration")?;
+    let mut settings = Settings::load(args.config.as_deref()).context("invalid configuration")?;
+    // The management routes are served on `--http`: the write guard's rules (a token beyond
+    // loopback) apply to that address.
+    let http_addr: Address = args
+        .http
+        .parse()
+        .with_context(|| format!("--http {} is not HOST:PORT", args.http))?;
+    settings.management.http.hostname = http_addr.host.to_string();
+    settings.management.http.port = http_addr.port;
+    settings.validate().context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
     if args.ask_timeout.is_zero() {
@@ -90,6 +104,8 @@ async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Resu
     let listener = tokio::net::TcpListener::bind(&args.http)
         .await
         .with_context(|| format!("cannot listen for HTTP on {} (use --http)", args.http))?;
+    let guard = http::WriteGuard::from_settings(&settings.management.http)
+        .context("invalid configuration")?;
     let persistence = Persistence::open(&store)
         .await
         .with_context(|| format!("cannot open the store {store}"))?;
@@ -110,12 +126,17 @@ async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Resu
         .context("cannot register the cart kind")?;
     let router = ManagementApi::new(running.handle.clone())
         .settings(&settings)
+        .write_guard(guard)
         .metrics(metrics)
         .sharding(sharding.clone())
         .router()
         .merge(api::routes(sharding, args.ask_timeout));
     let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(http::serve(listener, router, async move {
+    let limits = http::HttpLimits {
+        max_connections: CART_MAX_CONNECTIONS,
+        ..http::HttpLimits::from_settings(&settings.management.http)
+    };
+    let server = tokio::spawn(http::serve_with(listener, router, limits, async move {
         let _ = http_stopped.await;
     }));
     info!(node = %running.self_node, http = %args.http, "carts served over HTTP");

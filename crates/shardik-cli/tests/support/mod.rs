@@ -57,6 +57,14 @@ pub const FAST: &[(&str, &str)] = &[
     ("SHARDIK_TRANSPORT__RECONNECT_BACKOFF_MAX", "1s"),
 ];
 
+/// Enables the management API's state-changing routes (read-only by default, as in Akka
+/// Management): for the tests that join, leave or down members through it. The nodes listen
+/// on loopback, where no token is needed.
+pub const WRITES_ENABLED: (&str, &str) = (
+    "SHARDIK_MANAGEMENT__HTTP__ROUTE_PROVIDERS_READ_ONLY",
+    "false",
+);
+
 /// A port nobody listens on right now (bind port 0, read it, release it).
 ///
 /// Never returns a port twice in this process: tests run in parallel, and binding port 0 then

@@ -39,7 +39,9 @@ pub use downing::{
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};
 pub use logging::LoggingSettings;
-pub use management::{ManagementHttpSettings, ManagementSettings};
+pub use management::{
+    MIN_MANAGEMENT_BODY_SIZE, ManagementHttpSettings, ManagementSettings, ManagementTlsSettings,
+};
 pub use persistence::PersistenceSettings;
 pub use sharding::{
     ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,

@@ -16,13 +16,28 @@
 //! Addresses are `host:port` (IPv6 hosts in brackets). Every error answer is JSON with a
 //! `message` field, so scripts can rely on one shape.
 //!
+//! The state-changing routes (POST, PUT, DELETE) are behind a [`WriteGuard`]: 403 unless
+//! `management.http.route-providers-read-only = false`, then 401 without the bearer token of
+//! `management.http.auth-token-file` if one is set (see `guard`). [`serve_with`] bounds the
+//! port (header-read timeout, connection cap with a reserve for `/alive` and `/ready`, body
+//! limit; see `serve`) and records every request and refusal (see `observe`).
+//!
 //! [`router`] builds the routes from four arguments; [`ManagementApi`] also takes the
 //! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`,
 //! `cluster.sharding.shard-region-query-timeout` for `/cluster/shards/{type}`).
 
+mod guard;
+mod observe;
+mod serve;
+
+pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};
+pub use observe::{REFUSAL_LOG_INTERVAL, Refusal, UNMATCHED_ROUTE};
+pub use serve::{
+    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HEALTH_CHECK_HEAD_TIMEOUT, HEALTH_CHECK_RESERVE,
+    HttpLimits, serve, serve_with,
+};
+
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,9 +45,9 @@ use axum::Json;
 use axum::Router;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post, put};
 use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, CommandError, Member, UniqueAddress};
 
@@ -136,7 +151,6 @@ impl ClusterMembers {
 struct AppState {
     handle: NodeHandle,
     metrics: Option<MetricsHandle>,
-    read_only: bool,
     sharding: Option<Sharding>,
     health: Arc<ShardingHealthCheck>,
     query_timeout: Duration,
@@ -158,31 +172,44 @@ struct AppState {
 pub struct ManagementApi {
     handle: NodeHandle,
     metrics: Option<MetricsHandle>,
-    read_only: bool,
+    guard: WriteGuard,
     sharding: Option<Sharding>,
     health_check: ShardingHealthCheckSettings,
     query_timeout: Duration,
 }
 
 impl ManagementApi {
-    /// The API over `handle`, with the reference settings, no metrics and no sharding.
+    /// The API over `handle`, with the reference settings (read-only), no metrics and no
+    /// sharding.
     pub fn new(handle: NodeHandle) -> Self {
         let reference = Settings::reference();
         let sharding = reference.cluster.sharding;
         ManagementApi {
             handle,
             metrics: None,
-            read_only: reference.management.http.route_providers_read_only,
+            guard: WriteGuard::read_only(),
             sharding: None,
             health_check: sharding.healthcheck,
             query_timeout: sharding.shard_region_query_timeout,
         }
     }
 
-    /// Takes `management.http.route-providers-read-only`, `cluster.sharding.healthcheck` and
+    /// Takes the write guard (`management.http.route-providers-read-only` and
+    /// `auth-token-file`, whose file is read here), `cluster.sharding.healthcheck` and
     /// `cluster.sharding.shard-region-query-timeout` from `settings`.
+    ///
+    /// This cannot fail: a token file that cannot be used leaves every state-changing route
+    /// refused (403) and logs why. To stop at start instead, build the guard with
+    /// [`WriteGuard::from_settings`] first and pass it to [`write_guard`](Self::write_guard),
+    /// as `shardik node` does.
     pub fn settings(mut self, settings: &Settings) -> Self {
-        self.read_only = settings.management.http.route_providers_read_only;
+        self.guard = match WriteGuard::from_settings(&settings.management.http) {
+            Ok(guard) => guard,
+            Err(e) => {
+                tracing::error!(error = %e, "management API: state-changing routes refused");
+                WriteGuard::read_only()
+            }
+        };
         self.health_check = settings.cluster.sharding.healthcheck.clone();
         self.query_timeout = settings.cluster.sharding.shard_region_query_timeout;
         self
@@ -194,9 +221,21 @@ impl ManagementApi {
         self
     }
 
-    /// With `true`, the state-changing routes answer 405.
+    /// With `true`, the state-changing routes answer 403; with `false`, they are open to
+    /// anyone who can connect, without a token (see [`write_guard`](Self::write_guard) for
+    /// one).
     pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
+        self.guard = if read_only {
+            WriteGuard::read_only()
+        } else {
+            WriteGuard::open()
+        };
+        self
+    }
+
+    /// Who may use the state-changing routes.
+    pub fn write_guard(mut self, guard: WriteGuard) -> Self {
+        self.guard = guard;
         self
     }
 
@@ -221,19 +260,22 @@ impl ManagementApi {
 
     /// The routes.
     pub fn router(self) -> Router {
+        let guard = self.guard;
         let state = AppState {
             handle: self.handle,
             metrics: self.metrics,
-            read_only: self.read_only,
             sharding: self.sharding,
             health: Arc::new(ShardingHealthCheck::new(self.health_check)),
             query_timeout: self.query_timeout,
         };
         Router::new()
-            .route("/cluster/members", get(get_members).post(post_members))
+            .route(
+                "/cluster/members",
+                get(get_members).merge(guard.protect(post(post_members))),
+            )
             .route(
                 "/cluster/members/{address}",
-                get(get_member).put(put_member).delete(delete_member),
+                get(get_member).merge(guard.protect(put(put_member).merge(delete(delete_member)))),
             )
             .route("/cluster/shards/{type}", get(get_shards))
             .route("/ready", get(ready))
@@ -247,7 +289,8 @@ impl ManagementApi {
 
 /// The management routes over `handle`, with the reference settings otherwise (see
 /// [`ManagementApi`] to pass the node's settings). `/metrics` answers 404 without a metrics
-/// handle; with `read_only` the state-changing routes answer 405; `/cluster/shards/{type}`
+/// handle; with `read_only` the state-changing routes answer 403 (without, they are open to
+/// anyone who can connect); `/cluster/shards/{type}`
 /// answers from `sharding` (404 for every type without it).
 pub fn router(
     handle: NodeHandle,
@@ -265,19 +308,8 @@ pub fn router(
     .router()
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then finishes the requests in
-/// flight and returns.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-fn message(status: StatusCode, text: impl Into<String>) -> Response {
+/// A JSON `{"message": text}` answer with `status`.
+pub(crate) fn message(status: StatusCode, text: impl Into<String>) -> Response {
     (
         status,
         Json(Message {
@@ -309,6 +341,16 @@ fn parse_address(raw: &str) -> Result<Address, ApiError> {
              127.0.0.1:2552, as listed by GET /cluster/members"
         ),
     })
+}
+
+/// A form refused for its size: the 413 (`serve` words it) rather than a missing field.
+fn body_too_large<T>(form: &Result<T, FormRejection>) -> Option<Response> {
+    match form {
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            Some(StatusCode::PAYLOAD_TOO_LARGE.into_response())
+        }
+        _ => None,
+    }
 }
 
 fn member_not_found(address: &Address) -> Response {
@@ -350,8 +392,8 @@ async fn post_members(
     Query(query): Query<BTreeMap<String, String>>,
     form: Result<Form<JoinForm>, FormRejection>,
 ) -> Response {
-    if s.read_only {
-        return read_only_refusal();
+    if let Some(refusal) = body_too_large(&form) {
+        return refusal;
     }
     // The form body is the documented way; `?address=` is accepted too, as for PUT.
     let raw = match form {
@@ -415,8 +457,8 @@ async fn put_member(
     Query(query): Query<BTreeMap<String, String>>,
     form: Result<Form<OperationForm>, FormRejection>,
 ) -> Response {
-    if s.read_only {
-        return read_only_refusal();
+    if let Some(refusal) = body_too_large(&form) {
+        return refusal;
     }
     let address = match parse_address(&raw) {
         Ok(a) => a,
@@ -450,9 +492,6 @@ async fn put_member(
 }
 
 async fn delete_member(State(s): State<AppState>, Path(raw): Path<String>) -> Response {
-    if s.read_only {
-        return read_only_refusal();
-    }
     match parse_address(&raw) {
         Ok(address) => change_member(&s, address, Operation::Leave).await,
         Err(e) => e.into_response(),
@@ -491,18 +530,6 @@ fn control_error(address: &Address, error: ControlError) -> Response {
             format!("{e}; it may be overloaded, try again"),
         ),
     }
-}
-
-fn read_only_refusal() -> Response {
-    let mut response = message(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "state-changing routes are disabled by `management.http.route-providers-read-only = \
-         true`; set it to false to join, leave or down members through this API",
-    );
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("GET"));
-    response
 }
 
 /// `GET /cluster/shards/{type}`: Akka Management's answer for this node's region

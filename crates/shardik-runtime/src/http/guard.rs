@@ -1,0 +1,286 @@
+//! The write guard: who may use the state-changing routes. Refused by default
+//! (`management.http.route-providers-read-only = true`, 403); when enabled, a bearer token
+//! from `management.http.auth-token-file` is required if one is configured (401 with
+//! `WWW-Authenticate: Bearer` when it is missing or wrong), and configuration refuses enabled
+//! writes beyond loopback without one.
+//!
+//! The guard wraps the write handlers only ([`WriteGuard::protect`]), so the read-only routes
+//! never see it, and it runs before the handler reads the path or the body.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+
+use super::message;
+use super::observe::{Refusal, refused};
+use crate::config::{ConfigError, ManagementHttpSettings};
+
+/// The key naming the token file, for error messages.
+const TOKEN_KEY: &str = "management.http.auth-token-file";
+
+/// The shortest token accepted: a guessable token guards nothing.
+pub const MIN_TOKEN_LENGTH: usize = 16;
+
+/// Who may use the state-changing routes. Cheap to clone.
+#[derive(Clone)]
+pub struct WriteGuard {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    enabled: bool,
+    token: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for WriteGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the token itself.
+        f.debug_struct("WriteGuard")
+            .field("enabled", &self.inner.enabled)
+            .field("token", &self.inner.token.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl WriteGuard {
+    /// Refuses every state-changing request with 403 (Akka Management's default).
+    pub fn read_only() -> Self {
+        Self::new(false, None)
+    }
+
+    /// Allows every state-changing request without a token (for tests and embedding on
+    /// loopback; configuration never builds this beyond loopback).
+    pub fn open() -> Self {
+        Self::new(true, None)
+    }
+
+    /// Allows state-changing requests that carry `Authorization: Bearer {token}`.
+    pub fn with_token(token: impl Into<Vec<u8>>) -> Self {
+        Self::new(true, Some(token.into()))
+    }
+
+    fn new(enabled: bool, token: Option<Vec<u8>>) -> Self {
+        WriteGuard {
+            inner: Arc::new(Inner { enabled, token }),
+        }
+    }
+
+    /// The guard `settings` ask for: read-only unless `route-providers-read-only = false`,
+    /// with the token of `auth-token-file` if set (read now, once). A token file that cannot
+    /// be read, or holds no usable token, is an error naming the key.
+    pub fn from_settings(settings: &ManagementHttpSettings) -> Result<Self, ConfigError> {
+        let token = match settings.auth_token_path() {
+            Some(path) => Some(read_token(path)?),
+            None => None,
+        };
+        Ok(Self::new(!settings.route_providers_read_only, token))
+    }
+
+    /// This guard with writes enabled, keeping its token (the demo's own routes on loopback).
+    pub fn enable_writes(&self) -> Self {
+        Self::new(true, self.inner.token.clone())
+    }
+
+    /// Whether state-changing requests can pass at all.
+    pub fn writes_enabled(&self) -> bool {
+        self.inner.enabled
+    }
+
+    /// Whether a bearer token is required.
+    pub fn requires_token(&self) -> bool {
+        self.inner.token.is_some()
+    }
+
+    /// `route` with every method behind this guard.
+    pub fn protect<S>(&self, route: MethodRouter<S>) -> MethodRouter<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        route.route_layer(middleware::from_fn_with_state(self.clone(), guard_writes))
+    }
+
+    /// Lets the request through, or says why not (answer with it: it is a response). The
+    /// refusal is counted and logged here.
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), GuardRefusal> {
+        if !self.inner.enabled {
+            refused(Refusal::ReadOnly);
+            return Err(GuardRefusal::ReadOnly);
+        }
+        let Some(expected) = &self.inner.token else {
+            return Ok(());
+        };
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| bearer_token(v.as_bytes()));
+        match presented {
+            Some(token) if constant_time_eq(token, expected) => Ok(()),
+            found => {
+                refused(Refusal::Unauthorized);
+                Err(GuardRefusal::Unauthorized {
+                    wrong_token: found.is_some(),
+                })
+            }
+        }
+    }
+}
+
+/// Why the guard refused a state-changing request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardRefusal {
+    /// Writes are disabled (403).
+    ReadOnly,
+    /// The bearer token is missing (`wrong_token` false) or wrong (401).
+    Unauthorized {
+        /// Whether a token was presented.
+        wrong_token: bool,
+    },
+}
+
+impl IntoResponse for GuardRefusal {
+    fn into_response(self) -> Response {
+        match self {
+            GuardRefusal::ReadOnly => message(
+                StatusCode::FORBIDDEN,
+                "state-changing routes are disabled by \
+                 `management.http.route-providers-read-only = true` (the default); set it to \
+                 false to join, leave or down members through this API (beyond 127.0.0.1 \
+                 also set `management.http.auth-token-file`)",
+            ),
+            GuardRefusal::Unauthorized { wrong_token } => {
+                let text = if wrong_token {
+                    "wrong bearer token"
+                } else {
+                    "state-changing routes need `Authorization: Bearer TOKEN` with the token of \
+                     `management.http.auth-token-file`"
+                };
+                let mut response = message(StatusCode::UNAUTHORIZED, text);
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"shardik\""),
+                );
+                response
+            }
+        }
+    }
+}
+
+async fn guard_writes(State(guard): State<WriteGuard>, request: Request, next: Next) -> Response {
+    match guard.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value (the scheme in any case).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+/// Compares in time that depends on the expected token's length only, never on where the
+/// first difference is or on the presented token's length.
+fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    let mut diff = u8::from(presented.len() != expected.len());
+    for (i, e) in expected.iter().enumerate() {
+        diff |= presented.get(i).copied().unwrap_or(0) ^ e;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Reads and checks the token file.
+fn read_token(path: &str) -> Result<Vec<u8>, ConfigError> {
+    let refuse = |reason: String| ConfigError::Refused {
+        key: TOKEN_KEY.to_string(),
+        value: path.to_string(),
+        reason,
+        origin: None,
+    };
+    let text = std::fs::read(path).map_err(|e| {
+        refuse(format!(
+            "cannot read the token file: {e}; write a token into it (e.g. `head -c 32 \
+             /dev/urandom | base64 > {path}`) or unset the key"
+        ))
+    })?;
+    let token = text.trim_ascii();
+    if token.is_empty() {
+        return Err(refuse(
+            "the token file is empty; write a token of at least 16 characters into it".into(),
+        ));
+    }
+    if !token.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(refuse(
+            "the token holds characters other than visible ASCII (spaces, line breaks or \
+             control characters inside it); an HTTP header could not carry it"
+                .into(),
+        ));
+    }
+    if token.len() < MIN_TOKEN_LENGTH {
+        return Err(refuse(format!(
+            "the token is {} characters long; use at least {MIN_TOKEN_LENGTH} (e.g. `head -c \
+             32 /dev/urandom | base64`)",
+            token.len()
+        )));
+    }
+    Ok(token.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_values_parse_in_any_case() {
+        assert_eq!(bearer_token(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"bearer  abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"BEARER abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"Basic abc"), None);
+        assert_eq!(bearer_token(b"Bearer "), None);
+        assert_eq!(bearer_token(b"Bear"), None);
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret-token", b"secret-token"));
+        assert!(!constant_time_eq(b"secret-tokeN", b"secret-token"));
+        assert!(!constant_time_eq(b"secret-token-and-more", b"secret-token"));
+        assert!(!constant_time_eq(b"secret", b"secret-token"));
+        assert!(!constant_time_eq(b"", b"secret-token"));
+        // A presented token padded with zero bytes is not the expected one.
+        assert!(!constant_time_eq(b"ab\0", b"ab"));
+    }
+
+    #[test]
+    fn token_files_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let good = write("good", "  0123456789abcdefXYZ\n");
+        assert_eq!(read_token(&good).unwrap(), b"0123456789abcdefXYZ");
+        for (path, expected) in [
+            (write("empty", "\n"), "empty"),
+            (write("short", "abc"), "at least 16"),
+            (write("spaces", "0123456789 abcdefghij"), "visible ASCII"),
+            (
+                dir.path().join("missing").display().to_string(),
+                "cannot read",
+            ),
+        ] {
+            let text = read_token(&path).unwrap_err().to_string();
+            assert!(text.contains(TOKEN_KEY), "{text}");
+            assert!(text.contains(&path), "{text}");
+            assert!(text.contains(expected), "{text}");
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The management port's accept loop, with the bounds a port open to strangers needs
+//! (axum's `serve` has none of them):
+//!
+//! - **Header-read timeout**: a connection that has not sent a whole request head within
+//!   `header-read-timeout` of connecting (or of its previous answer) is closed (hyper's
+//!   HTTP/1 timer).
+//! - **Connection cap**: at most `max-connections` connections are served at once. Beyond it,
+//!   [`HEALTH_CHECK_RESERVE`] more are accepted for the health checks only: each may send one
+//!   `GET`/`HEAD` of `/alive` or `/ready`, whose head must arrive within
+//!   [`HEALTH_CHECK_HEAD_TIMEOUT`] (or the header-read timeout if shorter), and is closed after
+//!   the answer; any other request there answers 503. Further connections are accepted and
+//!   closed at once, so the listen backlog never fills and a prober always gets a quick
+//!   answer, even while strangers hold every ordinary slot.
+//! - **Body limit**: a body over `max-request-body-size` answers 413, at once when its
+//!   `Content-Length` says so, or when a handler reads past the limit.
+//! - **`accept` failures** (out of file descriptors, say) are counted and backed off
+//!   exponentially up to [`ACCEPT_BACKOFF_MAX`]; the loop never spins and never ends on them.
+//!
+//! Every refusal is counted and logged at a bounded rate ([`super::observe`]).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt;
+use tracing::debug;
+
+use super::message;
+use super::observe::{Refusal, record_request, refused};
+use crate::config::{ManagementHttpSettings, Settings};
+
+/// Connections accepted beyond `max-connections` for `/alive` and `/ready` only.
+pub const HEALTH_CHECK_RESERVE: usize = 8;
+
+/// The longest a health-check connection may take to send its request head, by default
+/// ([`HttpLimits::health_check_head_timeout`]).
+pub const HEALTH_CHECK_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The first pause after a failed `accept`.
+pub const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// The longest pause after repeated failed `accept`s.
+pub const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The bounds of one HTTP port (`management.http.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// `header-read-timeout`.
+    pub header_read_timeout: Duration,
+    /// `max-connections`.
+    pub max_connections: usize,
+    /// `max-request-body-size`, in bytes.
+    pub max_request_body_size: usize,
+    /// How long a connection beyond `max-connections` may take to send its health check's
+    /// head (the shorter of this and `header_read_timeout` applies). Not configurable:
+    /// [`HEALTH_CHECK_HEAD_TIMEOUT`] unless a test needs otherwise.
+    pub health_check_head_timeout: Duration,
+}
+
+impl HttpLimits {
+    /// The limits `settings` configure.
+    pub fn from_settings(settings: &ManagementHttpSettings) -> Self {
+        HttpLimits {
+            header_read_timeout: settings.header_read_timeout,
+            max_connections: settings.max_connections,
+            max_request_body_size: settings.max_request_body_size,
+            health_check_head_timeout: HEALTH_CHECK_HEAD_TIMEOUT,
+        }
+    }
+}
+
+impl Default for HttpLimits {
+    /// The reference configuration's limits.
+    fn default() -> Self {
+        Self::from_settings(&Settings::reference().management.http)
+    }
+}
+
+/// Serves `router` on `listener` with the reference configuration's [`HttpLimits`] until
+/// `shutdown` completes, then finishes the requests in flight and returns.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_with(listener, router, HttpLimits::default(), shutdown).await
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` completes, then stops
+/// accepting, finishes the requests in flight and returns. Requests are counted and timed
+/// (`shardik_http_requests_total`, `shardik_http_request_duration_seconds`) by route template.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let app = router
+        .layer(DefaultBodyLimit::max(limits.max_request_body_size))
+        .layer(middleware::from_fn_with_state(
+            limits.max_request_body_size,
+            limit_body,
+        ))
+        .layer(middleware::from_fn(record_request));
+    let ordinary = Arc::new(Semaphore::new(limits.max_connections));
+    let reserve = Arc::new(Semaphore::new(HEALTH_CHECK_RESERVE));
+    let graceful = GracefulShutdown::new();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                stream
+            }
+            // The client gave up before we took the connection: nothing of ours failed.
+            Err(e) if is_connection_error(&e) => {
+                debug!(error = %e, "management API: a connection closed before it was accepted");
+                continue;
+            }
+            Err(e) => {
+                debug!(error = %e, "management API: accept failed");
+                refused(Refusal::AcceptFailed);
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if let Ok(permit) = Arc::clone(&ordinary).try_acquire_owned() {
+            serve_ordinary(stream, app.clone(), &limits, &graceful, permit);
+        } else if let Ok(permit) = Arc::clone(&reserve).try_acquire_owned() {
+            serve_health_check(stream, app.clone(), &limits, &graceful, permit);
+        } else {
+            refused(Refusal::ConnectionLimit);
+            drop(stream);
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Errors of one connection that `accept` reports, as opposed to the listener's own.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// Serves one connection within the ordinary slots, for as many requests as it sends.
+fn serve_ordinary(
+    stream: TcpStream,
+    app: Router,
+    limits: &HttpLimits,
+    graceful: &GracefulShutdown,
+    permit: OwnedSemaphorePermit,
+) {
+    // Whether a request has been served: a header timeout after one is an idle kept-alive
+    // connection closing, not a client that failed to send its head.
+    let served = Arc::new(AtomicBool::new(false));
+    let service = {
+        let served = Arc::clone(&served);
+        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            served.store(true, Ordering::Relaxed);
+            app.clone().oneshot(request.map(Body::new))
+        })
+    };
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        let result = conn.await;
+        drop(permit);
+        if let Err(e) = result {
+            connection_ended_with(&e, served.load(Ordering::Relaxed));
+        }
+    });
+}
+
+/// Serves one health check on a reserve connection: `/alive` or `/ready`, then closes.
+fn serve_health_check(
+    stream: TcpStream,
+    app: Router,
+    limits: &HttpLimits,
+    graceful: &GracefulShutdown,
+    permit: OwnedSemaphorePermit,
+) {
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let app = app.clone();
+        async move {
+            if is_health_check(request.method(), request.uri().path()) {
+                app.oneshot(request.map(Body::new)).await
+            } else {
+                refused(Refusal::ConnectionLimit);
+                Ok::<_, Infallible>(message(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the management API is at its connection limit \
+                     (`management.http.max-connections`); only GET /alive and GET /ready are \
+                     answered until connections close",
+                ))
+            }
+        }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(
+            limits
+                .header_read_timeout
+                .min(limits.health_check_head_timeout),
+        )
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        let result = conn.await;
+        drop(permit);
+        if let Err(e) = result {
+            connection_ended_with(&e, false);
+        }
+    });
+}
+
+fn is_health_check(method: &Method, path: &str) -> bool {
+    (method == Method::GET || method == Method::HEAD) && (path == "/alive" || path == "/ready")
+}
+
+/// Counts a connection that ended in an error, if the error is a refusal of ours.
+fn connection_ended_with(error: &hyper::Error, served: bool) {
+    if error.is_timeout() && !served {
+        refused(Refusal::HeaderTimeout);
+    } else {
+        debug!(error = %error, "management API: connection ended with an error");
+    }
+}
+
+/// Middleware: a body whose `Content-Length` is over the limit is refused before anyone reads
+/// it; a 413 from a handler that read past the limit (a chunked body) is counted too.
+async fn limit_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        refused(Refusal::BodyTooLarge);
+        return too_large(limit);
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        refused(Refusal::BodyTooLarge);
+        return too_large(limit);
+    }
+    response
+}
+
+/// The 413 answer.
+fn too_large(limit: usize) -> Response {
+    let mut response = message(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the request body is larger than {limit} bytes \
+             (`management.http.max-request-body-size`)"
+        ),
+    );
+    // The rest of the body is not read: the connection cannot carry another request.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    response
+}
