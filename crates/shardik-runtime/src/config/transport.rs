@@ -41,6 +41,8 @@ pub struct TransportSettings {
     /// `maximum-gossip-decompressed-size`, in bytes.
     #[serde(deserialize_with = "de_bytes")]
     pub maximum_gossip_decompressed_size: usize,
+    /// `tls.*`: mutual TLS between nodes.
+    pub tls: super::TlsSettings,
 }
 
 impl TransportSettings {
@@ -80,6 +82,7 @@ impl TransportSettings {
         ] {
             positive_duration(key, d)?;
         }
+        self.tls.validate()?;
         if self.reconnect_backoff_max < self.reconnect_backoff_min {
             return Err(invalid(
                 "transport.reconnect-backoff-max",
