@@ -23,8 +23,9 @@
 //!   `UniqueAddress` that follows the TLS handshake inside the encrypted stream), so a member
 //!   cannot speak for another member's address.
 //!
-//! Rules 1–4 run inside the TLS handshake ([`verifier`]); the host check of the dialled side
-//! too; the host check of the client is the transport's, after our handshake frame is read.
+//! Rules 1–4 run inside the TLS handshake ([`ClusterServerVerifier`],
+//! [`ClusterClientVerifier`]); the host check of the dialled side too; the host check of the
+//! client is the transport's, after our handshake frame is read.
 //! TLS 1.3 only: both ends are shardik nodes, so there is no older peer to talk to.
 //!
 //! # Rotation
