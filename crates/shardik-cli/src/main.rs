@@ -4,6 +4,7 @@
 //! - `demo`: a short narrated cluster run a newcomer can watch.
 //! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
+//! - `certs`: a cluster CA and node certificates for mutual TLS between nodes.
 //! - `passivation-sim`: replays access traces through passivation strategies.
 //! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, cluster
 //!   sharding (local and remote throughput, ask latency, memory per entity, first message), and
@@ -21,6 +22,7 @@ mod bench_raw;
 mod bench_remembered;
 mod bench_sharding;
 mod bench_support;
+mod certs;
 mod counter;
 mod demo;
 mod demo_sim;
@@ -43,6 +45,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Run one cluster node in the foreground until SIGINT/SIGTERM (graceful leave).
     Node(node::NodeArgs),
+    /// Make a cluster CA and node certificates for mutual TLS between nodes.
+    Certs(certs::CertsArgs),
     /// Run a deterministic whole-cluster simulation and print its timeline.
     Simulate(simulate::SimulateArgs),
     /// Replay access patterns through passivation strategies and print hit rates.
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Demo(args) => demo::run(args),
         Cmd::Node(args) => node::run(args),
+        Cmd::Certs(args) => certs::run(args),
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
         Cmd::Bench(args) => bench::run(args),

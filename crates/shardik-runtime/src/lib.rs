@@ -75,6 +75,7 @@ pub mod node;
 pub mod persistence;
 pub mod sbr_lease;
 pub mod sharding;
+pub mod tls;
 pub mod transport;
 
 pub use cluster_node::{Node, NodeBuilder};

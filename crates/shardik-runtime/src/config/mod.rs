@@ -23,6 +23,7 @@ mod logging;
 mod management;
 mod persistence;
 mod sharding;
+mod tls;
 mod transport;
 mod validate;
 mod values;
@@ -47,6 +48,7 @@ pub use sharding::{
     ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
     LeastShardAllocationStrategySettings, ShardingHealthCheckSettings, ShardingSettings,
 };
+pub use tls::TlsSettings;
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};
 
 /// The built-in configuration: every key with its default and a comment saying what it does.

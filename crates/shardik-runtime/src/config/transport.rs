@@ -50,6 +50,8 @@ pub struct TransportSettings {
     /// `maximum-gossip-decompressed-size`, in bytes.
     #[serde(deserialize_with = "de_bytes")]
     pub maximum_gossip_decompressed_size: usize,
+    /// `tls.*`: mutual TLS between nodes.
+    pub tls: super::TlsSettings,
 }
 
 impl TransportSettings {
@@ -91,6 +93,7 @@ impl TransportSettings {
         ] {
             positive_duration(key, d)?;
         }
+        self.tls.validate()?;
         if self.reconnect_backoff_max < self.reconnect_backoff_min {
             return Err(invalid(
                 "transport.reconnect-backoff-max",

@@ -1,0 +1,79 @@
+//! Mutual TLS between nodes: who may connect, proven by certificates.
+//!
+//! # The identity rule
+//!
+//! A peer's certificate is accepted only if all of these hold:
+//!
+//! 1. it chains to one of the CA certificates in `transport.tls.ca-cert-file` (the file may
+//!    hold several CAs, so that a CA can be rotated);
+//! 2. it is within its validity period (and so is every certificate of its chain);
+//! 3. it carries the URI subject alternative name
+//!    `spiffe://{transport.tls.trust-domain}/cluster/{cluster.name}` ([`cluster_uri`]): a
+//!    certificate from the right CA for another cluster, or made for another purpose, is
+//!    refused;
+//! 4. it allows the use it is put to (extended key usage `serverAuth` for the accepting side,
+//!    `clientAuth` for the dialling side, as webpki checks it).
+//!
+//! Besides, every node certificate names the node's host with DNS and/or IP SANs:
+//!
+//! - the dialling node checks the accepting node's certificate against the host it dialled
+//!   (an IP address against IP SANs, a name against DNS SANs, webpki's server-name rules);
+//! - the accepting node checks, with [`PeerCertificate::names_host`], that the client
+//!   certificate names the host the client claims in shardik's own handshake (the
+//!   `UniqueAddress` that follows the TLS handshake inside the encrypted stream), so a member
+//!   cannot speak for another member's address.
+//!
+//! Rules 1–4 run inside the TLS handshake ([`ClusterServerVerifier`],
+//! [`ClusterClientVerifier`]); the host check of the dialled side too; the host check of the
+//! client is the transport's, after our handshake frame is read.
+//! TLS 1.3 only: both ends are shardik nodes, so there is no older peer to talk to.
+//!
+//! # Rotation
+//!
+//! [`TlsContext`] re-reads the certificate, key and CA files when
+//! `transport.tls.ssl-context-cache-ttl` has passed since it last looked (on the next new
+//! connection) and, if they changed and are valid, uses them for new connections; connections
+//! already open keep the session they negotiated. Files that fail to load leave the current
+//! ones in use, with one warning and one count of [`RELOAD_FAILURES_TOTAL`] per change.
+//!
+//! # Failures
+//!
+//! Handshake failures are the transport's to count; [`FailureReason::of_io`] names the reason
+//! in a short label and [`HandshakeFailureLog`] logs them at most once per peer IP and reason
+//! per interval, since strangers can cause as many as they like.
+
+pub mod certs;
+mod context;
+mod error;
+mod failure;
+mod identity;
+mod verifier;
+
+pub use context::{HandshakeError, ReloadStats, TlsContext};
+pub use error::TlsError;
+pub use failure::{FailureReason, HandshakeFailureLog, Logged};
+pub use identity::{
+    PeerCertificate, WrongIdentity, cluster_uri, is_trust_domain, is_uri_cluster_name, server_name,
+};
+pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
+
+/// Successful reloads of changed TLS files (counter). Belongs with the names in
+/// [`crate::metrics`] once the transport uses this module.
+pub const RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
+/// Changed TLS files that could not be loaded, so the previous ones stayed in use (counter;
+/// counted once per change, not per connection).
+pub const RELOAD_FAILURES_TOTAL: &str = "shardik_tls_reload_failures_total";
+
+/// Registers the help text of the metrics above (shown as `# HELP` lines).
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        RELOADS_TOTAL,
+        metrics::Unit::Count,
+        "Changed TLS certificate, key or CA files loaded for new connections."
+    );
+    metrics::describe_counter!(
+        RELOAD_FAILURES_TOTAL,
+        metrics::Unit::Count,
+        "Changed TLS files that could not be loaded (the previous ones stay in use), once per change."
+    );
+}
