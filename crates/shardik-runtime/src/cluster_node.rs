@@ -18,6 +18,7 @@ use crate::handle::NodeHandle;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
 use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::{Sharding, ShardingConfig};
+use crate::transport::TransportConfig;
 
 /// A running cluster node with sharding attached.
 pub struct Node {
@@ -156,6 +157,8 @@ impl NodeBuilder {
     /// Starts the node, joins the cluster through the seeds, and attaches sharding.
     pub async fn start(self) -> Result<Node, StartError> {
         let bind = self.bind.clone().ok_or(StartError::NoBindAddress)?;
+        // Bad TLS files stop the node here, with the key and file in the message.
+        let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
         let sbr_lease = self.sbr_lease().await?;
         let running = node::start_with_sbr_lease(
             NodeOptions {
@@ -164,7 +167,10 @@ impl NodeBuilder {
                     .seeds
                     .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone()),
                 membership: self.settings.membership_config(),
-                transport: node::transport_config(&self.settings.transport),
+                transport: TransportConfig {
+                    tls,
+                    ..node::transport_config(&self.settings.transport)
+                },
                 leave_timeout: self.leave_timeout,
             },
             sbr_lease,

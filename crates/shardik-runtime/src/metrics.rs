@@ -40,8 +40,20 @@ pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
 /// `transport.maximum-unauthenticated-connections`), `too-many-non-members`
 /// (`transport.maximum-non-member-connections`), `accept-failed` (out of file descriptors and
 /// the like), `frame-read-timeout`, `handshake-timeout`, `malformed-handshake`, `no-handshake`,
-/// `handshake-refused`, `refused-by-peer`).
+/// `handshake-refused`, `refused-by-peer`, and with TLS `tls-<reason>` for a failed TLS
+/// handshake (`tls-unknown-ca`, `tls-expired`, `tls-wrong-cluster`, `tls-no-certificate`,
+/// `tls-bad-certificate`, `tls-not-tls`, `tls-closed`, `tls-other`) and `tls-bad-name` for a
+/// client certificate that does not name the host the client claims).
 pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
+/// Failed TLS handshakes between nodes (counter; labels `direction` = `inbound` or
+/// `outbound`, `reason` = `tls-<reason>` as in [`TRANSPORT_REFUSED_TOTAL`]). Outbound ones
+/// include our certificate refused by the peer, seen on the first read after the handshake.
+pub const TRANSPORT_TLS_FAILURES_TOTAL: &str = "shardik_transport_tls_failures_total";
+/// Successful reloads of changed TLS certificate, key or CA files (counter).
+pub const TLS_RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
+/// Changed TLS files that could not be loaded, so the previous ones stayed in use (counter;
+/// counted once per change, not per connection).
+pub const TLS_RELOAD_FAILURES_TOTAL: &str = "shardik_tls_reload_failures_total";
 /// Messages dropped because an outbound queue was full (counter; label `lane`).
 pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
 /// Sharding messages not delivered, by entity kind and reason (counter; labels `kind`,
@@ -98,7 +110,7 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "shardik_http_request_duration_s
 pub const HTTP_REFUSED_TOTAL: &str = "shardik_http_refused_total";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 31] = [
+pub const ALL_NAMES: [&str; 34] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -112,6 +124,9 @@ pub const ALL_NAMES: [&str; 31] = [
     TRANSPORT_BYTES_TOTAL,
     TRANSPORT_CONNECTIONS,
     TRANSPORT_REFUSED_TOTAL,
+    TRANSPORT_TLS_FAILURES_TOTAL,
+    TLS_RELOADS_TOTAL,
+    TLS_RELOAD_FAILURES_TOTAL,
     OUTBOUND_QUEUE_OVERFLOW_TOTAL,
     SHARDING_DROPPED_TOTAL,
     SHARDING_DELIVERED_TOTAL,
@@ -247,6 +262,21 @@ pub fn describe_all() {
         TRANSPORT_REFUSED_TOTAL,
         Unit::Count,
         "Transport connections refused or closed for misbehaving, by reason."
+    );
+    describe_counter!(
+        TRANSPORT_TLS_FAILURES_TOTAL,
+        Unit::Count,
+        "Failed TLS handshakes between nodes, by direction and reason."
+    );
+    describe_counter!(
+        TLS_RELOADS_TOTAL,
+        Unit::Count,
+        "Changed TLS certificate, key or CA files loaded for new connections."
+    );
+    describe_counter!(
+        TLS_RELOAD_FAILURES_TOTAL,
+        Unit::Count,
+        "Changed TLS files that could not be loaded (the previous ones stay in use), once per change."
     );
     describe_counter!(
         OUTBOUND_QUEUE_OVERFLOW_TOTAL,

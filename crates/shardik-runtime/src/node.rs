@@ -55,6 +55,9 @@ pub enum StartError {
     /// The split-brain resolver's lease (lease-majority) cannot be kept.
     #[error("split-brain resolver lease: {0}")]
     SbrLease(String),
+    /// `transport.tls` is on but its files cannot be used (the message names the key and file).
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A started node.
@@ -128,6 +131,14 @@ pub async fn start_with_sbr_lease(
         address: self_node.clone(),
     };
     let bind = format!("{}:{}", opts.bind.host, opts.bind.port);
+    if opts.transport.tls.is_none() && !is_loopback_host(&opts.bind.host) {
+        warn!(
+            address = %bind,
+            "listening on a non-loopback address without TLS: anyone who can reach it can talk to \
+             this node; set transport.tls.enabled = on with cert-file, key-file and ca-cert-file \
+             (see docs/SECURITY.md, 'TLS between nodes')"
+        );
+    }
     let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
     let user_sender = transport.user_sender();
@@ -495,7 +506,18 @@ fn log_event(ev: &ClusterEvent) {
     }
 }
 
-/// The transport settings implied by the node settings.
+/// Whether `host` (an address's host part) is a loopback address or `localhost`, which only
+/// this machine can reach.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The transport settings implied by the node settings (without TLS: `TlsContext::from_settings`
+/// needs the whole settings; see `cluster_node`).
 pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig {
     TransportConfig {
         maximum_frame_size: t.maximum_frame_size,
@@ -516,5 +538,6 @@ pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig
         inbound_queue_size: TransportConfig::default().inbound_queue_size,
         inbound_user_queue_size: TransportConfig::default().inbound_user_queue_size,
         maximum_peers: TransportConfig::default().maximum_peers,
+        tls: None,
     }
 }

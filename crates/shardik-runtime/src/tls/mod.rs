@@ -57,23 +57,7 @@ pub use identity::{
 };
 pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
 
-/// Successful reloads of changed TLS files (counter). Belongs with the names in
-/// [`crate::metrics`] once the transport uses this module.
-pub const RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
-/// Changed TLS files that could not be loaded, so the previous ones stayed in use (counter;
-/// counted once per change, not per connection).
-pub const RELOAD_FAILURES_TOTAL: &str = "shardik_tls_reload_failures_total";
-
-/// Registers the help text of the metrics above (shown as `# HELP` lines).
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        RELOADS_TOTAL,
-        metrics::Unit::Count,
-        "Changed TLS certificate, key or CA files loaded for new connections."
-    );
-    metrics::describe_counter!(
-        RELOAD_FAILURES_TOTAL,
-        metrics::Unit::Count,
-        "Changed TLS files that could not be loaded (the previous ones stay in use), once per change."
-    );
-}
+/// Successful reloads of changed TLS files (counter); see [`crate::metrics`].
+pub const RELOADS_TOTAL: &str = crate::metrics::TLS_RELOADS_TOTAL;
+/// Changed TLS files that could not be loaded (counter); see [`crate::metrics`].
+pub const RELOAD_FAILURES_TOTAL: &str = crate::metrics::TLS_RELOAD_FAILURES_TOTAL;

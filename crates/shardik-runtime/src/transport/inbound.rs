@@ -16,7 +16,7 @@ use shardik_wire::{
     Frame, FrameCodec, HandshakeAck, HandshakeRefused, HandshakeReply, check_handshake,
     decode_message,
 };
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedWrite};
@@ -27,6 +27,7 @@ use super::members::MemberCache;
 use super::{MAX_HANDSHAKE_FRAME, Shared};
 use crate::log_limit::LogLimits;
 use crate::metrics as m;
+use crate::tls::PeerCertificate;
 
 /// One log line per reason per interval for whatever a stranger can make happen often.
 static LOG: LogLimits = LogLimits::every_10s();
@@ -173,8 +174,8 @@ fn refused(reason: &'static str) {
 
 /// Reads one frame with the pure codec, reading more bytes as needed (the codec reserves room in
 /// bounded steps, never past the frame's announced end).
-async fn read_frame(
-    stream: &mut TcpStream,
+async fn read_frame<R: AsyncRead + Unpin>(
+    stream: &mut R,
     codec: &FrameCodec,
     buf: &mut BytesMut,
 ) -> Result<Option<Frame>, String> {
@@ -199,17 +200,98 @@ async fn read_frame(
     }
 }
 
+/// A connection past accept (plain TCP, or TLS over it) that splits into a reader and a
+/// writer. Plain TCP keeps tokio's owned halves (no lock between them on the hot read loop);
+/// TLS has one session state for both directions, so it uses tokio's locked split.
+trait Connection: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The reading half.
+    type Read: AsyncRead + Unpin + Send;
+    /// The writing half (kept until the connection ends: dropping it would close our side).
+    type Write: AsyncWrite + Unpin + Send;
+    fn split_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl Connection for TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn split_halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+}
+
+impl Connection for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn split_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
+
 async fn serve_connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     shared: &Shared,
     tx: Sinks,
     admitted: Admitted,
 ) -> Result<(), String> {
     let cfg = &shared.config;
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer_addr = stream.peer_addr().ok();
+    let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
+    // The TLS handshake and ours together must fit in `handshake-timeout`: that is how long a
+    // connection may stay unauthenticated.
+    let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
+    let Some(tls) = &cfg.tls else {
+        return serve_stream(stream, None, peer, shared, tx, admitted, deadline).await;
+    };
+    let Admitted {
+        place,
+        mut evicted,
+        pushed_out_another,
+    } = admitted;
+    // The TLS handshake runs while the connection holds its place among the unauthenticated
+    // ones, so the caps and the oldest-first closing cover it too.
+    let accepted = tokio::select! {
+        biased;
+        _ = &mut evicted => {
+            return Err("closed to make room for a newer unauthenticated connection".into());
+        }
+        accepted = tokio::time::timeout_at(deadline, tls.accept(stream)) => accepted,
+    };
+    match accepted {
+        Err(_) => {
+            refused("handshake-timeout");
+            Err("no TLS handshake in time".into())
+        }
+        Ok(Err(e)) => {
+            let reason = e.reason();
+            refused(super::tls_refusal_label(reason));
+            if let Some(ip) = peer_addr.map(|a| a.ip()) {
+                shared.tls_failures.record(ip, reason, true, &e);
+            }
+            Err(e.to_string())
+        }
+        Ok(Ok((stream, cert))) => {
+            let admitted = Admitted {
+                place,
+                evicted,
+                pushed_out_another,
+            };
+            serve_stream(stream, cert, peer, shared, tx, admitted, deadline).await
+        }
+    }
+}
+
+/// Serves a connection (plain, or past its TLS handshake with `cert` the client's verified
+/// certificate): our handshake by `deadline`, then its messages.
+async fn serve_stream<S: Connection>(
+    mut stream: S,
+    cert: Option<PeerCertificate>,
+    peer: String,
+    shared: &Shared,
+    tx: Sinks,
+    admitted: Admitted,
+    deadline: tokio::time::Instant,
+) -> Result<(), String> {
+    let cfg = &shared.config;
     let Admitted {
         place, mut evicted, ..
     } = admitted;
@@ -222,8 +304,8 @@ async fn serve_connection(
             // Counted when the newer connection pushed this one out.
             return Err("closed to make room for a newer unauthenticated connection".into());
         }
-        first = tokio::time::timeout(
-            cfg.handshake_timeout,
+        first = tokio::time::timeout_at(
+            deadline,
             read_frame(&mut stream, &handshake_codec, &mut buf),
         ) => first,
     };
@@ -249,13 +331,32 @@ async fn serve_connection(
             return Err("first frame not a handshake".into());
         }
     };
-    let (reader, writer) = stream.into_split();
+    let (reader, writer) = stream.split_halves();
     let mut out = FramedWrite::new(writer, TokioFrameCodec(handshake_codec));
     let refusal: Option<(&'static str, String, HandshakeRefused)> =
         match check_handshake(&shared.identity, &hs) {
             Err(reason) => Some(("handshake-refused", reason.to_string(), reason.into())),
             Ok(()) => None,
         };
+    // With TLS, the client's certificate must name the host it claims: a member cannot speak
+    // for another member's address.
+    let refusal = refusal.or_else(|| {
+        let cert = cert.as_ref()?;
+        let host = &hs.from.address.host;
+        if cert.names_host(host) {
+            return None;
+        }
+        Some((
+            "tls-bad-name",
+            format!(
+                "the client certificate (serial {}) does not name the host it claims ({host})",
+                cert.serial_hex()
+            ),
+            HandshakeRefused {
+                reason: format!("your certificate does not name host {host}"),
+            },
+        ))
+    });
     // Past our handshake: a peer that is not a member takes a slot of the non-member pool.
     let mut member = MemberCache::new(&shared.members, hs.from.clone());
     let mut non_member_slot = None;
@@ -360,8 +461,8 @@ impl Peer {
     }
 }
 
-async fn read_messages(
-    mut reader: tokio::net::tcp::OwnedReadHalf,
+async fn read_messages<R: AsyncRead + Unpin>(
+    mut reader: R,
     codec: &FrameCodec,
     mut buf: BytesMut,
     mut peer: Peer,

@@ -40,6 +40,9 @@ pub use members::MemberDirectory;
 /// and two addresses, and a connection that has not handshaken must not make us buffer more.
 pub const MAX_HANDSHAKE_FRAME: usize = 16 * 1024;
 
+/// At most one log line per peer IP and TLS failure reason in this interval.
+const TLS_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// Which queue and connection a message travels on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Lane {
@@ -107,6 +110,8 @@ pub struct TransportConfig {
     pub inbound_user_queue_size: usize,
     /// Most peer lanes with a writer at once (each peer uses up to one per lane).
     pub maximum_peers: usize,
+    /// Mutual TLS between nodes (`transport.tls.*`); `None`: plain TCP.
+    pub tls: Option<crate::tls::TlsContext>,
 }
 
 impl Default for TransportConfig {
@@ -129,6 +134,7 @@ impl Default for TransportConfig {
             inbound_user_queue_size: 65_536,
             // Two lanes for each node of a 30 000-node cluster.
             maximum_peers: 65_536,
+            tls: None,
         }
     }
 }
@@ -168,6 +174,9 @@ struct Shared {
     non_members: Arc<limits::Pool>,
     /// Where readers hand user payloads once one is installed (else to the user queue).
     user_sink: std::sync::OnceLock<Arc<dyn UserSink>>,
+    /// Logs failed TLS handshakes, both ways, at most once per peer IP and reason per
+    /// interval (strangers can fail as many as they like).
+    tls_failures: crate::tls::HandshakeFailureLog,
 }
 
 /// What the transport delivers to its owner: decoded membership messages and raw user
@@ -243,6 +252,7 @@ impl Transport {
             identity,
             members,
             user_sink: std::sync::OnceLock::new(),
+            tls_failures: crate::tls::HandshakeFailureLog::new(TLS_FAILURE_LOG_INTERVAL),
         });
         tokio::spawn(inbound::accept_loop(
             listener,
@@ -517,6 +527,24 @@ impl UserSender {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(address);
+    }
+}
+
+/// The `reason` label of a failed TLS handshake in `shardik_transport_refused_total` (inbound)
+/// and `shardik_transport_tls_failures_total` (both ways): the TLS module's reason, prefixed
+/// so that it never collides with the transport's own reasons.
+fn tls_refusal_label(reason: crate::tls::FailureReason) -> &'static str {
+    use crate::tls::FailureReason as R;
+    match reason {
+        R::UnknownCa => "tls-unknown-ca",
+        R::Expired => "tls-expired",
+        R::WrongCluster => "tls-wrong-cluster",
+        R::NoCertificate => "tls-no-certificate",
+        R::BadName => "tls-bad-name",
+        R::BadCertificate => "tls-bad-certificate",
+        R::NotTls => "tls-not-tls",
+        R::Closed => "tls-closed",
+        R::Other => "tls-other",
     }
 }
 

@@ -17,6 +17,11 @@
 //! closes an idle connection itself; if the peer closes anyway (it restarted, or refused us),
 //! the idle writer sees the end of the stream and forgets the connection, so that the next
 //! message goes on a new one.
+//!
+//! With TLS (`transport.tls`), the connection is a TLS stream after the TLS handshake: its
+//! session state is not shared with senders, so there are no direct writes; senders always
+//! buffer and wake the writer, which writes the whole buffer and flushes it. Ordering, the
+//! write limit and what a failed write does are the same as for plain TCP.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use shardik_core::membership::Address;
 use shardik_wire::{Frame, FrameCodec, Handshake, HandshakeReply};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -32,6 +37,8 @@ use tracing::{debug, info, warn};
 use super::backoff::Backoff;
 use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
 use crate::metrics as m;
+use crate::tls::FailureReason;
+use tokio_rustls::client::TlsStream;
 
 /// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
 /// closes the lane: its writer ends and its connection is closed.
@@ -148,7 +155,7 @@ struct LaneState {
     /// The writer holds bytes it took from `buf` and is writing them.
     writing: bool,
     /// The connection, once connected and handshaken.
-    stream: Option<Arc<TcpStream>>,
+    stream: Option<Conn>,
     closed: bool,
     /// Something was pushed since the writer last looked: the lane is not idle, even if every
     /// message went out by direct writes the writer never saw. (A flag rather than a time, so
@@ -242,7 +249,8 @@ impl PeerLane {
                 .is_some_and(|t| t.elapsed() < DIRECT_WRITE_GAP)
         };
         if was_idle && !burst() {
-            if let Some(stream) = st.stream.clone() {
+            // Only plain connections take direct writes (see `Conn`).
+            if let Some(stream) = st.stream.as_ref().and_then(Conn::plain) {
                 let before = st.buf.len();
                 match write_now(&stream, &mut st.buf) {
                     Ok(()) => {
@@ -309,22 +317,16 @@ impl PeerLane {
 
     /// The peer ended the connection `stream` (or broke the protocol by writing on it): forget
     /// it, so that the next message goes on a new connection instead of into this one.
-    fn peer_closed(&self, stream: &Arc<TcpStream>) {
+    fn peer_closed(&self, stream: &Conn) {
         let mut st = self.lock();
-        if st.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
+        if st.stream.as_ref().is_some_and(|s| s.same(stream)) {
             debug!(to = %self.to, lane = self.lane.as_str(), "peer closed the connection; reconnecting on demand");
             forget_stream(&mut st, stream);
         }
     }
 
     /// The writer is done with the `frames` messages (`bytes` bytes) it took from the lane.
-    fn write_finished(
-        &self,
-        stream: &Arc<TcpStream>,
-        frames: usize,
-        bytes: usize,
-        outcome: WriteOutcome,
-    ) {
+    fn write_finished(&self, stream: &Conn, frames: usize, bytes: usize, outcome: WriteOutcome) {
         let (to, name) = (&self.to, self.lane.as_str());
         let mut st = self.lock();
         st.writing = false;
@@ -370,8 +372,23 @@ fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes all of `bytes` on `conn`, waiting for it to take them (and, with TLS, flushing
+/// them out of the session).
+async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
+    match conn {
+        Conn::Plain(stream) => write_all_plain(stream, bytes).await,
+        Conn::Tls(tls) => {
+            // Only the writer task takes this lock (and the idle watch, in the same task), so
+            // it is never contended.
+            let mut tls = tls.lock().await;
+            tls.write_all(bytes).await?;
+            tls.flush().await
+        }
+    }
+}
+
 /// Writes all of `bytes`, waiting for the socket to take them.
-async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+async fn write_all_plain(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
     while !bytes.is_empty() {
         stream.writable().await?;
         match stream.try_write(bytes) {
@@ -408,14 +425,59 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
     }
 }
 
+/// A lane's connection, past its handshakes. Clones share it.
+#[derive(Clone)]
+pub(super) enum Conn {
+    /// Plain TCP: senders may write directly with `try_write`, under the lane's lock.
+    Plain(Arc<TcpStream>),
+    /// TLS: a session's state needs `&mut` to write, so only the writer task writes (behind an
+    /// async lock it alone takes), and senders always buffer.
+    Tls(Arc<tokio::sync::Mutex<TlsStream<TcpStream>>>),
+}
+
+impl Conn {
+    /// The socket, for direct writes; `None` for TLS.
+    fn plain(&self) -> Option<Arc<TcpStream>> {
+        match self {
+            Conn::Plain(s) => Some(Arc::clone(s)),
+            Conn::Tls(_) => None,
+        }
+    }
+
+    /// Whether both are the same connection.
+    fn same(&self, other: &Conn) -> bool {
+        match (self, other) {
+            (Conn::Plain(a), Conn::Plain(b)) => Arc::ptr_eq(a, b),
+            (Conn::Tls(a), Conn::Tls(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// Closes our side (for TLS, with a close_notify) if no one else holds the connection.
+    async fn shutdown(self) {
+        match self {
+            Conn::Plain(s) => {
+                if let Ok(mut s) = Arc::try_unwrap(s) {
+                    let _ = s.shutdown().await;
+                }
+            }
+            Conn::Tls(s) => {
+                if let Ok(s) = Arc::try_unwrap(s) {
+                    let _ = s.into_inner().shutdown().await;
+                }
+            }
+        }
+    }
+}
+
 /// What the writer found to do.
 enum Work {
     /// Connect first: bytes wait and there is no connection.
     Connect,
     /// Write these bytes (this many messages) on this connection.
-    Write(Arc<TcpStream>, BytesMut, usize),
+    Write(Conn, BytesMut, usize),
     /// Nothing waits; the connection, if any.
-    Idle(Option<Arc<TcpStream>>),
+    Idle(Option<Conn>),
     /// The lane closed.
     Stop,
 }
@@ -445,7 +507,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
                             break;
                         }
                     }
-                    _ = ended_by_peer(stream.as_deref()) => {
+                    _ = ended_by_peer(stream.as_ref()) => {
                         if let Some(stream) = &stream {
                             lane.peer_closed(stream);
                         }
@@ -459,7 +521,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
                     if st.closed {
                         break;
                     }
-                    st.stream = Some(Arc::new(stream));
+                    st.stream = Some(stream);
                 }
                 Err(reason) => {
                     let retry_in = backoff.next_delay(&mut rand::rng());
@@ -504,17 +566,29 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
         st.stream.take()
     };
     lane.room.notify_waiters();
-    if let Some(stream) = stream.and_then(|s| Arc::try_unwrap(s).ok()) {
-        let mut stream = stream;
-        let _ = stream.shutdown().await;
+    if let Some(stream) = stream {
+        stream.shutdown().await;
     }
 }
 
 /// Completes when the peer ends `stream` (or writes on it, which it never does after its
 /// handshake reply: connections carry one direction). Never completes without a stream.
-async fn ended_by_peer(stream: Option<&TcpStream>) {
-    let Some(stream) = stream else {
-        return std::future::pending().await;
+///
+/// Cancelled whenever work arrives; that loses nothing: a TLS read keeps a partly received
+/// record in its session, and a plain one reads only after readiness.
+async fn ended_by_peer(stream: Option<&Conn>) {
+    let stream = match stream {
+        None => return std::future::pending().await,
+        Some(Conn::Plain(s)) => s,
+        Some(Conn::Tls(tls)) => {
+            // The writer is idle, so this lock is free; it is released when work arrives and
+            // this future is dropped. A TLS read consumes session messages (alerts,
+            // close_notify) and returns only for data, the end, or an error.
+            let mut tls = tls.lock().await;
+            let mut scratch = [0u8; 64];
+            let _ = tokio::io::AsyncReadExt::read(&mut *tls, &mut scratch).await;
+            return;
+        }
     };
     let mut scratch = [0u8; 64];
     loop {
@@ -531,8 +605,8 @@ async fn ended_by_peer(stream: Option<&TcpStream>) {
 
 /// Drops the lane's connection after a failed write (unless a newer one replaced it), with
 /// what was buffered for it: a partial frame must not start the next connection.
-fn forget_stream(st: &mut LaneState, failed: &Arc<TcpStream>) {
-    if st.stream.as_ref().is_some_and(|s| Arc::ptr_eq(s, failed)) {
+fn forget_stream(st: &mut LaneState, failed: &Conn) {
+    if st.stream.as_ref().is_some_and(|s| s.same(failed)) {
         st.stream = None;
         if st.frames > 0 {
             metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
@@ -543,16 +617,96 @@ fn forget_stream(st: &mut LaneState, failed: &Arc<TcpStream>) {
     }
 }
 
-async fn connect(to: &Address, shared: &Shared) -> Result<TcpStream, String> {
+async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     let cfg = &shared.config;
     let target = format!("{}:{}", to.host, to.port);
-    let mut stream =
-        match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&target)).await {
-            Err(_) => return Err(format!("no connection within {:?}", cfg.connect_timeout)),
-            Ok(Err(e)) => return Err(e.to_string()),
-            Ok(Ok(s)) => s,
-        };
+    let stream = match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&target)).await
+    {
+        Err(_) => return Err(format!("no connection within {:?}", cfg.connect_timeout)),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Ok(s)) => s,
+    };
     let _ = stream.set_nodelay(true);
+    let Some(tls) = &cfg.tls else {
+        let mut stream = stream;
+        handshake(to, shared, &mut stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(Conn::Plain(Arc::new(stream)));
+    };
+    let peer_ip = stream.peer_addr().ok().map(|a| a.ip());
+    let tls_failed = |reason: FailureReason, error: &dyn std::fmt::Display| {
+        count_tls_failure(reason, "outbound");
+        if let Some(ip) = peer_ip {
+            shared.tls_failures.record(ip, reason, false, error);
+        }
+    };
+    // Our own certificate's refusal shows up on the first read (TLS 1.3): in the handshake
+    // exchange below, classified from its error.
+    let mut stream =
+        match tokio::time::timeout(cfg.handshake_timeout, tls.connect(stream, &to.host)).await {
+            Err(_) => {
+                return Err(format!(
+                    "no TLS handshake within {:?}",
+                    cfg.handshake_timeout
+                ));
+            }
+            Ok(Err(e)) => {
+                tls_failed(e.reason(), &e);
+                return Err(e.to_string());
+            }
+            Ok(Ok((stream, _cert))) => stream,
+        };
+    match handshake(to, shared, &mut stream).await {
+        Ok(()) => Ok(Conn::Tls(Arc::new(tokio::sync::Mutex::new(stream)))),
+        Err(HandshakeFailed::Io(e)) if is_tls_error(&e) => {
+            let reason = FailureReason::of_io(&e);
+            tls_failed(reason, &e);
+            Err(format!("TLS refused ({reason}): {e}"))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether a read or write failed because of TLS (an alert from the peer, say), not the
+/// socket.
+fn is_tls_error(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// Counts a failed TLS handshake.
+fn count_tls_failure(reason: FailureReason, direction: &'static str) {
+    metrics::counter!(
+        m::TRANSPORT_TLS_FAILURES_TOTAL,
+        "direction" => direction,
+        "reason" => super::tls_refusal_label(reason)
+    )
+    .increment(1);
+}
+
+/// Why our handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeFailed {
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for HandshakeFailed {
+    fn from(s: String) -> Self {
+        HandshakeFailed::Other(s)
+    }
+}
+
+/// Our handshake on a fresh connection (plain, or TLS after its handshake): send ours, read
+/// the reply, within `handshake-timeout`.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    to: &Address,
+    shared: &Shared,
+    stream: &mut S,
+) -> Result<(), HandshakeFailed> {
+    let cfg = &shared.config;
     // Only the handshake and its reply are read here: they are small, and so is what a peer
     // may make us buffer for them.
     let codec = FrameCodec::new(cfg.maximum_frame_size.min(MAX_HANDSHAKE_FRAME));
@@ -562,42 +716,39 @@ async fn connect(to: &Address, shared: &Shared) -> Result<TcpStream, String> {
         .encode(&Frame::Handshake(hs), &mut buf)
         .map_err(|e| e.to_string())?;
     let exchange = async {
-        stream.write_all(&buf).await.map_err(|e| e.to_string())?;
+        stream.write_all(&buf).await.map_err(HandshakeFailed::Io)?;
+        stream.flush().await.map_err(HandshakeFailed::Io)?;
         buf.clear();
         // The reply comes back on the same connection; after it we only write.
         loop {
             if let Some(frame) = codec.decode(&mut buf).map_err(|e| e.to_string())? {
-                return Ok::<Frame, String>(frame);
+                return Ok::<Frame, HandshakeFailed>(frame);
             }
             buf.reserve(1024);
-            let n = tokio::io::AsyncReadExt::read_buf(&mut stream, &mut buf)
+            let n = tokio::io::AsyncReadExt::read_buf(stream, &mut buf)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(HandshakeFailed::Io)?;
             if n == 0 {
-                return Err("closed during handshake".to_string());
+                return Err("closed during handshake".to_string().into());
             }
         }
     };
     match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
-        Err(_) => Err(format!(
-            "no handshake reply within {:?}",
-            cfg.handshake_timeout
-        )),
+        Err(_) => Err(format!("no handshake reply within {:?}", cfg.handshake_timeout).into()),
         Ok(Err(e)) => Err(e),
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Accepted(ack)))) => {
             debug!(%to, peer = %ack.from, "connected");
-            Ok(stream)
+            Ok(())
         }
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Refused(r)))) => {
             metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "refused-by-peer")
                 .increment(1);
             warn!(%to, reason = %r.reason, "peer refused the connection");
-            Err(format!("refused: {}", r.reason))
+            Err(format!("refused: {}", r.reason).into())
         }
-        Ok(Ok(other)) => Err(format!(
-            "unexpected {:?} frame during handshake",
-            other.kind()
-        )),
+        Ok(Ok(other)) => {
+            Err(format!("unexpected {:?} frame during handshake", other.kind()).into())
+        }
     }
 }
 
@@ -633,7 +784,7 @@ mod tests {
                 buf: BytesMut::new(),
                 frames: 0,
                 writing: false,
-                stream: Some(Arc::new(client.unwrap())),
+                stream: Some(Conn::Plain(Arc::new(client.unwrap()))),
                 closed: false,
                 used: false,
                 last_direct: None,
@@ -691,7 +842,7 @@ mod tests {
         tokio::time::sleep(DIRECT_WRITE_GAP * 200).await;
     }
 
-    fn take_write(lane: &PeerLane) -> (Arc<TcpStream>, BytesMut, usize) {
+    fn take_write(lane: &PeerLane) -> (Conn, BytesMut, usize) {
         match lane.next_work() {
             Work::Write(stream, bytes, frames) => (stream, bytes, frames),
             _ => panic!("the writer found nothing to write"),
