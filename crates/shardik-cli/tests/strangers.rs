@@ -77,22 +77,13 @@ impl RawPeer {
 
 /// The count of membership messages `node` refused as not coming from a member.
 async fn refused_from_strangers(http: &reqwest::Client, node: &Node) -> Result<f64, String> {
-    let text = http
-        .get(node.url("/metrics"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .text()
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(text
-        .lines()
-        .filter(|l| {
-            l.starts_with("shardik_dropped_messages_total{")
-                && l.contains("reason=\"not-from-member\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+    metric_sum_with_label(
+        http,
+        &node.spec.management,
+        "shardik_dropped_messages_total",
+        "reason=\"not-from-member\"",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

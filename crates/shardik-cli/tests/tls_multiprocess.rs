@@ -52,21 +52,13 @@ fn tls_node(
 /// The sum of `shardik_transport_refused_total` over its `tls-*` reasons on the node whose
 /// management address is `management`.
 async fn tls_refusals(http: &reqwest::Client, management: &str) -> Result<f64, String> {
-    let text = http
-        .get(format!("http://{management}/metrics"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .text()
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(text
-        .lines()
-        .filter(|l| {
-            l.starts_with("shardik_transport_refused_total{") && l.contains("reason=\"tls-")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+    metric_sum_with_label(
+        http,
+        management,
+        "shardik_transport_refused_total",
+        "reason=\"tls-",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

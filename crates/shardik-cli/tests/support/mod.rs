@@ -616,3 +616,29 @@ pub async fn all_answer_200(
 pub fn managements(nodes: &[&mut Node]) -> Vec<String> {
     nodes.iter().map(|n| n.spec.management.clone()).collect()
 }
+
+/// Sum of the samples of the metric `name` whose labels contain `label` (such as
+/// `reason="tls-`), read from `GET /metrics` at the management address `management`.
+pub async fn metric_sum_with_label(
+    http: &reqwest::Client,
+    management: &str,
+    name: &str,
+    label: &str,
+) -> Result<f64, String> {
+    let text = http
+        .get(format!("http://{management}/metrics"))
+        .send()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))?
+        .text()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))?;
+    Ok(text
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') && rest.contains(label))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
