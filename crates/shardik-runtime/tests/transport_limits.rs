@@ -4,27 +4,21 @@
 //! Peers here are raw TCP clients that speak our framing and handshake by hand
 //! (`shardik_wire::FrameCodec`), as a stranger would.
 
+mod common;
+
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use shardik_core::membership::{Address, Message, UniqueAddress};
-use shardik_runtime::metrics::{self as m, Metrics, MetricsHandle};
+use shardik_runtime::metrics as m;
 use shardik_runtime::transport::{Receivers, Transport, TransportConfig};
 use shardik_wire::{Frame, FrameCodec, FrameKind, Handshake, HandshakeReply, LocalIdentity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::{BOUND, counter, eventually, free_port, metrics};
+
 const CLUSTER: &str = "limits";
-/// Generous bound for anything that should happen on a loaded 2-core machine.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 /// A transport on a fresh port; `open` makes every peer a member (no membership behind it).
 async fn transport(config: TransportConfig, open: bool) -> (Transport, Receivers) {
     let port = free_port();
@@ -39,32 +33,6 @@ async fn transport(config: TransportConfig, open: bool) -> (Transport, Receivers
         Transport::start(&bind, identity, config).await
     }
     .expect("transport starts")
-}
-
-fn metrics() -> MetricsHandle {
-    Metrics::install().expect("the Prometheus recorder")
-}
-
-/// The value of counter `name` with label `label` (e.g. `reason="x"`), 0 if absent.
-fn counter(handle: &MetricsHandle, name: &str, label: &str) -> f64 {
-    let prefix = format!("{name}{{{label}}} ");
-    handle
-        .render()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&prefix)
-                .map(|v| v.trim().parse().unwrap_or(0.0))
-        })
-        .unwrap_or(0.0)
-}
-
-/// Polls `cond` until it holds or `BOUND` passes.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn node(port: u16) -> UniqueAddress {

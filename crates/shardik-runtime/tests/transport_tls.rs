@@ -4,13 +4,15 @@
 //! nothing, and the refusal is counted; a plain TCP client that speaks our handshake gets
 //! nothing through.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shardik_core::membership::{Address, Message, UniqueAddress};
 use shardik_runtime::config::TlsSettings;
-use shardik_runtime::metrics::{self as m, Metrics, MetricsHandle};
+use shardik_runtime::metrics as m;
 use shardik_runtime::tls::TlsContext;
 use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert, NodeCertRequest, Validity};
 use shardik_runtime::transport::{Outgoing, Receivers, Transport, TransportConfig};
@@ -18,44 +20,9 @@ use shardik_wire::{Frame, FrameCodec, Handshake, LocalIdentity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::{BOUND, counter, eventually, free_port, metrics};
+
 const CLUSTER: &str = "orders";
-/// Generous bound for anything that should happen on a loaded 2-core machine.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-fn metrics() -> MetricsHandle {
-    Metrics::install().expect("the Prometheus recorder")
-}
-
-/// The value of counter `name` with labels `labels` (as rendered, e.g. `reason="x"`), 0 if
-/// absent.
-fn counter(handle: &MetricsHandle, name: &str, labels: &str) -> f64 {
-    let prefix = format!("{name}{{{labels}}} ");
-    handle
-        .render()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&prefix)
-                .map(|v| v.trim().parse().unwrap_or(0.0))
-        })
-        .unwrap_or(0.0)
-}
-
-/// Polls `cond` until it holds or `BOUND` passes.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn new_ca(name: &str) -> CertificateAuthority {
     CertificateAuthority::generate(name, Validity::days_from_now(30)).unwrap()
 }

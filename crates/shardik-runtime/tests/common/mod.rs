@@ -8,6 +8,37 @@ use std::time::Duration;
 
 use shardik_core::membership::MembershipConfig;
 
+/// Generous bound for anything that should happen on a loaded 2-core machine.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+/// The process's Prometheus recorder (installed once, shared by the tests of one binary).
+pub fn metrics() -> shardik_runtime::metrics::MetricsHandle {
+    shardik_runtime::metrics::Metrics::install().expect("the Prometheus recorder")
+}
+
+/// The value of counter `name` with labels `labels` (as rendered, e.g. `reason="x"`), 0 if
+/// absent.
+pub fn counter(handle: &shardik_runtime::metrics::MetricsHandle, name: &str, labels: &str) -> f64 {
+    let prefix = format!("{name}{{{labels}}} ");
+    handle
+        .render()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&prefix)
+                .map(|v| v.trim().parse().unwrap_or(0.0))
+        })
+        .unwrap_or(0.0)
+}
+
+/// Polls `cond` until it holds or [`BOUND`] passes.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
