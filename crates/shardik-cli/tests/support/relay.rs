@@ -107,9 +107,14 @@ mod tests {
 
     #[tokio::test]
     async fn bytes_go_both_ways_and_dropping_it_closes_the_connections() {
-        let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Ports from `free_port`, never port 0: a port the OS picks for this test could be one
+        // `free_port` just handed to a node that the test binary's other tests are starting.
+        let server = tokio::net::TcpListener::bind(("127.0.0.1", super::super::free_port()))
+            .await
+            .unwrap();
         let target = server.local_addr().unwrap();
-        let relay = Relay::start("127.0.0.1:0".parse().unwrap(), target).unwrap();
+        let at = format!("127.0.0.1:{}", super::super::free_port());
+        let relay = Relay::start(at.parse().unwrap(), target).unwrap();
         let mut client = tokio::net::TcpStream::connect(relay.addr()).await.unwrap();
         let (mut served, _) = server.accept().await.unwrap();
         client.write_all(b"ping").await.unwrap();
