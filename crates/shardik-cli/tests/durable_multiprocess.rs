@@ -9,102 +9,14 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
+use support::counters::{Books, SHARDING_FAST, read_counter, round};
 use support::*;
-
-const SHARDING_FAST: &[(&str, &str)] = &[
-    ("SHARDIK_CLUSTER__SHARDING__NUMBER_OF_SHARDS", "30"),
-    ("SHARDIK_CLUSTER__SHARDING__RETRY_INTERVAL", "300ms"),
-    ("SHARDIK_CLUSTER__SHARDING__REBALANCE_INTERVAL", "1s"),
-    ("SHARDIK_CLUSTER__SHARDING__HANDOFF_TIMEOUT", "10s"),
-];
 
 /// Counters driven.
 const COUNTERS: usize = 30;
-
-/// What the clients know of each counter.
-#[derive(Default)]
-struct Books {
-    /// Increments answered 200.
-    acked: Vec<u64>,
-    /// Increments sent (an unanswered one may have been applied).
-    tried: Vec<u64>,
-    failures: u64,
-}
-
-impl Books {
-    fn new() -> Self {
-        Books {
-            acked: vec![0; COUNTERS],
-            tried: vec![0; COUNTERS],
-            failures: 0,
-        }
-    }
-
-    /// Checks a value read or answered for counter `i`: it counts every acknowledged
-    /// increment and no more than were sent.
-    fn check(&self, i: usize, value: u64, when: &str) {
-        assert!(
-            value >= self.acked[i],
-            "c{i} {when}: value {value} lost increments ({} acknowledged)",
-            self.acked[i]
-        );
-        assert!(
-            value <= self.tried[i],
-            "c{i} {when}: value {value} applied an increment twice ({} sent)",
-            self.tried[i]
-        );
-    }
-}
-
-async fn post_increment(http: &reqwest::Client, management: &str, i: usize) -> Option<u64> {
-    let resp = http
-        .post(format!("http://{management}/demo/counter/c{i}/increment"))
-        .timeout(Duration::from_secs(6))
-        .send()
-        .await
-        .ok()?;
-    if resp.status().as_u16() != 200 {
-        return None;
-    }
-    resp.json::<Value>().await.ok()?["value"].as_u64()
-}
-
-async fn read(http: &reqwest::Client, management: &str, i: usize) -> Result<u64, String> {
-    let resp = http
-        .get(format!("http://{management}/demo/counter/c{i}"))
-        .timeout(Duration::from_secs(6))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let body: Value = resp.json().await.map_err(|e| e.to_string())?;
-    if status != 200 {
-        return Err(format!("c{i}: {status} {body}"));
-    }
-    body["value"]
-        .as_u64()
-        .ok_or_else(|| format!("no value in {body}"))
-}
-
-/// One increment of every counter, round-robin through `managements`.
-async fn round(http: &reqwest::Client, managements: &[String], books: &mut Books) -> u64 {
-    let mut failed = 0;
-    for i in 0..COUNTERS {
-        books.tried[i] += 1;
-        match post_increment(http, &managements[i % managements.len()], i).await {
-            Some(value) => {
-                books.acked[i] += 1;
-                books.check(i, value, "answering an increment");
-            }
-            None => failed += 1,
-        }
-    }
-    books.failures += failed;
-    failed
-}
 
 async fn cluster(http: &reqwest::Client, prefix: &str, store: &str) -> Vec<Node> {
     let args = ["--demo-counters", "--store", store];
@@ -140,7 +52,7 @@ async fn counters_survive_sigkills(prefix: &str, store: &str) {
     let http = client();
     let mut nodes = cluster(&http, prefix, store).await;
     let managements: Vec<String> = nodes.iter().map(|n| n.spec.management.clone()).collect();
-    let mut books = Books::new();
+    let mut books = Books::new(COUNTERS);
     // Steady increments until every counter has answered a few times.
     let start = Instant::now();
     while books.acked.iter().any(|a| *a < 3) {
@@ -208,7 +120,7 @@ async fn counters_survive_sigkills(prefix: &str, store: &str) {
                     if values.lock().unwrap()[i].is_some() {
                         continue;
                     }
-                    let v = read(http, &managements[i % 3], i).await?;
+                    let v = read_counter(http, &managements[i % 3], i).await?;
                     values.lock().unwrap()[i] = Some(v);
                 }
                 Ok(())

@@ -40,7 +40,8 @@ pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
 /// `transport.maximum-unauthenticated-connections`), `too-many-non-members`
 /// (`transport.maximum-non-member-connections`), `accept-failed` (out of file descriptors and
 /// the like), `frame-read-timeout`, `handshake-timeout`, `malformed-handshake`, `no-handshake`,
-/// `handshake-refused`, `refused-by-peer`, and with TLS `tls-<reason>` for a failed TLS
+/// `handshake-refused`, `refused-by-peer`, `peer-requires-tls` (this node, without TLS, dialled
+/// a node that answered in TLS), and with TLS `tls-<reason>` for a failed TLS
 /// handshake (`tls-unknown-ca`, `tls-expired`, `tls-wrong-cluster`, `tls-no-certificate`,
 /// `tls-bad-certificate`, `tls-not-tls`, `tls-closed`, `tls-other`) and `tls-bad-name` for a
 /// client certificate that does not name the host the client claims).

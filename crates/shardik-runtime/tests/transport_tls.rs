@@ -287,3 +287,31 @@ async fn a_plain_tcp_client_speaking_our_handshake_gets_nothing_through() {
     assert!(r_rx.user.try_recv().is_err());
     assert!(r_rx.membership.try_recv().is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_tls_dialling_a_tls_node_counts_that_the_peer_requires_tls() {
+    let handle = metrics();
+    let labels = "reason=\"peer-requires-tls\"";
+    let before = counter(&handle, m::TRANSPORT_REFUSED_TOTAL, labels);
+    let dir = tempfile::tempdir().unwrap();
+    let ca = new_ca("cluster ca");
+    let (receiver, mut r_rx) = transport(Some(context(
+        dir.path(),
+        "good",
+        &cert(&ca, CLUSTER),
+        ca.cert_pem(),
+    )))
+    .await;
+    let (mut plain, _p_rx) = transport(None).await;
+    let to = receiver.identity().address.clone();
+    let me = plain.identity().clone();
+    // Each attempt is answered with a TLS alert; the plain side tells it from a garbled reply.
+    let mut seq = 0;
+    eventually("the plain side counts peer-requires-tls", || {
+        seq += 1;
+        assert!(plain.send(&to, heartbeat(&me, seq)));
+        counter(&handle, m::TRANSPORT_REFUSED_TOTAL, labels) >= before + 2.0
+    })
+    .await;
+    assert!(r_rx.membership.try_recv().is_err());
+}

@@ -1,12 +1,17 @@
 //! Helpers for the multi-process tests: real `shardik node` processes on free local ports (or
 //! in network namespaces of their own, `netns.rs`, reaching servers on the test's loopback
 //! through `relay.rs`), their stderr captured to files, the management API polled with bounded
-//! waits.
+//! waits; the demo's counters driven and checked (`counters.rs`); nodes with mutual TLS whose
+//! files rotate as in Kubernetes (`tls_nodes.rs`), and a client that reads the certificate a
+//! node presents (`tls_probe.rs`).
 
 #![allow(dead_code)]
 
+pub mod counters;
 pub mod netns;
 pub mod relay;
+pub mod tls_nodes;
+pub mod tls_probe;
 
 use std::fs::File;
 use std::future::Future;
@@ -641,4 +646,22 @@ pub async fn metric_sum_with_label(
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum())
+}
+
+/// Sum of all samples of the metric `name` (whatever their labels), read from `GET /metrics`
+/// at the management address `management`.
+pub async fn metric_at(
+    http: &reqwest::Client,
+    management: &str,
+    name: &str,
+) -> Result<f64, String> {
+    let text = http
+        .get(format!("http://{management}/metrics"))
+        .send()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))?
+        .text()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))?;
+    Ok(metric_sum(&text, name))
 }

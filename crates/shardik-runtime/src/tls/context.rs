@@ -36,10 +36,12 @@ const CA_KEY: &str = "transport.tls.ca-cert-file";
 /// the files on disk. Cheap to clone (one `Arc`).
 ///
 /// Rotation: when `ssl-context-cache-ttl` has passed since the files were last looked at, the
-/// next call that needs a configuration (a new connection) re-reads them. Changed files that
-/// load are used for new connections from then on (logged at info, counted in
-/// [`RELOADS_TOTAL`]); changed files that do not load leave the current configuration in use,
-/// with one warning and one count of [`RELOAD_FAILURES_TOTAL`] per change, not per connection.
+/// next call that needs a configuration (a new connection) re-reads them (and, when they
+/// changed, reads them again until two reads agree, so that a replacement in progress is not
+/// seen half done). Changed files that load are used for new connections from then on
+/// (logged at info, counted in [`RELOADS_TOTAL`]); changed files that do not load leave the
+/// current configuration in use, with one warning and one count of [`RELOAD_FAILURES_TOTAL`]
+/// per change, not per connection.
 /// Connections already open are not touched: they keep what they negotiated.
 ///
 /// Session resumption is off on both sides, so every connection verifies the peer's
@@ -102,7 +104,16 @@ struct Snapshot {
     ca: FileRead,
 }
 
+/// Reads of the files, at most, before [`settled`] gives up waiting for them to stop changing.
+const SETTLE_READS: usize = 4;
+
 impl Snapshot {
+    /// The files as they are once they stop changing: read again until two reads in a row
+    /// agree (see [`settled`]), starting from `first`, an earlier read.
+    fn settled(paths: &Paths, first: Snapshot) -> Snapshot {
+        settled(first, || Snapshot::read(paths))
+    }
+
     fn read(paths: &Paths) -> Snapshot {
         let read = |p: &Path| std::fs::read(p).map_err(|e| (e.kind(), e.to_string()));
         Snapshot {
@@ -111,6 +122,26 @@ impl Snapshot {
             ca: read(&paths.ca),
         }
     }
+}
+
+/// `first`, or what `read` returns once two reads in a row agree (after at most
+/// [`SETTLE_READS`] further reads, the last one).
+///
+/// The three files are read one after the other, so a read that overlaps a replacement can
+/// pair the old certificate with the new key even when the replacement itself is atomic (the
+/// kubelet swaps a whole directory of Secret files at once): such a pair would be refused as
+/// a mismatch, warned about and counted, and the new files used only one TTL later. When two
+/// reads agree, no replacement overlapped the second one, so it is taken.
+fn settled<T: PartialEq>(first: T, mut read: impl FnMut() -> T) -> T {
+    let mut last = first;
+    for _ in 0..SETTLE_READS {
+        let next = read();
+        if next == last {
+            return next;
+        }
+        last = next;
+    }
+    last
 }
 
 /// Counts of [`TlsContext`]'s file checks, for tests and diagnostics (the same events are
@@ -190,7 +221,7 @@ impl TlsContext {
         };
         let cluster_uri = cluster_uri(&tls.trust_domain, cluster_name);
         let mutual = tls.require_mutual_authentication;
-        let seen = Snapshot::read(&paths);
+        let seen = Snapshot::settled(&paths, Snapshot::read(&paths));
         let loaded = build(&paths, &seen, &cluster_uri, mutual)?;
         info!(
             cert_file = %paths.cert.display(),
@@ -320,8 +351,7 @@ impl TlsContext {
         if now.saturating_duration_since(st.last_check) >= inner.ttl {
             st.last_check = now;
             inner.checks.fetch_add(1, Ordering::Relaxed);
-            let snapshot = Snapshot::read(&inner.paths);
-            if snapshot != st.seen {
+            if let Some(snapshot) = inner.changed_files(&st.seen) {
                 match build(&inner.paths, &snapshot, &inner.cluster_uri, inner.mutual) {
                     Ok(loaded) => {
                         info!(
@@ -348,6 +378,18 @@ impl TlsContext {
             }
         }
         Arc::clone(&st.loaded)
+    }
+}
+
+impl Inner {
+    /// The files, if they differ from `seen`: read once and, when they differ, read until
+    /// they stop changing, so that a check during a replacement does not see half of it.
+    fn changed_files(&self, seen: &Snapshot) -> Option<Snapshot> {
+        let first = Snapshot::read(&self.paths);
+        if first == *seen {
+            return None;
+        }
+        Some(Snapshot::settled(&self.paths, first)).filter(|settled| settled != seen)
     }
 }
 
@@ -520,5 +562,50 @@ fn check_key_matches(
             path: paths.cert.clone(),
             cause: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that returns `reads` in turn, then repeats the last, counting its calls.
+    fn reader(
+        reads: Vec<&'static str>,
+    ) -> (
+        impl FnMut() -> &'static str,
+        std::rc::Rc<std::cell::Cell<usize>>,
+    ) {
+        let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = std::rc::Rc::clone(&calls);
+        let read = move || {
+            let i = counted.get();
+            counted.set(i + 1);
+            reads[i.min(reads.len() - 1)]
+        };
+        (read, calls)
+    }
+
+    #[test]
+    fn files_that_do_not_change_are_read_once_more() {
+        let (read, calls) = reader(vec!["new"]);
+        assert_eq!(settled("new", read), "new");
+        assert_eq!(calls.get(), 1);
+    }
+
+    #[test]
+    fn a_read_that_overlapped_a_replacement_is_read_again_until_two_agree() {
+        // The first read got the old certificate with the new key; the replacement is done
+        // by the second read.
+        let (read, calls) = reader(vec!["new", "new"]);
+        assert_eq!(settled("old cert, new key", read), "new");
+        assert_eq!(calls.get(), 2);
+    }
+
+    #[test]
+    fn files_that_keep_changing_are_read_a_bounded_number_of_times() {
+        let (read, calls) = reader(vec!["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(settled("first", read), "d");
+        assert_eq!(calls.get(), SETTLE_READS);
     }
 }

@@ -32,9 +32,11 @@
 //!
 //! [`TlsContext`] re-reads the certificate, key and CA files when
 //! `transport.tls.ssl-context-cache-ttl` has passed since it last looked (on the next new
-//! connection) and, if they changed and are valid, uses them for new connections; connections
-//! already open keep the session they negotiated. Files that fail to load leave the current
-//! ones in use, with one warning and one count of [`RELOAD_FAILURES_TOTAL`] per change.
+//! connection) and, if they changed (read again until two reads agree, so that a replacement
+//! in progress is not seen half done) and are valid, uses them for new connections;
+//! connections already open keep the session they negotiated. Files that fail to load leave
+//! the current ones in use, with one warning and one count of [`RELOAD_FAILURES_TOTAL`] per
+//! change.
 //!
 //! # Failures
 //!

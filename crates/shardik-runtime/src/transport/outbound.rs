@@ -36,9 +36,13 @@ use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
 use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
+use crate::log_limit::LogLimits;
 use crate::metrics as m;
 use crate::tls::FailureReason;
 use tokio_rustls::client::TlsStream;
+
+/// Bounds the warnings a peer's misconfiguration could repeat at every reconnection.
+static LOG: LogLimits = LogLimits::every_10s();
 
 /// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
 /// closes the lane: its writer ends and its connection is closed.
@@ -689,6 +693,11 @@ fn count_tls_failure(reason: FailureReason, direction: &'static str) {
 enum HandshakeFailed {
     #[error("{0}")]
     Io(std::io::Error),
+    #[error(
+        "the peer answered in TLS: it requires TLS between nodes, and this node has \
+         transport.tls.enabled off"
+    )]
+    PeerRequiresTls,
     #[error("{0}")]
     Other(String),
 }
@@ -697,6 +706,14 @@ impl From<String> for HandshakeFailed {
     fn from(s: String) -> Self {
         HandshakeFailed::Other(s)
     }
+}
+
+/// Whether `bytes` start as a TLS record of the kinds a TLS server answers a client that does
+/// not speak TLS with (an alert, or a handshake message): content type 21 or 22, then major
+/// version 3. No reply of ours starts so: read as a frame's length prefix, these bytes
+/// announce over 350 MB, far more than a handshake frame may hold.
+fn looks_like_tls_record(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, ..])
 }
 
 /// Our handshake on a fresh connection (plain, or TLS after its handshake): send ours, read
@@ -721,6 +738,9 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         buf.clear();
         // The reply comes back on the same connection; after it we only write.
         loop {
+            if cfg.tls.is_none() && looks_like_tls_record(&buf) {
+                return Err(HandshakeFailed::PeerRequiresTls);
+            }
             if let Some(frame) = codec.decode(&mut buf).map_err(|e| e.to_string())? {
                 return Ok::<Frame, HandshakeFailed>(frame);
             }
@@ -735,6 +755,16 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     };
     match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
         Err(_) => Err(format!("no handshake reply within {:?}", cfg.handshake_timeout).into()),
+        Ok(Err(HandshakeFailed::PeerRequiresTls)) => {
+            // A configuration mistake on one side or the other: say so, or this node would
+            // retry its seeds in silence.
+            metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "peer-requires-tls")
+                .increment(1);
+            if let Some(suppressed) = LOG.check("peer-requires-tls") {
+                warn!(%to, suppressed, "{}", HandshakeFailed::PeerRequiresTls);
+            }
+            Err(HandshakeFailed::PeerRequiresTls)
+        }
         Ok(Err(e)) => Err(e),
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Accepted(ack)))) => {
             debug!(%to, peer = %ack.from, "connected");
@@ -758,6 +788,31 @@ mod tests {
     use bytes::Bytes;
     use tokio::net::{TcpSocket, TcpStream};
     use tokio::sync::watch;
+
+    #[test]
+    fn a_tls_answer_is_told_from_our_handshake_replies() {
+        // What rustls answers a client that does not speak TLS: a fatal `decode_error` alert.
+        assert!(looks_like_tls_record(&[
+            0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32
+        ]));
+        // A TLS handshake record (a server hello, say).
+        assert!(looks_like_tls_record(&[0x16, 0x03, 0x03, 0x00, 0x7a]));
+        // Our replies, accepted and refused, and too little to tell.
+        let codec = FrameCodec::new(MAX_HANDSHAKE_FRAME);
+        let from = shardik_core::membership::UniqueAddress::new(Address::new("127.0.0.1", 2552), 7);
+        for reply in [
+            HandshakeReply::Accepted(shardik_wire::HandshakeAck { from }),
+            HandshakeReply::Refused(shardik_wire::HandshakeRefused {
+                reason: "no".into(),
+            }),
+        ] {
+            let mut buf = BytesMut::new();
+            codec.encode(&Frame::HandshakeAck(reply), &mut buf).unwrap();
+            assert!(!looks_like_tls_record(&buf), "{buf:?}");
+        }
+        assert!(!looks_like_tls_record(&[0x15]));
+        assert!(!looks_like_tls_record(&[]));
+    }
 
     const MAX_FRAME: usize = 4 << 20;
     /// Larger than any loopback socket's buffers at their smallest: a direct write of it is
