@@ -1,12 +1,15 @@
 //! Helpers for the multi-process tests: real `shardik node` processes on free local ports (or
 //! in network namespaces of their own, `netns.rs`, reaching servers on the test's loopback
 //! through `relay.rs`), their stderr captured to files, the management API polled with bounded
-//! waits.
+//! waits; nodes with mutual TLS (`tls.rs`); a raw client that writes our frames by hand over
+//! plain TCP or TLS (`raw.rs`).
 
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod raw;
 pub mod relay;
+pub mod tls;
 
 use std::fs::File;
 use std::future::Future;
