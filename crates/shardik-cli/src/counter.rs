@@ -207,4 +207,19 @@ mod tests {
         drop(counter);
         assert_eq!(listed(), 0, "gone with its state");
     }
+
+    /// The strangers test (`tests/strangers.rs`) forges increments by hand, with these bytes
+    /// as the command: if the kind's codec or the command's shape changed, its forged frames
+    /// would stop meaning "increment" and the test would prove nothing.
+    #[test]
+    fn an_increment_travels_as_the_single_byte_the_strangers_test_forges() {
+        use shardik_runtime::sharding::{Codec, Postcard};
+        // The kind's codec is postcard (the type says so: this fails to compile otherwise).
+        let _: fn(&Persistence) -> EntityKind<EventSourced<Counter>, Postcard> = counter_kind;
+        assert_eq!(Postcard.encode(&CounterCommand::Increment).unwrap(), [0]);
+        assert_eq!(
+            Postcard.decode::<CounterCommand>(&[0]).unwrap(),
+            CounterCommand::Increment
+        );
+    }
 }

@@ -4,50 +4,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use shardik_runtime::tls::certs::{CertificateAuthority, NodeCertRequest, Validity};
+use shardik_runtime::tls::certs::{CertificateAuthority, Validity};
+use support::tls_nodes::tls_node;
 use support::*;
-
-/// The cluster name of the nodes (`cluster.name`'s default).
-const CLUSTER: &str = "shardik";
-
-/// A node spec with TLS on, its certificate for 127.0.0.1 issued by `ca`, trusting `trust`.
-fn tls_node(
-    dir: &Path,
-    name: &str,
-    seeds: &[String],
-    ca: &CertificateAuthority,
-    trust: &str,
-) -> NodeSpec {
-    let issued = ca
-        .issue(&NodeCertRequest::for_node(
-            "shardik",
-            CLUSTER,
-            "127.0.0.1",
-            5,
-        ))
-        .expect("a node certificate");
-    let path = |suffix: &str| dir.join(format!("{name}{suffix}"));
-    std::fs::write(path(".pem"), &issued.cert_pem).unwrap();
-    std::fs::write(path("-key.pem"), &issued.key_pem).unwrap();
-    std::fs::write(path("-ca.pem"), trust).unwrap();
-    NodeSpec::new(name, seeds)
-        .env("SHARDIK_TRANSPORT__TLS__ENABLED", "on")
-        .env(
-            "SHARDIK_TRANSPORT__TLS__CERT_FILE",
-            &path(".pem").display().to_string(),
-        )
-        .env(
-            "SHARDIK_TRANSPORT__TLS__KEY_FILE",
-            &path("-key.pem").display().to_string(),
-        )
-        .env(
-            "SHARDIK_TRANSPORT__TLS__CA_CERT_FILE",
-            &path("-ca.pem").display().to_string(),
-        )
-}
 
 /// The sum of `shardik_transport_refused_total` over its `tls-*` reasons on the node whose
 /// management address is `management`.

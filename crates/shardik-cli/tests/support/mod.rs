@@ -2,13 +2,15 @@
 //! in network namespaces of their own, `netns.rs`, reaching servers on the test's loopback
 //! through `relay.rs`), their stderr captured to files, the management API polled with bounded
 //! waits; the demo's counters driven and checked (`counters.rs`); nodes with mutual TLS whose
-//! files rotate as in Kubernetes (`tls_nodes.rs`), and a client that reads the certificate a
-//! node presents (`tls_probe.rs`).
+//! files rotate as in Kubernetes (`tls_nodes.rs`); a client that reads the
+//! certificate a node presents (`tls_probe.rs`); a raw client that writes our frames by hand
+//! over plain TCP or TLS (`raw.rs`).
 
 #![allow(dead_code)]
 
 pub mod counters;
 pub mod netns;
+pub mod raw;
 pub mod relay;
 pub mod tls_nodes;
 pub mod tls_probe;

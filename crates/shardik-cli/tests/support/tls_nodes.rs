@@ -40,6 +40,19 @@ pub fn member_cert(ca: &CertificateAuthority) -> IssuedCert {
     .expect("a node certificate")
 }
 
+/// A node spec with TLS on, a certificate for 127.0.0.1 issued by `ca`, trusting the CA
+/// certificates `trust` (PEM); its files live in `dir/name/` and keep the default
+/// `ssl-context-cache-ttl` (tests that rotate use [`TlsFiles`] directly).
+pub fn tls_node(
+    dir: &Path,
+    name: &str,
+    seeds: &[String],
+    ca: &CertificateAuthority,
+    trust: &str,
+) -> NodeSpec {
+    TlsFiles::create(dir, name, &member_cert(ca), trust).apply(NodeSpec::new(name, seeds), "1m")
+}
+
 /// One node's certificate, key and trusted CAs, as a Secret volume.
 pub struct TlsFiles {
     dir: PathBuf,
