@@ -5,6 +5,7 @@
 //! - `node`: one cluster node (TCP transport, management HTTP API).
 //! - `simulate`: a seeded, replayable whole-cluster scenario on the real protocol core.
 //! - `certs`: a cluster CA and node certificates for mutual TLS between nodes.
+//! - `members`, `join`, `leave`, `down`: a running node's management API (HTTP or HTTPS).
 //! - `passivation-sim`: replays access traces through passivation strategies.
 //! - `bench`: transport throughput/latency against a raw TCP baseline, idle cost, cluster
 //!   sharding (local and remote throughput, ask latency, memory per entity, first message), and
@@ -26,6 +27,7 @@ mod certs;
 mod counter;
 mod demo;
 mod demo_sim;
+mod manage;
 mod mgmt_client;
 mod node;
 mod passivation;
@@ -47,6 +49,14 @@ enum Cmd {
     Node(node::NodeArgs),
     /// Make a cluster CA and node certificates for mutual TLS between nodes.
     Certs(certs::CertsArgs),
+    /// List the cluster's members as a node's management API sees them.
+    Members(manage::MembersArgs),
+    /// Make the node at --management join the cluster through ADDRESS.
+    Join(manage::MemberArgs),
+    /// Make the member at ADDRESS leave the cluster gracefully.
+    Leave(manage::MemberArgs),
+    /// Mark the member at ADDRESS as Down (it is removed without handing off).
+    Down(manage::MemberArgs),
     /// Run a deterministic whole-cluster simulation and print its timeline.
     Simulate(simulate::SimulateArgs),
     /// Replay access patterns through passivation strategies and print hit rates.
@@ -72,6 +82,10 @@ fn main() -> ExitCode {
         Cmd::Demo(args) => demo::run(args),
         Cmd::Node(args) => node::run(args),
         Cmd::Certs(args) => certs::run(args),
+        Cmd::Members(args) => manage::members(args),
+        Cmd::Join(args) => manage::join(args),
+        Cmd::Leave(args) => manage::leave(args),
+        Cmd::Down(args) => manage::down(args),
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
         Cmd::Bench(args) => bench::run(args),
@@ -84,5 +98,15 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

@@ -15,6 +15,7 @@ use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::StopRequest;
 use shardik_runtime::persistence::Persistence;
+use shardik_runtime::tls::TlsContext;
 use shardik_runtime::{Node, http, logging};
 
 use crate::counter::{counter_kind, counter_routes};
@@ -51,7 +52,8 @@ pub struct NodeArgs {
     /// `GET /demo/counters/live` (the counters running here, since when) on the management API.
     /// On a loopback management address this enables the increment route even while
     /// `management.http.route-providers-read-only` is true; elsewhere it follows that setting
-    /// (and needs the bearer token of `management.http.auth-token-file`).
+    /// (and needs the bearer token of `management.http.auth-token-file`, or a client
+    /// certificate with `management.http.tls.enabled`).
     #[arg(long)]
     demo_counters: bool,
 }
@@ -83,18 +85,28 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
+    // The management port's TLS files too (after logging, which reports what was loaded).
+    let management_tls = TlsContext::for_management(&settings)
+        .context("cannot serve the management API over TLS")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_node(args.bind, settings, guard, args.demo_counters))
+    runtime.block_on(run_node(
+        args.bind,
+        settings,
+        guard,
+        management_tls,
+        args.demo_counters,
+    ))
 }
 
 async fn run_node(
     bind: Address,
     settings: Settings,
     guard: http::WriteGuard,
+    management_tls: Option<TlsContext>,
     demo_counters: bool,
 ) -> anyhow::Result<ExitCode> {
     let metrics = Metrics::install().ok();
@@ -133,8 +145,10 @@ async fn run_node(
     info!(
         node = %running.self_node,
         management = %mgmt_addr,
+        https = management_tls.is_some(),
         writes_enabled = guard.writes_enabled(),
-        token_required = guard.requires_token(),
+        bearer_token = guard.requires_token(),
+        client_certificates_accepted = guard.accepts_client_certificates(),
         "management API listening"
     );
     // The settings bring the sharding readiness check (`cluster.sharding.healthcheck`) and
@@ -172,9 +186,19 @@ async fn run_node(
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let limits = http::HttpLimits::from_settings(&settings.management.http);
-    let server = tokio::spawn(http::serve_with(listener, router, limits, async move {
+    let http_stopped = async move {
         let _ = http_stop_rx.await;
-    }));
+    };
+    let server = match management_tls {
+        Some(tls) => tokio::spawn(http::serve_https(
+            listener,
+            router,
+            limits,
+            tls,
+            http_stopped,
+        )),
+        None => tokio::spawn(http::serve_with(listener, router, limits, http_stopped)),
+    };
 
     let stop = running.stop.clone();
     tokio::spawn(async move {

@@ -237,7 +237,7 @@ async fn rotation_under_load_loses_nothing_and_an_untrusted_certificate_is_refus
         assert!(
             log_lines(
                 node,
-                "TLS files changed: new connections use the new certificate"
+                "TLS between nodes: files changed; new connections use the new certificate"
             )
             .iter()
             .any(|l| l["fields"]["serial"].as_str() == Some(&new_serials[i])),
@@ -483,7 +483,7 @@ async fn unusable_files_keep_the_old_certificate_in_use_are_counted_once_and_say
         )
         .await;
         let node = &cluster.nodes[NODE];
-        let warned = log_lines(node, "TLS files changed but cannot be used");
+        let warned = log_lines(node, "TLS between nodes: files changed but cannot be used");
         let path = cluster.files[NODE].path(named).display().to_string();
         let error = warned
             .get(k)

@@ -50,10 +50,11 @@ pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
 /// `outbound`, `reason` = `tls-<reason>` as in [`TRANSPORT_REFUSED_TOTAL`]). Outbound ones
 /// include our certificate refused by the peer, seen on the first read after the handshake.
 pub const TRANSPORT_TLS_FAILURES_TOTAL: &str = "shardik_transport_tls_failures_total";
-/// Successful reloads of changed TLS certificate, key or CA files (counter).
+/// Successful reloads of changed TLS certificate, key or CA files (counter; label `port` =
+/// `cluster` for `transport.tls`, `management` for `management.http.tls`).
 pub const TLS_RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
 /// Changed TLS files that could not be loaded, so the previous ones stayed in use (counter;
-/// counted once per change, not per connection).
+/// label `port` as for [`TLS_RELOADS_TOTAL`]; counted once per change, not per connection).
 pub const TLS_RELOAD_FAILURES_TOTAL: &str = "shardik_tls_reload_failures_total";
 /// Messages dropped because an outbound queue was full (counter; label `lane`).
 pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
@@ -106,8 +107,10 @@ pub const HTTP_REQUESTS_TOTAL: &str = "shardik_http_requests_total";
 /// Time to answer a management API request, in seconds (summary; labels `route`, `method`).
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "shardik_http_request_duration_seconds";
 /// Connections and requests the management port refused (counter; label `reason` =
-/// `read-only`, `unauthorized`, `body-too-large`, `header-timeout`, `connection-limit`,
-/// `accept-failed`).
+/// `read-only`, `unauthorized`, `no-client-certificate`, `body-too-large`, `header-timeout`,
+/// `connection-limit`, `accept-failed`, and with `management.http.tls` `tls-<reason>` for a
+/// failed TLS handshake as in [`TRANSPORT_REFUSED_TOTAL`], `tls-not-tls` being a plain HTTP
+/// request).
 pub const HTTP_REFUSED_TOTAL: &str = "shardik_http_refused_total";
 
 /// Every metric name above, for tests and documentation.

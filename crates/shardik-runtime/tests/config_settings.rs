@@ -743,11 +743,47 @@ fn management_writes_beyond_loopback_need_a_token() {
 }
 
 #[test]
-fn management_tls_is_refused_until_it_is_served() {
+fn management_tls_needs_files_of_its_own_or_the_transports() {
+    // On, with no file anywhere: the first missing key is named, and what it falls back to.
     let (_, text) = err_of("[management.http.tls]\nenabled = true");
-    assert!(
-        text.contains("`management.http.tls.enabled` = `true`"),
-        "{text}"
+    assert!(text.contains("management.http.tls.cert-file"), "{text}");
+    assert!(text.contains("transport.tls.cert-file"), "{text}");
+    let (_, text) = err_of(
+        "[management.http.tls]\nenabled = true\ncert-file = \"/m.pem\"\nkey-file = \"/m-key.pem\"",
     );
-    assert!(text.contains("not yet supported"), "{text}");
+    assert!(text.contains("management.http.tls.ca-cert-file"), "{text}");
+
+    // The transport's files stand in for empty keys (TLS between nodes need not be on).
+    let s = Settings::from_toml_str(
+        "[transport.tls]\ncert-file = \"/t.pem\"\nkey-file = \"/t-key.pem\"\n\
+         ca-cert-file = \"/t-ca.pem\"\n\
+         [management.http.tls]\nenabled = true\nkey-file = \"/m-key.pem\"",
+    )
+    .unwrap();
+    let (http, transport) = (&s.management.http.tls, &s.transport.tls);
+    assert_eq!(
+        http.cert_file_or(transport),
+        ("transport.tls.cert-file", "/t.pem")
+    );
+    assert_eq!(
+        http.key_file_or(transport),
+        ("management.http.tls.key-file", "/m-key.pem")
+    );
+    assert_eq!(
+        http.ca_cert_file_or(transport),
+        ("transport.tls.ca-cert-file", "/t-ca.pem")
+    );
+
+    // With TLS on the management port, client certificates guard writes beyond loopback, so
+    // no token is needed there.
+    Settings::from_toml_str(
+        "[transport.tls]\ncert-file = \"/t.pem\"\nkey-file = \"/t-key.pem\"\n\
+         ca-cert-file = \"/t-ca.pem\"\n\
+         [management.http]\nhostname = \"0.0.0.0\"\nroute-providers-read-only = false\n\
+         [management.http.tls]\nenabled = true",
+    )
+    .unwrap();
+    let (_, text) =
+        err_of("[management.http]\nhostname = \"0.0.0.0\"\nroute-providers-read-only = false");
+    assert!(text.contains("management.http.tls.enabled"), "{text}");
 }

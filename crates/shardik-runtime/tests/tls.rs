@@ -495,7 +495,7 @@ async fn unusable_new_files_keep_the_old_configuration_and_count_one_failure() {
     assert!(
         rendered
             .lines()
-            .any(|l| l.starts_with("shardik_tls_reload_failures_total ")),
+            .any(|l| l.starts_with("shardik_tls_reload_failures_total{port=\"cluster\"} ")),
         "{rendered}"
     );
 

@@ -72,23 +72,51 @@ pub const WRITES_ENABLED: (&str, &str) = (
     "false",
 );
 
-/// A port nobody listens on right now (bind port 0, read it, release it).
+/// The lowest port [`free_port`] hands out.
+const FIRST_TEST_PORT: u16 = 15_000;
+
+/// A port nobody listens on right now, below the kernel's ephemeral range.
 ///
-/// Never returns a port twice in this process: tests run in parallel, and binding port 0 then
-/// closing it lets the kernel hand the same number out again.
+/// Not port 0's pick: the kernel takes the source port of every outbound connection from the
+/// ephemeral range, so a port from there, released until a node binds it, could meanwhile
+/// become the source port of any connection on the machine (the nodes', a CLI command's), and
+/// the node then fails to bind (seen with the relay's self-test and the flood test's node).
+/// Below that range the kernel never picks a port by itself; each process starts its search
+/// at an offset of its own so concurrent test binaries rarely try the same ports, and a port
+/// is handed out only if binding it works now. Never returns a port twice in this process.
 pub fn free_port() -> u16 {
-    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        if handed_out.insert(port) {
+    static STATE: std::sync::Mutex<Option<(u16, std::collections::BTreeSet<u16>)>> =
+        std::sync::Mutex::new(None);
+    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    let end = ephemeral_range_start().max(FIRST_TEST_PORT + 1_000);
+    let span = u32::from(end - FIRST_TEST_PORT);
+    let (next, handed_out) = state.get_or_insert_with(|| {
+        // The process id spreads concurrent test binaries over the range.
+        let offset = (std::process::id().wrapping_mul(7_919)) % span;
+        (FIRST_TEST_PORT + offset as u16, Default::default())
+    });
+    for _ in 0..span {
+        let port = *next;
+        *next = if port + 1 >= end {
+            FIRST_TEST_PORT
+        } else {
+            port + 1
+        };
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
             return port;
         }
     }
+    panic!("no free port in {FIRST_TEST_PORT}..{end}");
+}
+
+/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), 32768
+/// if it cannot be read.
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// A fresh `127.0.0.1:PORT` address.

@@ -7,9 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use shardik_core::membership::Address;
 
-use super::ConfigError;
 use super::validate::{invalid, positive_count, positive_duration};
 use super::values::{de_bytes, de_string, de_switch};
+use super::{ConfigError, TlsSettings};
 
 /// The smallest accepted `management.http.max-request-body-size`: a form with a member
 /// address or an operation must always fit.
@@ -53,12 +53,13 @@ pub struct ManagementHttpSettings {
     pub tls: ManagementTlsSettings,
 }
 
-/// `management.http.tls.*`: client-certificate TLS on the management port. Designed, not yet
-/// served: `enabled = true` is refused at start.
+/// `management.http.tls.*`: HTTPS on the management port, where a client certificate from the
+/// cluster's CA authorises the state-changing routes (see [`crate::http`]). Each empty file
+/// key stands for the transport's (`transport.tls.*`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ManagementTlsSettings {
-    /// `enabled`.
+    /// `enabled`: serve HTTPS instead of HTTP.
     #[serde(deserialize_with = "de_switch")]
     pub enabled: bool,
     /// `cert-file`: this node's certificate chain (PEM); empty = the transport's.
@@ -71,6 +72,77 @@ pub struct ManagementTlsSettings {
     /// transport's.
     #[serde(deserialize_with = "de_string")]
     pub ca_cert_file: String,
+}
+
+impl ManagementTlsSettings {
+    /// The configuration key and path of the certificate file: `cert-file`, or
+    /// `transport.tls.cert-file` when it is empty.
+    pub fn cert_file_or<'a>(&'a self, transport: &'a TlsSettings) -> (&'static str, &'a str) {
+        or_transport(
+            ("management.http.tls.cert-file", &self.cert_file),
+            ("transport.tls.cert-file", &transport.cert_file),
+        )
+    }
+
+    /// The configuration key and path of the private key file: `key-file`, or
+    /// `transport.tls.key-file` when it is empty.
+    pub fn key_file_or<'a>(&'a self, transport: &'a TlsSettings) -> (&'static str, &'a str) {
+        or_transport(
+            ("management.http.tls.key-file", &self.key_file),
+            ("transport.tls.key-file", &transport.key_file),
+        )
+    }
+
+    /// The configuration key and path of the CA file: `ca-cert-file`, or
+    /// `transport.tls.ca-cert-file` when it is empty.
+    pub fn ca_cert_file_or<'a>(&'a self, transport: &'a TlsSettings) -> (&'static str, &'a str) {
+        or_transport(
+            ("management.http.tls.ca-cert-file", &self.ca_cert_file),
+            ("transport.tls.ca-cert-file", &transport.ca_cert_file),
+        )
+    }
+
+    /// With TLS on, every file must be named here or by the transport's key.
+    fn validate(&self, transport: &TlsSettings) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        for ((key, path), what) in [
+            (self.cert_file_or(transport), "this node's certificate"),
+            (self.key_file_or(transport), "its private key"),
+            (
+                self.ca_cert_file_or(transport),
+                "the CA certificates that client certificates must chain to",
+            ),
+        ] {
+            if path.is_empty() {
+                let own_key = key.replace("transport.tls.", "management.http.tls.");
+                return Err(invalid(
+                    &own_key,
+                    "",
+                    &format!(
+                        "the path of a PEM file with {what}, required when \
+                         `management.http.tls.enabled` is on (empty means `{key}`, which is \
+                         empty too)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `own` unless it is empty (after trimming), else `transport`.
+fn or_transport<'a>(
+    own: (&'static str, &'a str),
+    transport: (&'static str, &'a str),
+) -> (&'static str, &'a str) {
+    let own_path = own.1.trim();
+    if own_path.is_empty() {
+        (transport.0, transport.1.trim())
+    } else {
+        (own.0, own_path)
+    }
 }
 
 impl ManagementHttpSettings {
@@ -95,9 +167,10 @@ impl ManagementHttpSettings {
 }
 
 impl ManagementSettings {
-    /// The checks of `management.*`. Run again after command-line overrides of the address
-    /// (`shardik node --management`), since the write guard depends on it.
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    /// The checks of `management.*` (`transport_tls` provides the files that empty
+    /// `management.http.tls.*` keys stand for). Run again after command-line overrides of the
+    /// address (`shardik node --management`), since the write guard depends on it.
+    pub(super) fn validate(&self, transport_tls: &TlsSettings) -> Result<(), ConfigError> {
         let http = &self.http;
         if http.hostname.is_empty() {
             return Err(invalid(
@@ -118,29 +191,22 @@ impl ManagementSettings {
                 "at least 1KiB (1024 bytes)",
             ));
         }
-        if http.tls.enabled {
-            return Err(ConfigError::Refused {
-                key: "management.http.tls.enabled".to_string(),
-                value: "true".to_string(),
-                reason: "client-certificate TLS on the management port is not yet supported; \
-                         set it to false and guard state-changing routes with \
-                         `management.http.auth-token-file`, or keep the API on 127.0.0.1"
-                    .to_string(),
-                origin: None,
-            });
-        }
+        http.tls.validate(transport_tls)?;
         if !http.route_providers_read_only
             && !http.listens_on_loopback()
             && http.auth_token_path().is_none()
+            && !http.tls.enabled
         {
             return Err(ConfigError::Refused {
                 key: "management.http.route-providers-read-only".to_string(),
                 value: "false".to_string(),
                 reason: format!(
                     "state-changing routes on an address reachable from other hosts \
-                     (`management.http.hostname` = `{}`) need a bearer token: set \
-                     `management.http.auth-token-file` to a file holding one, or listen on \
-                     127.0.0.1, or keep `route-providers-read-only = true`",
+                     (`management.http.hostname` = `{}`) need credentials: set \
+                     `management.http.auth-token-file` to a file holding a bearer token, or \
+                     turn on `management.http.tls.enabled` so that client certificates from \
+                     the cluster's CA are required, or listen on 127.0.0.1, or keep \
+                     `route-providers-read-only = true`",
                     http.hostname
                 ),
                 origin: None,

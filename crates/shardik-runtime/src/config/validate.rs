@@ -13,7 +13,7 @@ impl Settings {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.cluster.validate()?;
         self.transport.validate()?;
-        self.management.validate()?;
+        self.management.validate(&self.transport.tls)?;
         self.persistence.validate()?;
         self.coordination.lease.validate()?;
         self.logging.validate()

@@ -1,8 +1,14 @@
 //! The write guard: who may use the state-changing routes. Refused by default
-//! (`management.http.route-providers-read-only = true`, 403); when enabled, a bearer token
-//! from `management.http.auth-token-file` is required if one is configured (401 with
-//! `WWW-Authenticate: Bearer` when it is missing or wrong), and configuration refuses enabled
-//! writes beyond loopback without one.
+//! (`management.http.route-providers-read-only = true`, 403). When enabled:
+//!
+//! - with `management.http.tls.enabled`, a request on a connection that presented a verified
+//!   client certificate ([`ClientCertificate`]: from the cluster's CA, naming this cluster)
+//!   passes;
+//! - otherwise the bearer token of `management.http.auth-token-file` is required if one is
+//!   configured (401 with `WWW-Authenticate: Bearer` when it is missing or wrong);
+//! - with TLS on and no token configured, a request without a client certificate is refused
+//!   (403);
+//! - with neither, the request passes; configuration refuses that beyond loopback.
 //!
 //! The guard wraps the write handlers only ([`WriteGuard::protect`]), so the read-only routes
 //! never see it, and it runs before the handler reads the path or the body.
@@ -16,6 +22,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 
+use super::https::ClientCertificate;
 use super::message;
 use super::observe::{Refusal, refused};
 use crate::config::{ConfigError, ManagementHttpSettings};
@@ -35,6 +42,9 @@ pub struct WriteGuard {
 struct Inner {
     enabled: bool,
     token: Option<Vec<u8>>,
+    /// A verified client certificate authorises a request (and, without a token, is the only
+    /// thing that does).
+    client_certificates: bool,
 }
 
 impl fmt::Debug for WriteGuard {
@@ -43,6 +53,7 @@ impl fmt::Debug for WriteGuard {
         f.debug_struct("WriteGuard")
             .field("enabled", &self.inner.enabled)
             .field("token", &self.inner.token.as_ref().map(|_| "<set>"))
+            .field("client_certificates", &self.inner.client_certificates)
             .finish()
     }
 }
@@ -66,24 +77,55 @@ impl WriteGuard {
 
     fn new(enabled: bool, token: Option<Vec<u8>>) -> Self {
         WriteGuard {
-            inner: Arc::new(Inner { enabled, token }),
+            inner: Arc::new(Inner {
+                enabled,
+                token,
+                client_certificates: false,
+            }),
+        }
+    }
+
+    /// This guard, also letting through requests on connections with a verified client
+    /// certificate ([`ClientCertificate`], which only [`serve_https`](super::serve_https)
+    /// hands out). Without a token, a request must then present such a certificate: the
+    /// guard of `management.http.tls.enabled`.
+    pub fn accepting_client_certificates(&self) -> Self {
+        WriteGuard {
+            inner: Arc::new(Inner {
+                enabled: self.inner.enabled,
+                token: self.inner.token.clone(),
+                client_certificates: true,
+            }),
         }
     }
 
     /// The guard `settings` ask for: read-only unless `route-providers-read-only = false`,
-    /// with the token of `auth-token-file` if set (read now, once). A token file that cannot
-    /// be read, or holds no usable token, is an error naming the key.
+    /// with the token of `auth-token-file` if set (read now, once), accepting client
+    /// certificates if `tls.enabled`. A token file that cannot be read, or holds no usable
+    /// token, is an error naming the key.
     pub fn from_settings(settings: &ManagementHttpSettings) -> Result<Self, ConfigError> {
         let token = match settings.auth_token_path() {
             Some(path) => Some(read_token(path)?),
             None => None,
         };
-        Ok(Self::new(!settings.route_providers_read_only, token))
+        let guard = Self::new(!settings.route_providers_read_only, token);
+        Ok(if settings.tls.enabled {
+            guard.accepting_client_certificates()
+        } else {
+            guard
+        })
     }
 
-    /// This guard with writes enabled, keeping its token (the demo's own routes on loopback).
+    /// This guard with writes enabled, keeping its credentials (the demo's own routes on
+    /// loopback).
     pub fn enable_writes(&self) -> Self {
-        Self::new(true, self.inner.token.clone())
+        WriteGuard {
+            inner: Arc::new(Inner {
+                enabled: true,
+                token: self.inner.token.clone(),
+                client_certificates: self.inner.client_certificates,
+            }),
+        }
     }
 
     /// Whether state-changing requests can pass at all.
@@ -91,9 +133,16 @@ impl WriteGuard {
         self.inner.enabled
     }
 
-    /// Whether a bearer token is required.
+    /// Whether a bearer token is required (or, if
+    /// [`accepts_client_certificates`](Self::accepts_client_certificates), a token or a
+    /// client certificate).
     pub fn requires_token(&self) -> bool {
         self.inner.token.is_some()
+    }
+
+    /// Whether a verified client certificate authorises a request.
+    pub fn accepts_client_certificates(&self) -> bool {
+        self.inner.client_certificates
     }
 
     /// `route` with every method behind this guard.
@@ -104,14 +153,27 @@ impl WriteGuard {
         route.route_layer(middleware::from_fn_with_state(self.clone(), guard_writes))
     }
 
-    /// Lets the request through, or says why not (answer with it: it is a response). The
+    /// Lets a request with `headers`, on a connection whose verified client certificate is
+    /// `client` (if any), through, or says why not (answer with it: it is a response). The
     /// refusal is counted and logged here.
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), GuardRefusal> {
-        if !self.inner.enabled {
+    pub fn check(
+        &self,
+        headers: &HeaderMap,
+        client: Option<&ClientCertificate>,
+    ) -> Result<(), GuardRefusal> {
+        let inner = &*self.inner;
+        if !inner.enabled {
             refused(Refusal::ReadOnly);
             return Err(GuardRefusal::ReadOnly);
         }
-        let Some(expected) = &self.inner.token else {
+        if inner.client_certificates && client.is_some() {
+            return Ok(());
+        }
+        let Some(expected) = &inner.token else {
+            if inner.client_certificates {
+                refused(Refusal::NoClientCertificate);
+                return Err(GuardRefusal::NoClientCertificate);
+            }
             return Ok(());
         };
         let presented = headers
@@ -123,6 +185,7 @@ impl WriteGuard {
                 refused(Refusal::Unauthorized);
                 Err(GuardRefusal::Unauthorized {
                     wrong_token: found.is_some(),
+                    certificate_would_do: inner.client_certificates,
                 })
             }
         }
@@ -138,7 +201,12 @@ pub enum GuardRefusal {
     Unauthorized {
         /// Whether a token was presented.
         wrong_token: bool,
+        /// Whether a client certificate would have done instead (the port serves TLS).
+        certificate_would_do: bool,
     },
+    /// The port serves TLS, no token is configured, and the connection presented no client
+    /// certificate (403).
+    NoClientCertificate,
 }
 
 impl IntoResponse for GuardRefusal {
@@ -151,12 +219,28 @@ impl IntoResponse for GuardRefusal {
                  false to join, leave or down members through this API (beyond 127.0.0.1 \
                  also set `management.http.auth-token-file`)",
             ),
-            GuardRefusal::Unauthorized { wrong_token } => {
-                let text = if wrong_token {
-                    "wrong bearer token"
-                } else {
-                    "state-changing routes need `Authorization: Bearer TOKEN` with the token of \
-                     `management.http.auth-token-file`"
+            GuardRefusal::NoClientCertificate => message(
+                StatusCode::FORBIDDEN,
+                "state-changing routes need a client certificate from the cluster's CA \
+                 (`management.http.tls.enabled` is on and no `management.http.auth-token-file` \
+                 is set): connect with one (with the shardik CLI: `--management-cert FILE \
+                 --management-key FILE`)",
+            ),
+            GuardRefusal::Unauthorized {
+                wrong_token,
+                certificate_would_do,
+            } => {
+                let text = match (wrong_token, certificate_would_do) {
+                    (true, _) => "wrong bearer token",
+                    (false, false) => {
+                        "state-changing routes need `Authorization: Bearer TOKEN` with the \
+                         token of `management.http.auth-token-file`"
+                    }
+                    (false, true) => {
+                        "state-changing routes need a client certificate from the cluster's CA, \
+                         or `Authorization: Bearer TOKEN` with the token of \
+                         `management.http.auth-token-file`"
+                    }
                 };
                 let mut response = message(StatusCode::UNAUTHORIZED, text);
                 response.headers_mut().insert(
@@ -170,7 +254,8 @@ impl IntoResponse for GuardRefusal {
 }
 
 async fn guard_writes(State(guard): State<WriteGuard>, request: Request, next: Next) -> Response {
-    match guard.check(request.headers()) {
+    let client = request.extensions().get::<ClientCertificate>();
+    match guard.check(request.headers(), client) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
     }

@@ -18,23 +18,28 @@
 //!
 //! The state-changing routes (POST, PUT, DELETE) are behind a [`WriteGuard`]: 403 unless
 //! `management.http.route-providers-read-only = false`, then 401 without the bearer token of
-//! `management.http.auth-token-file` if one is set (see `guard`). [`serve_with`] bounds the
-//! port (header-read timeout, connection cap with a reserve for `/alive` and `/ready`, body
-//! limit; see `serve`) and records every request and refusal (see `observe`).
+//! `management.http.auth-token-file` if one is set, unless the connection presented a client
+//! certificate from the cluster's CA on a port serving TLS (see `guard`). [`serve_with`]
+//! bounds the port (header-read timeout, connection cap with a reserve for `/alive` and
+//! `/ready`, body limit; see `serve`) and records every request and refusal (see `observe`);
+//! [`serve_https`] does the same over TLS (`management.http.tls.*`, see `https`), handing the
+//! verified client certificate to the guard as a [`ClientCertificate`].
 //!
 //! [`router`] builds the routes from four arguments; [`ManagementApi`] also takes the
 //! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`,
 //! `cluster.sharding.shard-region-query-timeout` for `/cluster/shards/{type}`).
 
 mod guard;
+mod https;
 mod observe;
 mod serve;
 
 pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};
+pub use https::ClientCertificate;
 pub use observe::{REFUSAL_LOG_INTERVAL, Refusal, UNMATCHED_ROUTE};
 pub use serve::{
     ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HEALTH_CHECK_HEAD_TIMEOUT, HEALTH_CHECK_RESERVE,
-    HttpLimits, serve, serve_with,
+    HttpLimits, serve, serve_https, serve_with,
 };
 
 use std::collections::BTreeMap;

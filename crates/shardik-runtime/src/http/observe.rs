@@ -15,6 +15,7 @@ use axum::response::Response;
 use tracing::warn;
 
 use crate::metrics::{HTTP_REFUSED_TOTAL, HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL};
+use crate::tls::FailureReason;
 
 /// The longest silence between two log lines about refusals of one reason while refusals go on.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -24,27 +25,42 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub enum Refusal {
     /// A state-changing route while `route-providers-read-only` is true (403).
     ReadOnly,
-    /// A state-changing route without the right bearer token (401).
+    /// A state-changing route without the right bearer token, and without a client
+    /// certificate where one would do (401).
     Unauthorized,
+    /// A state-changing route without a client certificate, on a TLS port without a bearer
+    /// token (403).
+    NoClientCertificate,
     /// A body over `max-request-body-size` (413).
     BodyTooLarge,
-    /// A request head not complete within `header-read-timeout` (disconnected).
+    /// A request head (or, with TLS, the TLS handshake) not complete within
+    /// `header-read-timeout` (disconnected).
     HeaderTimeout,
     /// A connection beyond `max-connections` and the health-check reserve (closed at once),
     /// or a request other than `/alive`/`/ready` on a reserve connection (503).
     ConnectionLimit,
     /// `accept` failed (out of file descriptors, say); the loop backs off and goes on.
     AcceptFailed,
+    /// With `management.http.tls.enabled`, a TLS handshake that failed, by reason (label
+    /// `tls-<reason>`, as the transport's): a client certificate from another CA or cluster,
+    /// an expired one, a plain HTTP request (`tls-not-tls`, answered with a 400 that says to
+    /// use https), a connection that broke off.
+    Tls(FailureReason),
 }
 
-const ALL: [Refusal; 6] = [
+/// The reasons that are not TLS handshake failures.
+const PLAIN: [Refusal; 7] = [
     Refusal::ReadOnly,
     Refusal::Unauthorized,
+    Refusal::NoClientCertificate,
     Refusal::BodyTooLarge,
     Refusal::HeaderTimeout,
     Refusal::ConnectionLimit,
     Refusal::AcceptFailed,
 ];
+
+/// How many reasons there are (one log gate each).
+const REASONS: usize = PLAIN.len() + FailureReason::ALL.len();
 
 impl Refusal {
     /// The `reason` label.
@@ -52,10 +68,12 @@ impl Refusal {
         match self {
             Refusal::ReadOnly => "read-only",
             Refusal::Unauthorized => "unauthorized",
+            Refusal::NoClientCertificate => "no-client-certificate",
             Refusal::BodyTooLarge => "body-too-large",
             Refusal::HeaderTimeout => "header-timeout",
             Refusal::ConnectionLimit => "connection-limit",
             Refusal::AcceptFailed => "accept-failed",
+            Refusal::Tls(reason) => reason.refusal_label(),
         }
     }
 
@@ -69,12 +87,16 @@ impl Refusal {
                 "state-changing requests refused with 401 (missing or wrong bearer token, \
                  management.http.auth-token-file)"
             }
+            Refusal::NoClientCertificate => {
+                "state-changing requests refused with 403 (no client certificate, \
+                 management.http.tls)"
+            }
             Refusal::BodyTooLarge => {
                 "requests refused with 413 (body over management.http.max-request-body-size)"
             }
             Refusal::HeaderTimeout => {
-                "connections closed for not sending a request head within \
-                 management.http.header-read-timeout"
+                "connections closed for not sending a request head (or finishing the TLS \
+                 handshake) within management.http.header-read-timeout"
             }
             Refusal::ConnectionLimit => {
                 "connections or requests refused at management.http.max-connections"
@@ -83,11 +105,25 @@ impl Refusal {
                 "accept() failures on the management port (out of file descriptors?); \
                  backing off"
             }
+            Refusal::Tls(FailureReason::NotTls) => {
+                "plain HTTP requests answered with 400 and closed (the port speaks HTTPS, \
+                 management.http.tls.enabled)"
+            }
+            Refusal::Tls(_) => "TLS handshakes failed on the management port",
         }
     }
 
     fn index(self) -> usize {
-        ALL.iter().position(|r| *r == self).unwrap_or(0)
+        match self {
+            Refusal::Tls(reason) => {
+                PLAIN.len()
+                    + FailureReason::ALL
+                        .iter()
+                        .position(|r| *r == reason)
+                        .unwrap_or(0)
+            }
+            plain => PLAIN.iter().position(|r| *r == plain).unwrap_or(0),
+        }
     }
 }
 
@@ -103,10 +139,16 @@ const GATE: LogGate = LogGate {
     last: Mutex::new(None),
 };
 
-static GATES: [LogGate; ALL.len()] = [GATE; ALL.len()];
+static GATES: [LogGate; REASONS] = [GATE; REASONS];
 
 /// Counts one refusal and logs it, or leaves it for the next line of its reason.
 pub fn refused(reason: Refusal) {
+    refused_because(reason, None);
+}
+
+/// Counts one refusal and logs it with `detail` (the error, the peer), or leaves it for the
+/// next line of its reason; the detail of the refusals not logged is lost, their count is not.
+pub fn refused_because(reason: Refusal, detail: Option<&dyn std::fmt::Display>) {
     metrics::counter!(HTTP_REFUSED_TOTAL, "reason" => reason.label()).increment(1);
     let gate = &GATES[reason.index()];
     gate.unlogged.fetch_add(1, Ordering::Relaxed);
@@ -118,13 +160,23 @@ pub fn refused(reason: Refusal) {
     *last = Some(now);
     drop(last);
     let count = gate.unlogged.swap(0, Ordering::Relaxed);
-    warn!(
-        reason = reason.label(),
-        count,
-        "management API: {count} {} (at most one line per reason every {}s)",
-        reason.what(),
-        REFUSAL_LOG_INTERVAL.as_secs()
-    );
+    match detail {
+        None => warn!(
+            reason = reason.label(),
+            count,
+            "management API: {count} {} (at most one line per reason every {}s)",
+            reason.what(),
+            REFUSAL_LOG_INTERVAL.as_secs()
+        ),
+        Some(detail) => warn!(
+            reason = reason.label(),
+            count,
+            latest = %detail,
+            "management API: {count} {} (at most one line per reason every {}s)",
+            reason.what(),
+            REFUSAL_LOG_INTERVAL.as_secs()
+        ),
+    }
 }
 
 /// The `route` label of requests that matched no route.
@@ -173,10 +225,15 @@ mod tests {
 
     #[test]
     fn labels_are_distinct_and_methods_fold_into_a_fixed_set() {
-        let labels: std::collections::BTreeSet<_> = ALL.iter().map(|r| r.label()).collect();
-        assert_eq!(labels.len(), ALL.len());
-        for (i, r) in ALL.iter().enumerate() {
-            assert_eq!(r.index(), i);
+        let all: Vec<Refusal> = PLAIN
+            .into_iter()
+            .chain(FailureReason::ALL.into_iter().map(Refusal::Tls))
+            .collect();
+        assert_eq!(all.len(), REASONS);
+        let labels: std::collections::BTreeSet<_> = all.iter().map(|r| r.label()).collect();
+        assert_eq!(labels.len(), REASONS);
+        for (i, r) in all.iter().enumerate() {
+            assert_eq!(r.index(), i, "{r:?}");
         }
         assert_eq!(method_label(&Method::PUT), "PUT");
         let odd = Method::from_bytes(b"BREW").unwrap();

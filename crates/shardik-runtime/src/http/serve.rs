@@ -16,6 +16,11 @@
 //! - **`accept` failures** (out of file descriptors, say) are counted and backed off
 //!   exponentially up to [`ACCEPT_BACKOFF_MAX`]; the loop never spins and never ends on them.
 //!
+//! - **HTTPS** ([`serve_https`], `management.http.tls.enabled`): each connection's TLS
+//!   handshake runs in its own task within its slot and the head timeout ([`super::https`]);
+//!   the verified client certificate, if any, rides along in every request's extensions for
+//!   the write guard.
+//!
 //! Every refusal is counted and logged at a bounded rate ([`super::observe`]).
 
 use std::convert::Infallible;
@@ -34,15 +39,18 @@ use axum::response::Response;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::{TcpListener, TcpStream};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 use tracing::debug;
 
+use super::https::{ClientCertificate, handshake};
 use super::message;
 use super::observe::{Refusal, record_request, refused};
 use crate::config::{ManagementHttpSettings, Settings};
+use crate::tls::TlsContext;
 
 /// Connections accepted beyond `max-connections` for `/alive` and `/ready` only.
 pub const HEALTH_CHECK_RESERVE: usize = 8;
@@ -110,6 +118,31 @@ pub async fn serve_with(
     limits: HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve_listener(listener, router, limits, None, shutdown).await
+}
+
+/// As [`serve_with`], over TLS (`management.http.tls`, see [`TlsContext::for_management`]):
+/// every connection's TLS handshake must finish within the head timeout of its slot; a client
+/// certificate is optional, and a verified one reaches the handlers as a
+/// [`ClientCertificate`] request extension (the write guard's authority); plain HTTP is
+/// answered with a 400 that says to use https.
+pub async fn serve_https(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    tls: TlsContext,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    serve_listener(listener, router, limits, Some(tls), shutdown).await
+}
+
+async fn serve_listener(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    tls: Option<TlsContext>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let app = router
         .layer(DefaultBodyLimit::max(limits.max_request_body_size))
         .layer(middleware::from_fn_with_state(
@@ -151,18 +184,151 @@ pub async fn serve_with(
             }
         };
         let _ = stream.set_nodelay(true);
-        if let Ok(permit) = Arc::clone(&ordinary).try_acquire_owned() {
-            serve_ordinary(stream, app.clone(), &limits, &graceful, permit);
+        let slot = if let Ok(permit) = Arc::clone(&ordinary).try_acquire_owned() {
+            Slot::Ordinary(permit)
         } else if let Ok(permit) = Arc::clone(&reserve).try_acquire_owned() {
-            serve_health_check(stream, app.clone(), &limits, &graceful, permit);
+            Slot::HealthCheck(permit)
         } else {
             refused(Refusal::ConnectionLimit);
             drop(stream);
-        }
+            continue;
+        };
+        let connection = Connection {
+            app: app.clone(),
+            head_timeout: slot.head_timeout(&limits),
+            slot,
+            watcher: graceful.watcher(),
+        };
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => connection.serve(stream, None).await,
+                Some(tls) => {
+                    if let Some((stream, client)) =
+                        handshake(stream, &tls, connection.head_timeout).await
+                    {
+                        connection.serve(stream, client).await;
+                    }
+                }
+            }
+        });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Which of the port's slots a connection holds (released when it ends).
+enum Slot {
+    /// Within `max-connections`: any number of requests.
+    Ordinary(OwnedSemaphorePermit),
+    /// In the reserve beyond it: one `/alive` or `/ready`.
+    HealthCheck(OwnedSemaphorePermit),
+}
+
+impl Slot {
+    /// How long the connection may take to send a request head (and, with TLS, to finish the
+    /// handshake before it).
+    fn head_timeout(&self, limits: &HttpLimits) -> Duration {
+        match self {
+            Slot::Ordinary(_) => limits.header_read_timeout,
+            Slot::HealthCheck(_) => limits
+                .header_read_timeout
+                .min(limits.health_check_head_timeout),
+        }
+    }
+}
+
+/// One accepted connection, ready to serve HTTP/1 once its stream is (past TLS, if any).
+struct Connection {
+    app: Router,
+    slot: Slot,
+    head_timeout: Duration,
+    /// Registered at accept, so that a shutdown waits for the connection (whose handshake is
+    /// bounded by `head_timeout`) and ends it gracefully.
+    watcher: Watcher,
+}
+
+impl Connection {
+    /// Serves the connection on `stream` until it closes; `client` is its verified client
+    /// certificate, handed to every request.
+    async fn serve<S>(self, stream: S, client: Option<ClientCertificate>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection {
+            app,
+            slot,
+            head_timeout,
+            watcher,
+        } = self;
+        let io = TokioIo::new(stream);
+        match slot {
+            Slot::Ordinary(permit) => {
+                // Whether a request has been served: a header timeout after one is an idle
+                // kept-alive connection closing, not a client that failed to send its head.
+                let served = Arc::new(AtomicBool::new(false));
+                let service = {
+                    let served = Arc::clone(&served);
+                    hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                        served.store(true, Ordering::Relaxed);
+                        app.clone().oneshot(with_client(request, &client))
+                    })
+                };
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(head_timeout)
+                    .serve_connection(io, service);
+                let result = watcher.watch(conn).await;
+                drop(permit);
+                if let Err(e) = result {
+                    connection_ended_with(&e, served.load(Ordering::Relaxed));
+                }
+            }
+            Slot::HealthCheck(permit) => {
+                let service =
+                    hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                        let app = app.clone();
+                        let request = with_client(request, &client);
+                        async move {
+                            if is_health_check(request.method(), request.uri().path()) {
+                                app.oneshot(request).await
+                            } else {
+                                refused(Refusal::ConnectionLimit);
+                                Ok::<_, Infallible>(message(
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                    "the management API is at its connection limit \
+                                     (`management.http.max-connections`); only GET /alive and \
+                                     GET /ready are answered until connections close",
+                                ))
+                            }
+                        }
+                    });
+                let conn = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(head_timeout)
+                    .keep_alive(false)
+                    .serve_connection(io, service);
+                let result = watcher.watch(conn).await;
+                drop(permit);
+                if let Err(e) = result {
+                    connection_ended_with(&e, false);
+                }
+            }
+        }
+    }
+}
+
+/// The request as axum takes it, carrying the connection's client certificate if it has one.
+fn with_client(
+    request: hyper::Request<Incoming>,
+    client: &Option<ClientCertificate>,
+) -> Request<Body> {
+    let mut request = request.map(Body::new);
+    if let Some(client) = client {
+        request.extensions_mut().insert(client.clone());
+    }
+    request
 }
 
 /// Errors of one connection that `accept` reports, as opposed to the listener's own.
@@ -173,81 +339,6 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionRefused
     )
-}
-
-/// Serves one connection within the ordinary slots, for as many requests as it sends.
-fn serve_ordinary(
-    stream: TcpStream,
-    app: Router,
-    limits: &HttpLimits,
-    graceful: &GracefulShutdown,
-    permit: OwnedSemaphorePermit,
-) {
-    // Whether a request has been served: a header timeout after one is an idle kept-alive
-    // connection closing, not a client that failed to send its head.
-    let served = Arc::new(AtomicBool::new(false));
-    let service = {
-        let served = Arc::clone(&served);
-        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            served.store(true, Ordering::Relaxed);
-            app.clone().oneshot(request.map(Body::new))
-        })
-    };
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .serve_connection(TokioIo::new(stream), service);
-    let conn = graceful.watch(conn);
-    tokio::spawn(async move {
-        let result = conn.await;
-        drop(permit);
-        if let Err(e) = result {
-            connection_ended_with(&e, served.load(Ordering::Relaxed));
-        }
-    });
-}
-
-/// Serves one health check on a reserve connection: `/alive` or `/ready`, then closes.
-fn serve_health_check(
-    stream: TcpStream,
-    app: Router,
-    limits: &HttpLimits,
-    graceful: &GracefulShutdown,
-    permit: OwnedSemaphorePermit,
-) {
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let app = app.clone();
-        async move {
-            if is_health_check(request.method(), request.uri().path()) {
-                app.oneshot(request.map(Body::new)).await
-            } else {
-                refused(Refusal::ConnectionLimit);
-                Ok::<_, Infallible>(message(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the management API is at its connection limit \
-                     (`management.http.max-connections`); only GET /alive and GET /ready are \
-                     answered until connections close",
-                ))
-            }
-        }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(
-            limits
-                .header_read_timeout
-                .min(limits.health_check_head_timeout),
-        )
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
-    let conn = graceful.watch(conn);
-    tokio::spawn(async move {
-        let result = conn.await;
-        drop(permit);
-        if let Err(e) = result {
-            connection_ended_with(&e, false);
-        }
-    });
 }
 
 fn is_health_check(method: &Method, path: &str) -> bool {

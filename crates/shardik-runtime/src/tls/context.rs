@@ -2,18 +2,13 @@
 //! for rotation, and the handshakes that use them.
 
 use std::io;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustls::client::{Resumption, WebPkiServerVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::{self, PemObject};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
-use rustls::sign::CertifiedKey;
-use rustls::{ClientConfig, InconsistentKeys, RootCertStore, ServerConfig};
+use rustls::{ClientConfig, ServerConfig, SupportedProtocolVersion};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 use tracing::{info, warn};
@@ -23,30 +18,85 @@ use super::failure::FailureReason;
 use super::identity::{
     PeerCertificate, cluster_uri, is_trust_domain, is_uri_cluster_name, server_name,
 };
+use super::pem::{self, FileRead, PemFile};
 use super::verifier::{ClusterClientVerifier, ClusterServerVerifier};
 use super::{RELOAD_FAILURES_TOTAL, RELOADS_TOTAL};
 use crate::config::{Settings, TlsSettings};
 
-const CERT_KEY: &str = "transport.tls.cert-file";
-const KEY_KEY: &str = "transport.tls.key-file";
-const CA_KEY: &str = "transport.tls.ca-cert-file";
+/// Whether a context's accepting side asks clients for a certificate they must present, or
+/// one they may present.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A client without a certificate fails the handshake (`no-certificate`).
+    Required,
+    /// A client may present none; one it presents must still pass the identity rule, or the
+    /// handshake fails.
+    Optional,
+}
 
-/// The TLS side of the transport: a [`TlsAcceptor`] and a [`TlsConnector`] built from
-/// `transport.tls.*`, following the identity rule of [`crate::tls`], and kept up to date with
-/// the files on disk. Cheap to clone (one `Arc`).
+/// The `port` label of the reload metrics and the subject of the log lines.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Port {
+    Cluster,
+    Management,
+}
+
+impl Port {
+    fn label(self) -> &'static str {
+        match self {
+            Port::Cluster => "cluster",
+            Port::Management => "management",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Port::Cluster => "TLS between nodes",
+            Port::Management => "TLS on the management port",
+        }
+    }
+}
+
+/// Everything that makes one context: its files and the rules its handshakes follow.
+struct Profile {
+    port: Port,
+    files: Files,
+    cluster_uri: String,
+    client_auth: ClientAuth,
+    versions: &'static [&'static SupportedProtocolVersion],
+    ttl: Duration,
+}
+
+/// Between nodes: TLS 1.3 only, since both ends are shardik nodes.
+static CLUSTER_VERSIONS: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
+/// On the management port: TLS 1.3, and 1.2 for HTTP clients that have nothing newer (some
+/// load balancers' health checks, older JVMs). rustls offers only AEAD suites with forward
+/// secrecy in 1.2, so this adds no weak cipher.
+static MANAGEMENT_VERSIONS: &[&SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+/// A TLS configuration kept up to date with the files on disk: a [`TlsAcceptor`] and a
+/// [`TlsConnector`] following the identity rule of [`crate::tls`]. Two kinds exist: the
+/// transport's ([`TlsContext::new`], from `transport.tls.*`: TLS 1.3, client certificates
+/// required unless `require-mutual-authentication` is off) and the management port's
+/// ([`TlsContext::for_management`]: TLS 1.3 and 1.2, client certificates optional, accept
+/// only). Cheap to clone (one `Arc`).
 ///
 /// Rotation: when `ssl-context-cache-ttl` has passed since the files were last looked at, the
 /// next call that needs a configuration (a new connection) re-reads them (and, when they
 /// changed, reads them again until two reads agree, so that a replacement in progress is not
-/// seen half done). Changed files that load are used for new connections from then on
-/// (logged at info, counted in [`RELOADS_TOTAL`]); changed files that do not load leave the
-/// current configuration in use, with one warning and one count of [`RELOAD_FAILURES_TOTAL`]
-/// per change, not per connection.
-/// Connections already open are not touched: they keep what they negotiated.
+/// seen half done). Changed files that load are used for new connections from then on (logged
+/// at info, counted in [`RELOADS_TOTAL`] with the label `port` = `cluster` or `management`);
+/// changed files that
+/// do not load leave the current configuration in use, with one warning and one count of
+/// [`RELOAD_FAILURES_TOTAL`] per change, not per connection. Connections already open are not
+/// touched: they keep what they negotiated.
 ///
 /// Session resumption is off on both sides, so every connection verifies the peer's
 /// certificate against the CA file in force when it opens; connections between nodes are few
-/// and long-lived, so a full handshake each time costs nothing worth saving.
+/// and long-lived, and management requests are rare, so a full handshake each time costs
+/// nothing worth saving.
 #[derive(Clone)]
 pub struct TlsContext {
     inner: Arc<Inner>,
@@ -55,28 +105,27 @@ pub struct TlsContext {
 impl std::fmt::Debug for TlsContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsContext")
-            .field("cert_file", &self.inner.paths.cert)
-            .field("ca_cert_file", &self.inner.paths.ca)
-            .field("cluster_uri", &self.inner.cluster_uri)
+            .field("port", &self.inner.profile.port.label())
+            .field("cert_file", &self.inner.profile.files.cert.path)
+            .field("ca_cert_file", &self.inner.profile.files.ca.path)
+            .field("cluster_uri", &self.inner.profile.cluster_uri)
             .finish_non_exhaustive()
     }
 }
 
 struct Inner {
-    paths: Paths,
-    cluster_uri: String,
-    mutual: bool,
-    ttl: Duration,
+    profile: Profile,
     state: Mutex<State>,
     checks: AtomicU64,
     reloads: AtomicU64,
     failures: AtomicU64,
 }
 
-struct Paths {
-    cert: PathBuf,
-    key: PathBuf,
-    ca: PathBuf,
+/// The three files of a context.
+struct Files {
+    cert: PemFile,
+    key: PemFile,
+    ca: PemFile,
 }
 
 struct State {
@@ -94,9 +143,6 @@ struct Loaded {
     own: PeerCertificate,
 }
 
-/// A file's bytes, or why it could not be read (kind and message, comparable).
-type FileRead = Result<Vec<u8>, (io::ErrorKind, String)>;
-
 #[derive(PartialEq, Eq)]
 struct Snapshot {
     cert: FileRead,
@@ -110,16 +156,15 @@ const SETTLE_READS: usize = 4;
 impl Snapshot {
     /// The files as they are once they stop changing: read again until two reads in a row
     /// agree (see [`settled`]), starting from `first`, an earlier read.
-    fn settled(paths: &Paths, first: Snapshot) -> Snapshot {
-        settled(first, || Snapshot::read(paths))
+    fn settled(files: &Files, first: Snapshot) -> Snapshot {
+        settled(first, || Snapshot::read(files))
     }
 
-    fn read(paths: &Paths) -> Snapshot {
-        let read = |p: &Path| std::fs::read(p).map_err(|e| (e.kind(), e.to_string()));
+    fn read(files: &Files) -> Snapshot {
         Snapshot {
-            cert: read(&paths.cert),
-            key: read(&paths.key),
-            ca: read(&paths.ca),
+            cert: files.cert.read(),
+            key: files.key.read(),
+            ca: files.ca.read(),
         }
     }
 }
@@ -209,33 +254,76 @@ impl TlsContext {
     }
 
     /// Loads the files named in `tls` for cluster `cluster_name` (whether or not `enabled` is
-    /// set). Fails with an error naming the key and the file for a file that is missing or
-    /// unreadable, not PEM, without a certificate or key, or a key that does not belong to
-    /// its certificate.
+    /// set), for TLS between nodes. Fails with an error naming the key and the file for a file
+    /// that is missing or unreadable, not PEM, without a certificate or key, or a key that
+    /// does not belong to its certificate.
     pub fn new(tls: &TlsSettings, cluster_name: &str) -> Result<TlsContext, TlsError> {
         check_identity_parts(&tls.trust_domain, cluster_name)?;
-        let paths = Paths {
-            cert: tls.cert_path().to_owned(),
-            key: tls.key_path().to_owned(),
-            ca: tls.ca_cert_path().to_owned(),
-        };
-        let cluster_uri = cluster_uri(&tls.trust_domain, cluster_name);
-        let mutual = tls.require_mutual_authentication;
-        let seen = Snapshot::settled(&paths, Snapshot::read(&paths));
-        let loaded = build(&paths, &seen, &cluster_uri, mutual)?;
+        TlsContext::load(Profile {
+            port: Port::Cluster,
+            files: Files {
+                cert: PemFile::new("transport.tls.cert-file", tls.cert_path()),
+                key: PemFile::new("transport.tls.key-file", tls.key_path()),
+                ca: PemFile::new("transport.tls.ca-cert-file", tls.ca_cert_path()),
+            },
+            cluster_uri: cluster_uri(&tls.trust_domain, cluster_name),
+            client_auth: if tls.require_mutual_authentication {
+                ClientAuth::Required
+            } else {
+                ClientAuth::Optional
+            },
+            versions: CLUSTER_VERSIONS,
+            ttl: tls.ssl_context_cache_ttl,
+        })
+    }
+
+    /// The context of the management port (`management.http.tls.*`, each empty file key
+    /// standing for the transport's), or `None` when `management.http.tls.enabled` is off.
+    ///
+    /// Clients may present a certificate, and need not (probes do not); one they present must
+    /// follow the identity rule of the nodes' client certificates (it chains to the CA file,
+    /// is valid, carries this cluster's URI SAN of `transport.tls.trust-domain` and
+    /// `cluster.name`, and allows `clientAuth`), or the handshake fails. TLS 1.3 and 1.2. The
+    /// files are re-read every `transport.tls.ssl-context-cache-ttl`, as the transport's are.
+    /// Errors name the key that named the file (the management key, or the transport key it
+    /// fell back to).
+    pub fn for_management(settings: &Settings) -> Result<Option<TlsContext>, TlsError> {
+        let http_tls = &settings.management.http.tls;
+        if !http_tls.enabled {
+            return Ok(None);
+        }
+        let transport = &settings.transport.tls;
+        check_identity_parts(&transport.trust_domain, &settings.cluster.name)?;
+        let file = |(key, path): (&'static str, &str)| PemFile::new(key, path);
+        TlsContext::load(Profile {
+            port: Port::Management,
+            files: Files {
+                cert: file(http_tls.cert_file_or(transport)),
+                key: file(http_tls.key_file_or(transport)),
+                ca: file(http_tls.ca_cert_file_or(transport)),
+            },
+            cluster_uri: cluster_uri(&transport.trust_domain, &settings.cluster.name),
+            client_auth: ClientAuth::Optional,
+            versions: MANAGEMENT_VERSIONS,
+            ttl: transport.ssl_context_cache_ttl,
+        })
+        .map(Some)
+    }
+
+    fn load(profile: Profile) -> Result<TlsContext, TlsError> {
+        let seen = Snapshot::settled(&profile.files, Snapshot::read(&profile.files));
+        let loaded = build(&profile, &seen)?;
         info!(
-            cert_file = %paths.cert.display(),
+            cert_file = %profile.files.cert.path.display(),
             serial = %loaded.own.serial_hex(),
-            identity = %cluster_uri,
-            mutual,
-            "TLS between nodes: certificate loaded"
+            identity = %profile.cluster_uri,
+            client_certificates = ?profile.client_auth,
+            "{}: certificate loaded",
+            profile.port.what()
         );
         Ok(TlsContext {
             inner: Arc::new(Inner {
-                paths,
-                cluster_uri,
-                mutual,
-                ttl: tls.ssl_context_cache_ttl,
+                profile,
                 state: Mutex::new(State {
                     loaded: Arc::new(loaded),
                     seen,
@@ -267,12 +355,17 @@ impl TlsContext {
 
     /// The URI SAN peers must carry: `spiffe://{trust-domain}/cluster/{cluster.name}`.
     pub fn cluster_uri(&self) -> &str {
-        &self.inner.cluster_uri
+        &self.inner.profile.cluster_uri
     }
 
     /// Whether inbound connections must present a client certificate.
     pub fn requires_client_certificate(&self) -> bool {
-        self.inner.mutual
+        self.inner.profile.client_auth == ClientAuth::Required
+    }
+
+    /// Whether clients must or may present a certificate.
+    pub fn client_auth(&self) -> ClientAuth {
+        self.inner.profile.client_auth
     }
 
     /// How often the files were checked, reloaded, or refused.
@@ -285,10 +378,10 @@ impl TlsContext {
     }
 
     /// The TLS handshake of an inbound connection. Returns the stream and the client's
-    /// verified certificate (`None` only when `require-mutual-authentication` is off and the
-    /// client sent none). The caller bounds it with its handshake timeout, and afterwards
-    /// checks with [`PeerCertificate::names_host`] that the certificate names the host the
-    /// client claims in shardik's handshake.
+    /// verified certificate (`None` only when client certificates are optional, see
+    /// [`ClientAuth`], and the client sent none). The caller bounds it with its handshake
+    /// timeout; the transport afterwards checks with [`PeerCertificate::names_host`] that the
+    /// certificate names the host the client claims in shardik's handshake.
     pub async fn accept<IO>(
         &self,
         io: IO,
@@ -346,20 +439,24 @@ impl TlsContext {
     /// lock (and on the caller's thread) holds up at most the connections opened meanwhile.
     fn current(&self) -> Arc<Loaded> {
         let inner = &*self.inner;
+        let profile = &inner.profile;
         let mut st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        if now.saturating_duration_since(st.last_check) >= inner.ttl {
+        if now.saturating_duration_since(st.last_check) >= profile.ttl {
             st.last_check = now;
             inner.checks.fetch_add(1, Ordering::Relaxed);
             if let Some(snapshot) = inner.changed_files(&st.seen) {
-                match build(&inner.paths, &snapshot, &inner.cluster_uri, inner.mutual) {
+                let port = profile.port.label();
+                match build(profile, &snapshot) {
                     Ok(loaded) => {
                         info!(
-                            cert_file = %inner.paths.cert.display(),
+                            cert_file = %profile.files.cert.path.display(),
                             serial = %loaded.own.serial_hex(),
-                            "TLS files changed: new connections use the new certificate, key and CA"
+                            "{}: files changed; new connections use the new certificate, key \
+                             and CA",
+                            profile.port.what()
                         );
-                        metrics::counter!(RELOADS_TOTAL).increment(1);
+                        metrics::counter!(RELOADS_TOTAL, "port" => port).increment(1);
                         inner.reloads.fetch_add(1, Ordering::Relaxed);
                         st.loaded = Arc::new(loaded);
                     }
@@ -367,10 +464,11 @@ impl TlsContext {
                         warn!(
                             %error,
                             serial = %st.loaded.own.serial_hex(),
-                            "TLS files changed but cannot be used; new connections keep the \
-                             previous certificate, key and CA until the files are fixed"
+                            "{}: files changed but cannot be used; new connections keep the \
+                             previous certificate, key and CA until the files are fixed",
+                            profile.port.what()
                         );
-                        metrics::counter!(RELOAD_FAILURES_TOTAL).increment(1);
+                        metrics::counter!(RELOAD_FAILURES_TOTAL, "port" => port).increment(1);
                         inner.failures.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -385,11 +483,12 @@ impl Inner {
     /// The files, if they differ from `seen`: read once and, when they differ, read until
     /// they stop changing, so that a check during a replacement does not see half of it.
     fn changed_files(&self, seen: &Snapshot) -> Option<Snapshot> {
-        let first = Snapshot::read(&self.paths);
+        let files = &self.profile.files;
+        let first = Snapshot::read(files);
         if first == *seen {
             return None;
         }
-        Some(Snapshot::settled(&self.paths, first)).filter(|settled| settled != seen)
+        Some(Snapshot::settled(files, first)).filter(|settled| settled != seen)
     }
 }
 
@@ -412,84 +511,18 @@ fn check_identity_parts(trust_domain: &str, cluster_name: &str) -> Result<(), Tl
     Ok(())
 }
 
-fn file_bytes<'a>(
-    key: &'static str,
-    path: &Path,
-    read: &'a FileRead,
-) -> Result<&'a [u8], TlsError> {
-    read.as_deref()
-        .map_err(|(kind, message)| TlsError::ReadFile {
-            key,
-            path: path.to_owned(),
-            source: io::Error::new(*kind, message.clone()),
-        })
-}
-
-fn certificates(
-    key: &'static str,
-    path: &Path,
-    read: &FileRead,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = file_bytes(key, path, read)?;
-    let certs = CertificateDer::pem_slice_iter(bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| pem_error(key, path, e))?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate {
-            key,
-            path: path.to_owned(),
-        });
-    }
-    Ok(certs)
-}
-
-fn private_key(path: &Path, read: &FileRead) -> Result<PrivateKeyDer<'static>, TlsError> {
-    let bytes = file_bytes(KEY_KEY, path, read)?;
-    PrivateKeyDer::from_pem_slice(bytes).map_err(|e| match e {
-        pem::Error::NoItemsFound => TlsError::NoPrivateKey {
-            path: path.to_owned(),
-        },
-        e => pem_error(KEY_KEY, path, e),
-    })
-}
-
-fn pem_error(key: &'static str, path: &Path, e: pem::Error) -> TlsError {
-    TlsError::Pem {
-        key,
-        path: path.to_owned(),
-        cause: e.to_string(),
-    }
-}
-
 /// Builds both configurations from one snapshot of the files.
-fn build(
-    paths: &Paths,
-    files: &Snapshot,
-    cluster_uri: &str,
-    mutual: bool,
-) -> Result<Loaded, TlsError> {
+fn build(profile: &Profile, files: &Snapshot) -> Result<Loaded, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let chain = certificates(CERT_KEY, &paths.cert, &files.cert)?;
-    let key = private_key(&paths.key, &files.key)?;
-    let cas = certificates(CA_KEY, &paths.ca, &files.ca)?;
-
+    let paths = &profile.files;
+    let (chain, key) = pem::identity(&paths.cert, &files.cert, &paths.key, &files.key, &provider)?;
+    let roots = Arc::new(pem::root_store(&paths.ca, &files.ca)?);
     let own =
         PeerCertificate::from_der(chain[0].clone()).ok_or_else(|| TlsError::BadCertificate {
-            key: CERT_KEY,
-            path: paths.cert.clone(),
+            key: paths.cert.key,
+            path: paths.cert.path.clone(),
             cause: "not an X.509 certificate".to_string(),
         })?;
-    check_key_matches(paths, &provider, &chain, &key)?;
-
-    let mut roots = RootCertStore::empty();
-    for ca in cas {
-        roots.add(ca).map_err(|e| TlsError::BadCertificate {
-            key: CA_KEY,
-            path: paths.ca.clone(),
-            cause: e.to_string(),
-        })?;
-    }
-    let roots = Arc::new(roots);
 
     let server_verifier =
         WebPkiServerVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
@@ -497,7 +530,7 @@ fn build(
             .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
     let mut client_verifier =
         WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&provider));
-    if !mutual {
+    if profile.client_auth == ClientAuth::Optional {
         client_verifier = client_verifier.allow_unauthenticated();
     }
     let client_verifier = client_verifier
@@ -505,11 +538,11 @@ fn build(
         .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
 
     let mut server = ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13])
+        .with_protocol_versions(profile.versions)
         .map_err(TlsError::Rustls)?
         .with_client_cert_verifier(Arc::new(ClusterClientVerifier::new(
             client_verifier,
-            cluster_uri.to_string(),
+            profile.cluster_uri.clone(),
         )))
         .with_single_cert(chain.clone(), key.clone_key())
         .map_err(TlsError::Rustls)?;
@@ -517,12 +550,12 @@ fn build(
     server.send_tls13_tickets = 0;
 
     let mut client = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
+        .with_protocol_versions(profile.versions)
         .map_err(TlsError::Rustls)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(ClusterServerVerifier::new(
             server_verifier,
-            cluster_uri.to_string(),
+            profile.cluster_uri.clone(),
         )))
         .with_client_auth_cert(chain, key)
         .map_err(TlsError::Rustls)?;
@@ -533,36 +566,6 @@ fn build(
         connector: TlsConnector::from(Arc::new(client)),
         own,
     })
-}
-
-/// Loads the key and compares its public half with the certificate's, so a mismatch is
-/// reported as such rather than as a handshake failure later.
-fn check_key_matches(
-    paths: &Paths,
-    provider: &CryptoProvider,
-    chain: &[CertificateDer<'static>],
-    key: &PrivateKeyDer<'static>,
-) -> Result<(), TlsError> {
-    let signing = provider
-        .key_provider
-        .load_private_key(key.clone_key())
-        .map_err(|e| TlsError::BadPrivateKey {
-            path: paths.key.clone(),
-            cause: e.to_string(),
-        })?;
-    match CertifiedKey::new(chain.to_vec(), signing).keys_match() {
-        // `Unknown`: the key type cannot tell its public key; rustls accepts it too.
-        Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => Ok(()),
-        Err(rustls::Error::InconsistentKeys(_)) => Err(TlsError::KeyMismatch {
-            cert_path: paths.cert.clone(),
-            key_path: paths.key.clone(),
-        }),
-        Err(e) => Err(TlsError::BadCertificate {
-            key: CERT_KEY,
-            path: paths.cert.clone(),
-            cause: e.to_string(),
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ pub enum TlsError {
     /// A file is missing or unreadable.
     #[error("cannot read `{key}` file `{}`: {source}", path.display())]
     ReadFile {
-        /// The configuration key that names the file.
+        /// The configuration key (or option) that names the file.
         key: &'static str,
         /// The file.
         path: PathBuf,
@@ -20,7 +20,7 @@ pub enum TlsError {
     /// A file is not valid PEM (a broken block, bad base64).
     #[error("`{key}` file `{}` is not valid PEM: {cause}", path.display())]
     Pem {
-        /// The configuration key that names the file.
+        /// The configuration key (or option) that names the file.
         key: &'static str,
         /// The file.
         path: PathBuf,
@@ -34,24 +34,28 @@ pub enum TlsError {
         path.display()
     )]
     NoCertificate {
-        /// The configuration key that names the file.
+        /// The configuration key (or option) that names the file.
         key: &'static str,
         /// The file.
         path: PathBuf,
     },
     /// The key file holds no private key block.
     #[error(
-        "`transport.tls.key-file` file `{}` holds no private key (expected a \
-         `-----BEGIN PRIVATE KEY-----`, `RSA PRIVATE KEY` or `EC PRIVATE KEY` block)",
+        "`{key}` file `{}` holds no private key (expected a `-----BEGIN PRIVATE KEY-----`, \
+         `RSA PRIVATE KEY` or `EC PRIVATE KEY` block)",
         path.display()
     )]
     NoPrivateKey {
+        /// The configuration key (or option) that names the file.
+        key: &'static str,
         /// The file.
         path: PathBuf,
     },
     /// The private key cannot be used (an unsupported algorithm or a malformed key).
-    #[error("`transport.tls.key-file` file `{}` holds an unusable private key: {cause}", path.display())]
+    #[error("`{key}` file `{}` holds an unusable private key: {cause}", path.display())]
     BadPrivateKey {
+        /// The configuration key (or option) that names the file.
+        key: &'static str,
         /// The file.
         path: PathBuf,
         /// What rustls reported.
@@ -59,22 +63,25 @@ pub enum TlsError {
     },
     /// The private key does not belong to the certificate.
     #[error(
-        "the private key in `transport.tls.key-file` (`{}`) does not belong to the \
-         certificate in `transport.tls.cert-file` (`{}`): install the key the certificate \
-         was issued for",
+        "the private key in `{key_key}` (`{}`) does not belong to the certificate in \
+         `{cert_key}` (`{}`): install the key the certificate was issued for",
         key_path.display(),
         cert_path.display()
     )]
     KeyMismatch {
+        /// The configuration key (or option) that names the certificate file.
+        cert_key: &'static str,
         /// The certificate file.
         cert_path: PathBuf,
+        /// The configuration key (or option) that names the key file.
+        key_key: &'static str,
         /// The key file.
         key_path: PathBuf,
     },
     /// A certificate that is valid PEM but not a usable X.509 certificate.
     #[error("`{key}` file `{}` holds a certificate that cannot be used: {cause}", path.display())]
     BadCertificate {
-        /// The configuration key that names the file.
+        /// The configuration key (or option) that names the file.
         key: &'static str,
         /// The file.
         path: PathBuf,

@@ -42,6 +42,36 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [FailureReason; 9] = [
+        FailureReason::UnknownCa,
+        FailureReason::Expired,
+        FailureReason::WrongCluster,
+        FailureReason::NoCertificate,
+        FailureReason::BadName,
+        FailureReason::BadCertificate,
+        FailureReason::NotTls,
+        FailureReason::Closed,
+        FailureReason::Other,
+    ];
+
+    /// The `reason` label of a refused connection in the transport's and the management
+    /// port's refusal counters: [`as_str`](Self::as_str) prefixed with `tls-`, so that it never
+    /// collides with their other reasons.
+    pub fn refusal_label(self) -> &'static str {
+        match self {
+            FailureReason::UnknownCa => "tls-unknown-ca",
+            FailureReason::Expired => "tls-expired",
+            FailureReason::WrongCluster => "tls-wrong-cluster",
+            FailureReason::NoCertificate => "tls-no-certificate",
+            FailureReason::BadName => "tls-bad-name",
+            FailureReason::BadCertificate => "tls-bad-certificate",
+            FailureReason::NotTls => "tls-not-tls",
+            FailureReason::Closed => "tls-closed",
+            FailureReason::Other => "tls-other",
+        }
+    }
+
     /// The metric label.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -350,19 +380,12 @@ mod tests {
     #[test]
     fn reasons_have_distinct_labels() {
         use std::collections::BTreeSet;
-        let all = [
-            FailureReason::UnknownCa,
-            FailureReason::Expired,
-            FailureReason::WrongCluster,
-            FailureReason::NoCertificate,
-            FailureReason::BadName,
-            FailureReason::BadCertificate,
-            FailureReason::NotTls,
-            FailureReason::Closed,
-            FailureReason::Other,
-        ];
+        let all = FailureReason::ALL;
         let labels: BTreeSet<_> = all.iter().map(|r| r.as_str()).collect();
         assert_eq!(labels.len(), all.len());
+        for r in all {
+            assert_eq!(r.refusal_label(), format!("tls-{}", r.as_str()));
+        }
     }
 
     #[test]

@@ -1,4 +1,7 @@
-//! Mutual TLS between nodes: who may connect, proven by certificates.
+//! Mutual TLS between nodes: who may connect, proven by certificates. The same identity rule
+//! and files serve HTTPS on the management port ([`TlsContext::for_management`]), where a
+//! client certificate is optional and, when presented and valid, authorises the
+//! state-changing routes (see [`crate::http`]).
 //!
 //! # The identity rule
 //!
@@ -26,7 +29,8 @@
 //! Rules 1–4 run inside the TLS handshake ([`ClusterServerVerifier`],
 //! [`ClusterClientVerifier`]); the host check of the dialled side too; the host check of the
 //! client is the transport's, after our handshake frame is read.
-//! TLS 1.3 only: both ends are shardik nodes, so there is no older peer to talk to.
+//! TLS 1.3 only between nodes: both ends are shardik nodes, so there is no older peer to talk
+//! to. The management port also speaks TLS 1.2, for HTTP clients that have nothing newer.
 //!
 //! # Rotation
 //!
@@ -48,18 +52,22 @@ pub mod certs;
 mod context;
 mod error;
 mod failure;
+mod https_client;
 mod identity;
+mod pem;
 mod verifier;
 
-pub use context::{HandshakeError, ReloadStats, TlsContext};
+pub use context::{ClientAuth, HandshakeError, ReloadStats, TlsContext};
 pub use error::TlsError;
 pub use failure::{FailureReason, HandshakeFailureLog, Logged};
+pub use https_client::https_client_config;
 pub use identity::{
     PeerCertificate, WrongIdentity, cluster_uri, is_trust_domain, is_uri_cluster_name, server_name,
 };
+pub use pem::PemFile;
 pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
 
-/// Successful reloads of changed TLS files (counter); see [`crate::metrics`].
+/// Successful reloads of changed TLS files (counter, label `port`); see [`crate::metrics`].
 pub const RELOADS_TOTAL: &str = crate::metrics::TLS_RELOADS_TOTAL;
-/// Changed TLS files that could not be loaded (counter); see [`crate::metrics`].
+/// Changed TLS files that could not be loaded (counter, label `port`); see [`crate::metrics`].
 pub const RELOAD_FAILURES_TOTAL: &str = crate::metrics::TLS_RELOAD_FAILURES_TOTAL;

@@ -534,18 +534,7 @@ impl UserSender {
 /// and `shardik_transport_tls_failures_total` (both ways): the TLS module's reason, prefixed
 /// so that it never collides with the transport's own reasons.
 fn tls_refusal_label(reason: crate::tls::FailureReason) -> &'static str {
-    use crate::tls::FailureReason as R;
-    match reason {
-        R::UnknownCa => "tls-unknown-ca",
-        R::Expired => "tls-expired",
-        R::WrongCluster => "tls-wrong-cluster",
-        R::NoCertificate => "tls-no-certificate",
-        R::BadName => "tls-bad-name",
-        R::BadCertificate => "tls-bad-certificate",
-        R::NotTls => "tls-not-tls",
-        R::Closed => "tls-closed",
-        R::Other => "tls-other",
-    }
+    reason.refusal_label()
 }
 
 /// Counts the bytes of a membership frame under the gossip or heartbeat metric.
