@@ -359,13 +359,15 @@ async fn alive_and_ready_answer_while_strangers_hold_every_connection() {
         "{answer}"
     );
 
-    // With the reserve held by strangers too, a further connection is closed at once,
-    // unanswered.
-    for _ in 0..http::HEALTH_CHECK_RESERVE {
+    // Strangers that fill the reserve with silent connections too (twice over) are pushed out,
+    // oldest first, by newer connections: a prober still gets its answer.
+    for _ in 0..2 * http::HEALTH_CHECK_RESERVE {
         strangers.push(TcpStream::connect(s.addr).await.unwrap());
     }
-    let answer = raw_request(s.addr, "GET", "/alive").await;
-    assert_eq!(answer, "", "closed without an answer");
+    for path in ["/alive", "/ready"] {
+        let answer = raw_request(s.addr, "GET", path).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    }
     drop(strangers);
     // Once the strangers are gone, everything is served again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -387,6 +389,51 @@ async fn alive_and_ready_answer_while_strangers_hold_every_connection() {
         &[("reason", "connection-limit")],
     );
     assert!(refused >= 2.0, "{metrics_text}");
+}
+
+#[tokio::test]
+async fn half_sent_requests_beyond_the_cap_are_refused_at_once_and_probes_still_answered() {
+    const CAP: usize = 3;
+    const HALF_SENT: usize = 100;
+    let limits = HttpLimits {
+        max_connections: CAP,
+        // Nothing here is closed by a timeout within the test: what is refused is refused
+        // for what it sent.
+        header_read_timeout: Duration::from_secs(120),
+        health_check_head_timeout: Duration::from_secs(120),
+        ..HttpLimits::default()
+    };
+    let s = serve(|api| api, limits, None).await;
+    let mut holders = Vec::new();
+    for _ in 0..CAP {
+        holders.push(TcpStream::connect(s.addr).await.unwrap());
+    }
+    // Many more than the reserve's places, each sending part of a request head for another
+    // route and stopping: once they were held until their head timed out, and the reserve
+    // turned every prober away meanwhile.
+    let mut half_sent = Vec::new();
+    for _ in 0..HALF_SENT {
+        let mut conn = TcpStream::connect(s.addr).await.unwrap();
+        conn.write_all(b"GET /cluster/members HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        half_sent.push(conn);
+    }
+    for path in ["/alive", "/ready"] {
+        let answer = raw_request(s.addr, "GET", path).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+    }
+    // Each was answered 503 and closed without the rest of its head (the timeouts are two
+    // minutes; `read_until_closed` gives up after 30 s).
+    for mut conn in half_sent {
+        let answer = read_until_closed(&mut conn).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(
+            answer.contains("management.http.max-connections"),
+            "{answer}"
+        );
+    }
+    drop(holders);
 }
 
 /// The value of the first sample of `name` whose labels include `labels`, or 0.

@@ -486,6 +486,73 @@ async fn a_stalled_tls_handshake_is_closed_within_the_head_timeout() {
     assert_eq!(s.get(&probe, "/alive").await, StatusCode::OK);
 }
 
+/// A TLS 1.3 connection to the management port at `port`, trusting `ca_pem`, without a client
+/// certificate (rustls directly, not reqwest: the test writes the request by hand).
+async fn tls_connect(port: u16, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .expect("a TLS handshake")
+}
+
+#[tokio::test]
+async fn beyond_the_cap_https_probes_are_answered_and_other_requests_refused_at_once() {
+    const CAP: usize = 2;
+    let pki = Pki::new();
+    let limits = HttpLimits {
+        max_connections: CAP,
+        // Nothing here is closed by a timeout within the test.
+        header_read_timeout: Duration::from_secs(120),
+        health_check_head_timeout: Duration::from_secs(120),
+        ..HttpLimits::default()
+    };
+    let s = serve(&pki.settings("127.0.0.1", true, None), limits).await;
+    // Strangers that say nothing hold every ordinary slot and, twice over, the reserve's
+    // places (in its TLS handshake a connection is waiting too).
+    let mut strangers = Vec::new();
+    for _ in 0..CAP + 2 * http::HEALTH_CHECK_RESERVE {
+        strangers.push(TcpStream::connect(("127.0.0.1", s.port)).await.unwrap());
+    }
+    // Past its handshake, a request that starts as anything but a health check is answered
+    // 503 at its first bytes, without the rest of its head.
+    let mut half_sent = tls_connect(s.port, pki.ca.cert_pem()).await;
+    half_sent
+        .write_all(b"GET /cluster/members HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        half_sent.read_to_string(&mut answer),
+    )
+    .await
+    .expect("answered before the head timeout");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("management.http.max-connections"),
+        "{answer}"
+    );
+    // A probe pushes the oldest stranger out and is answered.
+    let probe = client(pki.ca.cert_pem(), None);
+    for path in ["/alive", "/ready"] {
+        assert_eq!(s.get(&probe, path).await, StatusCode::OK, "{path}");
+    }
+    drop(strangers);
+}
+
 /// The serial of the certificate the server presents on a new connection.
 async fn served_serial(port: u16, ca_file: &Path) -> Vec<u8> {
     let config = https_client_config(&PemFile::new("ca", ca_file), None).unwrap();

@@ -32,6 +32,7 @@
 mod guard;
 mod https;
 mod observe;
+mod reserve;
 mod serve;
 
 pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};

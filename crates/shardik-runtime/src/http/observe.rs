@@ -36,8 +36,8 @@ pub enum Refusal {
     /// A request head (or, with TLS, the TLS handshake) not complete within
     /// `header-read-timeout` (disconnected).
     HeaderTimeout,
-    /// A connection beyond `max-connections` and the health-check reserve (closed at once),
-    /// or a request other than `/alive`/`/ready` on a reserve connection (503).
+    /// A request other than `/alive`/`/ready` beyond `max-connections` (503, at its first
+    /// bytes), or a connection waiting there pushed out by a newer one (closed).
     ConnectionLimit,
     /// `accept` failed (out of file descriptors, say); the loop backs off and goes on.
     AcceptFailed,

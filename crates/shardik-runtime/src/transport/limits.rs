@@ -5,6 +5,8 @@
 //! past our handshake it also holds a place among the pending ones; once past it, a peer that is
 //! not a current member holds a slot of the non-member pool, so strangers and joiners together
 //! can never take the room members need.
+//!
+//! The management port's health-check reserve uses [`Pending`] too (`http/reserve.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,7 +71,7 @@ impl Drop for Slot {
 /// thus cannot keep a member's reconnection out, since a real handshake completes in a round
 /// trip while the stalled ones are the oldest.
 #[derive(Debug)]
-pub(super) struct Pending {
+pub(crate) struct Pending {
     max: usize,
     state: Mutex<PendingState>,
 }
@@ -82,17 +84,17 @@ struct PendingState {
 }
 
 /// What [`Pending::admit`] gives a new connection.
-pub(super) struct Admitted {
+pub(crate) struct Admitted {
     /// Its place; dropping it (handshake done or failed) leaves the pending set.
-    pub(super) place: PendingPlace,
+    pub(crate) place: PendingPlace,
     /// Completes when the connection was pushed out by a newer one.
-    pub(super) evicted: oneshot::Receiver<()>,
+    pub(crate) evicted: oneshot::Receiver<()>,
     /// Whether an older connection was pushed out to make room.
-    pub(super) pushed_out_another: bool,
+    pub(crate) pushed_out_another: bool,
 }
 
 impl Pending {
-    pub(super) fn new(max: usize) -> Arc<Pending> {
+    pub(crate) fn new(max: usize) -> Arc<Pending> {
         Arc::new(Pending {
             max: max.max(1),
             state: Mutex::new(PendingState::default()),
@@ -100,7 +102,7 @@ impl Pending {
     }
 
     /// A place for a new connection, pushing the oldest pending one out when all are taken.
-    pub(super) fn admit(self: &Arc<Self>) -> Admitted {
+    pub(crate) fn admit(self: &Arc<Self>) -> Admitted {
         let (tx, rx) = oneshot::channel();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let pushed_out_another = if st.waiting.len() >= self.max {
@@ -134,7 +136,7 @@ impl Pending {
 
 /// A connection's place among the pending ones.
 #[derive(Debug)]
-pub(super) struct PendingPlace {
+pub(crate) struct PendingPlace {
     id: u64,
     pending: Arc<Pending>,
 }

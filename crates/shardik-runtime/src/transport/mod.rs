@@ -19,7 +19,7 @@
 
 mod backoff;
 mod inbound;
-mod limits;
+pub(crate) mod limits;
 mod members;
 mod outbound;
 
