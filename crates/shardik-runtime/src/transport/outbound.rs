@@ -658,7 +658,11 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
             Ok(Ok((stream, _cert))) => stream,
         };
     match handshake(to, shared, &mut stream).await {
-        Ok(()) => Ok(Conn::Tls(Arc::new(tokio::sync::Mutex::new(stream)))),
+        Ok(()) => {
+            // The peer answered over the session: it accepted our certificate too.
+            count_tls_handshake();
+            Ok(Conn::Tls(Arc::new(tokio::sync::Mutex::new(stream))))
+        }
         Err(HandshakeFailed::Io(e)) if is_tls_error(&e) => {
             let reason = FailureReason::of_io(&e);
             tls_failed(reason, &e);
@@ -672,6 +676,11 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
 /// socket.
 fn is_tls_error(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// Counts a TLS session established by dialling.
+fn count_tls_handshake() {
+    metrics::counter!(m::TRANSPORT_TLS_HANDSHAKES_TOTAL, "direction" => "outbound").increment(1);
 }
 
 /// Counts a failed TLS handshake.
