@@ -10,7 +10,11 @@
 //!   asking again once answered), and `ask` at a fixed rate (open loop). Each runs beside a
 //!   raw TCP baseline in the same run ([`crate::bench_raw`], against the raw
 //!   `bench-peer`): the same operation, the same number in flight, with frames of exactly the
-//!   sizes sharding sends ([`crate::bench_frames`]), and the ratios. `--only` picks parts.
+//!   sizes sharding sends ([`crate::bench_frames`]), and the ratios. `--only` picks parts;
+//!   `handshake` (not run by default) times fresh connections to the peer's node
+//!   ([`crate::bench_handshake`]). `--transport tls` runs it all over mutual TLS, `both` over
+//!   plain TCP and then TLS in the same run, with the ratios TLS/plain
+//!   ([`crate::bench_transports`]).
 //! - `memory`: resident memory per idle entity (u64 state, passivation off) and the rate at
 //!   which entities are created in shards that already run.
 //! - `first-message`: latency of the first message to an entity whose shard is not allocated
@@ -18,7 +22,8 @@
 //!
 //! Every benchmark prints one human-readable line (`remote`: one per part), or one JSON object
 //! with `--json`. Nodes use the built-in configuration of `shardik node` (with `SHARDIK_…`
-//! environment overrides) and, like it, record metrics into the Prometheus recorder.
+//! environment overrides; `remote` and `first-message --remote` set `transport.tls`
+//! themselves) and, like it, record metrics into the Prometheus recorder.
 //!
 //! The remote peer is `shardik bench-sharding-peer` (hidden). It hosts the entities (it alone
 //! has the role [`HOST_ROLE`]) and reports on its stdout, one line each: `READY` once its node
@@ -26,6 +31,7 @@
 //! expected number of tells: first those of the async kind, then those of the sync kind.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,14 +48,19 @@ use shardik_runtime::sharding::{
     Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig,
     SyncEntity, TellError,
 };
+use shardik_runtime::tls::TlsContext;
+use shardik_runtime::transport::TransportConfig;
 use tokio::sync::{Notify, mpsc};
 
 use crate::bench_frames::{self, OpSizes, TYPICAL_ASK_ID, op_sizes};
+use crate::bench_handshake;
 use crate::bench_raw::{self, Exchange};
 use crate::bench_support::{
     ClosedLoop, LATE, Latencies, Peer, Throughput, entity_of, exit_with_parent, free_port,
     load_average, open_loop, runtime, set_runtime_kind, unix_ns,
 };
+use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
+use crate::bench_transports::{RemoteFigures, RemoteRun};
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";
@@ -151,7 +162,7 @@ struct RemoteArgs {
     /// Seconds of each ask measurement (closed loops and open loop alike).
     #[arg(long = "duration-s", default_value_t = 10)]
     duration_s: u64,
-    /// The parts to run, comma-separated (all by default).
+    /// The parts to run, comma-separated (all but `handshake` by default).
     #[arg(
         long,
         value_enum,
@@ -159,6 +170,13 @@ struct RemoteArgs {
         default_value = "tells,ask1,ask64,open"
     )]
     only: Vec<RemotePart>,
+    /// How the two nodes talk: plain TCP, mutual TLS (certificates made in a temporary
+    /// directory), or both one after the other with the ratios TLS/plain.
+    #[arg(long, value_enum, default_value = "plain")]
+    transport: TransportChoice,
+    /// Fresh connections of the `handshake` part.
+    #[arg(long, default_value_t = 2000)]
+    connections: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -176,6 +194,9 @@ enum RemotePart {
     /// Asks at a fixed rate (open loop, `--rate`), against raw requests at the same rate
     /// pipelined on one connection.
     Open,
+    /// Fresh connections to the peer's node, one at a time (`--connections`): connect and
+    /// handshakes (TLS's too with `--transport tls`), timed; no raw baseline.
+    Handshake,
 }
 
 /// Requests in flight of the `ask64` part.
@@ -213,6 +234,10 @@ pub struct PeerArgs {
     /// Tells to count before reporting `DONE` (0: never report).
     #[arg(long)]
     expect: u64,
+    /// Mutual TLS with the certificates the benchmark made in this directory (plain TCP
+    /// without).
+    #[arg(long)]
+    tls_dir: Option<PathBuf>,
 }
 
 /// Runs `shardik bench sharding ...`.
@@ -362,6 +387,8 @@ pub(crate) struct BenchNode {
     running: RunningNode,
     pub(crate) sharding: Sharding,
     config: ShardingConfig,
+    /// The node's TLS configuration, when `transport.tls` is on.
+    tls: Option<TlsContext>,
 }
 
 impl BenchNode {
@@ -369,15 +396,22 @@ impl BenchNode {
     /// its own), with `roles`.
     pub(crate) async fn start(seeds: Vec<Address>, roles: &[&str]) -> anyhow::Result<BenchNode> {
         let bind = Address::new("127.0.0.1", free_port()?);
-        BenchNode::start_at(bind, seeds, roles).await
+        BenchNode::start_with(bind, seeds, roles, |_| {}).await
     }
 
+    /// Starts a node on `bind` over mutual TLS with `certs`, or over plain TCP without
+    /// (whatever `transport.tls` says otherwise).
     async fn start_at(
         bind: Address,
         seeds: Vec<Address>,
         roles: &[&str],
+        certs: Option<&BenchCerts>,
     ) -> anyhow::Result<BenchNode> {
-        BenchNode::start_with(bind, seeds, roles, |_| {}).await
+        BenchNode::start_with(bind, seeds, roles, |s| match certs {
+            Some(certs) => certs.apply(s),
+            None => s.transport.tls.enabled = false,
+        })
+        .await
     }
 
     /// Starts a node on `bind` as [`start`](Self::start) does, with its settings changed by
@@ -401,11 +435,16 @@ impl BenchNode {
             seeds
         };
         settings.cluster.seed_nodes = seeds.clone();
+        // As `shardik node` does: bad TLS files stop the node here, naming the file.
+        let tls = TlsContext::from_settings(&settings)?;
         let running = node::start(NodeOptions {
             bind: bind.clone(),
             seeds,
             membership: settings.membership_config(),
-            transport: node::transport_config(&settings.transport),
+            transport: TransportConfig {
+                tls: tls.clone(),
+                ..node::transport_config(&settings.transport)
+            },
             leave_timeout: Duration::from_secs(10),
         })
         .await
@@ -416,6 +455,7 @@ impl BenchNode {
             running,
             sharding,
             config,
+            tls,
         })
     }
 
@@ -488,11 +528,18 @@ struct RemoteSetup {
 
 impl RemoteSetup {
     /// Starts the peer (which counts `expect` tells) and a node without the host role that
-    /// joins it.
-    async fn start(expect: u64) -> anyhow::Result<RemoteSetup> {
+    /// joins it, both over mutual TLS with `certs`, or plain TCP without.
+    async fn start(expect: u64, certs: Option<&BenchCerts>) -> anyhow::Result<RemoteSetup> {
         let expect = expect.to_string();
-        let peer = Peer::start("bench-sharding-peer", &["--expect", &expect]).await?;
-        let node = BenchNode::start(vec![peer.addr.clone()], &[]).await?;
+        let mut args = vec!["--expect".to_string(), expect];
+        if let Some(certs) = certs {
+            args.push("--tls-dir".to_string());
+            args.push(certs.dir().display().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let peer = Peer::start("bench-sharding-peer", &args).await?;
+        let bind = Address::new("127.0.0.1", free_port()?);
+        let node = BenchNode::start_at(bind, vec![peer.addr.clone()], &[], certs).await?;
         node.wait_up(2).await?;
         Ok(RemoteSetup { peer, node })
     }
@@ -515,7 +562,9 @@ impl RemoteSetup {
 pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
     exit_with_parent();
     runtime()?.block_on(async move {
-        let node = BenchNode::start_at(args.bind.clone(), Vec::new(), &[HOST_ROLE]).await?;
+        let certs = args.tls_dir.as_deref().map(BenchCerts::in_dir);
+        let node = BenchNode::start_at(args.bind.clone(), Vec::new(), &[HOST_ROLE], certs.as_ref())
+            .await?;
         node.wait_up(1).await?;
         let progress = Progress::new(args.expect);
         let sync_progress = Progress::new(args.expect);
@@ -825,6 +874,28 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if a.entities == 0 || a.messages == 0 || a.rate == 0 || a.duration_s == 0 {
         bail!("--entities, --messages, --rate and --duration-s must be positive");
     }
+    if a.connections == 0 {
+        bail!("--connections must be positive");
+    }
+    let mut runs = Vec::new();
+    for &transport in a.transport.transports() {
+        runs.push(remote_run(&a, transport).await?);
+    }
+    let header = format!("sharding remote ({}, {})", a.common.runtime, a.send.name());
+    let mut runs = runs.into_iter();
+    match (runs.next(), runs.next()) {
+        (Some(run), None) => report(a.common.json, run.value, run.lines.join("\n")),
+        (Some(plain), Some(tls)) => {
+            let (value, text) = crate::bench_transports::side_by_side(&header, plain, tls);
+            report(a.common.json, value, text);
+        }
+        _ => bail!("no transport to measure"),
+    }
+    Ok(())
+}
+
+/// Every part of `bench sharding remote` asked for, with the nodes on `transport`.
+async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<RemoteRun> {
     let parts: BTreeSet<RemotePart> = a.only.iter().copied().collect();
     let duration = Duration::from_secs(a.duration_s);
     let load = load_average();
@@ -833,16 +904,30 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     } else {
         0
     };
-    let mut setup = RemoteSetup::start(tells_expected).await?;
+    let certs = match transport {
+        Transport::Plain => None,
+        Transport::Tls => Some(BenchCerts::generate(CLUSTER)?),
+    };
+    let sessions_before = TlsSessions::now();
+    let mut setup = RemoteSetup::start(tells_expected, certs.as_ref()).await?;
     // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
     let expect = a.messages.to_string();
     let mut raw_peer = Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?;
     let region = setup.proxy(REMOTE_KIND)?;
     let refs = entity_refs(&region, "e", a.entities);
     activate(&refs).await?;
-    let header = format!("sharding remote ({}, {})", a.common.runtime, a.send.name());
+    // Plain keeps the header it had before TLS was measured.
+    let header = match transport {
+        Transport::Plain => format!("sharding remote ({}, {})", a.common.runtime, a.send.name()),
+        Transport::Tls => format!(
+            "sharding remote ({}, {}, tls)",
+            a.common.runtime,
+            a.send.name()
+        ),
+    };
     let mut value = json!({
         "benchmark": "sharding-remote",
+        "transport": transport.name(),
         "runtime": a.common.runtime,
         "send": a.send.name(),
         "entities": a.entities,
@@ -853,6 +938,7 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         "load1_before": load,
     });
     let mut lines = Vec::new();
+    let mut figures = RemoteFigures::default();
 
     // What every entity answers to a read: its share of the tells, once they ran.
     let values: Vec<u64> = (0..a.entities)
@@ -872,6 +958,7 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         let ratio = tells.per_second() / raw.per_second();
         let sync_ratio = sync.per_second() / raw.per_second();
         let mean_size = bench_frames::mean(&sizes, |s| s.tell);
+        figures.tells_per_s = Some(tells.per_second());
         // The names of the fields from before the raw baseline are kept.
         for (k, v) in [
             ("tell_msgs_per_s", json!(tells.per_second())),
@@ -927,6 +1014,12 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         let raw =
             bench_raw::closed_loop(&raw_peer.addr, slots, duration, Arc::clone(&exchanges)).await?;
         let cmp = ClosedLoopComparison::new(&sharding, &raw);
+        if slots == 1 {
+            figures.ask1_us = Some((
+                sharding.latencies.quantile_us(0.5),
+                sharding.latencies.quantile_us(0.99),
+            ));
+        }
         value[key] = json!({
             "in_flight": slots,
             "sharding": sharding.summary(),
@@ -1013,10 +1106,45 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
             raw.late,
         ));
     }
+    if parts.contains(&RemotePart::Handshake) {
+        let load = load_average();
+        let pid = setup.peer.pid().context("the peer process has no id")?;
+        let cost = bench_handshake::open_connections(
+            &setup.peer.addr,
+            pid,
+            setup.node.tls.as_ref(),
+            CLUSTER,
+            a.connections,
+        )
+        .await?;
+        let (client_cpu, server_cpu) = cost.cpu_us_per_connection();
+        let mut summary = cost.summary();
+        summary["load1_before"] = json!(load);
+        value["handshake"] = summary;
+        lines.push(format!(
+            "{header} new connections, one at a time: {} in {:.2} s, {:.0}/s; connect to accepted handshake p50 {:.1} / p99 {:.1} µs; CPU per connection {client_cpu:.0} µs dialling, {server_cpu:.0} µs on the node (load {load:.2})",
+            cost.connections,
+            cost.elapsed.as_secs_f64(),
+            cost.per_second(),
+            cost.latencies.quantile_us(0.5),
+            cost.latencies.quantile_us(0.99),
+        ));
+        figures.handshake = Some(cost);
+    }
+    // The proxy's own connections (not the handshake part's, which bypass its transport).
+    let sessions = TlsSessions::now().since(sessions_before);
+    value["tls_sessions"] = json!({"inbound": sessions.inbound, "outbound": sessions.outbound});
+    if transport == Transport::Tls && (sessions.inbound < 1.0 || sessions.outbound < 1.0) {
+        bail!("the TLS run established no TLS session both ways: {sessions:?}");
+    }
     setup.peer.stop().await;
     raw_peer.stop().await;
-    report(a.common.json, value, lines.join("\n"));
-    Ok(())
+    Ok(RemoteRun {
+        transport,
+        value,
+        lines,
+        figures,
+    })
 }
 
 /// The name of a part as `--only` takes it.
@@ -1026,6 +1154,7 @@ fn part_name(p: RemotePart) -> &'static str {
         RemotePart::Ask1 => "ask1",
         RemotePart::Ask64 => "ask64",
         RemotePart::Open => "open",
+        RemotePart::Handshake => "handshake",
     }
 }
 
@@ -1313,7 +1442,7 @@ async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
     }
     let load = load_average();
     let (first, second) = if a.remote {
-        let setup = RemoteSetup::start(0).await?;
+        let setup = RemoteSetup::start(0, None).await?;
         let region = setup.proxy(FIRST_KIND)?;
         let samples = first_and_second(&region, a.shards).await?;
         setup.peer.stop().await;

@@ -227,6 +227,11 @@ impl Peer {
         }
     }
 
+    /// The peer's process id (`None` once it has exited).
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     pub(crate) async fn stop(mut self) {
         let _ = self.child.kill().await;
     }

@@ -18,11 +18,14 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_frames;
+mod bench_handshake;
 mod bench_persistence;
 mod bench_raw;
 mod bench_remembered;
 mod bench_sharding;
 mod bench_support;
+mod bench_tls;
+mod bench_transports;
 mod certs;
 mod counter;
 mod demo;

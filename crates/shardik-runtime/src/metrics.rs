@@ -50,6 +50,11 @@ pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
 /// `outbound`, `reason` = `tls-<reason>` as in [`TRANSPORT_REFUSED_TOTAL`]). Outbound ones
 /// include our certificate refused by the peer, seen on the first read after the handshake.
 pub const TRANSPORT_TLS_FAILURES_TOTAL: &str = "shardik_transport_tls_failures_total";
+/// TLS sessions established between nodes (counter; label `direction` = `inbound` or
+/// `outbound`): inbound once the client's certificate is verified, outbound once the peer
+/// accepted our handshake over the session (so it accepted our certificate too). A count that
+/// keeps rising under steady traffic means connections churn.
+pub const TRANSPORT_TLS_HANDSHAKES_TOTAL: &str = "shardik_transport_tls_handshakes_total";
 /// Successful reloads of changed TLS certificate, key or CA files (counter; label `port` =
 /// `cluster` for `transport.tls`, `management` for `management.http.tls`).
 pub const TLS_RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
@@ -114,7 +119,7 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "shardik_http_request_duration_s
 pub const HTTP_REFUSED_TOTAL: &str = "shardik_http_refused_total";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 34] = [
+pub const ALL_NAMES: [&str; 35] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -129,6 +134,7 @@ pub const ALL_NAMES: [&str; 34] = [
     TRANSPORT_CONNECTIONS,
     TRANSPORT_REFUSED_TOTAL,
     TRANSPORT_TLS_FAILURES_TOTAL,
+    TRANSPORT_TLS_HANDSHAKES_TOTAL,
     TLS_RELOADS_TOTAL,
     TLS_RELOAD_FAILURES_TOTAL,
     OUTBOUND_QUEUE_OVERFLOW_TOTAL,
@@ -271,6 +277,11 @@ pub fn describe_all() {
         TRANSPORT_TLS_FAILURES_TOTAL,
         Unit::Count,
         "Failed TLS handshakes between nodes, by direction and reason."
+    );
+    describe_counter!(
+        TRANSPORT_TLS_HANDSHAKES_TOTAL,
+        Unit::Count,
+        "TLS sessions established between nodes, by direction."
     );
     describe_counter!(
         TLS_RELOADS_TOTAL,

@@ -1,12 +1,18 @@
 //! The idle-close race: a connection both sides close after `idle-timeout` must never swallow
 //! a message sent while it closes. Sends are spaced around the idle timeouts of both sides, for
-//! many cycles, and the receiver must get every one, in order.
+//! many cycles, and the receiver must get every one, in order; over plain TCP and over TLS
+//! (where both sides also exchange `close_notify`).
 
 use std::time::Duration;
 
 use shardik_core::membership::{Address, UniqueAddress};
+use shardik_runtime::config::TlsSettings;
+use shardik_runtime::tls::TlsContext;
+use shardik_runtime::tls::certs::{CertificateAuthority, NodeCertRequest, Validity};
 use shardik_runtime::transport::{Receivers, Transport, TransportConfig};
 use shardik_wire::LocalIdentity;
+
+const CLUSTER: &str = "idle-race";
 
 async fn transport(config: TransportConfig) -> (Transport, Receivers) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -14,7 +20,7 @@ async fn transport(config: TransportConfig) -> (Transport, Receivers) {
         .expect("free port")
         .port();
     let identity = LocalIdentity {
-        cluster_name: "idle-race".into(),
+        cluster_name: CLUSTER.into(),
         address: UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) + 7),
     };
     Transport::start_accepting_everyone(&format!("127.0.0.1:{port}"), identity, config)
@@ -22,11 +28,51 @@ async fn transport(config: TransportConfig) -> (Transport, Receivers) {
         .expect("transport starts")
 }
 
+/// A TLS context for a node at 127.0.0.1 of [`CLUSTER`], its files in `dir`.
+fn tls_context(dir: &std::path::Path) -> TlsContext {
+    let ca = CertificateAuthority::generate("idle ca", Validity::days_from_now(1)).unwrap();
+    let node = ca
+        .issue(&NodeCertRequest::for_node(
+            "shardik",
+            CLUSTER,
+            "127.0.0.1",
+            1,
+        ))
+        .unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    std::fs::write(path("node.pem"), &node.cert_pem).unwrap();
+    std::fs::write(path("node-key.pem"), &node.key_pem).unwrap();
+    std::fs::write(path("ca.pem"), ca.cert_pem()).unwrap();
+    let settings = TlsSettings {
+        enabled: true,
+        cert_file: path("node.pem"),
+        key_file: path("node-key.pem"),
+        ca_cert_file: path("ca.pem"),
+        require_mutual_authentication: true,
+        trust_domain: "shardik".to_string(),
+        ssl_context_cache_ttl: Duration::from_secs(3600),
+    };
+    TlsContext::new(&settings, CLUSTER).expect("usable TLS files")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_message_is_lost_when_an_idle_connection_closes() {
+    idle_cycles(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_message_is_lost_when_an_idle_tls_connection_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    idle_cycles(Some(tls_context(dir.path()))).await;
+}
+
+/// Messages spaced around the idle timeouts of both sides, over TLS with `tls`: every one
+/// arrives, in order.
+async fn idle_cycles(tls: Option<TlsContext>) {
     let idle = Duration::from_millis(300);
     let config = TransportConfig {
         idle_timeout: idle,
+        tls,
         ..TransportConfig::default()
     };
     let (a, _a_rx) = transport(config.clone()).await;

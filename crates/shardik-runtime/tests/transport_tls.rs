@@ -121,6 +121,12 @@ async fn exchange(a: &mut Transport, b: &Transport, b_rx: &mut Receivers, n: u32
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_of_one_ca_and_cluster_exchange_messages_in_order_both_ways() {
+    let handle = metrics();
+    let sessions = |direction: &str| {
+        let labels = format!("direction=\"{direction}\"");
+        counter(&handle, m::TRANSPORT_TLS_HANDSHAKES_TOTAL, &labels)
+    };
+    let (inbound_before, outbound_before) = (sessions("inbound"), sessions("outbound"));
     let dir = tempfile::tempdir().unwrap();
     let ca = new_ca("cluster ca");
     let (mut a, mut a_rx) = transport(Some(context(
@@ -139,6 +145,10 @@ async fn nodes_of_one_ca_and_cluster_exchange_messages_in_order_both_ways() {
     .await;
     exchange(&mut a, &b, &mut b_rx, 200).await;
     exchange(&mut b, &a, &mut a_rx, 200).await;
+    // Each way, a control and a user connection, each one TLS session counted on both of its
+    // ends (other tests of this binary run alongside and can only add to the counts).
+    assert!(sessions("outbound") >= outbound_before + 4.0);
+    assert!(sessions("inbound") >= inbound_before + 4.0);
     // Larger than a TLS record (16 KiB) and than what a socket takes at once: the writer
     // writes it in pieces, still in order.
     let to = b.identity().address.clone();

@@ -270,6 +270,8 @@ async fn serve_connection(
             Err(e.to_string())
         }
         Ok(Ok((stream, cert))) => {
+            metrics::counter!(m::TRANSPORT_TLS_HANDSHAKES_TOTAL, "direction" => "inbound")
+                .increment(1);
             let admitted = Admitted {
                 place,
                 evicted,

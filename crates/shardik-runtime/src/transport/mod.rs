@@ -22,6 +22,7 @@ mod inbound;
 pub(crate) mod limits;
 mod members;
 mod outbound;
+mod tls_conn;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -18,10 +18,11 @@
 //! the idle writer sees the end of the stream and forgets the connection, so that the next
 //! message goes on a new one.
 //!
-//! With TLS (`transport.tls`), the connection is a TLS stream after the TLS handshake: its
-//! session state is not shared with senders, so there are no direct writes; senders always
-//! buffer and wake the writer, which writes the whole buffer and flushes it. Ordering, the
-//! write limit and what a failed write does are the same as for plain TCP.
+//! With TLS (`transport.tls`), the connection is a TLS session after the TLS handshake
+//! ([`TlsConn`]), written the same way: a sender that finds the lane idle encrypts and writes
+//! itself, and records the socket does not take wait in the session, ahead of anything later,
+//! for the writer. Ordering, the burst rule, the write limit and what a failed write does are
+//! the same as for plain TCP.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -35,11 +36,11 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
+use super::tls_conn::{PeerEvent, TlsConn};
 use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
 use crate::log_limit::LogLimits;
 use crate::metrics as m;
 use crate::tls::FailureReason;
-use tokio_rustls::client::TlsStream;
 
 /// Bounds the warnings a peer's misconfiguration could repeat at every reconnection.
 static LOG: LogLimits = LogLimits::every_10s();
@@ -253,17 +254,19 @@ impl PeerLane {
                 .is_some_and(|t| t.elapsed() < DIRECT_WRITE_GAP)
         };
         if was_idle && !burst() {
-            // Only plain connections take direct writes (see `Conn`).
-            if let Some(stream) = st.stream.as_ref().and_then(Conn::plain) {
+            if let Some(stream) = st.stream.clone() {
                 let before = st.buf.len();
-                match write_now(&stream, &mut st.buf) {
+                match stream.write_now(&mut st.buf) {
                     Ok(()) => {
                         st.last_direct = Some(Instant::now());
                         self.bytes_out.increment((before - st.buf.len()) as u64);
                         if st.buf.is_empty() {
                             self.frames_out.increment(st.frames as u64);
                             st.frames = 0;
-                            return;
+                            // TLS records the socket did not take are the writer's to send.
+                            if !stream.has_pending() {
+                                return;
+                            }
                         }
                     }
                     Err(e) => {
@@ -290,10 +293,12 @@ impl PeerLane {
         // A closed lane still writes what it buffered when it has a connection (as a closed
         // queue was drained); what it cannot send is counted when the writer ends.
         if st.closed && (st.buf.is_empty() || st.stream.is_none()) {
+            // A connection's own pending records go out when it is shut down.
             Work::Stop
-        } else if st.buf.is_empty() {
+        } else if st.buf.is_empty() && !st.stream.as_ref().is_some_and(Conn::has_pending) {
             Work::Idle(st.stream.clone())
         } else if let Some(stream) = st.stream.clone() {
+            // (With only a TLS session's pending records to send, `bytes` is empty.)
             let bytes = st.buf.split();
             let frames = std::mem::take(&mut st.frames);
             st.writing = true;
@@ -376,18 +381,12 @@ fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes all of `bytes` on `conn`, waiting for it to take them (and, with TLS, flushing
-/// them out of the session).
+/// Writes all of `bytes` on `conn`, waiting for it to take them (with TLS, after the
+/// records waiting in the session, and until none is left).
 async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
     match conn {
         Conn::Plain(stream) => write_all_plain(stream, bytes).await,
-        Conn::Tls(tls) => {
-            // Only the writer task takes this lock (and the idle watch, in the same task), so
-            // it is never contended.
-            let mut tls = tls.lock().await;
-            tls.write_all(bytes).await?;
-            tls.flush().await
-        }
+        Conn::Tls(tls) => tls.write_all(bytes).await,
     }
 }
 
@@ -434,17 +433,26 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
 pub(super) enum Conn {
     /// Plain TCP: senders may write directly with `try_write`, under the lane's lock.
     Plain(Arc<TcpStream>),
-    /// TLS: a session's state needs `&mut` to write, so only the writer task writes (behind an
-    /// async lock it alone takes), and senders always buffer.
-    Tls(Arc<tokio::sync::Mutex<TlsStream<TcpStream>>>),
+    /// TLS: senders may encrypt and write directly too, under the lane's lock.
+    Tls(Arc<TlsConn>),
 }
 
 impl Conn {
-    /// The socket, for direct writes; `None` for TLS.
-    fn plain(&self) -> Option<Arc<TcpStream>> {
+    /// Writes as much of `buf` as the connection takes without waiting, consuming it (with
+    /// TLS, what the session took; see [`Conn::has_pending`]).
+    fn write_now(&self, buf: &mut BytesMut) -> std::io::Result<()> {
         match self {
-            Conn::Plain(s) => Some(Arc::clone(s)),
-            Conn::Tls(_) => None,
+            Conn::Plain(s) => write_now(s, buf),
+            Conn::Tls(tls) => tls.write_now(buf),
+        }
+    }
+
+    /// Whether bytes taken from the lane still wait to go to the socket (TLS records the
+    /// socket did not take yet); never for plain TCP, whose socket takes them directly.
+    fn has_pending(&self) -> bool {
+        match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(tls) => tls.has_pending(),
         }
     }
 
@@ -467,7 +475,7 @@ impl Conn {
             }
             Conn::Tls(s) => {
                 if let Ok(s) = Arc::try_unwrap(s) {
-                    let _ = s.into_inner().shutdown().await;
+                    s.close().await;
                 }
             }
         }
@@ -511,8 +519,8 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
                             break;
                         }
                     }
-                    _ = ended_by_peer(stream.as_ref()) => {
-                        if let Some(stream) = &stream {
+                    ended = ended_by_peer(stream.as_ref()) => {
+                        if let (true, Some(stream)) = (ended, &stream) {
                             lane.peer_closed(stream);
                         }
                     }
@@ -575,34 +583,28 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     }
 }
 
-/// Completes when the peer ends `stream` (or writes on it, which it never does after its
-/// handshake reply: connections carry one direction). Never completes without a stream.
+/// Completes with `true` when the peer ends `stream` (or writes on it, which it never does
+/// after its handshake reply: connections carry one direction), with `false` when a TLS
+/// session got something it must answer (its records then wait for the writer). Never
+/// completes without a stream.
 ///
-/// Cancelled whenever work arrives; that loses nothing: a TLS read keeps a partly received
-/// record in its session, and a plain one reads only after readiness.
-async fn ended_by_peer(stream: Option<&Conn>) {
+/// Cancelled whenever work arrives; that loses nothing: both kinds read only after
+/// readiness, and a TLS session keeps a partly received record.
+async fn ended_by_peer(stream: Option<&Conn>) -> bool {
     let stream = match stream {
         None => return std::future::pending().await,
         Some(Conn::Plain(s)) => s,
-        Some(Conn::Tls(tls)) => {
-            // The writer is idle, so this lock is free; it is released when work arrives and
-            // this future is dropped. A TLS read consumes session messages (alerts,
-            // close_notify) and returns only for data, the end, or an error.
-            let mut tls = tls.lock().await;
-            let mut scratch = [0u8; 64];
-            let _ = tokio::io::AsyncReadExt::read(&mut *tls, &mut scratch).await;
-            return;
-        }
+        Some(Conn::Tls(tls)) => return tls.watch_peer().await == PeerEvent::Ended,
     };
     let mut scratch = [0u8; 64];
     loop {
         if stream.readable().await.is_err() {
-            return;
+            return true;
         }
         match stream.try_read(&mut scratch) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             // End of stream, stray bytes or an error: this connection is done.
-            _ => return,
+            _ => return true,
         }
     }
 }
@@ -662,7 +664,12 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
             Ok(Ok((stream, _cert))) => stream,
         };
     match handshake(to, shared, &mut stream).await {
-        Ok(()) => Ok(Conn::Tls(Arc::new(tokio::sync::Mutex::new(stream)))),
+        Ok(()) => {
+            // The peer answered over the session: it accepted our certificate too.
+            count_tls_handshake();
+            let (tcp, session) = stream.into_inner();
+            Ok(Conn::Tls(Arc::new(TlsConn::new(tcp, session))))
+        }
         Err(HandshakeFailed::Io(e)) if is_tls_error(&e) => {
             let reason = FailureReason::of_io(&e);
             tls_failed(reason, &e);
@@ -676,6 +683,11 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
 /// socket.
 fn is_tls_error(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// Counts a TLS session established by dialling.
+fn count_tls_handshake() {
+    metrics::counter!(m::TRANSPORT_TLS_HANDSHAKES_TOTAL, "direction" => "outbound").increment(1);
 }
 
 /// Counts a failed TLS handshake.
