@@ -73,10 +73,10 @@ async fn members_over_https(management: &str, ca: &str) -> Result<Value, String>
     serde_json::from_str(&out).map_err(|e| format!("not JSON ({e}): {out}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cli_reads_with_the_ca_and_changes_membership_with_a_client_certificate() {
-    let dir = tempfile::tempdir().unwrap();
-    let pki = dir.path().join("pki");
+/// Runs `shardik certs` for cluster `shardik` into `parent/pki`: a CA, a certificate for the
+/// nodes at 127.0.0.1 and one named `extra`; returns the directory.
+async fn certs(parent: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let pki = parent.join("pki");
     let pki_arg = pki.display().to_string();
     let (code, _, err) = shardik(&[
         "certs",
@@ -85,10 +85,17 @@ async fn the_cli_reads_with_the_ca_and_changes_membership_with_a_client_certific
         "--cluster-name",
         "shardik",
         "127.0.0.1",
-        "operator",
+        extra,
     ])
     .await;
     assert_eq!(code, Some(0), "shardik certs: {err}");
+    pki
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_reads_with_the_ca_and_changes_membership_with_a_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = certs(dir.path(), "operator").await;
     let file = |f: &str| pki.join(f).display().to_string();
     let ca = file("ca.pem");
 
@@ -194,19 +201,7 @@ async fn the_cli_reads_with_the_ca_and_changes_membership_with_a_client_certific
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_management_tls_files_cannot_be_used_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
-    let pki = dir.path().join("pki");
-    let pki_arg = pki.display().to_string();
-    let (code, _, err) = shardik(&[
-        "certs",
-        "--dir",
-        &pki_arg,
-        "--cluster-name",
-        "shardik",
-        "127.0.0.1",
-        "other",
-    ])
-    .await;
-    assert_eq!(code, Some(0), "shardik certs: {err}");
+    let pki = certs(dir.path(), "other").await;
     let missing = dir.path().join("no-such-cert.pem").display().to_string();
     let other_key = pki.join("other-key.pem").display().to_string();
     for (key, value, expected) in [

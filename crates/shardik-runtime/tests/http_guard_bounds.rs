@@ -4,14 +4,14 @@
 //! snapshot of two members and a command responder that accepts everything) stands behind
 //! the API.
 
-use std::collections::BTreeSet;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use shardik_core::membership::{Address, Member, MemberStatus, UniqueAddress};
 use shardik_runtime::config::Settings;
 use shardik_runtime::http::{self, HttpLimits, ManagementApi, WriteGuard};
 use shardik_runtime::metrics::{HTTP_REFUSED_TOTAL, HTTP_REQUESTS_TOTAL, Metrics, MetricsHandle};
@@ -20,32 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use common::fake_node::two_up_members;
+
 const TOKEN: &str = "a-test-token-0123456789";
-
-fn ua(port: u16) -> UniqueAddress {
-    UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port))
-}
-
-fn snapshot() -> MembershipSnapshot {
-    let members = [2551, 2552]
-        .into_iter()
-        .map(|port| {
-            let mut m = Member::joining(ua(port), BTreeSet::new(), "1.0.0");
-            m.status = MemberStatus::Up;
-            m
-        })
-        .collect();
-    MembershipSnapshot {
-        self_node: ua(2551),
-        self_status: Some(MemberStatus::Up),
-        leader: Some(ua(2551)),
-        oldest: Some(ua(2551)),
-        oldest_per_role: Default::default(),
-        members,
-        unreachable: Vec::new(),
-        converged: true,
-    }
-}
 
 /// A served API over a fake node; the node counts the commands that reached it.
 struct Served {
@@ -63,7 +40,7 @@ async fn serve(
     limits: HttpLimits,
     metrics: Option<MetricsHandle>,
 ) -> Served {
-    let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot()));
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(two_up_members()));
     let (cmd_tx, mut cmd_rx) = mpsc::channel::<ControlCommand>(16);
     let commands = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&commands);

@@ -15,16 +15,18 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use shardik_core::membership::{Address, Member, MemberStatus, UniqueAddress};
 use shardik_runtime::config::Settings;
 use shardik_runtime::http::{self, HttpLimits, ManagementApi, WriteGuard};
 use shardik_runtime::metrics::HTTP_REFUSED_TOTAL;
-use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert, NodeCertRequest, Validity};
+use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert};
 use shardik_runtime::tls::{PemFile, TlsContext, TlsError, https_client_config};
 use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
+
+use common::fake_node::two_up_members;
+use common::pki::{new_ca, node_cert_for, put};
 
 const CLUSTER: &str = "orders";
 const TOKEN: &str = "a-test-token-0123456789";
@@ -36,22 +38,6 @@ const WRITES: [(&str, &str, &str); 4] = [
     ("PUT", "/cluster/members/127.0.0.1:2552", "operation=Down"),
     ("DELETE", "/cluster/members/127.0.0.1:2552", ""),
 ];
-
-fn new_ca(name: &str) -> CertificateAuthority {
-    CertificateAuthority::generate(name, Validity::days_from_now(30)).unwrap()
-}
-
-fn cert_for(ca: &CertificateAuthority, cluster: &str, host: &str) -> IssuedCert {
-    ca.issue(&NodeCertRequest::for_node("shardik", cluster, host, 5))
-        .unwrap()
-}
-
-/// Writes `contents` to `path` by renaming a temporary file into place.
-fn put(path: &Path, contents: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 /// The cluster's CA and the node's files in a temporary directory; the node certificate names
 /// 127.0.0.1, where the tests connect.
@@ -67,7 +53,7 @@ impl Pki {
     fn new() -> Pki {
         let ca = new_ca("cluster ca");
         let dir = tempfile::tempdir().unwrap();
-        let node = cert_for(&ca, CLUSTER, "127.0.0.1");
+        let node = node_cert_for(&ca, CLUSTER, "127.0.0.1");
         let (cert, key, ca_file) = (
             dir.path().join("node.pem"),
             dir.path().join("node-key.pem"),
@@ -110,28 +96,6 @@ impl Pki {
     }
 }
 
-fn snapshot() -> MembershipSnapshot {
-    let ua = |port: u16| UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port));
-    let members = [2551, 2552]
-        .into_iter()
-        .map(|port| {
-            let mut m = Member::joining(ua(port), Default::default(), "1.0.0");
-            m.status = MemberStatus::Up;
-            m
-        })
-        .collect();
-    MembershipSnapshot {
-        self_node: ua(2551),
-        self_status: Some(MemberStatus::Up),
-        leader: Some(ua(2551)),
-        oldest: Some(ua(2551)),
-        oldest_per_role: Default::default(),
-        members,
-        unreachable: Vec::new(),
-        converged: true,
-    }
-}
-
 /// The API of `settings` served over HTTPS on `management.http.hostname`, port 0, as
 /// `shardik node` serves it (guard and TLS context from the settings).
 struct Served {
@@ -143,7 +107,7 @@ struct Served {
 }
 
 async fn serve(settings: &Settings, limits: HttpLimits) -> Served {
-    let (snap_tx, snap_rx) = watch::channel(Arc::new(snapshot()));
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(two_up_members()));
     let (cmd_tx, mut cmd_rx) = mpsc::channel::<ControlCommand>(16);
     let commands = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&commands);
@@ -359,7 +323,7 @@ async fn beyond_loopback_a_client_certificate_from_the_cluster_ca_authorises_wri
     // A certificate of the cluster (an operator's, issued like a node's by `shardik certs`).
     let operator = client(
         pki.ca.cert_pem(),
-        Some(&cert_for(&pki.ca, CLUSTER, "operator")),
+        Some(&node_cert_for(&pki.ca, CLUSTER, "operator")),
     );
     for write in WRITES {
         let (status, _, v) = s.send(&operator, write, None).await.unwrap();
@@ -389,9 +353,12 @@ async fn beyond_loopback_a_client_certificate_from_the_cluster_ca_authorises_wri
     // nothing reaches the node, and the refusals are counted by reason.
     let other_ca = new_ca("other ca");
     for (cert, reason) in [
-        (cert_for(&other_ca, CLUSTER, "operator"), "tls-unknown-ca"),
         (
-            cert_for(&pki.ca, "billing", "operator"),
+            node_cert_for(&other_ca, CLUSTER, "operator"),
+            "tls-unknown-ca",
+        ),
+        (
+            node_cert_for(&pki.ca, "billing", "operator"),
             "tls-wrong-cluster",
         ),
     ] {
@@ -438,7 +405,7 @@ async fn with_a_token_too_either_credential_authorises_writes() {
     assert_eq!(status, StatusCode::OK, "token: {v}");
     let operator = client(
         pki.ca.cert_pem(),
-        Some(&cert_for(&pki.ca, CLUSTER, "operator")),
+        Some(&node_cert_for(&pki.ca, CLUSTER, "operator")),
     );
     let (status, _, v) = s.send(&operator, WRITES[2], None).await.unwrap();
     assert_eq!(status, StatusCode::OK, "certificate: {v}");
@@ -451,7 +418,7 @@ async fn a_certificate_does_not_lift_route_providers_read_only() {
     let s = serve(&pki.settings("0.0.0.0", true, None), HttpLimits::default()).await;
     let operator = client(
         pki.ca.cert_pem(),
-        Some(&cert_for(&pki.ca, CLUSTER, "operator")),
+        Some(&node_cert_for(&pki.ca, CLUSTER, "operator")),
     );
     for write in WRITES {
         let (status, _, v) = s.send(&operator, write, None).await.unwrap();
@@ -576,7 +543,7 @@ async fn the_management_port_rereads_its_files() {
     let s = serve(&settings, HttpLimits::default()).await;
     let first = served_serial(s.port, &pki.ca_file).await;
 
-    let renewed = cert_for(&pki.ca, CLUSTER, "127.0.0.1");
+    let renewed = node_cert_for(&pki.ca, CLUSTER, "127.0.0.1");
     put(&pki.key, &renewed.key_pem);
     put(&pki.cert, &renewed.cert_pem);
     let deadline = tokio::time::Instant::now() + common::BOUND;
@@ -634,7 +601,10 @@ fn unusable_files_stop_the_start_naming_the_key_and_the_file() {
 
     // A key that is not the certificate's.
     let other_key = pki.dir.path().join("other-key.pem");
-    put(&other_key, &cert_for(&pki.ca, CLUSTER, "127.0.0.1").key_pem);
+    put(
+        &other_key,
+        &node_cert_for(&pki.ca, CLUSTER, "127.0.0.1").key_pem,
+    );
     let mut mismatch = base.clone();
     mismatch.management.http.tls.key_file = other_key.display().to_string();
     let e = TlsContext::for_management(&mismatch).unwrap_err();

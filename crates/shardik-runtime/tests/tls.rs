@@ -1,38 +1,25 @@
 //! Mutual TLS between nodes over real loopback TCP: the identity rule (CA, validity, cluster
 //! URI SAN, host names), rotation of the files, and the start-up errors.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_runtime::config::{ConfigError, Settings, TlsSettings};
-use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert, NodeCertRequest, Validity};
+use shardik_runtime::tls::certs::{IssuedCert, NodeCertRequest, Validity};
 use shardik_runtime::tls::{FailureReason, PeerCertificate, TlsContext, TlsError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use common::pki::{new_ca, node_cert_for, put};
+
 /// Generous: a handshake on loopback takes milliseconds; this only stops a broken test.
 const DEADLINE: Duration = Duration::from_secs(20);
 const CLUSTER: &str = "orders";
-
-fn new_ca(name: &str) -> CertificateAuthority {
-    CertificateAuthority::generate(name, Validity::days_from_now(30)).unwrap()
-}
-
-fn node_cert(ca: &CertificateAuthority, host: &str) -> IssuedCert {
-    ca.issue(&NodeCertRequest::for_node("shardik", CLUSTER, host, 5))
-        .unwrap()
-}
-
-/// Writes `contents` to `path` the way a careful operator or Kubernetes does: to a temporary
-/// file renamed into place, so a reader never sees half of it.
-fn put(path: &Path, contents: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 /// One node's files in a directory.
 struct NodeFiles {
@@ -181,7 +168,7 @@ async fn pair(
 #[tokio::test]
 async fn nodes_of_one_ca_and_cluster_connect_both_ways_and_see_each_other() {
     let ca = new_ca("ca");
-    let a_cert = node_cert(&ca, "127.0.0.1");
+    let a_cert = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     let b_cert = ca
         .issue(&NodeCertRequest {
             hosts: vec!["127.0.0.1".into(), "node-b.test".into()],
@@ -216,8 +203,8 @@ async fn a_client_certificate_from_another_ca_is_refused_as_unknown_ca() {
     let ca = new_ca("ca");
     let stranger_ca = new_ca("stranger");
     let (_dir, server, client) = pair(
-        &node_cert(&ca, "127.0.0.1"),
-        &node_cert(&stranger_ca, "127.0.0.1"),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
+        &node_cert_for(&stranger_ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
         // The stranger trusts our CA, so only the server's check can stop it.
         ca.cert_pem(),
@@ -235,8 +222,8 @@ async fn a_server_certificate_from_another_ca_is_refused_by_the_client() {
     let ca = new_ca("ca");
     let stranger_ca = new_ca("stranger");
     let (_dir, server, client) = pair(
-        &node_cert(&stranger_ca, "127.0.0.1"),
-        &node_cert(&ca, "127.0.0.1"),
+        &node_cert_for(&stranger_ca, CLUSTER, "127.0.0.1"),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
         ca.cert_pem(),
     )
@@ -283,7 +270,7 @@ async fn no_client_certificate_is_refused_when_mutual_authentication_is_on() {
     let files = NodeFiles::write(
         dir.path(),
         "server",
-        &node_cert(&ca, "127.0.0.1"),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     );
     let mut s = Server::start(files.context()).await;
@@ -327,7 +314,7 @@ async fn certificates_naming_another_cluster_or_none_are_refused_as_wrong_cluste
             ..NodeCertRequest::for_node("shardik", CLUSTER, "127.0.0.1", 5)
         })
         .unwrap();
-    let good = node_cert(&ca, "127.0.0.1");
+    let good = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     for bad in [&other_cluster, &other_domain, &no_uri] {
         // As a client: the server refuses it.
         let (_dir, server, client) = pair(&good, bad, ca.cert_pem(), ca.cert_pem()).await;
@@ -352,7 +339,7 @@ async fn expired_certificates_are_refused_both_ways() {
             ..NodeCertRequest::for_node("shardik", CLUSTER, "127.0.0.1", 5)
         })
         .unwrap();
-    let good = node_cert(&ca, "127.0.0.1");
+    let good = node_cert_for(&ca, CLUSTER, "127.0.0.1");
 
     let (_dir, server, client) = pair(&good, &expired, ca.cert_pem(), ca.cert_pem()).await;
     let mut s = Server::start(server).await;
@@ -377,7 +364,7 @@ async fn a_server_certificate_for_another_host_than_dialled_is_refused() {
             ..NodeCertRequest::for_node("shardik", CLUSTER, "x", 5)
         })
         .unwrap();
-    let good = node_cert(&ca, "127.0.0.1");
+    let good = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     let (_dir, server, client) = pair(&elsewhere, &good, ca.cert_pem(), ca.cert_pem()).await;
     let s = Server::start(server).await;
     // Dialled at 127.0.0.1, or by a name the certificate does not carry.
@@ -416,14 +403,14 @@ async fn dial_until_serial(ctx: &TlsContext, addr: SocketAddr, serial: &[u8]) {
 async fn rotated_node_files_are_used_for_new_connections_and_old_ones_keep_going() {
     let ca = new_ca("ca");
     let dir = tempfile::tempdir().unwrap();
-    let old = node_cert(&ca, "127.0.0.1");
+    let old = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     let files = NodeFiles::write(dir.path(), "server", &old, ca.cert_pem());
     let server =
         TlsContext::new(&files.settings(Duration::from_millis(50), true), CLUSTER).unwrap();
     let client = NodeFiles::write(
         dir.path(),
         "client",
-        &node_cert(&ca, "127.0.0.1"),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )
     .context();
@@ -459,14 +446,14 @@ async fn unusable_new_files_keep_the_old_configuration_and_count_one_failure() {
     let handle = shardik_runtime::metrics::Metrics::install().unwrap();
     let ca = new_ca("ca");
     let dir = tempfile::tempdir().unwrap();
-    let old = node_cert(&ca, "127.0.0.1");
+    let old = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     let files = NodeFiles::write(dir.path(), "server", &old, ca.cert_pem());
     let server =
         TlsContext::new(&files.settings(Duration::from_millis(20), true), CLUSTER).unwrap();
     let client = NodeFiles::write(
         dir.path(),
         "client",
-        &node_cert(&ca, "127.0.0.1"),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )
     .context();
@@ -500,7 +487,7 @@ async fn unusable_new_files_keep_the_old_configuration_and_count_one_failure() {
     );
 
     // A key that does not belong to the certificate is a change too, and refused too.
-    let other = node_cert(&ca, "127.0.0.1");
+    let other = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     put(&files.cert, &old.cert_pem);
     put(&files.key, &other.key_pem);
     while server.stats().failures < 2 {
@@ -526,7 +513,7 @@ async fn a_ca_bundle_with_old_and_new_cas_accepts_certificates_from_both() {
     let server_files = NodeFiles::write(
         dir.path(),
         "server",
-        &node_cert(&old_ca, "127.0.0.1"),
+        &node_cert_for(&old_ca, CLUSTER, "127.0.0.1"),
         old_ca.cert_pem(),
     );
     let server = TlsContext::new(
@@ -534,12 +521,17 @@ async fn a_ca_bundle_with_old_and_new_cas_accepts_certificates_from_both() {
         CLUSTER,
     )
     .unwrap();
-    let old_client =
-        NodeFiles::write(dir.path(), "old", &node_cert(&old_ca, "127.0.0.1"), &bundle).context();
+    let old_client = NodeFiles::write(
+        dir.path(),
+        "old",
+        &node_cert_for(&old_ca, CLUSTER, "127.0.0.1"),
+        &bundle,
+    )
+    .context();
     let new_client = NodeFiles::write(
         dir.path(),
         "new",
-        &node_cert(&new_ca_, "127.0.0.1"),
+        &node_cert_for(&new_ca_, CLUSTER, "127.0.0.1"),
         &bundle,
     )
     .context();
@@ -577,7 +569,7 @@ fn start_error(files: &NodeFiles) -> TlsError {
 fn start_up_errors_name_the_key_the_file_and_the_cause() {
     let ca = new_ca("ca");
     let dir = tempfile::tempdir().unwrap();
-    let cert = node_cert(&ca, "127.0.0.1");
+    let cert = node_cert_for(&ca, CLUSTER, "127.0.0.1");
     let files = NodeFiles::write(dir.path(), "n", &cert, ca.cert_pem());
     TlsContext::new(&files.settings(Duration::from_secs(60), true), CLUSTER).unwrap();
 
@@ -595,7 +587,10 @@ fn start_up_errors_name_the_key_the_file_and_the_cause() {
     assert!(e.to_string().contains("nope.pem"), "{e}");
 
     // A key that is not the certificate's.
-    put(&files.key, &node_cert(&ca, "127.0.0.1").key_pem);
+    put(
+        &files.key,
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1").key_pem,
+    );
     let e = start_error(&files);
     assert!(matches!(e, TlsError::KeyMismatch { .. }), "{e:?}");
     assert!(e.to_string().contains("does not belong"), "{e}");

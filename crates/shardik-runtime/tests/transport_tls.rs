@@ -14,30 +14,16 @@ use shardik_core::membership::{Address, Message, UniqueAddress};
 use shardik_runtime::config::TlsSettings;
 use shardik_runtime::metrics as m;
 use shardik_runtime::tls::TlsContext;
-use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert, NodeCertRequest, Validity};
+use shardik_runtime::tls::certs::{IssuedCert, NodeCertRequest, Validity};
 use shardik_runtime::transport::{Outgoing, Receivers, Transport, TransportConfig};
 use shardik_wire::{Frame, FrameCodec, Handshake, LocalIdentity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use common::pki::{new_ca, node_cert_for};
 use common::{BOUND, counter, eventually, free_port, metrics};
 
 const CLUSTER: &str = "orders";
-fn new_ca(name: &str) -> CertificateAuthority {
-    CertificateAuthority::generate(name, Validity::days_from_now(30)).unwrap()
-}
-
-/// A certificate for a node at 127.0.0.1 of `cluster`.
-fn cert(ca: &CertificateAuthority, cluster: &str) -> IssuedCert {
-    ca.issue(&NodeCertRequest::for_node(
-        "shardik",
-        cluster,
-        "127.0.0.1",
-        5,
-    ))
-    .unwrap()
-}
-
 /// A TLS context from `cert`, trusting `ca_pem`, for cluster [`CLUSTER`]; its files in `dir`.
 fn context(dir: &Path, name: &str, cert: &IssuedCert, ca_pem: &str) -> TlsContext {
     let path = |suffix: &str| dir.join(format!("{name}{suffix}"));
@@ -132,14 +118,14 @@ async fn nodes_of_one_ca_and_cluster_exchange_messages_in_order_both_ways() {
     let (mut a, mut a_rx) = transport(Some(context(
         dir.path(),
         "a",
-        &cert(&ca, CLUSTER),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )))
     .await;
     let (mut b, mut b_rx) = transport(Some(context(
         dir.path(),
         "b",
-        &cert(&ca, CLUSTER),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )))
     .await;
@@ -201,8 +187,18 @@ async fn a_certificate_from_another_ca_delivers_nothing() {
     let ca = new_ca("cluster ca");
     let other = new_ca("another ca");
     // The stranger trusts our CA (it could know our CA certificate, which is public).
-    let bad = context(dir.path(), "bad", &cert(&other, CLUSTER), ca.cert_pem());
-    let good = context(dir.path(), "good", &cert(&ca, CLUSTER), ca.cert_pem());
+    let bad = context(
+        dir.path(),
+        "bad",
+        &node_cert_for(&other, CLUSTER, "127.0.0.1"),
+        ca.cert_pem(),
+    );
+    let good = context(
+        dir.path(),
+        "good",
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
+        ca.cert_pem(),
+    );
     refused(bad, good, "tls-unknown-ca").await;
 }
 
@@ -210,8 +206,18 @@ async fn a_certificate_from_another_ca_delivers_nothing() {
 async fn a_certificate_for_another_cluster_delivers_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let ca = new_ca("cluster ca");
-    let bad = context(dir.path(), "bad", &cert(&ca, "payments"), ca.cert_pem());
-    let good = context(dir.path(), "good", &cert(&ca, CLUSTER), ca.cert_pem());
+    let bad = context(
+        dir.path(),
+        "bad",
+        &node_cert_for(&ca, "payments", "127.0.0.1"),
+        ca.cert_pem(),
+    );
+    let good = context(
+        dir.path(),
+        "good",
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
+        ca.cert_pem(),
+    );
     refused(bad, good, "tls-wrong-cluster").await;
 }
 
@@ -226,7 +232,12 @@ async fn an_expired_certificate_delivers_nothing() {
         })
         .unwrap();
     let bad = context(dir.path(), "bad", &expired, ca.cert_pem());
-    let good = context(dir.path(), "good", &cert(&ca, CLUSTER), ca.cert_pem());
+    let good = context(
+        dir.path(),
+        "good",
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
+        ca.cert_pem(),
+    );
     refused(bad, good, "tls-expired").await;
 }
 
@@ -244,7 +255,12 @@ async fn a_member_certificate_that_does_not_name_the_claimed_host_delivers_nothi
         ))
         .unwrap();
     let bad = context(dir.path(), "bad", &elsewhere, ca.cert_pem());
-    let good = context(dir.path(), "good", &cert(&ca, CLUSTER), ca.cert_pem());
+    let good = context(
+        dir.path(),
+        "good",
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
+        ca.cert_pem(),
+    );
     refused(bad, good, "tls-bad-name").await;
 }
 
@@ -258,7 +274,7 @@ async fn a_plain_tcp_client_speaking_our_handshake_gets_nothing_through() {
     let (receiver, mut r_rx) = transport(Some(context(
         dir.path(),
         "good",
-        &cert(&ca, CLUSTER),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )))
     .await;
@@ -308,7 +324,7 @@ async fn a_node_without_tls_dialling_a_tls_node_counts_that_the_peer_requires_tl
     let (receiver, mut r_rx) = transport(Some(context(
         dir.path(),
         "good",
-        &cert(&ca, CLUSTER),
+        &node_cert_for(&ca, CLUSTER, "127.0.0.1"),
         ca.cert_pem(),
     )))
     .await;

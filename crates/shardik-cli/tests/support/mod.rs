@@ -652,6 +652,17 @@ pub fn managements(nodes: &[&mut Node]) -> Vec<String> {
     nodes.iter().map(|n| n.spec.management.clone()).collect()
 }
 
+/// The text of `GET /metrics` at the management address `management`.
+pub async fn metrics_text(http: &reqwest::Client, management: &str) -> Result<String, String> {
+    http.get(format!("http://{management}/metrics"))
+        .send()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))?
+        .text()
+        .await
+        .map_err(|e| format!("{management}/metrics: {e}"))
+}
+
 /// Sum of the samples of the metric `name` whose labels contain `label` (such as
 /// `reason="tls-`), read from `GET /metrics` at the management address `management`.
 pub async fn metric_sum_with_label(
@@ -660,14 +671,7 @@ pub async fn metric_sum_with_label(
     name: &str,
     label: &str,
 ) -> Result<f64, String> {
-    let text = http
-        .get(format!("http://{management}/metrics"))
-        .send()
-        .await
-        .map_err(|e| format!("{management}/metrics: {e}"))?
-        .text()
-        .await
-        .map_err(|e| format!("{management}/metrics: {e}"))?;
+    let text = metrics_text(http, management).await?;
     Ok(text
         .lines()
         .filter(|l| {
@@ -685,13 +689,6 @@ pub async fn metric_at(
     management: &str,
     name: &str,
 ) -> Result<f64, String> {
-    let text = http
-        .get(format!("http://{management}/metrics"))
-        .send()
-        .await
-        .map_err(|e| format!("{management}/metrics: {e}"))?
-        .text()
-        .await
-        .map_err(|e| format!("{management}/metrics: {e}"))?;
+    let text = metrics_text(http, management).await?;
     Ok(metric_sum(&text, name))
 }

@@ -2,7 +2,9 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod fake_node;
 pub mod gated_store;
+pub mod pki;
 
 use std::time::Duration;
 

@@ -1,0 +1,32 @@
+//! The membership a fake node shows the management API in the HTTP tests.
+
+use shardik_core::membership::{Address, Member, MemberStatus, UniqueAddress};
+use shardik_runtime::MembershipSnapshot;
+
+/// The incarnation at 127.0.0.1:`port`, whose uid is the port.
+pub fn ua(port: u16) -> UniqueAddress {
+    UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port))
+}
+
+/// A converged two-member cluster (127.0.0.1:2551 and :2552, both Up), seen from 2551, its
+/// leader and oldest.
+pub fn two_up_members() -> MembershipSnapshot {
+    let members = [2551, 2552]
+        .into_iter()
+        .map(|port| {
+            let mut m = Member::joining(ua(port), Default::default(), "1.0.0");
+            m.status = MemberStatus::Up;
+            m
+        })
+        .collect();
+    MembershipSnapshot {
+        self_node: ua(2551),
+        self_status: Some(MemberStatus::Up),
+        leader: Some(ua(2551)),
+        oldest: Some(ua(2551)),
+        oldest_per_role: Default::default(),
+        members,
+        unreachable: Vec::new(),
+        converged: true,
+    }
+}
