@@ -60,7 +60,7 @@ use crate::bench_support::{
     load_average, open_loop, runtime, set_runtime_kind, unix_ns,
 };
 use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
-use crate::bench_transports::{RemoteFigures, RemoteRun};
+use crate::bench_transports::{Interleaved, RemoteFigures, RemoteRun};
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";
@@ -877,16 +877,28 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if a.connections == 0 {
         bail!("--connections must be positive");
     }
-    let mut runs = Vec::new();
+    let (mut runs, mut kept) = (Vec::new(), Vec::new());
     for &transport in a.transport.transports() {
-        runs.push(remote_run(&a, transport).await?);
+        let (run, setup) = remote_run(&a, transport).await?;
+        runs.push(run);
+        kept.extend(setup);
+    }
+    // Both transports' nodes still run when asks with one in flight were measured: measure
+    // them again in turns, so that both meet the same machine (see `interleaved_ask1`).
+    let interleaved = match &kept[..] {
+        [plain, tls] => Some(interleaved_ask1(plain, tls, a.duration_s, ASK1_SLICE).await?),
+        _ => None,
+    };
+    for setup in kept {
+        setup.setup.peer.stop().await;
     }
     let header = format!("sharding remote ({}, {})", a.common.runtime, a.send.name());
     let mut runs = runs.into_iter();
     match (runs.next(), runs.next()) {
         (Some(run), None) => report(a.common.json, run.value, run.lines.join("\n")),
         (Some(plain), Some(tls)) => {
-            let (value, text) = crate::bench_transports::side_by_side(&header, plain, tls);
+            let (value, text) =
+                crate::bench_transports::side_by_side(&header, plain, tls, interleaved);
             report(a.common.json, value, text);
         }
         _ => bail!("no transport to measure"),
@@ -894,8 +906,67 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every part of `bench sharding remote` asked for, with the nodes on `transport`.
-async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<RemoteRun> {
+/// How long each turn of [`interleaved_ask1`] lasts.
+const ASK1_SLICE: Duration = Duration::from_secs(1);
+
+/// A run's nodes, kept after it for [`interleaved_ask1`], with what its entities hold.
+struct KeptSetup {
+    setup: RemoteSetup,
+    refs: Arc<[Ref<()>]>,
+    values: Arc<[u64]>,
+    /// The certificate files the nodes may re-read (TLS), removed when this is dropped.
+    _certs: Option<BenchCerts>,
+}
+
+/// Asks with one in flight through `plain`'s proxy and `tls`'s in turns of `slice`, `rounds`
+/// turns each (ABBA: plain first in even rounds, TLS first in odd ones), each transport's
+/// turns merged. One run after the other meets the machine in two different moods (other
+/// processes, the host's neighbours); turns of a second spread both over the same moments.
+async fn interleaved_ask1(
+    plain: &KeptSetup,
+    tls: &KeptSetup,
+    rounds: u64,
+    slice: Duration,
+) -> anyhow::Result<Interleaved> {
+    let mut merged: [Option<ClosedLoop>; 2] = [None, None];
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let kept = [plain, tls][i];
+            let turn = closed_loop_asks(Arc::clone(&kept.refs), 1, slice, Arc::clone(&kept.values))
+                .await?;
+            merged[i] = Some(match merged[i].take() {
+                None => turn,
+                Some(so_far) => merge_closed_loops(so_far, turn)?,
+            });
+        }
+    }
+    let [Some(plain), Some(tls)] = merged else {
+        bail!("no interleaved turns (rounds must be positive)");
+    };
+    Ok(Interleaved {
+        rounds,
+        slice,
+        plain,
+        tls,
+    })
+}
+
+/// Two closed loops of the same width as one.
+fn merge_closed_loops(mut a: ClosedLoop, b: ClosedLoop) -> anyhow::Result<ClosedLoop> {
+    a.latencies.merge(&b.latencies)?;
+    a.completed += b.completed;
+    a.failed += b.failed;
+    a.elapsed += b.elapsed;
+    Ok(a)
+}
+
+/// Every part of `bench sharding remote` asked for, with the nodes on `transport`. When asks
+/// with one in flight were measured, the nodes are handed back still running.
+async fn remote_run(
+    a: &RemoteArgs,
+    transport: Transport,
+) -> anyhow::Result<(RemoteRun, Option<KeptSetup>)> {
     let parts: BTreeSet<RemotePart> = a.only.iter().copied().collect();
     let duration = Duration::from_secs(a.duration_s);
     let load = load_average();
@@ -1137,14 +1208,25 @@ async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<Remo
     if transport == Transport::Tls && (sessions.inbound < 1.0 || sessions.outbound < 1.0) {
         bail!("the TLS run established no TLS session both ways: {sessions:?}");
     }
-    setup.peer.stop().await;
     raw_peer.stop().await;
-    Ok(RemoteRun {
+    let kept = if parts.contains(&RemotePart::Ask1) {
+        Some(KeptSetup {
+            setup,
+            refs,
+            values,
+            _certs: certs,
+        })
+    } else {
+        setup.peer.stop().await;
+        None
+    };
+    let run = RemoteRun {
         transport,
         value,
         lines,
         figures,
-    })
+    };
+    Ok((run, kept))
 }
 
 /// The name of a part as `--only` takes it.
