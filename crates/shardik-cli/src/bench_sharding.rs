@@ -60,7 +60,9 @@ use crate::bench_support::{
     load_average, open_loop, runtime, set_runtime_kind, unix_ns,
 };
 use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
-use crate::bench_transports::{Interleaved, RemoteFigures, RemoteRun};
+use crate::bench_transports::{RemoteFigures, RemoteRun};
+
+mod turns;
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";
@@ -238,6 +240,10 @@ pub struct PeerArgs {
     /// without).
     #[arg(long)]
     tls_dir: Option<PathBuf>,
+    /// After the tells of `--expect`, report every this many tells of the turn kind (0: host
+    /// no turn kind).
+    #[arg(long, default_value_t = 0)]
+    turn_tells: u64,
 }
 
 /// Runs `shardik bench sharding ...`.
@@ -527,11 +533,20 @@ struct RemoteSetup {
 }
 
 impl RemoteSetup {
-    /// Starts the peer (which counts `expect` tells) and a node without the host role that
-    /// joins it, both over mutual TLS with `certs`, or plain TCP without.
-    async fn start(expect: u64, certs: Option<&BenchCerts>) -> anyhow::Result<RemoteSetup> {
+    /// Starts the peer (which counts `expect` tells, then turns of `turn_tells` of the turn
+    /// kind) and a node without the host role that joins it, both over mutual TLS with
+    /// `certs`, or plain TCP without.
+    async fn start(
+        expect: u64,
+        certs: Option<&BenchCerts>,
+        turn_tells: u64,
+    ) -> anyhow::Result<RemoteSetup> {
         let expect = expect.to_string();
         let mut args = vec!["--expect".to_string(), expect];
+        if turn_tells > 0 {
+            args.push("--turn-tells".to_string());
+            args.push(turn_tells.to_string());
+        }
         if let Some(certs) = certs {
             args.push("--tls-dir".to_string());
             args.push(certs.dir().display().to_string());
@@ -576,6 +591,13 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
             sync_tally_kind(REMOTE_SYNC_KIND, Arc::clone(&sync_progress)).with_role(HOST_ROLE),
         )?;
         let _first = node.init(tally_kind(FIRST_KIND, ()).with_role(HOST_ROLE))?;
+        let turns = (args.turn_tells > 0).then(|| turns::Turns::new(args.turn_tells));
+        let _turns = match &turns {
+            Some(t) => {
+                Some(node.init(tally_kind(turns::TURN_KIND, Arc::clone(t)).with_role(HOST_ROLE))?)
+            }
+            None => None,
+        };
         println!("READY");
         if args.expect > 0 {
             // The benchmark tells the async kind first, then the sync one.
@@ -583,6 +605,14 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
                 let last = progress.wait(Duration::MAX).await?;
                 let first = progress.first_ns.load(Ordering::Relaxed);
                 println!("DONE {} {first} {last}", args.expect);
+            }
+        }
+        if let Some(turns) = turns {
+            // Then the turns, for as long as the benchmark sends them (the first time is the
+            // benchmark's own).
+            for turn in 1.. {
+                let last = turns.wait(turn).await;
+                println!("DONE {} 0 {last}", turns.per_turn());
             }
         }
         // Serve until the parent goes away (exit_with_parent ends the process).
@@ -883,10 +913,17 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
         runs.push(run);
         kept.extend(setup);
     }
-    // Both transports' nodes still run when asks with one in flight were measured: measure
-    // them again in turns, so that both meet the same machine (see `interleaved_ask1`).
-    let interleaved = match &kept[..] {
-        [plain, tls] => Some(interleaved_ask1(plain, tls, a.duration_s, ASK1_SLICE).await?),
+    // With both transports, their nodes still run: measure them again in alternating turns,
+    // so that both meet the machine at the same moments (see `turns`).
+    let interleaved = match &mut kept[..] {
+        [plain, tls] => {
+            let ask_rounds = if a.only.contains(&RemotePart::Ask1) {
+                a.duration_s
+            } else {
+                0
+            };
+            Some(turns::interleave(plain, tls, a.messages, a.send, ask_rounds).await?)
+        }
         _ => None,
     };
     for setup in kept {
@@ -906,67 +943,12 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long each turn of [`interleaved_ask1`] lasts.
-const ASK1_SLICE: Duration = Duration::from_secs(1);
-
-/// A run's nodes, kept after it for [`interleaved_ask1`], with what its entities hold.
-struct KeptSetup {
-    setup: RemoteSetup,
-    refs: Arc<[Ref<()>]>,
-    values: Arc<[u64]>,
-    /// The certificate files the nodes may re-read (TLS), removed when this is dropped.
-    _certs: Option<BenchCerts>,
-}
-
-/// Asks with one in flight through `plain`'s proxy and `tls`'s in turns of `slice`, `rounds`
-/// turns each (ABBA: plain first in even rounds, TLS first in odd ones), each transport's
-/// turns merged. One run after the other meets the machine in two different moods (other
-/// processes, the host's neighbours); turns of a second spread both over the same moments.
-async fn interleaved_ask1(
-    plain: &KeptSetup,
-    tls: &KeptSetup,
-    rounds: u64,
-    slice: Duration,
-) -> anyhow::Result<Interleaved> {
-    let mut merged: [Option<ClosedLoop>; 2] = [None, None];
-    for round in 0..rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
-            let kept = [plain, tls][i];
-            let turn = closed_loop_asks(Arc::clone(&kept.refs), 1, slice, Arc::clone(&kept.values))
-                .await?;
-            merged[i] = Some(match merged[i].take() {
-                None => turn,
-                Some(so_far) => merge_closed_loops(so_far, turn)?,
-            });
-        }
-    }
-    let [Some(plain), Some(tls)] = merged else {
-        bail!("no interleaved turns (rounds must be positive)");
-    };
-    Ok(Interleaved {
-        rounds,
-        slice,
-        plain,
-        tls,
-    })
-}
-
-/// Two closed loops of the same width as one.
-fn merge_closed_loops(mut a: ClosedLoop, b: ClosedLoop) -> anyhow::Result<ClosedLoop> {
-    a.latencies.merge(&b.latencies)?;
-    a.completed += b.completed;
-    a.failed += b.failed;
-    a.elapsed += b.elapsed;
-    Ok(a)
-}
-
-/// Every part of `bench sharding remote` asked for, with the nodes on `transport`. When asks
-/// with one in flight were measured, the nodes are handed back still running.
+/// Every part of `bench sharding remote` asked for, with the nodes on `transport`. With
+/// `--transport both`, the nodes are handed back still running, for the turns.
 async fn remote_run(
     a: &RemoteArgs,
     transport: Transport,
-) -> anyhow::Result<(RemoteRun, Option<KeptSetup>)> {
+) -> anyhow::Result<(RemoteRun, Option<turns::KeptSetup>)> {
     let parts: BTreeSet<RemotePart> = a.only.iter().copied().collect();
     let duration = Duration::from_secs(a.duration_s);
     let load = load_average();
@@ -980,7 +962,14 @@ async fn remote_run(
         Transport::Tls => Some(BenchCerts::generate(CLUSTER)?),
     };
     let sessions_before = TlsSessions::now();
-    let mut setup = RemoteSetup::start(tells_expected, certs.as_ref()).await?;
+    // Turns of tells follow only when both transports are measured.
+    let both = a.transport == TransportChoice::Both;
+    let turn_tells = if both && parts.contains(&RemotePart::Tells) {
+        turns::tell_turn_size(a.messages)
+    } else {
+        0
+    };
+    let mut setup = RemoteSetup::start(tells_expected, certs.as_ref(), turn_tells).await?;
     // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
     let expect = a.messages.to_string();
     let mut raw_peer = Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?;
@@ -1209,11 +1198,23 @@ async fn remote_run(
         bail!("the TLS run established no TLS session both ways: {sessions:?}");
     }
     raw_peer.stop().await;
-    let kept = if parts.contains(&RemotePart::Ask1) {
-        Some(KeptSetup {
+    let kept = if both {
+        let mut regions = vec![region];
+        let turn_refs = if turn_tells > 0 {
+            let turn_region = setup.proxy(turns::TURN_KIND)?;
+            let refs = entity_refs(&turn_region, "e", a.entities);
+            turns::activate_turn_entities(&refs).await?;
+            regions.push(turn_region);
+            Some(refs)
+        } else {
+            None
+        };
+        Some(turns::KeptSetup {
             setup,
             refs,
             values,
+            turn_refs,
+            _regions: regions,
             _certs: certs,
         })
     } else {
@@ -1524,7 +1525,7 @@ async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
     }
     let load = load_average();
     let (first, second) = if a.remote {
-        let setup = RemoteSetup::start(0, None).await?;
+        let setup = RemoteSetup::start(0, None, 0).await?;
         let region = setup.proxy(FIRST_KIND)?;
         let samples = first_and_second(&region, a.shards).await?;
         setup.peer.stop().await;

@@ -4,16 +4,16 @@
 //! median of an ask with one in flight at most [`ASK1_P50_AIM`] times plain. The cost of a
 //! new connection has no aim; it is reported as the difference TLS makes.
 //!
-//! The ask's ratio comes from [`Interleaved`] turns when there are some: latencies of a few
-//! tens of microseconds move with whatever else the machine does, more from one run to the
-//! next than TLS moves them, so both transports are measured again in alternating turns.
+//! The ratios of tells and asks come from [`Interleaved`] turns when there are some: on a
+//! shared machine both move more from one run to the next than TLS moves them, so both
+//! transports are measured again in alternating turns (`bench_sharding/turns.rs`).
 
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::bench_handshake::HandshakeCost;
-use crate::bench_support::ClosedLoop;
+use crate::bench_support::{ClosedLoop, Throughput};
 use crate::bench_tls::Transport;
 
 /// Proxy tells over TLS, as a share of plain TCP's rate, that the aim asks for at least.
@@ -44,8 +44,26 @@ pub(crate) struct RemoteFigures {
     pub(crate) handshake: Option<HandshakeCost>,
 }
 
-/// Asks with one in flight through both transports' proxies in alternating turns.
+/// Both transports measured again in alternating turns, per part.
 pub(crate) struct Interleaved {
+    pub(crate) tells: Option<TellTurns>,
+    pub(crate) ask1: Option<AskTurns>,
+}
+
+/// Proxy tells through both transports in alternating turns.
+pub(crate) struct TellTurns {
+    /// Turns of each transport.
+    pub(crate) rounds: u64,
+    /// Tells per turn.
+    pub(crate) per_turn: u64,
+    /// Plain TCP's turns, added up.
+    pub(crate) plain: Throughput,
+    /// TLS's turns, added up.
+    pub(crate) tls: Throughput,
+}
+
+/// Asks with one in flight through both transports in alternating turns.
+pub(crate) struct AskTurns {
     /// Turns of each transport.
     pub(crate) rounds: u64,
     /// Length of one turn.
@@ -56,7 +74,26 @@ pub(crate) struct Interleaved {
     pub(crate) tls: ClosedLoop,
 }
 
-impl Interleaved {
+impl TellTurns {
+    fn summary(&self) -> serde_json::Value {
+        let side = |t: &Throughput| {
+            json!({
+                "received": t.received,
+                "elapsed_s": t.elapsed.as_secs_f64(),
+                "msgs_per_s": t.per_second(),
+                "buffer_full_retries": t.retries,
+            })
+        };
+        json!({
+            "rounds": self.rounds,
+            "tells_per_turn": self.per_turn,
+            "plain": side(&self.plain),
+            "tls": side(&self.tls),
+        })
+    }
+}
+
+impl AskTurns {
     fn summary(&self) -> serde_json::Value {
         json!({
             "rounds": self.rounds,
@@ -74,7 +111,8 @@ fn p50_p99(c: &ClosedLoop) -> (f64, f64) {
 
 /// Both runs as they print alone, then their ratios: one JSON object
 /// (`sharding-remote-tls-vs-plain`, with the runs under their transports' names) and the
-/// text, the last line headed `header`. The ask's ratios come from `interleaved` when given.
+/// text, the last line headed `header`. The ratios of the parts `interleaved` has turns of
+/// come from those turns.
 pub(crate) fn side_by_side(
     header: &str,
     plain: RemoteRun,
@@ -82,12 +120,30 @@ pub(crate) fn side_by_side(
     interleaved: Option<Interleaved>,
 ) -> (serde_json::Value, String) {
     let (mut plain_figures, mut tls_figures) = (plain.figures, tls.figures);
-    if let Some(turns) = &interleaved {
+    let Interleaved { tells, ask1 } = interleaved.unwrap_or(Interleaved {
+        tells: None,
+        ask1: None,
+    });
+    if let Some(turns) = &tells {
+        plain_figures.tells_per_s = Some(turns.plain.per_second());
+        tls_figures.tells_per_s = Some(turns.tls.per_second());
+    }
+    if let Some(turns) = &ask1 {
         plain_figures.ask1_us = Some(p50_p99(&turns.plain));
         tls_figures.ask1_us = Some(p50_p99(&turns.tls));
     }
     let (mut ratios, mut summary) = compare(&plain_figures, &tls_figures);
-    if let Some(turns) = &interleaved {
+    if let Some(turns) = &tells {
+        ratios["tells_from"] = json!("interleaved");
+        summary = summary.replace(
+            "proxy tells",
+            &format!(
+                "proxy tells ({} alternating turns of {} each)",
+                turns.rounds, turns.per_turn
+            ),
+        );
+    }
+    if let Some(turns) = &ask1 {
         ratios["ask1_from"] = json!("interleaved");
         summary = summary.replace(
             "ask with 1 in flight",
@@ -101,7 +157,10 @@ pub(crate) fn side_by_side(
         "benchmark": "sharding-remote-tls-vs-plain",
         "tls_to_plain": ratios,
     });
-    if let Some(turns) = &interleaved {
+    if let Some(turns) = &tells {
+        value["tells_interleaved"] = turns.summary();
+    }
+    if let Some(turns) = &ask1 {
         value["ask1_interleaved"] = turns.summary();
     }
     let mut lines = Vec::new();
@@ -218,6 +277,17 @@ mod tests {
         assert!(!text.contains("NOT met"), "{text}");
     }
 
+    /// `received` tells in `ms` milliseconds.
+    fn tells(received: u64, ms: u64) -> Throughput {
+        Throughput {
+            sent: received,
+            received,
+            elapsed: Duration::from_millis(ms),
+            send_time: Duration::from_millis(ms),
+            retries: 0,
+        }
+    }
+
     /// Turns of `us` microseconds each.
     fn turns(us: &[u64]) -> ClosedLoop {
         let mut latencies = crate::bench_support::Latencies::new();
@@ -233,14 +303,22 @@ mod tests {
         }
     }
 
-    /// With interleaved turns, the ask's ratios are theirs, not the runs'.
+    /// With interleaved turns, the ratios are theirs, not the runs'.
     #[test]
     fn interleaved_turns_decide_the_asks_ratio() {
         let interleaved = Interleaved {
-            rounds: 3,
-            slice: Duration::from_secs(1),
-            plain: turns(&[40, 50, 60]),
-            tls: turns(&[44, 55, 66]),
+            tells: Some(TellTurns {
+                rounds: 2,
+                per_turn: 500,
+                plain: tells(1000, 1000),
+                tls: tells(1000, 1250),
+            }),
+            ask1: Some(AskTurns {
+                rounds: 3,
+                slice: Duration::from_secs(1),
+                plain: turns(&[40, 50, 60]),
+                tls: turns(&[44, 55, 66]),
+            }),
         };
         let (value, text) = side_by_side(
             "hdr",
@@ -257,5 +335,10 @@ mod tests {
         assert_eq!(value["ask1_interleaved"]["rounds"], 3);
         assert_eq!(value["ask1_interleaved"]["tls"]["completed"], 3);
         assert!(text.contains("3 alternating turns of 1s each"), "{text}");
+        // Tells: 1000 in 1 s against 1000 in 1.25 s, not the runs' equal rates.
+        assert_eq!(r["tells_from"], "interleaved");
+        assert_eq!(r["tell_msgs_per_s"], 0.8);
+        assert_eq!(value["tells_interleaved"]["tls"]["received"], 1000);
+        assert!(text.contains("2 alternating turns of 500 each"), "{text}");
     }
 }

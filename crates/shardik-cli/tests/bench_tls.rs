@@ -91,8 +91,15 @@ fn both_transports_run_and_only_the_tls_run_uses_tls() {
         assert_eq!(run["handshake"]["connections"], 20);
         assert!(run["handshake"]["latency"]["p50_us"].as_f64().unwrap() > 0.0);
     }
-    // Asks with one in flight again, in alternating turns (one each with --duration-s 1),
-    // through both transports' nodes, which the runs left running for them.
+    // Both transports' nodes, which the runs left running, measured again in alternating
+    // turns: 10 turns of tells each, adding up to --messages, and asks with one in flight
+    // (one turn each with --duration-s 1).
+    let tell_turns = &v["tells_interleaved"];
+    assert_eq!(tell_turns["rounds"], 10);
+    assert_eq!(tell_turns["tells_per_turn"], 200);
+    for transport in ["plain", "tls"] {
+        assert_eq!(tell_turns[transport]["received"], 2000, "{tell_turns}");
+    }
     let turns = &v["ask1_interleaved"];
     assert_eq!(turns["rounds"], 1);
     for transport in ["plain", "tls"] {
@@ -104,6 +111,7 @@ fn both_transports_run_and_only_the_tls_run_uses_tls() {
     }
     let ratios = &v["tls_to_plain"];
     assert_eq!(ratios["ask1_from"], "interleaved");
+    assert_eq!(ratios["tells_from"], "interleaved");
     for key in ["tell_msgs_per_s", "ask1_p50", "ask1_p99", "handshake_p50"] {
         let r = ratios[key]
             .as_f64()
