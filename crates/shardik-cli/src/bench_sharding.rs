@@ -62,6 +62,8 @@ use crate::bench_support::{
 use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
 use crate::bench_transports::{RemoteFigures, RemoteRun};
 
+mod turns;
+
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";
 const LOCAL_KIND: &str = "bench-local";
@@ -238,6 +240,10 @@ pub struct PeerArgs {
     /// without).
     #[arg(long)]
     tls_dir: Option<PathBuf>,
+    /// After the tells of `--expect`, report every this many tells of the turn kind (0: host
+    /// no turn kind).
+    #[arg(long, default_value_t = 0)]
+    turn_tells: u64,
 }
 
 /// Runs `shardik bench sharding ...`.
@@ -527,11 +533,20 @@ struct RemoteSetup {
 }
 
 impl RemoteSetup {
-    /// Starts the peer (which counts `expect` tells) and a node without the host role that
-    /// joins it, both over mutual TLS with `certs`, or plain TCP without.
-    async fn start(expect: u64, certs: Option<&BenchCerts>) -> anyhow::Result<RemoteSetup> {
+    /// Starts the peer (which counts `expect` tells, then turns of `turn_tells` of the turn
+    /// kind) and a node without the host role that joins it, both over mutual TLS with
+    /// `certs`, or plain TCP without.
+    async fn start(
+        expect: u64,
+        certs: Option<&BenchCerts>,
+        turn_tells: u64,
+    ) -> anyhow::Result<RemoteSetup> {
         let expect = expect.to_string();
         let mut args = vec!["--expect".to_string(), expect];
+        if turn_tells > 0 {
+            args.push("--turn-tells".to_string());
+            args.push(turn_tells.to_string());
+        }
         if let Some(certs) = certs {
             args.push("--tls-dir".to_string());
             args.push(certs.dir().display().to_string());
@@ -576,6 +591,13 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
             sync_tally_kind(REMOTE_SYNC_KIND, Arc::clone(&sync_progress)).with_role(HOST_ROLE),
         )?;
         let _first = node.init(tally_kind(FIRST_KIND, ()).with_role(HOST_ROLE))?;
+        let turns = (args.turn_tells > 0).then(|| turns::Turns::new(args.turn_tells));
+        let _turns = match &turns {
+            Some(t) => {
+                Some(node.init(tally_kind(turns::TURN_KIND, Arc::clone(t)).with_role(HOST_ROLE))?)
+            }
+            None => None,
+        };
         println!("READY");
         if args.expect > 0 {
             // The benchmark tells the async kind first, then the sync one.
@@ -583,6 +605,14 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
                 let last = progress.wait(Duration::MAX).await?;
                 let first = progress.first_ns.load(Ordering::Relaxed);
                 println!("DONE {} {first} {last}", args.expect);
+            }
+        }
+        if let Some(turns) = turns {
+            // Then the turns, for as long as the benchmark sends them (the first time is the
+            // benchmark's own).
+            for turn in 1.. {
+                let last = turns.wait(turn).await;
+                println!("DONE {} 0 {last}", turns.per_turn());
             }
         }
         // Serve until the parent goes away (exit_with_parent ends the process).
@@ -877,16 +907,35 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     if a.connections == 0 {
         bail!("--connections must be positive");
     }
-    let mut runs = Vec::new();
+    let (mut runs, mut kept) = (Vec::new(), Vec::new());
     for &transport in a.transport.transports() {
-        runs.push(remote_run(&a, transport).await?);
+        let (run, setup) = remote_run(&a, transport).await?;
+        runs.push(run);
+        kept.extend(setup);
+    }
+    // With both transports, their nodes still run: measure them again in alternating turns,
+    // so that both meet the machine at the same moments (see `turns`).
+    let interleaved = match &mut kept[..] {
+        [plain, tls] => {
+            let ask_rounds = if a.only.contains(&RemotePart::Ask1) {
+                a.duration_s
+            } else {
+                0
+            };
+            Some(turns::interleave(plain, tls, a.messages, a.send, ask_rounds).await?)
+        }
+        _ => None,
+    };
+    for setup in kept {
+        setup.setup.peer.stop().await;
     }
     let header = format!("sharding remote ({}, {})", a.common.runtime, a.send.name());
     let mut runs = runs.into_iter();
     match (runs.next(), runs.next()) {
         (Some(run), None) => report(a.common.json, run.value, run.lines.join("\n")),
         (Some(plain), Some(tls)) => {
-            let (value, text) = crate::bench_transports::side_by_side(&header, plain, tls);
+            let (value, text) =
+                crate::bench_transports::side_by_side(&header, plain, tls, interleaved);
             report(a.common.json, value, text);
         }
         _ => bail!("no transport to measure"),
@@ -894,8 +943,12 @@ async fn remote_bench(a: RemoteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every part of `bench sharding remote` asked for, with the nodes on `transport`.
-async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<RemoteRun> {
+/// Every part of `bench sharding remote` asked for, with the nodes on `transport`. With
+/// `--transport both`, the nodes are handed back still running, for the turns.
+async fn remote_run(
+    a: &RemoteArgs,
+    transport: Transport,
+) -> anyhow::Result<(RemoteRun, Option<turns::KeptSetup>)> {
     let parts: BTreeSet<RemotePart> = a.only.iter().copied().collect();
     let duration = Duration::from_secs(a.duration_s);
     let load = load_average();
@@ -909,7 +962,14 @@ async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<Remo
         Transport::Tls => Some(BenchCerts::generate(CLUSTER)?),
     };
     let sessions_before = TlsSessions::now();
-    let mut setup = RemoteSetup::start(tells_expected, certs.as_ref()).await?;
+    // Turns of tells follow only when both transports are measured.
+    let both = a.transport == TransportChoice::Both;
+    let turn_tells = if both && parts.contains(&RemotePart::Tells) {
+        turns::tell_turn_size(a.messages)
+    } else {
+        0
+    };
+    let mut setup = RemoteSetup::start(tells_expected, certs.as_ref(), turn_tells).await?;
     // The raw peer runs on the same runtime kind as the sharding peer (both inherit ours).
     let expect = a.messages.to_string();
     let mut raw_peer = Peer::start("bench-peer", &["--mode", "raw", "--expect", &expect]).await?;
@@ -1137,14 +1197,37 @@ async fn remote_run(a: &RemoteArgs, transport: Transport) -> anyhow::Result<Remo
     if transport == Transport::Tls && (sessions.inbound < 1.0 || sessions.outbound < 1.0) {
         bail!("the TLS run established no TLS session both ways: {sessions:?}");
     }
-    setup.peer.stop().await;
     raw_peer.stop().await;
-    Ok(RemoteRun {
+    let kept = if both {
+        let mut regions = vec![region];
+        let turn_refs = if turn_tells > 0 {
+            let turn_region = setup.proxy(turns::TURN_KIND)?;
+            let refs = entity_refs(&turn_region, "e", a.entities);
+            turns::activate_turn_entities(&refs).await?;
+            regions.push(turn_region);
+            Some(refs)
+        } else {
+            None
+        };
+        Some(turns::KeptSetup {
+            setup,
+            refs,
+            values,
+            turn_refs,
+            _regions: regions,
+            _certs: certs,
+        })
+    } else {
+        setup.peer.stop().await;
+        None
+    };
+    let run = RemoteRun {
         transport,
         value,
         lines,
         figures,
-    })
+    };
+    Ok((run, kept))
 }
 
 /// The name of a part as `--only` takes it.
@@ -1442,7 +1525,7 @@ async fn first_message_bench(a: FirstArgs) -> anyhow::Result<()> {
     }
     let load = load_average();
     let (first, second) = if a.remote {
-        let setup = RemoteSetup::start(0, None).await?;
+        let setup = RemoteSetup::start(0, None, 0).await?;
         let region = setup.proxy(FIRST_KIND)?;
         let samples = first_and_second(&region, a.shards).await?;
         setup.peer.stop().await;

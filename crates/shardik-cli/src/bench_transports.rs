@@ -3,10 +3,17 @@
 //! TLS/plain, against issue 20's aims: proxy tells at least [`TELLS_AIM`] of plain, and the
 //! median of an ask with one in flight at most [`ASK1_P50_AIM`] times plain. The cost of a
 //! new connection has no aim; it is reported as the difference TLS makes.
+//!
+//! The ratios of tells and asks come from [`Interleaved`] turns when there are some: on a
+//! shared machine both move more from one run to the next than TLS moves them, so both
+//! transports are measured again in alternating turns (`bench_sharding/turns.rs`).
+
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::bench_handshake::HandshakeCost;
+use crate::bench_support::{ClosedLoop, Throughput};
 use crate::bench_tls::Transport;
 
 /// Proxy tells over TLS, as a share of plain TCP's rate, that the aim asks for at least.
@@ -37,23 +44,132 @@ pub(crate) struct RemoteFigures {
     pub(crate) handshake: Option<HandshakeCost>,
 }
 
+/// Both transports measured again in alternating turns, per part.
+pub(crate) struct Interleaved {
+    pub(crate) tells: Option<TellTurns>,
+    pub(crate) ask1: Option<AskTurns>,
+}
+
+/// Proxy tells through both transports in alternating turns.
+pub(crate) struct TellTurns {
+    /// Turns of each transport.
+    pub(crate) rounds: u64,
+    /// Tells per turn.
+    pub(crate) per_turn: u64,
+    /// Plain TCP's turns, added up.
+    pub(crate) plain: Throughput,
+    /// TLS's turns, added up.
+    pub(crate) tls: Throughput,
+}
+
+/// Asks with one in flight through both transports in alternating turns.
+pub(crate) struct AskTurns {
+    /// Turns of each transport.
+    pub(crate) rounds: u64,
+    /// Length of one turn.
+    pub(crate) slice: Duration,
+    /// Plain TCP's turns, merged.
+    pub(crate) plain: ClosedLoop,
+    /// TLS's turns, merged.
+    pub(crate) tls: ClosedLoop,
+}
+
+impl TellTurns {
+    fn summary(&self) -> serde_json::Value {
+        let side = |t: &Throughput| {
+            json!({
+                "received": t.received,
+                "elapsed_s": t.elapsed.as_secs_f64(),
+                "msgs_per_s": t.per_second(),
+                "buffer_full_retries": t.retries,
+            })
+        };
+        json!({
+            "rounds": self.rounds,
+            "tells_per_turn": self.per_turn,
+            "plain": side(&self.plain),
+            "tls": side(&self.tls),
+        })
+    }
+}
+
+impl AskTurns {
+    fn summary(&self) -> serde_json::Value {
+        json!({
+            "rounds": self.rounds,
+            "slice_s": self.slice.as_secs_f64(),
+            "plain": self.plain.summary(),
+            "tls": self.tls.summary(),
+        })
+    }
+}
+
+/// p50 and p99 in microseconds.
+fn p50_p99(c: &ClosedLoop) -> (f64, f64) {
+    (c.latencies.quantile_us(0.5), c.latencies.quantile_us(0.99))
+}
+
 /// Both runs as they print alone, then their ratios: one JSON object
 /// (`sharding-remote-tls-vs-plain`, with the runs under their transports' names) and the
-/// text, the last line headed `header`.
+/// text, the last line headed `header`. The ratios of the parts `interleaved` has turns of
+/// come from those turns.
 pub(crate) fn side_by_side(
     header: &str,
     plain: RemoteRun,
     tls: RemoteRun,
+    interleaved: Option<Interleaved>,
 ) -> (serde_json::Value, String) {
-    let (ratios, summary) = compare(&plain.figures, &tls.figures);
+    let (mut plain_figures, mut tls_figures) = (plain.figures, tls.figures);
+    let Interleaved { tells, ask1 } = interleaved.unwrap_or(Interleaved {
+        tells: None,
+        ask1: None,
+    });
+    if let Some(turns) = &tells {
+        plain_figures.tells_per_s = Some(turns.plain.per_second());
+        tls_figures.tells_per_s = Some(turns.tls.per_second());
+    }
+    if let Some(turns) = &ask1 {
+        plain_figures.ask1_us = Some(p50_p99(&turns.plain));
+        tls_figures.ask1_us = Some(p50_p99(&turns.tls));
+    }
+    let (mut ratios, mut summary) = compare(&plain_figures, &tls_figures);
+    if let Some(turns) = &tells {
+        ratios["tells_from"] = json!("interleaved");
+        summary = summary.replace(
+            "proxy tells",
+            &format!(
+                "proxy tells ({} alternating turns of {} each)",
+                turns.rounds, turns.per_turn
+            ),
+        );
+    }
+    if let Some(turns) = &ask1 {
+        ratios["ask1_from"] = json!("interleaved");
+        summary = summary.replace(
+            "ask with 1 in flight",
+            &format!(
+                "ask with 1 in flight ({} alternating turns of {:?} each)",
+                turns.rounds, turns.slice
+            ),
+        );
+    }
     let mut value = json!({
         "benchmark": "sharding-remote-tls-vs-plain",
         "tls_to_plain": ratios,
     });
+    if let Some(turns) = &tells {
+        value["tells_interleaved"] = turns.summary();
+    }
+    if let Some(turns) = &ask1 {
+        value["ask1_interleaved"] = turns.summary();
+    }
     let mut lines = Vec::new();
-    for run in [plain, tls] {
-        value[run.transport.name()] = run.value;
-        lines.extend(run.lines);
+    for (transport, run_value, run_lines) in [
+        (plain.transport, plain.value, plain.lines),
+        (tls.transport, tls.value, tls.lines),
+    ] {
+        value[transport.name()] = run_value;
+        lines.extend(run_lines);
     }
     lines.push(format!("{header} TLS beside plain TCP: {summary}"));
     (value, lines.join("\n"))
@@ -132,6 +248,7 @@ mod tests {
             "hdr",
             run(Transport::Plain, 4e6, (50.0, 80.0)),
             run(Transport::Tls, 3e6, (65.0, 100.0)),
+            None,
         );
         let r = &value["tls_to_plain"];
         assert_eq!(r["tell_msgs_per_s"], 0.75);
@@ -153,9 +270,75 @@ mod tests {
             "hdr",
             run(Transport::Plain, 1e6, (50.0, 80.0)),
             run(Transport::Tls, 0.8e6, (60.0, 80.0)),
+            None,
         );
         assert_eq!(value["tls_to_plain"]["tells_aim_met"], true);
         assert_eq!(value["tls_to_plain"]["ask1_p50_aim_met"], true);
         assert!(!text.contains("NOT met"), "{text}");
+    }
+
+    /// `received` tells in `ms` milliseconds.
+    fn tells(received: u64, ms: u64) -> Throughput {
+        Throughput {
+            sent: received,
+            received,
+            elapsed: Duration::from_millis(ms),
+            send_time: Duration::from_millis(ms),
+            retries: 0,
+        }
+    }
+
+    /// Turns of `us` microseconds each.
+    fn turns(us: &[u64]) -> ClosedLoop {
+        let mut latencies = crate::bench_support::Latencies::new();
+        for &v in us {
+            latencies.record(v * 1000);
+        }
+        ClosedLoop {
+            slots: 1,
+            completed: us.len() as u64,
+            failed: 0,
+            elapsed: Duration::from_secs(1),
+            latencies,
+        }
+    }
+
+    /// With interleaved turns, the ratios are theirs, not the runs'.
+    #[test]
+    fn interleaved_turns_decide_the_asks_ratio() {
+        let interleaved = Interleaved {
+            tells: Some(TellTurns {
+                rounds: 2,
+                per_turn: 500,
+                plain: tells(1000, 1000),
+                tls: tells(1000, 1250),
+            }),
+            ask1: Some(AskTurns {
+                rounds: 3,
+                slice: Duration::from_secs(1),
+                plain: turns(&[40, 50, 60]),
+                tls: turns(&[44, 55, 66]),
+            }),
+        };
+        let (value, text) = side_by_side(
+            "hdr",
+            run(Transport::Plain, 1e6, (50.0, 80.0)),
+            run(Transport::Tls, 1e6, (90.0, 200.0)),
+            Some(interleaved),
+        );
+        let r = &value["tls_to_plain"];
+        assert_eq!(r["ask1_from"], "interleaved");
+        // (Percentiles are the upper ends of their histogram buckets, within 0.1 %.)
+        let p50 = r["ask1_p50"].as_f64().unwrap();
+        assert!((p50 - 1.1).abs() < 0.003, "{p50}");
+        assert_eq!(r["ask1_p50_aim_met"], true);
+        assert_eq!(value["ask1_interleaved"]["rounds"], 3);
+        assert_eq!(value["ask1_interleaved"]["tls"]["completed"], 3);
+        assert!(text.contains("3 alternating turns of 1s each"), "{text}");
+        // Tells: 1000 in 1 s against 1000 in 1.25 s, not the runs' equal rates.
+        assert_eq!(r["tells_from"], "interleaved");
+        assert_eq!(r["tell_msgs_per_s"], 0.8);
+        assert_eq!(value["tells_interleaved"]["tls"]["received"], 1000);
+        assert!(text.contains("2 alternating turns of 500 each"), "{text}");
     }
 }

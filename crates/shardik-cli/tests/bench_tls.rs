@@ -1,7 +1,8 @@
 //! `shardik bench sharding remote --transport both` really measures TLS beside plain TCP: with
 //! tiny counts, the plain run establishes no TLS session and the TLS run establishes them both
 //! ways (counted by the transport in `shardik_transport_tls_handshakes_total`), both runs
-//! verify their tells and answer their asks, and the ratios TLS/plain are reported.
+//! verify their tells and answer their asks (also in alternating turns afterwards), and the
+//! ratios TLS/plain are reported.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -90,7 +91,27 @@ fn both_transports_run_and_only_the_tls_run_uses_tls() {
         assert_eq!(run["handshake"]["connections"], 20);
         assert!(run["handshake"]["latency"]["p50_us"].as_f64().unwrap() > 0.0);
     }
+    // Both transports' nodes, which the runs left running, measured again in alternating
+    // turns: 10 turns of tells each, adding up to --messages, and asks with one in flight
+    // (one turn each with --duration-s 1).
+    let tell_turns = &v["tells_interleaved"];
+    assert_eq!(tell_turns["rounds"], 10);
+    assert_eq!(tell_turns["tells_per_turn"], 200);
+    for transport in ["plain", "tls"] {
+        assert_eq!(tell_turns[transport]["received"], 2000, "{tell_turns}");
+    }
+    let turns = &v["ask1_interleaved"];
+    assert_eq!(turns["rounds"], 1);
+    for transport in ["plain", "tls"] {
+        assert!(
+            turns[transport]["completed"].as_u64().unwrap() > 0,
+            "{turns}"
+        );
+        assert_eq!(turns[transport]["failed"], 0);
+    }
     let ratios = &v["tls_to_plain"];
+    assert_eq!(ratios["ask1_from"], "interleaved");
+    assert_eq!(ratios["tells_from"], "interleaved");
     for key in ["tell_msgs_per_s", "ask1_p50", "ask1_p99", "handshake_p50"] {
         let r = ratios[key]
             .as_f64()
