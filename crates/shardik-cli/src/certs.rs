@@ -34,8 +34,9 @@ pub struct CertsArgs {
     /// this long if that is longer.
     #[arg(long, default_value_t = 365)]
     days: u32,
-    /// Host names or IP addresses the nodes are dialled at (as in their `--bind` address),
-    /// one certificate each.
+    /// Host names or IP addresses the nodes are dialled at (as in their advertised address),
+    /// one certificate each; `*.DOMAIN` makes one certificate for every host one label below
+    /// DOMAIN (written as `wildcard.DOMAIN.pem`), which all pods of a Deployment can share.
     #[arg(required = true, value_name = "NODE")]
     nodes: Vec<String>,
 }
@@ -63,8 +64,18 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     }
     for node in &args.nodes {
         let file = file_stem(node);
-        if server_name(node).is_none() || file.contains('/') || file.starts_with('.') {
-            bail!("NODE `{node}`: expected a host name or IP address");
+        let named = match node.strip_prefix("*.") {
+            // A wildcard covers names, never addresses.
+            Some(domain) => {
+                domain.parse::<std::net::IpAddr>().is_err() && server_name(domain).is_some()
+            }
+            None => server_name(node).is_some(),
+        };
+        if !named || file.contains('/') || file.starts_with('.') {
+            bail!(
+                "NODE `{node}`: expected a host name, an IP address, or `*.` and a domain \
+                 (one certificate for every host one label below it)"
+            );
         }
     }
     fs::create_dir_all(&args.dir)
@@ -140,11 +151,16 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The file name part for a node: its host without IPv6 brackets.
-fn file_stem(node: &str) -> &str {
+/// The file name part for a node: its host without IPv6 brackets, and `wildcard.DOMAIN` for
+/// `*.DOMAIN` (a `*` in a file name is a trap in every shell).
+fn file_stem(node: &str) -> String {
+    if let Some(domain) = node.strip_prefix("*.") {
+        return format!("wildcard.{domain}");
+    }
     node.strip_prefix('[')
         .and_then(|n| n.strip_suffix(']'))
         .unwrap_or(node)
+        .to_string()
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

@@ -171,3 +171,37 @@ fn certs_refuses_bad_arguments_and_half_a_ca() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `*.DOMAIN` makes one certificate that every pod of a Deployment can share: a node holding
+/// it is accepted when dialled at any name one label below DOMAIN, and at no other.
+#[tokio::test]
+async fn a_wildcard_certificate_serves_every_host_of_its_domain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_str().unwrap();
+    let out = certs(&["--dir", d, "--cluster-name", "shop", "*.pods.example"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shared = context(tmp.path(), "wildcard.pods.example", "shop");
+    for host in ["node-0.pods.example", "node-7.pods.example"] {
+        handshake(&shared, &shared, host).await;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = shared.clone();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let _ = server.accept(tcp).await;
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    assert!(
+        shared.connect(tcp, "pods.example").await.is_err(),
+        "the wildcard does not name its domain itself"
+    );
+
+    let out = certs(&["--dir", d, "--cluster-name", "shop", "*.10.0.0.1"]);
+    assert!(!out.status.success(), "a wildcard never covers addresses");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("*.10.0.0.1"));
+}

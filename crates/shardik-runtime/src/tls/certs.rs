@@ -248,7 +248,10 @@ fn host_san(host: &str) -> Result<SanType, CertError> {
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Ok(SanType::IpAddress(ip));
     }
-    if rustls::pki_types::DnsName::try_from(bare).is_err() {
+    // A wildcard (`*.pods.example`) names every host one label below its domain: one
+    // certificate that all pods of a Deployment can share (see docs/SECURITY.md, Kubernetes).
+    let domain = bare.strip_prefix("*.").unwrap_or(bare);
+    if domain.parse::<IpAddr>().is_ok() || rustls::pki_types::DnsName::try_from(domain).is_err() {
         return Err(CertError::InvalidHost(host.to_string()));
     }
     let ia5 = bare
@@ -329,7 +332,32 @@ mod tests {
     #[test]
     fn bad_hosts_are_refused() {
         let ca = CertificateAuthority::generate("test CA", Validity::days_from_now(10)).unwrap();
-        let req = NodeCertRequest::for_node("shardik", "c", "not a host", 1);
-        assert!(matches!(ca.issue(&req), Err(CertError::InvalidHost(_))));
+        for host in [
+            "not a host",
+            "*.10.0.0.1",
+            "*",
+            "*.",
+            "a.*.example",
+            "**.example",
+        ] {
+            let req = NodeCertRequest::for_node("shardik", "c", host, 1);
+            assert!(
+                matches!(ca.issue(&req), Err(CertError::InvalidHost(_))),
+                "{host}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_wildcard_certificate_names_every_host_one_label_below_its_domain() {
+        let ca = CertificateAuthority::generate("test CA", Validity::days_from_now(10)).unwrap();
+        let req = NodeCertRequest::for_node("shardik", "c", "*.pods.example", 1);
+        let issued = ca.issue(&req).unwrap();
+        let cert = parse(&issued.cert_pem);
+        assert!(cert.names_host("node-1.pods.example"));
+        assert!(cert.names_host("node-2.pods.example"));
+        assert!(!cert.names_host("pods.example"), "not the domain itself");
+        assert!(!cert.names_host("a.node-1.pods.example"), "one label only");
+        assert!(!cert.names_host("node-1.other.example"));
     }
 }
