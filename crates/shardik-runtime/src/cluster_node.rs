@@ -154,18 +154,32 @@ impl NodeBuilder {
         Ok(Some(SbrLeaseOptions::from_settings(&self.settings, store)))
     }
 
-    /// Starts the node, joins the cluster through the seeds, and attaches sharding.
+    /// Starts the node, joins the cluster through the seeds (or, without seeds and with a
+    /// `discovery.method`, starts cluster bootstrap: see [`crate::bootstrap`]), and attaches
+    /// sharding. Bootstrap needs the management API served (with its
+    /// `/bootstrap/seed-nodes` route, which [`crate::http::ManagementApi`] always has), since
+    /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
         let bind = self.bind.clone().ok_or(StartError::NoBindAddress)?;
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
         let sbr_lease = self.sbr_lease().await?;
+        let seeds = self
+            .seeds
+            .clone()
+            .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone());
+        // Without seed nodes, with a discovery method: bootstrap finds the cluster (or forms
+        // it). Set up before the node starts, so that a discovery or TLS setting that cannot
+        // work stops it here; seeds given to the builder win over discovery as configured
+        // ones do.
+        let mut bootstrap_settings = self.settings.clone();
+        bootstrap_settings.cluster.seed_nodes = seeds.clone();
+        let bootstrap =
+            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, bind.clone())?;
         let running = node::start_with_sbr_lease(
             NodeOptions {
                 bind,
-                seeds: self
-                    .seeds
-                    .unwrap_or_else(|| self.settings.cluster.seed_nodes.clone()),
+                seeds: seeds.clone(),
                 membership: self.settings.membership_config(),
                 transport: TransportConfig {
                     tls,
@@ -176,6 +190,10 @@ impl NodeBuilder {
             sbr_lease,
         )
         .await?;
+        // The task ends by itself once the node joined or stopped.
+        if let Some(bootstrap) = bootstrap {
+            bootstrap.start(running.handle.clone());
+        }
         let sharding = Sharding::start(&running, ShardingConfig::from_settings(&self.settings))
             .expect("a node just started has its user traffic untaken");
         Ok(Node { running, sharding })

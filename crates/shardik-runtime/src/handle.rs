@@ -80,6 +80,9 @@ pub enum ControlCommand {
     /// Join the cluster through the node at this address (this node's own address starts a
     /// new cluster).
     Join(Address, oneshot::Sender<Result<(), CommandError>>),
+    /// Join through these seed nodes (the core's `JoinSeedNodes`: the first that answers is
+    /// joined; a first seed that is this node may form a new cluster).
+    JoinSeedNodes(Vec<Address>, oneshot::Sender<Result<(), CommandError>>),
     /// Mark the member at this address Leaving.
     Leave(Address, oneshot::Sender<Result<(), CommandError>>),
     /// Mark the member at this address Down.
@@ -162,6 +165,13 @@ impl NodeHandle {
     /// snapshot shows it. Refused with `AlreadyJoining` when it already joined or is joining.
     pub async fn join(&self, address: Address) -> Result<(), ControlError> {
         self.request(|tx| ControlCommand::Join(address, tx)).await
+    }
+
+    /// Joins through `seeds`: the first that accepts is joined (cluster bootstrap joins an
+    /// existing cluster this way). Refused with `AlreadyJoining` as [`join`](Self::join).
+    pub async fn join_seed_nodes(&self, seeds: Vec<Address>) -> Result<(), ControlError> {
+        self.request(|tx| ControlCommand::JoinSeedNodes(seeds, tx))
+            .await
     }
 
     /// Asks the member at `address` to leave.

@@ -61,8 +61,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bootstrap;
 mod cluster_node;
 pub mod config;
+pub mod discovery;
 pub mod exit;
 pub mod handle;
 pub mod health;

@@ -118,8 +118,18 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "shardik_http_request_duration_s
 /// request).
 pub const HTTP_REFUSED_TOTAL: &str = "shardik_http_refused_total";
 
+/// Cluster bootstrap's probes of contact points (counter; label `result` = `seed-nodes` (the
+/// contact point is in a cluster), `no-seed-nodes`, or why it failed: `unresolved`,
+/// `connect-failed`, `tls-failed`, `http-failed`, `bad-status`, `too-large`, `malformed`,
+/// `timeout`).
+pub const BOOTSTRAP_PROBES_TOTAL: &str = "shardik_bootstrap_probes_total";
+/// Cluster bootstrap's discovery lookups (counter; label `result` = `ok` | `failed`).
+pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
+/// Contact points the last successful lookup found (gauge).
+pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
+
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 35] = [
+pub const ALL_NAMES: [&str; 38] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -155,6 +165,9 @@ pub const ALL_NAMES: [&str; 35] = [
     HTTP_REQUESTS_TOTAL,
     HTTP_REQUEST_DURATION_SECONDS,
     HTTP_REFUSED_TOTAL,
+    BOOTSTRAP_PROBES_TOTAL,
+    BOOTSTRAP_LOOKUPS_TOTAL,
+    BOOTSTRAP_CONTACT_POINTS,
 ];
 
 /// Why the recorder could not be installed.
@@ -342,5 +355,20 @@ pub fn describe_all() {
         HTTP_REFUSED_TOTAL,
         Unit::Count,
         "Connections and requests the management port refused, by reason."
+    );
+    describe_counter!(
+        BOOTSTRAP_PROBES_TOTAL,
+        Unit::Count,
+        "Cluster bootstrap's probes of contact points, by result."
+    );
+    describe_counter!(
+        BOOTSTRAP_LOOKUPS_TOTAL,
+        Unit::Count,
+        "Cluster bootstrap's discovery lookups, by result (ok or failed)."
+    );
+    describe_gauge!(
+        BOOTSTRAP_CONTACT_POINTS,
+        Unit::Count,
+        "Contact points cluster bootstrap's last successful lookup found."
     );
 }

@@ -58,6 +58,10 @@ pub enum StartError {
     /// `transport.tls` is on but its files cannot be used (the message names the key and file).
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// Cluster bootstrap cannot run (its discovery method or its HTTPS client cannot be set
+    /// up; the message says which key).
+    #[error("cluster bootstrap: {0}")]
+    Bootstrap(#[from] crate::bootstrap::BootstrapError),
 }
 
 /// A started node.
@@ -319,6 +323,7 @@ impl Driver {
     fn control(&mut self, cmd: ControlCommand) {
         let (command, reply): (Command, oneshot::Sender<Result<(), CommandError>>) = match cmd {
             ControlCommand::Join(a, r) => (Command::Join(a), r),
+            ControlCommand::JoinSeedNodes(seeds, r) => (Command::JoinSeedNodes(seeds), r),
             ControlCommand::Leave(a, r) => (Command::Leave(a), r),
             ControlCommand::Down(a, r) => (Command::Down(a), r),
         };

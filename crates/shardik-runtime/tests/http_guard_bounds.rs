@@ -50,6 +50,7 @@ async fn serve(
             let reply = match cmd {
                 ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
                 ControlCommand::Down(_, r) => r,
+                ControlCommand::JoinSeedNodes(_, r) => r,
             };
             let _ = reply.send(Ok(()));
         }

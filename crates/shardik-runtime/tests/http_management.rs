@@ -120,6 +120,10 @@ async fn start(
                     recorded.lock().unwrap().push(Call::Down(a.clone()));
                     respond(&a, reply);
                 }
+                // No management route joins through seed nodes (cluster bootstrap does).
+                ControlCommand::JoinSeedNodes(_, reply) => {
+                    let _ = reply.send(Err(CommandError::NoSeeds));
+                }
             }
         }
     });

@@ -117,6 +117,7 @@ async fn serve(settings: &Settings, limits: HttpLimits) -> Served {
             let reply = match cmd {
                 ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
                 ControlCommand::Down(_, r) => r,
+                ControlCommand::JoinSeedNodes(_, r) => r,
             };
             let _ = reply.send(Ok(()));
         }

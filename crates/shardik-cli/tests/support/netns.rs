@@ -21,7 +21,8 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-/// What every name of this module's namespaces and links starts with.
+/// What every name of this module's namespaces and links starts with, unless a test names
+/// its own (`Lab::create_named`, so that two tests' networks can exist side by side).
 const NETNS_PREFIX: &str = "shardik-np";
 /// What the link in the test's namespace is called, before the process id (interface names
 /// are at most 15 bytes: "shnp" + 7 digits + "h").
@@ -92,10 +93,10 @@ fn owner_pid(name: &str, prefix: &str) -> Option<u32> {
 /// Deletes namespaces and links of earlier runs whose process is gone (a run killed before
 /// its guard could clean up), and ends the node processes such a run left in its namespaces:
 /// nothing stops them otherwise, and they would keep its namespaces alive.
-fn remove_leftovers() {
+fn remove_leftovers(netns_prefix: &str, link_prefix: &str) {
     if let Ok(list) = ip(&["netns", "list"]) {
         for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
-            if owner_pid(name, NETNS_PREFIX).is_some_and(|pid| !process_alive(pid)) {
+            if owner_pid(name, netns_prefix).is_some_and(|pid| !process_alive(pid)) {
                 if let Ok(pids) = ip(&["netns", "pids", name]) {
                     for pid in pids.split_whitespace() {
                         let _ = Command::new("kill").args(["-KILL", pid]).status();
@@ -113,7 +114,7 @@ fn remove_leftovers() {
             };
             let name = name.trim_end_matches(':');
             let name = name.split('@').next().unwrap_or(name);
-            if owner_pid(name, LINK_PREFIX).is_some_and(|pid| !process_alive(pid)) {
+            if owner_pid(name, link_prefix).is_some_and(|pid| !process_alive(pid)) {
                 let _ = ip(&["link", "del", name]);
             }
         }
@@ -137,23 +138,38 @@ fn free_subnet(seed: u32) -> Result<u8, LabError> {
 impl Lab {
     /// Builds `n` node namespaces on one bridge, with this process's address on it.
     pub fn create(n: usize) -> Result<Lab, LabError> {
+        Lab::create_named(NETNS_PREFIX, LINK_PREFIX, n)
+    }
+
+    /// As [`create`](Self::create), with names of the test's own: namespaces start with
+    /// `netns_prefix`, the test's link with `link_prefix` (at most 7 bytes), each followed by
+    /// the process id; leftovers are looked for under these prefixes only.
+    pub fn create_named(netns_prefix: &str, link_prefix: &str, n: usize) -> Result<Lab, LabError> {
         assert!((1..=200).contains(&n), "1 to 200 nodes");
-        remove_leftovers();
+        assert!(
+            link_prefix.len() <= 7,
+            "interface names are at most 15 bytes"
+        );
+        remove_leftovers(netns_prefix, link_prefix);
         let pid = std::process::id();
-        let prefix = format!("{NETNS_PREFIX}{pid}");
+        let prefix = format!("{netns_prefix}{pid}");
         let hub = format!("{prefix}-hub");
         // The first namespace decides whether this machine can do it at all.
         ip(&["netns", "add", &hub]).map_err(LabError::CannotCreateNamespaces)?;
         let mut lab = Lab {
             prefix: prefix.clone(),
             hub: hub.clone(),
-            host_link: format!("{LINK_PREFIX}{pid}h"),
+            host_link: format!("{link_prefix}{pid}h"),
             host_addr: Ipv4Addr::UNSPECIFIED,
             nodes: Vec::new(),
             cut: Vec::new(),
         };
         // From here on `lab` owns what exists, so an error or a panic drops it all.
-        let x = free_subnet(pid)?;
+        // Seeded by the names too, so that two tests' labs start their search apart.
+        let seed = netns_prefix
+            .bytes()
+            .fold(pid, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let x = free_subnet(seed)?;
         lab.host_addr = Ipv4Addr::new(10, 213, x, 1);
         let host_cidr = format!("{}/24", lab.host_addr);
         let steps: Vec<Vec<String>> = vec![

@@ -9,18 +9,20 @@ use shardik_core::membership::Address;
 
 use super::validate::{invalid, positive_count, positive_duration};
 use super::values::{de_bytes, de_string, de_switch};
-use super::{ConfigError, TlsSettings};
+use super::{ConfigError, ManagementClusterSettings, TlsSettings};
 
 /// The smallest accepted `management.http.max-request-body-size`: a form with a member
 /// address or an operation must always fit.
 pub const MIN_MANAGEMENT_BODY_SIZE: usize = 1024;
 
 /// `management.*`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ManagementSettings {
     /// `http.*`.
     pub http: ManagementHttpSettings,
+    /// `cluster.*`: cluster bootstrap.
+    pub cluster: ManagementClusterSettings,
 }
 
 /// `management.http.*`.

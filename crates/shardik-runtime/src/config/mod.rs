@@ -14,8 +14,10 @@
 //! reads the values TOML has no type for (durations, sizes, switches), `validate` runs the
 //! range checks, and one module per section holds that section's keys and rules.
 
+mod bootstrap;
 mod cluster;
 mod coordination;
+mod discovery;
 mod downing;
 mod error;
 mod load;
@@ -30,8 +32,16 @@ mod values;
 
 use serde::Deserialize;
 
+pub use bootstrap::{
+    BootstrapSettings, ContactPointDiscoverySettings, ContactPointSettings,
+    ManagementClusterSettings,
+};
 pub use cluster::{ClusterSettings, RoleSettings};
 pub use coordination::{CoordinationSettings, LeaseImplementation, LeaseSettings};
+pub use discovery::{
+    ConfigDiscoverySettings, ConfigEndpoint, ConfigService, DiscoveryMethod, DiscoverySettings,
+    DnsDiscoverySettings,
+};
 pub use downing::{
     ActiveStrategy, DownAllWhenUnstable, DowningProvider, FailureDetectorSettings,
     KeepOldestSettings, LEASE_IMPLEMENTATION_STORE, LeaseMajoritySettings, RoleOnlySettings,
@@ -62,8 +72,10 @@ pub struct Settings {
     pub cluster: ClusterSettings,
     /// `transport.*`: the TCP transport between nodes.
     pub transport: TransportSettings,
-    /// `management.*`: the management HTTP API.
+    /// `management.*`: the management HTTP API and cluster bootstrap.
     pub management: ManagementSettings,
+    /// `discovery.*`: how cluster bootstrap finds contact points.
+    pub discovery: DiscoverySettings,
     /// `logging.*`: log format and level.
     pub logging: LoggingSettings,
     /// `persistence.*`: the store of durable entities.

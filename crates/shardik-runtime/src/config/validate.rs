@@ -14,6 +14,8 @@ impl Settings {
         self.cluster.validate()?;
         self.transport.validate()?;
         self.management.validate(&self.transport.tls)?;
+        self.discovery.validate()?;
+        self.validate_bootstrap()?;
         self.persistence.validate()?;
         self.coordination.lease.validate()?;
         self.logging.validate()

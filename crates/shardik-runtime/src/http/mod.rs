@@ -12,6 +12,7 @@
 //! | `GET /ready` | 200 when this node is Up or WeaklyUp and sharding is ready, else 503 |
 //! | `GET /alive` | 200 while the process serves HTTP |
 //! | `GET /metrics` | Prometheus text |
+//! | `GET /bootstrap/seed-nodes` | Cluster Bootstrap's contact point: this node's view of whom to join |
 //!
 //! Addresses are `host:port` (IPv6 hosts in brackets). Every error answer is JSON with a
 //! `message` field, so scripts can rely on one shape.
@@ -107,6 +108,46 @@ pub struct ClusterUnreachableMember {
     pub node: String,
     /// The members that observe it as unreachable, `host:port`.
     pub observed_by: Vec<String>,
+}
+
+/// `GET /bootstrap/seed-nodes` (Akka Management's `SeedNodes`): what cluster bootstrap on
+/// another node asks a contact point. `seedNodes` lists at most [`MAX_EXPOSED_SEED_NODES`]
+/// members that are Up, WeaklyUp or Joining and reachable, lowest addresses first; empty
+/// while this node is in no cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeedNodes {
+    /// This node's cluster address, `host:port`.
+    pub self_node: String,
+    /// Members to join through.
+    pub seed_nodes: Vec<ClusterMember>,
+}
+
+/// Seed nodes `GET /bootstrap/seed-nodes` lists at most (Akka's
+/// `httpMaxSeedNodesToExpose`).
+pub const MAX_EXPOSED_SEED_NODES: usize = 5;
+
+impl SeedNodes {
+    /// The answer for a snapshot.
+    pub fn from_snapshot(s: &MembershipSnapshot) -> Self {
+        use shardik_core::membership::MemberStatus;
+        let unreachable: Vec<&UniqueAddress> = s.unreachable.iter().map(|u| &u.node).collect();
+        SeedNodes {
+            self_node: s.self_node.address.to_string(),
+            seed_nodes: s
+                .members
+                .iter()
+                .filter(|m| {
+                    matches!(
+                        m.status,
+                        MemberStatus::Up | MemberStatus::WeaklyUp | MemberStatus::Joining
+                    ) && !unreachable.contains(&&m.addr)
+                })
+                .take(MAX_EXPOSED_SEED_NODES)
+                .map(ClusterMember::from_member)
+                .collect(),
+        }
+    }
 }
 
 /// A JSON answer that is only a message (all error answers have this shape).
@@ -285,6 +326,7 @@ impl ManagementApi {
             )
             .route("/cluster/shards/{type}", get(get_shards))
             .route("/ready", get(ready))
+            .route("/bootstrap/seed-nodes", get(seed_nodes))
             .route("/alive", get(alive))
             .route("/metrics", get(metrics_route))
             .fallback(not_found)
@@ -679,6 +721,12 @@ async fn ready(State(s): State<AppState>) -> Response {
     }
 }
 
+/// `GET /bootstrap/seed-nodes`: read-only, open like `/ready` (it says no more than
+/// `/cluster/members`).
+async fn seed_nodes(State(s): State<AppState>) -> Response {
+    Json(SeedNodes::from_snapshot(&s.handle.snapshot())).into_response()
+}
+
 async fn alive() -> Response {
     Json(serde_json::json!({ "status": "alive" })).into_response()
 }
@@ -702,7 +750,7 @@ async fn not_found(uri: axum::http::Uri) -> Response {
         StatusCode::NOT_FOUND,
         format!(
             "no route for {}; the routes are /cluster/members, /cluster/members/{{address}}, \
-             /cluster/shards/{{type}}, /ready, /alive and /metrics",
+             /cluster/shards/{{type}}, /ready, /alive, /metrics and /bootstrap/seed-nodes",
             uri.path()
         ),
     )
