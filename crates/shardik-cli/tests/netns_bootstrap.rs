@@ -10,8 +10,9 @@
 //! - exactly one node formed a cluster (its log says so once), and it is the lowest;
 //! - every node counted its probes in `/metrics`, and `/bootstrap/seed-nodes` lists members;
 //! - with the lowest node last, nobody formed anything before it came (the others said they
-//!   were waiting for its answer);
-//! then the lowest node is stopped (SIGTERM, it leaves) and started again with
+//!   were waiting for its answer).
+//!
+//! Then the lowest node is stopped (SIGTERM, it leaves) and started again with
 //! `new-cluster-enabled = off`: it joins the same cluster (the other four keep their
 //! incarnations), and never forms one of its own.
 //!

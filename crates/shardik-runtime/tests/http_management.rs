@@ -875,3 +875,52 @@ impl shardik_runtime::sharding::Entity for Counter {
 fn counter_kind() -> EntityKind<Counter> {
     EntityKind::new("counter", |_| Counter::default())
 }
+
+#[tokio::test]
+async fn bootstrap_seed_nodes_lists_reachable_members_that_can_take_a_join() {
+    // 2553 is unreachable; add a Leaving member and more Up and Joining ones than are shown.
+    let mut snap = snapshot(Some(MemberStatus::Up));
+    snap.members
+        .push(member(2554, 4, MemberStatus::Leaving, &[], 4));
+    for port in 2555..2560 {
+        let status = if port % 2 == 0 {
+            MemberStatus::Joining
+        } else {
+            MemberStatus::Up
+        };
+        snap.members
+            .push(member(port, u64::from(port), status, &["api"], 5));
+    }
+    let f = start(snap, true, None).await;
+    let (status, v) = f.get("/bootstrap/seed-nodes").await;
+    assert_eq!(status, StatusCode::OK, "read-only API still answers: {v}");
+    assert_eq!(v["selfNode"], "127.0.0.1:2551");
+    let nodes: Vec<&str> = v["seedNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            "127.0.0.1:2551",
+            "127.0.0.1:2552",
+            "127.0.0.1:2555",
+            "127.0.0.1:2556",
+            "127.0.0.1:2557"
+        ],
+        "at most five, lowest first, no unreachable or Leaving member: {v}"
+    );
+    assert_eq!(v["seedNodes"][0]["nodeUid"], "1");
+    assert_eq!(v["seedNodes"][0]["status"], "Up");
+    assert_eq!(v["seedNodes"][3]["status"], "Joining");
+
+    // A node in no cluster lists nobody.
+    let mut alone = snapshot(None);
+    alone.members.clear();
+    alone.unreachable.clear();
+    let f = start(alone, true, None).await;
+    let (_, v) = f.get("/bootstrap/seed-nodes").await;
+    assert_eq!(v["seedNodes"].as_array().map(Vec::len), Some(0), "{v}");
+}

@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn addresses_sort_as_numbers_before_names_as_text() {
-        let mut points = vec![
+        let mut points = [
             ContactPoint::new("node-2.shop", 8558, None),
             ContactPoint::new("10.0.0.10", 8558, None),
             ContactPoint::new("Node-1.Shop.", 8558, None),

@@ -125,8 +125,8 @@ pub enum DiscoveryError {
 pub enum ServiceDiscovery {
     /// `discovery.method = "config"`.
     Config(ConfigDiscovery),
-    /// `discovery.method = "dns"`.
-    Dns(DnsDiscovery),
+    /// `discovery.method = "dns"` (boxed: the resolver is large, and there is one per node).
+    Dns(Box<DnsDiscovery>),
 }
 
 impl ServiceDiscovery {
@@ -145,10 +145,10 @@ impl ServiceDiscovery {
             DiscoveryMethod::Config => {
                 Some(ServiceDiscovery::Config(ConfigDiscovery::new(&d.config)))
             }
-            DiscoveryMethod::Dns => Some(ServiceDiscovery::Dns(DnsDiscovery::new(
+            DiscoveryMethod::Dns => Some(ServiceDiscovery::Dns(Box::new(DnsDiscovery::new(
                 &d.dns.nameserver_addrs(),
                 lookup_interval,
-            )?)),
+            )?))),
         })
     }
 
