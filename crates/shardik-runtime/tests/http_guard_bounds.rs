@@ -15,10 +15,10 @@ use serde_json::Value;
 use shardik_runtime::config::Settings;
 use shardik_runtime::http::{self, HttpLimits, ManagementApi, WriteGuard};
 use shardik_runtime::metrics::{HTTP_REFUSED_TOTAL, HTTP_REQUESTS_TOTAL, Metrics, MetricsHandle};
-use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle};
+use shardik_runtime::{MembershipSnapshot, NodeHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use common::fake_node::two_up_members;
 
@@ -41,20 +41,7 @@ async fn serve(
     metrics: Option<MetricsHandle>,
 ) -> Served {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(two_up_members()));
-    let (cmd_tx, mut cmd_rx) = mpsc::channel::<ControlCommand>(16);
-    let commands = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&commands);
-    tokio::spawn(async move {
-        while let Some(cmd) = cmd_rx.recv().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let reply = match cmd {
-                ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
-                ControlCommand::Down(_, r) => r,
-                ControlCommand::JoinSeedNodes(_, r) => r,
-            };
-            let _ = reply.send(Ok(()));
-        }
-    });
+    let (cmd_tx, commands) = common::fake_node::accepting_control();
     let handle = NodeHandle::new(snap_rx, cmd_tx);
     let router = configure(ManagementApi::new(handle).metrics(metrics)).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

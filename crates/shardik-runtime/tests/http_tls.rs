@@ -20,10 +20,10 @@ use shardik_runtime::http::{self, HttpLimits, ManagementApi, WriteGuard};
 use shardik_runtime::metrics::HTTP_REFUSED_TOTAL;
 use shardik_runtime::tls::certs::{CertificateAuthority, IssuedCert};
 use shardik_runtime::tls::{PemFile, TlsContext, TlsError, https_client_config};
-use shardik_runtime::{ControlCommand, MembershipSnapshot, NodeHandle};
+use shardik_runtime::{MembershipSnapshot, NodeHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use common::fake_node::two_up_members;
 use common::pki::{new_ca, node_cert_for, put};
@@ -108,20 +108,7 @@ struct Served {
 
 async fn serve(settings: &Settings, limits: HttpLimits) -> Served {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(two_up_members()));
-    let (cmd_tx, mut cmd_rx) = mpsc::channel::<ControlCommand>(16);
-    let commands = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&commands);
-    tokio::spawn(async move {
-        while let Some(cmd) = cmd_rx.recv().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let reply = match cmd {
-                ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
-                ControlCommand::Down(_, r) => r,
-                ControlCommand::JoinSeedNodes(_, r) => r,
-            };
-            let _ = reply.send(Ok(()));
-        }
-    });
+    let (cmd_tx, commands) = common::fake_node::accepting_control();
     let guard = WriteGuard::from_settings(&settings.management.http).unwrap();
     let tls = TlsContext::for_management(settings)
         .unwrap()

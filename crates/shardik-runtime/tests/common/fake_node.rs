@@ -30,3 +30,29 @@ pub fn two_up_members() -> MembershipSnapshot {
         converged: true,
     }
 }
+
+/// A fake node's control loop that accepts every command (join, leave, down, join seed
+/// nodes) and counts them: the sender to give the management API, and the count.
+pub fn accepting_control() -> (
+    tokio::sync::mpsc::Sender<shardik_runtime::ControlCommand>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use shardik_runtime::ControlCommand;
+    use std::sync::atomic::Ordering;
+
+    let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::channel::<ControlCommand>(16);
+    let commands = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&commands);
+    tokio::spawn(async move {
+        while let Some(cmd) = cmd_rx.recv().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let reply = match cmd {
+                ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
+                ControlCommand::Down(_, r) => r,
+                ControlCommand::JoinSeedNodes(_, r) => r,
+            };
+            let _ = reply.send(Ok(()));
+        }
+    });
+    (cmd_tx, commands)
+}
