@@ -445,6 +445,7 @@ impl BenchNode {
         let tls = TlsContext::from_settings(&settings)?;
         let running = node::start(NodeOptions {
             bind: bind.clone(),
+            advertise: None,
             seeds,
             membership: settings.membership_config(),
             transport: TransportConfig {

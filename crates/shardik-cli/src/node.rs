@@ -24,9 +24,15 @@ use tracing::{info, warn};
 /// Arguments of `shardik node`.
 #[derive(Args, Debug)]
 pub struct NodeArgs {
-    /// HOST:PORT to listen on for cluster traffic; also this node's address in the cluster.
+    /// HOST:PORT to listen on for cluster traffic, e.g. 0.0.0.0:2552; also this node's
+    /// address in the cluster unless `--advertise` is given. Overrides `cluster.bind-address`.
     #[arg(long)]
-    bind: Address,
+    bind: Option<Address>,
+    /// HOST:PORT that other nodes dial to reach this one, its identity in the cluster (a DNS
+    /// name such as pod-7.shop.svc:2552, or the address NAT forwards). Overrides
+    /// `cluster.canonical-address`; without it, the bind address is the identity.
+    #[arg(long)]
+    advertise: Option<Address>,
     /// A seed node to join through (repeatable). Overrides `cluster.seed-nodes`.
     #[arg(long = "seed")]
     seeds: Vec<Address>,
@@ -64,6 +70,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
     if !args.seeds.is_empty() {
         settings.cluster.seed_nodes = args.seeds.clone();
     }
+    if let Some(bind) = &args.bind {
+        settings.cluster.bind_address = Some(bind.clone());
+    }
+    if let Some(advertise) = &args.advertise {
+        settings.cluster.canonical_address = Some(advertise.clone());
+    }
     if let Some(roles) = &args.roles {
         settings.cluster.roles = roles.iter().filter(|r| !r.is_empty()).cloned().collect();
     }
@@ -83,6 +95,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
     // joins.
     let guard = http::WriteGuard::from_settings(&settings.management.http)
         .context("invalid configuration")?;
+    // Where to listen and who this node is: neither given, or an identity peers cannot dial
+    // (0.0.0.0 without --advertise), stops it here with the key to set.
+    let addresses = settings
+        .cluster
+        .node_addresses()
+        .context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
     // The management port's TLS files too (after logging, which reports what was loaded).
@@ -94,7 +112,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(run_node(
-        args.bind,
+        addresses.bind,
         settings,
         guard,
         management_tls,
@@ -132,6 +150,7 @@ async fn run_node(
     } else {
         None
     };
+    // The settings carry `--advertise` (cluster.canonical-address) too.
     let mut builder = Node::builder(settings.clone()).bind(bind.clone());
     if let Some(persistence) = &persistence {
         // One store per process: the resolver's lease (lease-majority) lives there too.

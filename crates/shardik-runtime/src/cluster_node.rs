@@ -38,6 +38,7 @@ impl std::fmt::Debug for Node {
 pub struct NodeBuilder {
     settings: Settings,
     bind: Option<Address>,
+    advertise: Option<Address>,
     seeds: Option<Vec<Address>>,
     leave_timeout: Duration,
     store: Option<Arc<dyn Store>>,
@@ -47,6 +48,7 @@ impl std::fmt::Debug for NodeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeBuilder")
             .field("bind", &self.bind)
+            .field("advertise", &self.advertise)
             .field("seeds", &self.seeds)
             .field("leave_timeout", &self.leave_timeout)
             .field("store", &self.store.as_ref().map(|_| "given"))
@@ -60,6 +62,7 @@ impl Node {
         NodeBuilder {
             settings,
             bind: None,
+            advertise: None,
             seeds: None,
             leave_timeout: Duration::from_secs(60),
             store: None,
@@ -106,9 +109,20 @@ impl Node {
 }
 
 impl NodeBuilder {
-    /// `HOST:PORT` to listen on, which is also the node's address in the cluster (required).
+    /// `HOST:PORT` to listen on, instead of `cluster.bind-address`; also the node's address
+    /// in the cluster unless [`advertise`](Self::advertise) or `cluster.canonical-address`
+    /// says otherwise. One of this, `cluster.bind-address` or `cluster.canonical-address` is
+    /// required.
     pub fn bind(mut self, address: Address) -> Self {
         self.bind = Some(address);
+        self
+    }
+
+    /// The node's address in the cluster, its identity, instead of
+    /// `cluster.canonical-address`: what peers dial (a DNS name, the address NAT forwards),
+    /// when it is not the address it listens on (`0.0.0.0:2552`, say).
+    pub fn advertise(mut self, address: Address) -> Self {
+        self.advertise = Some(address);
         self
     }
 
@@ -160,7 +174,14 @@ impl NodeBuilder {
     /// `/bootstrap/seed-nodes` route, which [`crate::http::ManagementApi`] always has), since
     /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
-        let bind = self.bind.clone().ok_or(StartError::NoBindAddress)?;
+        let mut cluster = self.settings.cluster.clone();
+        if let Some(bind) = &self.bind {
+            cluster.bind_address = Some(bind.clone());
+        }
+        if let Some(advertise) = &self.advertise {
+            cluster.canonical_address = Some(advertise.clone());
+        }
+        let addresses = cluster.node_addresses()?;
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
         let sbr_lease = self.sbr_lease().await?;
@@ -174,11 +195,17 @@ impl NodeBuilder {
         // ones do.
         let mut bootstrap_settings = self.settings.clone();
         bootstrap_settings.cluster.seed_nodes = seeds.clone();
+        // Bootstrap compares and announces this node by its identity, not where it listens.
+        let identity = addresses
+            .advertise
+            .clone()
+            .unwrap_or_else(|| addresses.bind.clone());
         let bootstrap =
-            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, bind.clone())?;
+            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?;
         let running = node::start_with_sbr_lease(
             NodeOptions {
-                bind,
+                bind: addresses.bind.clone(),
+                advertise: addresses.advertise.clone(),
                 seeds: seeds.clone(),
                 membership: self.settings.membership_config(),
                 transport: TransportConfig {

@@ -40,11 +40,14 @@ pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
 /// `transport.maximum-unauthenticated-connections`), `too-many-non-members`
 /// (`transport.maximum-non-member-connections`), `accept-failed` (out of file descriptors and
 /// the like), `frame-read-timeout`, `handshake-timeout`, `malformed-handshake`, `no-handshake`,
-/// `handshake-refused`, `refused-by-peer`, `peer-requires-tls` (this node, without TLS, dialled
+/// `handshake-refused` (another cluster name or protocol version), `wrong-recipient` (the
+/// handshake names another node), `recipient-unresolved` (it names a host this node could not
+/// resolve), `refused-by-peer`, `peer-requires-tls` (this node, without TLS, dialled
 /// a node that answered in TLS), and with TLS `tls-<reason>` for a failed TLS
 /// handshake (`tls-unknown-ca`, `tls-expired`, `tls-wrong-cluster`, `tls-no-certificate`,
 /// `tls-bad-certificate`, `tls-not-tls`, `tls-closed`, `tls-other`) and `tls-bad-name` for a
-/// client certificate that does not name the host the client claims).
+/// client certificate that does not name the host the client claims, or a dialled node's
+/// certificate that does not name the host it answered as).
 pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
 /// Failed TLS handshakes between nodes (counter; labels `direction` = `inbound` or
 /// `outbound`, `reason` = `tls-<reason>` as in [`TRANSPORT_REFUSED_TOTAL`]). Outbound ones

@@ -30,8 +30,13 @@ use crate::transport::{
 /// What a node needs to start.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
-    /// `HOST:PORT` to listen on; also this node's address in the cluster.
+    /// `HOST:PORT` to listen on (`cluster.bind-address`); also this node's address in the
+    /// cluster unless `advertise` says otherwise.
     pub bind: Address,
+    /// This node's address in the cluster, its identity (`cluster.canonical-address`), when
+    /// peers reach it under another address than `bind` (bound to `0.0.0.0`, behind NAT, known
+    /// by a DNS name). `None`: `bind`.
+    pub advertise: Option<Address>,
     /// Seed nodes to join through (empty: wait for a manual join).
     pub seeds: Vec<Address>,
     /// Membership settings.
@@ -49,9 +54,6 @@ pub enum StartError {
     /// The transport could not listen.
     #[error(transparent)]
     Transport(#[from] TransportError),
-    /// No address to listen on was given (`NodeBuilder::bind`).
-    #[error("no address to bind: call NodeBuilder::bind(\"HOST:PORT\".parse()?)")]
-    NoBindAddress,
     /// The split-brain resolver's lease (lease-majority) cannot be kept.
     #[error("split-brain resolver lease: {0}")]
     SbrLease(String),
@@ -62,6 +64,10 @@ pub enum StartError {
     /// up; the message says which key).
     #[error("cluster bootstrap: {0}")]
     Bootstrap(#[from] crate::bootstrap::BootstrapError),
+    /// The node's identity is not an address peers can reach (an unspecified address such as
+    /// `0.0.0.0`, or port 0); the message names the key to set.
+    #[error(transparent)]
+    Address(#[from] crate::config::ConfigError),
 }
 
 /// A started node.
@@ -125,8 +131,18 @@ pub async fn start_with_sbr_lease(
     opts: NodeOptions,
     sbr_lease: Option<SbrLeaseOptions>,
 ) -> Result<RunningNode, StartError> {
+    let canonical = match &opts.advertise {
+        Some(a) => {
+            crate::config::check_identity(a, crate::config::CANONICAL_ADDRESS_KEY)?;
+            a.clone()
+        }
+        None => {
+            crate::config::check_identity(&opts.bind, crate::config::BIND_ADDRESS_KEY)?;
+            opts.bind.clone()
+        }
+    };
     let uid = random_uid();
-    let self_node = UniqueAddress::new(opts.bind.clone(), uid);
+    let self_node = UniqueAddress::new(canonical, uid);
     let mut sbr_lease =
         SbrLease::start(sbr_lease, &self_node).map_err(|e| StartError::SbrLease(e.to_string()))?;
     let sbr_answers = sbr_lease.take_answers();
@@ -134,7 +150,7 @@ pub async fn start_with_sbr_lease(
         cluster_name: opts.membership.cluster_name.clone(),
         address: self_node.clone(),
     };
-    let bind = format!("{}:{}", opts.bind.host, opts.bind.port);
+    let bind = opts.bind.to_string();
     if opts.transport.tls.is_none() && !is_loopback_host(&opts.bind.host) {
         warn!(
             address = %bind,
@@ -145,6 +161,7 @@ pub async fn start_with_sbr_lease(
     }
     let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
+    let identified = transport.identified();
     let user_sender = transport.user_sender();
     let user_inbound = transport.user_inbound();
     let epoch = TokioInstant::now();
@@ -173,8 +190,10 @@ pub async fn start_with_sbr_lease(
         leave_timeout: opts.leave_timeout,
         user_sender: user_sender.clone(),
         sbr_lease,
+        identified: Arc::clone(&identified),
+        aliases: std::collections::BTreeSet::new(),
     };
-    info!(node = %self_node, "node started");
+    info!(node = %self_node, bind = %bind, "node started");
     let seeds = opts.seeds.clone();
     let finished = tokio::spawn(async move {
         if !seeds.is_empty() {
@@ -212,6 +231,11 @@ struct Driver {
     events: broadcast::Sender<ClusterEvent>,
     /// Carries out the split-brain resolver's lease calls and reports its decisions.
     sbr_lease: SbrLease,
+    /// Addresses our lanes dialled that another incarnation answered (seed aliases).
+    identified: Arc<crate::transport::Identified>,
+    /// Aliases learnt while joining, whose lanes are closed once this node is a member: it
+    /// never sends to them again, so they must not linger.
+    aliases: std::collections::BTreeSet<Address>,
 }
 
 impl Driver {
@@ -251,6 +275,7 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            let identified = Arc::clone(&self.identified);
             tokio::select! {
                 biased;
                 req = stop.recv() => match req {
@@ -269,7 +294,10 @@ impl Driver {
                     warn!(timeout = ?self.leave_timeout, "graceful leave did not complete in time; stopping");
                     return ShutdownReason::Left;
                 }
+                _ = identified.changed() => self.take_identified(),
                 Some(msg) = inbound.recv() => {
+                    // Who answered where we dialled is known before what they answered.
+                    self.take_identified();
                     let now = self.now();
                     let received_at = self.core_instant(msg.received_at);
                     let mut out = std::mem::take(&mut self.effects);
@@ -298,7 +326,9 @@ impl Driver {
                     self.effects = out;
                 }
             }
-            if let Some(reason) = self.apply_effects(None) {
+            let stopped = self.apply_effects(None);
+            self.forget_aliases();
+            if let Some(reason) = stopped {
                 self.publish();
                 info!(?reason, "node stopped");
                 // Let the writers flush the last gossip and exit confirmation.
@@ -306,6 +336,37 @@ impl Driver {
                 return reason;
             }
             self.publish();
+        }
+    }
+
+    /// Hands the core who answered where our lanes dialled, when that was another incarnation
+    /// than the dialled address names (a seed named by an alias).
+    fn take_identified(&mut self) {
+        for (dialled, node) in self.identified.take() {
+            info!(%dialled, answered = %node, "{dialled} is {}", node.address);
+            self.aliases.insert(dialled.clone());
+            let now = self.now();
+            let mut out = std::mem::take(&mut self.effects);
+            self.core
+                .handle(now, Input::PeerIdentified { dialled, node }, &mut out);
+            self.effects = out;
+        }
+    }
+
+    /// Once a member, closes the lanes to aliases learnt while joining (the core only ever
+    /// sends to members' identities from then on), unless an alias is a member's address.
+    fn forget_aliases(&mut self) {
+        if self.aliases.is_empty() || !self.core.is_member() {
+            return;
+        }
+        let members = &self.core.gossip().members;
+        for alias in std::mem::take(&mut self.aliases) {
+            if members.keys().any(|m| m.address == alias) {
+                continue;
+            }
+            info!(%alias, "joined: closing the lanes to seed alias {alias}");
+            self.transport.forget_peer(&alias);
+            self.user_sender.forget_peer(&alias);
         }
     }
 

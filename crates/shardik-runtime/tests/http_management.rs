@@ -595,6 +595,7 @@ async fn real_node(
 ) -> RealNode {
     let running = node::start(NodeOptions {
         bind: local(port),
+        advertise: None,
         seeds,
         membership: MembershipConfig {
             cluster_name: "http-test".into(),
@@ -744,6 +745,7 @@ async fn shards_route_waits_for_regions_as_long_as_the_query_timeout_says() {
     // B is a member without sharding: it never answers a statistics request.
     let b = node::start(NodeOptions {
         bind: local(pb),
+        advertise: None,
         seeds: vec![local(pa)],
         membership: MembershipConfig {
             cluster_name: "http-test".into(),

@@ -83,6 +83,7 @@ struct TestNode {
 async fn start(port: u16, seed: u16) -> TestNode {
     let running = node::start(NodeOptions {
         bind: Address::new("127.0.0.1", port),
+        advertise: None,
         seeds: vec![Address::new("127.0.0.1", seed)],
         membership: membership(),
         transport: TransportConfig::default(),

@@ -59,6 +59,7 @@ async fn cluster_with_roles(roles: &[&[&str]]) -> Vec<TestNode> {
         let roles: BTreeSet<String> = node_roles.iter().map(|r| r.to_string()).collect();
         let running = node::start(NodeOptions {
             bind: Address::new("127.0.0.1", port),
+            advertise: None,
             seeds: vec![Address::new("127.0.0.1", ports[0])],
             membership: MembershipConfig {
                 roles: roles.clone(),

@@ -36,6 +36,10 @@ pub struct WorldConfig {
     pub check_states: bool,
     /// The split-brain resolver's lease (used only under lease-majority).
     pub sbr_lease: SbrLeaseConfig,
+    /// [`World::join`] names every seed by an alias of its own (`seed-alias-N`, as a DNS name
+    /// pointing at node slot N) instead of its address, so that every join goes through the
+    /// identification of aliases (see [`World::add_alias`]).
+    pub seed_aliases: bool,
 }
 
 impl WorldConfig {
@@ -49,6 +53,7 @@ impl WorldConfig {
             record_events: true,
             check_states: true,
             sbr_lease: SbrLeaseConfig::default(),
+            seed_aliases: false,
         }
     }
 }
@@ -72,6 +77,16 @@ struct SimNode {
     group: u32,
     incarnation: u32,
     shutdown: Option<ShutdownReason>,
+}
+
+/// A connection's handshake reply, as the runtime's transport reports it: node `to` (this
+/// incarnation of it) dialled `dialled` and `node` answered there.
+#[derive(Clone, Debug)]
+struct Identification {
+    to: NodeId,
+    incarnation: u32,
+    dialled: Address,
+    node: UniqueAddress,
 }
 
 #[derive(Clone, Debug)]
@@ -131,6 +146,13 @@ pub struct World {
     exiting: BTreeSet<NodeId>,
     /// The lease of lease-majority, in a store every node reaches.
     sbr_lease: SbrLeaseModel,
+    /// Other names of node slots (DNS aliases): a message sent to one goes to its node.
+    aliases: BTreeMap<Address, NodeId>,
+    /// Handshake replies on their way back to the node that dialled an alias.
+    identifications: BTreeMap<(Instant, u64), Identification>,
+    /// Which (sender, its incarnation, alias, answering incarnation) was identified already:
+    /// one handshake per connection.
+    identified: BTreeSet<(NodeId, u32, Address, UniqueAddress)>,
 }
 
 impl World {
@@ -158,7 +180,28 @@ impl World {
             exit_tasks: false,
             exiting: BTreeSet::new(),
             sbr_lease,
+            aliases: BTreeMap::new(),
+            identifications: BTreeMap::new(),
+            identified: BTreeSet::new(),
         }
+    }
+
+    /// Makes `alias` another name of node slot `id` (or moves it there): messages sent to it
+    /// reach that node, and the sender is told who answered, as the runtime's transport does
+    /// from the handshake reply ([`Input::PeerIdentified`]).
+    pub fn add_alias(&mut self, alias: Address, id: NodeId) {
+        self.note(None, format!("alias {alias} -> node-{id:05}"));
+        self.aliases.insert(alias, id);
+    }
+
+    /// The alias [`WorldConfig::seed_aliases`] gives node slot `id`.
+    pub fn seed_alias_of(id: NodeId) -> Address {
+        Address::new(format!("seed-alias-{id}"), 2552)
+    }
+
+    /// Tells node `id` to join through `seeds`, given as addresses (aliases among them).
+    pub fn join_via(&mut self, id: NodeId, seeds: Vec<Address>) {
+        self.command(id, Command::JoinSeedNodes(seeds));
     }
 
     /// The address node slot `id` listens on. Zero-padded so address order is slot order.
@@ -380,7 +423,20 @@ impl World {
 
     /// Tells node `id` to join through `seeds`.
     pub fn join(&mut self, id: NodeId, seeds: &[NodeId]) {
-        let seeds = seeds.iter().map(|s| Self::address_of(*s)).collect();
+        let seeds = if self.cfg.seed_aliases {
+            seeds
+                .iter()
+                .map(|&s| {
+                    let alias = Self::seed_alias_of(s);
+                    if self.aliases.get(&alias) != Some(&s) {
+                        self.add_alias(alias.clone(), s);
+                    }
+                    alias
+                })
+                .collect()
+        } else {
+            seeds.iter().map(|s| Self::address_of(*s)).collect()
+        };
         self.command(id, Command::JoinSeedNodes(seeds));
     }
 
@@ -560,8 +616,32 @@ impl World {
             self.stats.lost += 1;
             return;
         }
+        let mut at = self.now + latency;
+        if let Some(&target) = self.aliases.get(&to) {
+            // A new connection's handshake: its reply tells the sender who answered, and the
+            // message follows it (so any answer comes after the identification).
+            let node = self.nodes[target].core.self_node().clone();
+            let key = (from, self.nodes[from].incarnation, to.clone(), node.clone());
+            if self.nodes[target].alive
+                && self.linked(from, target)
+                && self.linked(target, from)
+                && !self.identified.contains(&key)
+            {
+                self.identified.insert(key);
+                self.seq += 1;
+                self.identifications.insert(
+                    (self.now + latency, self.seq),
+                    Identification {
+                        to: from,
+                        incarnation: self.nodes[from].incarnation,
+                        dialled: to.clone(),
+                        node,
+                    },
+                );
+                at += latency;
+            }
+        }
         self.seq += 1;
-        let at = self.now + latency;
         self.queue.insert(
             (at, self.seq),
             Delivery {
@@ -577,8 +657,12 @@ impl World {
     /// When the next thing happens, if anything will.
     pub fn next_event_at(&self) -> Option<Instant> {
         let q = self.queue.first_key_value().map(|((t, _), _)| *t);
+        let i = self.identifications.first_key_value().map(|((t, _), _)| *t);
         let t = self.timers.first().map(|(t, _)| *t);
-        [q, t, self.sbr_lease.next_at()].into_iter().flatten().min()
+        [q, i, t, self.sbr_lease.next_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Processes everything due at the next event time. Returns false when nothing is left.
@@ -588,7 +672,15 @@ impl World {
         };
         self.now = self.now.max(at);
         let now = self.now;
-        // Deliveries first, in (time, seq) order, then timers in (time, node) order.
+        // Handshake replies, then deliveries, in (time, seq) order, then timers in (time,
+        // node) order.
+        while let Some(entry) = self.identifications.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let i = entry.remove();
+            self.identify(i);
+        }
         while let Some(entry) = self.queue.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -643,8 +735,46 @@ impl World {
         }
     }
 
+    /// Hands a handshake reply to the node that dialled (lost if that incarnation is gone;
+    /// held while it is paused).
+    fn identify(&mut self, i: Identification) {
+        let n = &self.nodes[i.to];
+        if !n.alive || n.incarnation != i.incarnation {
+            return;
+        }
+        if let Some(p) = n.paused_until.filter(|p| *p > self.now) {
+            self.seq += 1;
+            self.identifications.insert((p, self.seq), i);
+            return;
+        }
+        self.note(
+            Some(i.to),
+            format!("{} answered at {}", i.node.address.host, i.dialled),
+        );
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.effects);
+        self.nodes[i.to].core.handle(
+            now,
+            Input::PeerIdentified {
+                dialled: i.dialled,
+                node: i.node,
+            },
+            &mut out,
+        );
+        self.apply_effects(i.to, &mut out);
+        self.effects = out;
+        self.reschedule(i.to);
+        if self.cfg.check_states {
+            self.checker.check_node(now, i.to, &self.nodes[i.to].core);
+        }
+    }
+
     fn deliver(&mut self, d: Delivery) {
-        let Some(&to) = self.by_address.get(&d.to) else {
+        let Some(&to) = self
+            .by_address
+            .get(&d.to)
+            .or_else(|| self.aliases.get(&d.to))
+        else {
             self.stats.lost += 1;
             return;
         };

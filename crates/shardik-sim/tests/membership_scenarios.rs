@@ -623,6 +623,81 @@ fn reshaped_partition_before_reachability_recovers_keeps_one_cluster() {
     assert_clean(&w, 497);
 }
 
+/// Every node is given one seed by an alias (`seeds.svc`, as a DNS name of node 0) that is
+/// not node 0's identity: node 0 learns the alias is itself and forms the cluster, the others
+/// learn it is node 0 and join it. The alias never becomes a member.
+#[test]
+fn nodes_join_through_a_seed_alias_and_the_alias_is_never_a_member() {
+    use shardik_core::membership::Address;
+    let alias = Address::new("seeds.svc", 2552);
+    for seed in 1..=10 {
+        let mut w = world(seed);
+        let nodes = ids(0..5);
+        for _ in &nodes {
+            w.add_node();
+        }
+        w.add_alias(alias.clone(), 0);
+        // Node 0 last: the others wait for it, as pods started in any order would.
+        for &id in nodes.iter().rev() {
+            w.join_via(id, vec![alias.clone()]);
+        }
+        let formed = w.run_until_pred(Duration::from_secs(60), |w| w.all_up(&nodes) && w.agreed());
+        assert!(
+            formed.is_some(),
+            "seed {seed}: no cluster through the alias"
+        );
+        for &id in &nodes {
+            assert!(
+                w.members_seen_by(id)
+                    .iter()
+                    .all(|m| m.addr.address != alias),
+                "seed {seed}: the alias is a member"
+            );
+        }
+        assert_clean(&w, seed);
+    }
+}
+
+/// The alias moves from a node that crashed to a live one (a DNS record updated): a node
+/// that joins later follows it and joins the cluster, under the live node's identity.
+#[test]
+fn a_joiner_follows_a_seed_alias_that_moved_to_another_node() {
+    use shardik_core::membership::Address;
+    let alias = Address::new("seeds.svc", 2552);
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        for _ in 0..5 {
+            w.add_node();
+        }
+        w.add_alias(alias.clone(), 0);
+        for id in 0..4 {
+            w.join_via(id, vec![alias.clone()]);
+        }
+        let first = ids(0..4);
+        assert!(
+            w.run_until_pred(Duration::from_secs(60), |w| w.all_up(&first) && w.agreed())
+                .is_some(),
+            "seed {seed}: no cluster"
+        );
+        w.crash(0);
+        let rest = ids(1..4);
+        assert!(
+            w.run_until_pred(Duration::from_secs(120), |w| w.all_up(&rest) && w.agreed())
+                .is_some(),
+            "seed {seed}: node 0 not removed"
+        );
+        w.add_alias(alias.clone(), 2);
+        w.join_via(4, vec![alias.clone()]);
+        let all = ids(1..5);
+        assert!(
+            w.run_until_pred(Duration::from_secs(60), |w| w.all_up(&all) && w.agreed())
+                .is_some(),
+            "seed {seed}: the joiner did not follow the alias"
+        );
+        assert_clean(&w, seed);
+    }
+}
+
 mod any_seed {
     use super::*;
     use proptest::prelude::*;
@@ -634,6 +709,17 @@ mod any_seed {
         #[test]
         fn random_faults_always_end_in_agreement(seed in any::<u64>(), nodes in 3usize..8) {
             let (_, out) = scenario::run(Scenario::Churn, nodes, seed, None);
+            prop_assert!(out.converged, "seed {} nodes {}: {:?}", seed, nodes, out);
+            prop_assert!(out.violations.is_empty(), "seed {}: {:?}", seed, out.violations);
+        }
+
+        /// The same with every seed named by an alias (`WorldConfig::seed_aliases`): joins
+        /// and restarted nodes' joins go through the identification of aliases.
+        #[test]
+        fn random_faults_with_seed_aliases_always_end_in_agreement(seed in any::<u64>(), nodes in 3usize..8) {
+            let mut cfg = WorldConfig::new(seed);
+            cfg.seed_aliases = true;
+            let (_, out) = scenario::run(Scenario::Churn, nodes, seed, Some(cfg));
             prop_assert!(out.converged, "seed {} nodes {}: {:?}", seed, nodes, out);
             prop_assert!(out.violations.is_empty(), "seed {}: {:?}", seed, out.violations);
         }

@@ -29,8 +29,16 @@ use shardik_sim::world::{NodeId, World};
 /// Entities per kind in most scenarios (enough to touch nearly all 24 shards).
 const ENTITIES: usize = 60;
 
+/// [`fast_world`], with every seed named by an alias when `SHARDIK_SIM_SEED_ALIASES=1` (a
+/// variant of the sweeps: every join then goes through the identification of aliases).
+fn world_cfg(seed: u64) -> shardik_sim::world::WorldConfig {
+    let mut cfg = fast_world(seed);
+    cfg.seed_aliases = std::env::var("SHARDIK_SIM_SEED_ALIASES").is_ok_and(|v| v == "1");
+    cfg
+}
+
 fn sim(seed: u64, cfg: ShardingConfig) -> ShardingWorld {
-    ShardingWorld::new(fast_world(seed), cfg)
+    ShardingWorld::new(world_cfg(seed), cfg)
 }
 
 /// A formed cluster of `n` nodes of the default settings.
@@ -801,7 +809,7 @@ fn chaos_run(
     } else {
         HandOffMode::Drop
     };
-    let mut wcfg = fast_world(seed);
+    let mut wcfg = world_cfg(seed);
     wcfg.check_states = false;
     wcfg.membership.downing = Some(SbrSettings::new(
         Strategy::KeepMajority { role: None },
@@ -1122,7 +1130,8 @@ fn graceful_churn_in_forward_mode_loses_nothing() {
 /// Runs the random scenario over a range of seeds given as `SHARDIK_SIM_SEEDS=FROM..TO`
 /// (default `1..500`) and lists those that fail; the variant `SHARDIK_SIM_SETTLE=reachability`
 /// runs [`Settle::Reachability`], and `SHARDIK_SIM_DURABLE=1` the durable-entity variant
-/// ([`durable_chaos`]). For hunting: `cargo test -p shardik-sim --test
+/// ([`durable_chaos`]); `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
+/// them. For hunting: `cargo test -p shardik-sim --test
 /// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
 #[test]
 #[ignore = "a search over many seeds, run by hand"]

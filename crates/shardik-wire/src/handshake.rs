@@ -172,11 +172,44 @@ pub enum RefusalReason {
         /// Whom the peer believed it was talking to.
         expected: Address,
     },
+    /// The peer named this node by a host name that this node could not resolve, so it
+    /// cannot tell whether the name is one of its own.
+    #[error(
+        "the peer wanted to reach {expected}, a name this node ({ours}) could not resolve: {error}"
+    )]
+    UnresolvedRecipient {
+        /// Our address.
+        ours: Address,
+        /// Whom the peer believed it was talking to.
+        expected: Address,
+        /// Why the name could not be resolved.
+        error: String,
+    },
 }
 
 /// Whether `ours` accepts the handshake `theirs`: same cluster name, a supported protocol
-/// version, and (if the peer says whom it is calling) our address.
+/// version, and (if the peer says whom it is calling) our address, exactly.
+///
+/// A node whose identity is not the only name or address peers reach it by (bound to
+/// `0.0.0.0`, behind NAT, named by aliases) checks the first two with
+/// [`check_handshake_peer`] and judges the recipient itself, since that may take a name
+/// lookup.
 pub fn check_handshake(ours: &LocalIdentity, theirs: &Handshake) -> Result<(), RefusalReason> {
+    check_handshake_peer(ours, theirs)?;
+    if let Some(to) = &theirs.to {
+        if *to != ours.address.address {
+            return Err(RefusalReason::WrongRecipient {
+                ours: ours.address.address.clone(),
+                expected: to.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The checks of [`check_handshake`] that concern the peer alone: a supported protocol
+/// version and the same cluster name.
+pub fn check_handshake_peer(ours: &LocalIdentity, theirs: &Handshake) -> Result<(), RefusalReason> {
     if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&theirs.protocol_version) {
         return Err(RefusalReason::ProtocolVersion {
             theirs: theirs.protocol_version,
@@ -187,14 +220,6 @@ pub fn check_handshake(ours: &LocalIdentity, theirs: &Handshake) -> Result<(), R
             ours: ours.cluster_name.clone(),
             theirs: theirs.cluster_name.clone(),
         });
-    }
-    if let Some(to) = &theirs.to {
-        if *to != ours.address.address {
-            return Err(RefusalReason::WrongRecipient {
-                ours: ours.address.address.clone(),
-                expected: to.clone(),
-            });
-        }
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ pub use frame::{
 };
 pub use handshake::{
     Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, LocalIdentity, MIN_PROTOCOL_VERSION,
-    PROTOCOL_VERSION, RefusalReason, check_handshake,
+    PROTOCOL_VERSION, RefusalReason, check_handshake, check_handshake_peer,
 };
 pub use sharding::{
     BatchEnvelope, BatchFrameBuilder, ByteString, DEFAULT_MAX_ENVELOPES_PER_BATCH,

@@ -16,6 +16,11 @@
 //! bridge and every veth pair with it. Names carry the test process's id, so runs on one
 //! machine do not collide, and leftovers of runs whose process is gone are removed first.
 //!
+//! A namespace may get a hosts file of its own ([`Lab::write_hosts`]): `ip netns exec`
+//! bind-mounts `/etc/netns/NAME/hosts` over `/etc/hosts` for the processes it starts, so names
+//! resolve differently in each namespace without a DNS server. Those directories go with the
+//! lab too.
+//!
 //! Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and the `ip` program of iproute2.
 
 use std::net::Ipv4Addr;
@@ -24,6 +29,8 @@ use std::process::Command;
 /// What every name of this module's namespaces and links starts with, unless a test names
 /// its own (`Lab::create_named`, so that two tests' networks can exist side by side).
 const NETNS_PREFIX: &str = "shardik-np";
+/// Where `ip netns exec NAME` finds files it bind-mounts over `/etc` (`/etc/netns/NAME/hosts`).
+const ETC_NETNS: &str = "/etc/netns";
 /// What the link in the test's namespace is called, before the process id (interface names
 /// are at most 15 bytes: "shnp" + 7 digits + "h").
 const LINK_PREFIX: &str = "shnp";
@@ -105,6 +112,16 @@ fn remove_leftovers(netns_prefix: &str, link_prefix: &str) {
                 let _ = ip(&["netns", "del", name]);
             }
         }
+    }
+    if let Ok(dirs) = std::fs::read_dir(ETC_NETNS) {
+        for dir in dirs.flatten() {
+            let name = dir.file_name().to_string_lossy().into_owned();
+            if owner_pid(&name, NETNS_PREFIX).is_some_and(|pid| !process_alive(pid)) {
+                let _ = std::fs::remove_dir_all(dir.path());
+            }
+        }
+        // Gone if nothing else uses it (removing a directory that is not empty fails).
+        let _ = std::fs::remove_dir(ETC_NETNS);
     }
     if let Ok(links) = ip(&["-o", "link", "show"]) {
         for line in links.lines() {
@@ -270,6 +287,21 @@ impl Lab {
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
+
+    /// Gives every node's namespace the hosts file `hosts` (the lines of an `/etc/hosts`):
+    /// processes started there with `ip netns exec` resolve names through it instead of the
+    /// machine's. Removed with the lab.
+    pub fn write_hosts(&self, hosts: &str) -> Result<(), String> {
+        for node in &self.nodes {
+            let dir = std::path::Path::new(ETC_NETNS).join(&node.netns);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let file = dir.join("hosts");
+            std::fs::write(&file, hosts)
+                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        }
+        Ok(())
+    }
 }
 
 fn run_all(steps: &[Vec<String>]) -> Result<(), LabError> {
@@ -294,6 +326,17 @@ impl Drop for Lab {
         }
         // Normally gone with the hub; a failed setup may have left it alone.
         let _ = ip(&["link", "del", &self.host_link]);
+        for node in &self.nodes {
+            let dir = std::path::Path::new(ETC_NETNS).join(&node.netns);
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    eprintln!("netns cleanup: {}: {e}", dir.display());
+                }
+                _ => {}
+            }
+        }
+        // Gone if nothing else uses it (removing a directory that is not empty fails).
+        let _ = std::fs::remove_dir(ETC_NETNS);
     }
 }
 

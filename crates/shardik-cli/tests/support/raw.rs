@@ -51,8 +51,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawPeer<S> {
     /// of cluster `cluster`, and waits (bounded) for the answer. `Err` says why the node did
     /// not accept: a refusal, a close, bytes that are not our frames, or silence.
     pub async fn handshake(
-        mut stream: S,
+        stream: S,
         target: &str,
+        me: &UniqueAddress,
+        cluster: &str,
+    ) -> Result<RawPeer<S>, String> {
+        RawPeer::handshake_to(stream, address_of(target), me, cluster).await
+    }
+
+    /// [`handshake`](Self::handshake), naming `to` as the node it wants to reach, whatever
+    /// the stream is connected to.
+    pub async fn handshake_to(
+        mut stream: S,
+        to: Address,
         me: &UniqueAddress,
         cluster: &str,
     ) -> Result<RawPeer<S>, String> {
@@ -64,7 +75,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawPeer<S> {
         let mut buf = BytesMut::new();
         codec
             .encode(
-                &Frame::Handshake(Handshake::new(&identity, Some(address_of(target)))),
+                &Frame::Handshake(Handshake::new(&identity, Some(to))),
                 &mut buf,
             )
             .map_err(|e| e.to_string())?;
@@ -140,6 +151,18 @@ pub async fn connect_plain(
 ) -> Result<PlainPeer, String> {
     let stream = tcp_connect(target).await?;
     RawPeer::handshake(stream, target, me, cluster).await
+}
+
+/// Connects to `target` over plain TCP and speaks our handshake as `me`, naming `to` as the
+/// node it wants to reach.
+pub async fn connect_plain_to(
+    target: &str,
+    to: Address,
+    me: &UniqueAddress,
+    cluster: &str,
+) -> Result<PlainPeer, String> {
+    let stream = tcp_connect(target).await?;
+    RawPeer::handshake_to(stream, to, me, cluster).await
 }
 
 /// Connects to `target` over TLS with `tls`, then speaks our handshake as `me`. `Err` if

@@ -26,6 +26,14 @@ pub struct ClusterSettings {
     /// `name`: only nodes with the same name form a cluster (checked at handshake and join).
     #[serde(deserialize_with = "de_string")]
     pub name: String,
+    /// `canonical-address`: this node's identity, "host:port" (Akka's `canonical.hostname`
+    /// and `.port`); `None` (`""`): the bind address. See [`ClusterSettings::node_addresses`].
+    #[serde(deserialize_with = "super::addresses::de_optional_address")]
+    pub canonical_address: Option<Address>,
+    /// `bind-address`: where the transport listens, "host:port" (Akka's `bind.hostname` and
+    /// `.port`); `None` (`""`): the canonical address.
+    #[serde(deserialize_with = "super::addresses::de_optional_address")]
+    pub bind_address: Option<Address>,
     /// `seed-nodes`: nodes to contact when joining.
     #[serde(deserialize_with = "de_addresses")]
     pub seed_nodes: Vec<Address>,
@@ -112,6 +120,9 @@ impl ClusterSettings {
                 &c.name,
                 "a non-empty name of ASCII letters, digits, `-` and `_`",
             ));
+        }
+        if let Some(canonical) = &c.canonical_address {
+            super::addresses::check_identity(canonical, super::CANONICAL_ADDRESS_KEY)?;
         }
         positive_count("cluster.min-nr-of-members", c.min_nr_of_members)?;
         for (role, r) in &c.role {

@@ -14,6 +14,7 @@
 //! reads the values TOML has no type for (durations, sizes, switches), `validate` runs the
 //! range checks, and one module per section holds that section's keys and rules.
 
+mod addresses;
 mod bootstrap;
 mod cluster;
 mod coordination;
@@ -32,6 +33,7 @@ mod values;
 
 use serde::Deserialize;
 
+pub use addresses::{BIND_ADDRESS_KEY, CANONICAL_ADDRESS_KEY, NodeAddresses, check_identity};
 pub use bootstrap::{
     BootstrapSettings, ContactPointDiscoverySettings, ContactPointSettings,
     ManagementClusterSettings,

@@ -13,8 +13,8 @@ use bytes::{Bytes, BytesMut};
 use futures_util::SinkExt;
 use shardik_core::membership::{Message, UniqueAddress};
 use shardik_wire::{
-    Frame, FrameCodec, HandshakeAck, HandshakeRefused, HandshakeReply, check_handshake,
-    decode_message,
+    Frame, FrameCodec, Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, RefusalReason,
+    check_handshake_peer, decode_message,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -236,11 +236,14 @@ async fn serve_connection(
     let cfg = &shared.config;
     let peer_addr = stream.peer_addr().ok();
     let peer = peer_addr.map(|a| a.to_string()).unwrap_or_default();
+    // The address this connection reached us at: a peer that named it in its handshake meant
+    // this node.
+    let local = stream.local_addr().ok();
     // The TLS handshake and ours together must fit in `handshake-timeout`: that is how long a
     // connection may stay unauthenticated.
     let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
     let Some(tls) = &cfg.tls else {
-        return serve_stream(stream, None, peer, shared, tx, admitted, deadline).await;
+        return serve_stream(stream, None, peer, local, shared, tx, admitted, deadline).await;
     };
     let Admitted {
         place,
@@ -277,17 +280,19 @@ async fn serve_connection(
                 evicted,
                 pushed_out_another,
             };
-            serve_stream(stream, cert, peer, shared, tx, admitted, deadline).await
+            serve_stream(stream, cert, peer, local, shared, tx, admitted, deadline).await
         }
     }
 }
 
 /// Serves a connection (plain, or past its TLS handshake with `cert` the client's verified
 /// certificate): our handshake by `deadline`, then its messages.
+#[allow(clippy::too_many_arguments)]
 async fn serve_stream<S: Connection>(
     mut stream: S,
     cert: Option<PeerCertificate>,
     peer: String,
+    local: Option<std::net::SocketAddr>,
     shared: &Shared,
     tx: Sinks,
     admitted: Admitted,
@@ -336,9 +341,9 @@ async fn serve_stream<S: Connection>(
     let (reader, writer) = stream.split_halves();
     let mut out = FramedWrite::new(writer, TokioFrameCodec(handshake_codec));
     let refusal: Option<(&'static str, String, HandshakeRefused)> =
-        match check_handshake(&shared.identity, &hs) {
+        match check_handshake_peer(&shared.identity, &hs) {
             Err(reason) => Some(("handshake-refused", reason.to_string(), reason.into())),
-            Ok(()) => None,
+            Ok(()) => check_recipient(shared, &hs, local, deadline).await,
         };
     // With TLS, the client's certificate must name the host it claims: a member cannot speak
     // for another member's address.
@@ -427,6 +432,38 @@ async fn serve_stream<S: Connection>(
         }
     }
     result
+}
+
+/// Whether the handshake `hs` (from a peer of the right cluster and protocol) is meant for this
+/// node: `None` when it is (or names no recipient), else the refusal (`recipient.rs`).
+async fn check_recipient(
+    shared: &Shared,
+    hs: &Handshake,
+    local: Option<std::net::SocketAddr>,
+    deadline: tokio::time::Instant,
+) -> Option<(&'static str, String, HandshakeRefused)> {
+    use super::recipient::Verdict;
+    let to = hs.to.as_ref()?;
+    let ours = shared.identity.address.address.clone();
+    let (counted, reason) = match shared.recipient.judge(to, local, deadline).await {
+        Verdict::Us => return None,
+        Verdict::NotUs => (
+            "wrong-recipient",
+            RefusalReason::WrongRecipient {
+                ours,
+                expected: to.clone(),
+            },
+        ),
+        Verdict::Unresolved(error) => (
+            "recipient-unresolved",
+            RefusalReason::UnresolvedRecipient {
+                ours,
+                expected: to.clone(),
+                error,
+            },
+        ),
+    };
+    Some((counted, reason.to_string(), reason.into()))
 }
 
 /// Who is at the other end of a connection, as far as its reader is concerned.

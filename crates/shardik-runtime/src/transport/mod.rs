@@ -18,10 +18,12 @@
 //! get through and the membership core applies its own rules.
 
 mod backoff;
+mod identified;
 mod inbound;
 pub(crate) mod limits;
 mod members;
 mod outbound;
+pub mod recipient;
 mod tls_conn;
 
 use std::collections::BTreeMap;
@@ -34,6 +36,7 @@ use shardik_wire::{DecodeLimits, LocalIdentity};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+pub use identified::Identified;
 pub use inbound::{Backpressure, Inbound, InboundUser, UserConnection, UserSink};
 pub use members::MemberDirectory;
 
@@ -165,6 +168,11 @@ pub enum TransportError {
 struct Shared {
     config: TransportConfig,
     identity: LocalIdentity,
+    /// Judges whether a handshake's intended recipient is this node (its identity, bind
+    /// address, socket addresses, and names that resolve to them).
+    recipient: recipient::Recipient,
+    /// Who answered where our lanes dialled, when that was not the dialled address.
+    identified: Arc<Identified>,
     /// Who is a member now (user traffic only from them; the non-member pool for the rest).
     members: MemberDirectory,
     /// Inbound connections, all of them.
@@ -203,6 +211,11 @@ pub struct Transport {
 impl Transport {
     /// Binds `bind` and starts accepting. Decoded inbound traffic arrives on the returned
     /// receivers: membership messages and user payloads on separate queues.
+    ///
+    /// The node is `identity` in the cluster; `identity.address` may differ from `bind` (a
+    /// node bound to `0.0.0.0`, behind NAT, or known by a name): handshakes addressed to
+    /// either, to an address of the accepting socket, or to a name resolving to one, are
+    /// taken as meant for this node (`recipient.rs`).
     ///
     /// User traffic is accepted only from the members of [`members`](Self::members), which
     /// starts empty: the node driver keeps it up to date.
@@ -245,7 +258,14 @@ impl Transport {
             })?;
         let (tx, rx) = mpsc::channel(config.inbound_queue_size.max(1));
         let (user_tx, user_rx) = mpsc::channel(config.inbound_user_queue_size.max(1));
+        let bind_address = bind
+            .parse::<Address>()
+            .unwrap_or_else(|_| Address::new(local_addr.ip().to_string(), local_addr.port()));
+        let recipient =
+            recipient::Recipient::new(identity.address.address.clone(), bind_address, local_addr);
         let shared = Arc::new(Shared {
+            recipient,
+            identified: Arc::default(),
             inbound: limits::Pool::new(config.maximum_inbound_connections),
             pending: limits::Pending::new(config.maximum_unauthenticated_connections),
             non_members: limits::Pool::new(config.maximum_non_member_connections),
@@ -357,6 +377,19 @@ impl Transport {
     /// How many peer lanes have a writer (for tests and inspection).
     pub fn peer_count(&self) -> usize {
         self.peers.values().filter(|q| !q.is_closed()).count()
+    }
+
+    /// Whether a membership lane to `to` has a writer (for tests and inspection).
+    pub fn has_peer(&self, to: &Address) -> bool {
+        self.peers
+            .get(&(to.clone(), Lane::Control))
+            .is_some_and(|q| !q.is_closed())
+    }
+
+    /// Where this node's lanes report addresses they dialled whose handshake reply named
+    /// another incarnation (an alias, or another address of the node).
+    pub fn identified(&self) -> Arc<Identified> {
+        Arc::clone(&self.shared.identified)
     }
 
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).

@@ -635,7 +635,7 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     let _ = stream.set_nodelay(true);
     let Some(tls) = &cfg.tls else {
         let mut stream = stream;
-        handshake(to, shared, &mut stream)
+        handshake(to, shared, &mut stream, None)
             .await
             .map_err(|e| e.to_string())?;
         return Ok(Conn::Plain(Arc::new(stream)));
@@ -649,7 +649,7 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     };
     // Our own certificate's refusal shows up on the first read (TLS 1.3): in the handshake
     // exchange below, classified from its error.
-    let mut stream =
+    let (mut stream, cert) =
         match tokio::time::timeout(cfg.handshake_timeout, tls.connect(stream, &to.host)).await {
             Err(_) => {
                 return Err(format!(
@@ -661,9 +661,9 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
                 tls_failed(e.reason(), &e);
                 return Err(e.to_string());
             }
-            Ok(Ok((stream, _cert))) => stream,
+            Ok(Ok(accepted)) => accepted,
         };
-    match handshake(to, shared, &mut stream).await {
+    match handshake(to, shared, &mut stream, Some(&cert)).await {
         Ok(()) => {
             // The peer answered over the session: it accepted our certificate too.
             count_tls_handshake();
@@ -728,12 +728,16 @@ fn looks_like_tls_record(bytes: &[u8]) -> bool {
     matches!(bytes, [0x15 | 0x16, 0x03, ..])
 }
 
-/// Our handshake on a fresh connection (plain, or TLS after its handshake): send ours, read
-/// the reply, within `handshake-timeout`.
+/// Our handshake on a fresh connection (plain, or TLS after its handshake, `cert` the peer's
+/// verified certificate): send ours, read the reply, within `handshake-timeout`. A reply
+/// from an incarnation at another address than `to` (we dialled an alias, or another address
+/// of the node) is recorded for the membership core; with TLS the certificate must name that
+/// incarnation's host too, as the accepting side requires of ours.
 async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     to: &Address,
     shared: &Shared,
     stream: &mut S,
+    cert: Option<&crate::tls::PeerCertificate>,
 ) -> Result<(), HandshakeFailed> {
     let cfg = &shared.config;
     // Only the handshake and its reply are read here: they are small, and so is what a peer
@@ -779,7 +783,25 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
         }
         Ok(Err(e)) => Err(e),
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Accepted(ack)))) => {
-            debug!(%to, peer = %ack.from, "connected");
+            let host = &ack.from.address.host;
+            if ack.from.address.host != to.host && cert.is_some_and(|c| !c.names_host(host)) {
+                metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "tls-bad-name")
+                    .increment(1);
+                if let Some(suppressed) = LOG.check("tls-bad-name-outbound") {
+                    warn!(%to, peer = %ack.from, suppressed, "the peer's certificate does not name the host it answers as");
+                }
+                return Err(format!(
+                    "the peer answered as {}, which its certificate does not name",
+                    ack.from
+                )
+                .into());
+            }
+            if ack.from.address != *to {
+                debug!(%to, peer = %ack.from, "connected to an alias");
+                shared.identified.record(to, &ack.from);
+            } else {
+                debug!(%to, peer = %ack.from, "connected");
+            }
             Ok(())
         }
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Refused(r)))) => {

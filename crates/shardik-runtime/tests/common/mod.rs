@@ -95,6 +95,7 @@ pub async fn start_sharding_node_with(
     let membership = fast_membership(cluster_name, roles);
     let running = node::start(NodeOptions {
         bind: Address::new("127.0.0.1", port),
+        advertise: None,
         seeds: vec![Address::new("127.0.0.1", seed)],
         membership: membership.clone(),
         transport: shardik_runtime::transport::TransportConfig::default(),

@@ -76,19 +76,21 @@ impl Membership {
         msg: &Message,
         out: &mut Vec<Effect>,
     ) {
+        let others = self.other_seed_count();
+        let me = self.self_node.address.clone();
         let Phase::Seeding {
-            seeds,
             form_cluster_at,
             nacks,
+            ..
         } = &mut self.phase
         else {
             return self.drop_input(DropReason::Unexpected, msg, out);
         };
-        nacks.insert(from.address.clone());
-        let others = seeds
-            .iter()
-            .filter(|s| **s != self.self_node.address)
-            .count();
+        // A seed that turned out to be this node under an alias answers its own `InitJoin`
+        // too; only the other seeds' answers count.
+        if from.address != me {
+            nacks.insert(from.address.clone());
+        }
         // Only the first seed may form a cluster, and only when every other seed said no.
         let form_now = form_cluster_at.is_some() && nacks.len() >= others;
         if form_now {
@@ -131,12 +133,14 @@ impl Membership {
         out: &mut Vec<Effect>,
     ) {
         let me = &self.self_node.address;
-        if seeds.len() == 1 && &seeds[0] == me {
+        if seeds.iter().all(|s| self.identity_of(s) == me) {
             return self.join_self(now, out);
         }
-        let form_cluster_at = (&seeds[0] == me).then(|| now + self.cfg.seed_node_timeout);
+        let form_cluster_at =
+            (self.identity_of(&seeds[0]) == me).then(|| now + self.cfg.seed_node_timeout);
         self.phase = Phase::Seeding {
             seeds,
+            started_at: now,
             form_cluster_at,
             nacks: BTreeSet::new(),
         };
@@ -156,9 +160,12 @@ impl Membership {
                 if form_cluster_at.is_some_and(|t| t <= now) {
                     return self.join_self(now, out);
                 }
+                // Each seed is asked under the address it was configured with (an alias keeps
+                // being looked up, so a name that moves to another node is followed); a seed
+                // known to be this node is not asked.
                 let others: Vec<Address> = seeds
                     .iter()
-                    .filter(|s| **s != self.self_node.address)
+                    .filter(|s| *self.identity_of(s) != self.self_node.address)
                     .cloned()
                     .collect();
                 for s in others {

@@ -16,8 +16,9 @@
 //! in a sibling file: `joining.rs` (seed nodes, join, welcome), `exchange.rs` (gossip
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
-//! `exiting.rs` (leave, exit, removal of this node) and `not_known.rs` (telling a stranger it
-//! is not known here, and joining again when told so).
+//! `exiting.rs` (leave, exit, removal of this node), `not_known.rs` (telling a stranger it
+//! is not known here, and joining again when told so) and `seed_aliases.rs` (seeds named by
+//! another name or address than the identity of the node that answers there).
 
 mod downing;
 mod exchange;
@@ -26,6 +27,7 @@ mod failure_detection;
 mod joining;
 mod leader;
 mod not_known;
+mod seed_aliases;
 mod senders;
 #[cfg(test)]
 mod tests;
@@ -73,6 +75,17 @@ pub enum Input {
         attempt: u64,
         /// Whether this node holds the lease now.
         granted: bool,
+    },
+    /// The runtime dialled `dialled` and the node that accepted the connection is `node`
+    /// (its handshake reply named it). Told whenever that differs from `dialled`: a seed named
+    /// by an alias (`seeds.svc:2552`) or by another of its addresses (an IP where its identity
+    /// is a name). While joining, answers from `node` then count as answers from the seed
+    /// configured as `dialled` (`seed_aliases.rs`); anything else ignores it.
+    PeerIdentified {
+        /// The address this node dialled (a configured seed or join target).
+        dialled: Address,
+        /// The incarnation that answered there.
+        node: UniqueAddress,
     },
 }
 
@@ -213,6 +226,9 @@ enum Phase {
     /// Asking seed nodes (`InitJoin`) who can take us.
     Seeding {
         seeds: Vec<Address>,
+        /// When seeding began (a first seed found to be this node under an alias forms the
+        /// cluster `seed-node-timeout` after it).
+        started_at: Instant,
         /// Set when self is the first seed: form a new cluster at this instant if nobody answered.
         form_cluster_at: Option<Instant>,
         nacks: BTreeSet<Address>,
@@ -299,6 +315,10 @@ pub struct Membership {
     /// of its own); consulted only while it is not Up yet: see `orphaned_joiner` in
     /// `leader.rs`.
     joined_through_other: bool,
+    /// Seeds and join targets dialled under another address than the identity of the node
+    /// that answered there, with that identity's address (`seed_aliases.rs`). At most one
+    /// entry per configured seed, plus a join target.
+    seed_identities: std::collections::BTreeMap<Address, Address>,
 }
 
 impl Membership {
@@ -338,6 +358,7 @@ impl Membership {
             member_since: now,
             rejoin: None,
             joined_through_other: false,
+            seed_identities: std::collections::BTreeMap::new(),
         }
     }
 
@@ -446,6 +467,9 @@ impl Membership {
             Input::SbrLeaseAnswer { attempt, granted } => {
                 self.sbr_lease_answer(now, attempt, granted, out)
             }
+            Input::PeerIdentified { dialled, node } => {
+                self.peer_identified(now, dialled, node, out)
+            }
         }
     }
 
@@ -509,7 +533,7 @@ impl Membership {
                 if !matches!(self.phase, Phase::Idle) {
                     return out.push(Effect::CommandFailed(CommandError::AlreadyJoining));
                 }
-                if address == self.self_node.address {
+                if *self.identity_of(&address) == self.self_node.address {
                     self.join_self(now, out);
                 } else {
                     self.send_join(now, address, Vec::new(), out);

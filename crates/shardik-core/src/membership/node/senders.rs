@@ -15,6 +15,9 @@
 //! | `Leave`, `Down` | a member that is not on its way out (Down, Exiting) |
 //! | `Quarantined` | a member that is not on its way out, or a newer incarnation at a member's address |
 //!
+//! A seed or join target named by an alias is, for these rules, also the node the runtime
+//! found answering there (`seed_aliases.rs`).
+//!
 //! Heartbeats are answered whoever sends them, as the reference does: the answer tells the
 //! sender nothing our handshake did not, and changes no state here. A joiner monitors the
 //! members from the moment one of them welcomed it, before the others have heard of it (and,
@@ -40,14 +43,16 @@ impl Membership {
         let allowed = match msg {
             Message::InitJoin { .. } | Message::Join { .. } => true,
             Message::InitJoinAck { .. } | Message::InitJoinNack { .. } => match &self.phase {
-                Phase::Seeding { seeds, .. } => seeds.contains(&from.address),
+                Phase::Seeding { seeds, .. } => self.is_seed(seeds, &from.address),
                 // Late answers are the concern's to drop as unexpected.
                 _ => true,
             },
             Message::Welcome { .. } => match &self.phase {
-                Phase::Seeding { seeds, .. } => seeds.contains(&from.address),
+                Phase::Seeding { seeds, .. } => self.is_seed(seeds, &from.address),
                 Phase::Joining { target, seeds, .. } => {
-                    *target == from.address || seeds.contains(&from.address)
+                    self.identity_of(target) == &from.address
+                        || *target == from.address
+                        || self.is_seed(seeds, &from.address)
                 }
                 // A member checks a rejoin's welcome against the node it asked
                 // (`not_known.rs`); in other phases the concern drops it.

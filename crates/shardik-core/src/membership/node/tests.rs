@@ -774,3 +774,216 @@ fn only_the_seeds_asked_may_answer_a_join_and_only_the_node_joined_may_welcome()
     assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
     assert!(!node.is_member());
 }
+
+/// A node dialled under `name` (a DNS alias of the seed, say).
+fn alias(name: &str) -> Address {
+    Address::new(name, 2552)
+}
+
+fn identified(
+    node: &mut Membership,
+    at: u64,
+    dialled: &Address,
+    who: &UniqueAddress,
+) -> Vec<Effect> {
+    let mut out = Vec::new();
+    node.handle(
+        t(at),
+        Input::PeerIdentified {
+            dialled: dialled.clone(),
+            node: who.clone(),
+        },
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn a_seed_named_by_an_alias_is_joined_under_its_identity_once_the_runtime_says_who_answered() {
+    let me = addr(1);
+    let seed = UniqueAddress::new(Address::new("pod-0.svc", 2552), 5);
+    let seeds = alias("seeds.svc");
+    let other = UniqueAddress::new(Address::new("pod-9.svc", 2552), 9);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![seeds.clone()])),
+        &mut out,
+    );
+    // Asked under the configured name.
+    assert!(
+        sent(&out)
+            .iter()
+            .any(|(to, m)| *to == seeds && matches!(m, Message::InitJoin { .. }))
+    );
+    // Before the runtime says who answers there, the seed's identity is a stranger.
+    let ack = Message::InitJoinAck {
+        from: seed.clone(),
+        check: ConfigCheck::Compatible,
+    };
+    let out = deliver_from(&mut node, 10, &seed, ack.clone());
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+    // Who answers at an address that is not a seed changes nothing.
+    let out = identified(&mut node, 15, &alias("elsewhere.svc"), &other);
+    assert!(out.is_empty());
+    let out = deliver_from(
+        &mut node,
+        16,
+        &other,
+        Message::InitJoinAck {
+            from: other.clone(),
+            check: ConfigCheck::Compatible,
+        },
+    );
+    assert_eq!(dropped(&out), vec![DropReason::NotFromMember]);
+
+    // The runtime dialled `seeds.svc` and `pod-0.svc` answered: its answer counts, and the
+    // Join goes to the identity, never to the alias.
+    assert!(identified(&mut node, 20, &seeds, &seed).is_empty());
+    let out = deliver_from(&mut node, 30, &seed, ack);
+    assert!(dropped(&out).is_empty());
+    let joins: Vec<Address> = sent(&out)
+        .into_iter()
+        .filter(|(_, m)| is_join_of(m, &me))
+        .map(|(to, _)| to)
+        .collect();
+    assert_eq!(joins, vec![seed.address.clone()]);
+
+    // Its welcome makes this node a member of a cluster whose members are identities only.
+    let mut g = Gossip::default();
+    for n in [&seed, &me] {
+        Arc::make_mut(&mut g.members).insert(
+            n.clone(),
+            Member::joining(n.clone(), Default::default(), "1"),
+        );
+    }
+    let out = deliver_from(
+        &mut node,
+        40,
+        &seed,
+        Message::Welcome {
+            from: seed.clone(),
+            gossip: Arc::new(g),
+        },
+    );
+    assert!(dropped(&out).is_empty(), "{out:?}");
+    assert!(node.is_member());
+    assert!(
+        node.gossip().members.keys().all(|m| m.address != seeds),
+        "the alias is never a member"
+    );
+}
+
+#[test]
+fn a_seed_alias_that_turns_out_to_be_this_node_forms_the_cluster() {
+    // The only seed is this node under another name: it forms the cluster at once.
+    let me = UniqueAddress::new(Address::new("pod-0.svc", 2552), 5);
+    let seeds = alias("seeds.svc");
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![seeds.clone()])),
+        &mut out,
+    );
+    assert!(!node.is_member());
+    identified(&mut node, 5, &seeds, &me);
+    assert!(node.is_member());
+    assert_eq!(node.gossip().members.len(), 1);
+
+    // First of several seeds: it forms the cluster `seed-node-timeout` after seeding began,
+    // when no other seed takes it; its own nack does not count as another seed's.
+    let other_seed = UniqueAddress::new(Address::new("pod-1.svc", 2552), 6);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![
+            seeds.clone(),
+            other_seed.address.clone(),
+        ])),
+        &mut out,
+    );
+    identified(&mut node, 5, &seeds, &me);
+    let out = deliver_from(
+        &mut node,
+        6,
+        &me,
+        Message::InitJoinNack { from: me.clone() },
+    );
+    assert!(dropped(&out).is_empty());
+    assert!(!node.is_member(), "its own nack is not the other seed's");
+    // Not asked any more under the alias that is itself.
+    let mut out = Vec::new();
+    node.handle_timeout(t(1000), &mut out);
+    let asked: Vec<Address> = sent(&out).into_iter().map(|(to, _)| to).collect();
+    assert_eq!(asked, vec![other_seed.address.clone()]);
+    let timeout = MembershipConfig::default().seed_node_timeout;
+    assert_eq!(
+        node.poll_timeout(),
+        Some(t(timeout.as_millis() as u64).min(t(2000)))
+    );
+    let mut out = Vec::new();
+    node.handle_timeout(t(timeout.as_millis() as u64), &mut out);
+    assert!(
+        node.is_member(),
+        "formed the cluster at the first seed's deadline"
+    );
+
+    // The other seed's nack alone forms it before then.
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![
+            seeds.clone(),
+            other_seed.address.clone(),
+        ])),
+        &mut out,
+    );
+    identified(&mut node, 5, &seeds, &me);
+    deliver_from(
+        &mut node,
+        20,
+        &other_seed,
+        Message::InitJoinNack {
+            from: other_seed.clone(),
+        },
+    );
+    assert!(node.is_member());
+}
+
+#[test]
+fn a_join_target_named_by_an_alias_welcomes_under_its_identity() {
+    let me = addr(1);
+    let target = UniqueAddress::new(Address::new("pod-3.svc", 2552), 3);
+    let name = alias("shop.example");
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(t(0), Input::Command(Command::Join(name.clone())), &mut out);
+    assert!(
+        sent(&out)
+            .iter()
+            .any(|(to, m)| *to == name && is_join_of(m, &me))
+    );
+    identified(&mut node, 5, &name, &target);
+    let mut g = Gossip::default();
+    for n in [&target, &me] {
+        Arc::make_mut(&mut g.members).insert(
+            n.clone(),
+            Member::joining(n.clone(), Default::default(), "1"),
+        );
+    }
+    let out = deliver_from(
+        &mut node,
+        10,
+        &target,
+        Message::Welcome {
+            from: target.clone(),
+            gossip: Arc::new(g),
+        },
+    );
+    assert!(dropped(&out).is_empty(), "{out:?}");
+    assert!(node.is_member());
+}
