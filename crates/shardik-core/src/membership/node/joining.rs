@@ -13,6 +13,24 @@ use crate::membership::member::{Member, MemberStatus};
 use crate::membership::messages::{ConfigCheck, JoinConfig, Message};
 use crate::time::Instant;
 
+/// How many incarnations whose `InitJoin` was found compatible a member remembers (see
+/// `remember_init_join`).
+const INIT_JOIN_CHECKED_MAX: usize = 256;
+
+/// The difference reported for a `Join` without configuration from an incarnation that did
+/// not ask through `InitJoin` here first.
+const NO_CONFIG_IN_JOIN: &str = "the joiner sent no configuration with its `Join` (a node of \
+     a version before joins were checked on every path; it may join through seed nodes, whose \
+     `InitJoin` carries its configuration)";
+
+/// The reason a refused joiner stops with: who refused, and the differences.
+fn refusal(from: &UniqueAddress, differences: &str) -> String {
+    format!(
+        "the member at {} refused this node's configuration: {differences}",
+        from.address
+    )
+}
+
 impl Membership {
     /// Whether this node takes joiners: a member that is not on its way out.
     pub(super) fn can_welcome(&self) -> bool {
@@ -24,24 +42,131 @@ impl Membership {
     }
 
     /// Answers a node that asks whether it may join through this one: only a member that is
-    /// not on its way out says yes, with its verdict on the joiner's configuration.
+    /// not on its way out says yes, with its verdict on the joiner's configuration (the
+    /// joiner's `Join` is checked again, `handle_join`).
     pub(super) fn answer_init_join(
         &mut self,
+        now: Instant,
         from: &UniqueAddress,
         config: &JoinConfig,
         out: &mut Vec<Effect>,
     ) {
         let me = self.self_node.clone();
-        let reply = if !self.can_welcome() {
-            Message::InitJoinNack { from: me }
-        } else {
-            let check = match self.join_config.incompatibility(config) {
-                None => ConfigCheck::Compatible,
-                Some(why) => ConfigCheck::Incompatible(why),
-            };
-            Message::InitJoinAck { from: me, check }
+        if !self.can_welcome() {
+            return self.send(
+                from.address.clone(),
+                Message::InitJoinNack { from: me },
+                out,
+            );
+        }
+        let differences = self.cfg.join_compat.differences(&self.join_config, config);
+        let check = match self.judge(from, "init-join", differences, out) {
+            Some(reason) => ConfigCheck::Incompatible(reason),
+            None => {
+                self.remember_init_join(now, from);
+                ConfigCheck::Compatible
+            }
         };
-        self.send(from.address.clone(), reply, out);
+        self.send(
+            from.address.clone(),
+            Message::InitJoinAck { from: me, check },
+            out,
+        );
+    }
+
+    /// Reports a joiner's differences, if any, and says whether they refuse it: `Some(reason)`
+    /// with `enforce-on-join` on, `None` when it may join (no difference, or enforcement off).
+    fn judge(
+        &mut self,
+        joiner: &UniqueAddress,
+        via: &'static str,
+        differences: Vec<String>,
+        out: &mut Vec<Effect>,
+    ) -> Option<String> {
+        if differences.is_empty() {
+            return None;
+        }
+        let refused = self.cfg.join_compat.enforce_on_join;
+        let reason = differences.join("; ");
+        out.push(Effect::JoinIncompatible {
+            joiner: joiner.clone(),
+            via,
+            differences,
+            refused,
+        });
+        refused.then_some(reason)
+    }
+
+    /// Notes that `node`'s `InitJoin` was found compatible now, so that its `Join` is
+    /// welcomed even without a configuration (a node of the version before `Join` carried
+    /// one always asks through `InitJoin` first when it joins through seeds). Entries older
+    /// than `retry-unsuccessful-join-after` are forgotten (such a joiner asks again), and at
+    /// most [`INIT_JOIN_CHECKED_MAX`] are kept, the oldest going first, so that strangers'
+    /// `InitJoin`s cannot grow it.
+    fn remember_init_join(&mut self, now: Instant, node: &UniqueAddress) {
+        let horizon = self.cfg.retry_unsuccessful_join_after;
+        self.init_join_checked
+            .retain(|_, at| now.saturating_duration_since(*at) <= horizon);
+        if self.init_join_checked.len() >= INIT_JOIN_CHECKED_MAX
+            && !self.init_join_checked.contains_key(node)
+            && let Some(oldest) = self
+                .init_join_checked
+                .iter()
+                .min_by_key(|(n, at)| (**at, (*n).clone()))
+                .map(|(n, _)| n.clone())
+        {
+            self.init_join_checked.remove(&oldest);
+        }
+        self.init_join_checked.insert(node.clone(), now);
+    }
+
+    /// The differences that keep `node`, whose `Join` carried `config`, out: its
+    /// configuration's against this member's; without one (a node of the version before
+    /// `Join` carried it), none if its `InitJoin` was found compatible here lately, and
+    /// otherwise that it sent none.
+    fn join_differences(
+        &self,
+        now: Instant,
+        node: &UniqueAddress,
+        config: Option<&JoinConfig>,
+    ) -> Vec<String> {
+        match config {
+            Some(config) => self.cfg.join_compat.differences(&self.join_config, config),
+            None => {
+                let horizon = self.cfg.retry_unsuccessful_join_after;
+                let asked_lately = self
+                    .init_join_checked
+                    .get(node)
+                    .is_some_and(|at| now.saturating_duration_since(*at) <= horizon);
+                if asked_lately {
+                    Vec::new()
+                } else {
+                    vec![NO_CONFIG_IN_JOIN.to_string()]
+                }
+            }
+        }
+    }
+
+    /// The member this node asked to join refused its configuration: stop. Only the node
+    /// this one sent its `Join` to may say so (`senders.rs`), and only to this incarnation.
+    pub(super) fn receive_join_refused(
+        &mut self,
+        from: &UniqueAddress,
+        to: &UniqueAddress,
+        reason: &str,
+        msg: &Message,
+        out: &mut Vec<Effect>,
+    ) {
+        if *to != self.self_node {
+            return self.drop_input(DropReason::WrongIncarnation, msg, out);
+        }
+        if !matches!(self.phase, Phase::Joining { .. }) {
+            return self.drop_input(DropReason::Unexpected, msg, out);
+        }
+        self.phase = Phase::Stopped;
+        out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
+            refusal(from, reason),
+        )));
     }
 
     /// A seed accepted us: join it, unless it found our configuration incompatible.
@@ -62,7 +187,7 @@ impl Membership {
             ConfigCheck::Incompatible(why) => {
                 self.phase = Phase::Stopped;
                 out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
-                    why.clone(),
+                    refusal(from, why),
                 )));
             }
         }
@@ -206,12 +331,18 @@ impl Membership {
             give_up_at,
         };
         self.timers.join = Some(give_up_at);
-        let msg = Message::Join {
+        let msg = self.join_message();
+        self.send(target, msg, out);
+    }
+
+    /// This node's `Join`, with the configuration the member checks.
+    pub(super) fn join_message(&self) -> Message {
+        Message::Join {
             node: self.self_node.clone(),
             roles: self.cfg.roles.clone(),
             app_version: self.cfg.app_version.clone(),
-        };
-        self.send(target, msg, out);
+            config: Some(self.join_config.clone()),
+        }
     }
 
     pub(super) fn join_self(&mut self, now: Instant, out: &mut Vec<Effect>) {
@@ -254,6 +385,7 @@ impl Membership {
         node: UniqueAddress,
         roles: BTreeSet<String>,
         app_version: String,
+        config: Option<&JoinConfig>,
         msg: &Message,
         out: &mut Vec<Effect>,
     ) {
@@ -270,6 +402,17 @@ impl Membership {
         }
         if self.gossip.tombstones.contains_key(&node) {
             return self.drop_input(DropReason::JoinRefused, msg, out);
+        }
+        // Checked before anything changes: an incompatible joiner, a restarted member's new
+        // incarnation included, must not even get its old incarnation downed.
+        let differences = self.join_differences(now, &node, config);
+        if let Some(reason) = self.judge(&node, "join", differences, out) {
+            let reply = Message::JoinRefused {
+                from: self.self_node.clone(),
+                to: node.clone(),
+                reason,
+            };
+            return self.send(node.address.clone(), reply, out);
         }
         if let Some(old) = self.member_at(&node.address) {
             // A new incarnation at the same host:port: the old one is dead for good. Down it;
