@@ -148,7 +148,7 @@ impl NodeBuilder {
     /// ```
     /// use std::sync::Arc;
     /// use shardik_core::membership::{MustMatch, WhenMissing};
-    /// use shardik_runtime::{Node, Settings};
+    /// use shardik_runtime::{Node, config::Settings};
     ///
     /// // Every node must run the same version of the event schema.
     /// let builder = Node::builder(Settings::reference()).join_config_compat_checker(Arc::new(

@@ -586,7 +586,7 @@ fn to_pb(m: &Message) -> pb::MembershipMessage {
             node: ua(node),
             roles: roles.iter().cloned().collect(),
             app_version: app_version.to_string(),
-            config: config.as_ref().map(join_config_to_pb),
+            config: config.as_deref().map(join_config_to_pb),
         }),
         Message::JoinRefused { from, to, reason } => P::JoinRefused(pb::JoinRefused {
             from: ua(from),
@@ -687,7 +687,7 @@ fn from_pb(p: pb::MembershipMessage, limits: &DecodeLimits) -> Result<Message, D
                 roles,
                 app_version: m.app_version.as_str().into(),
                 // Absent from a node of an earlier version: the member judges that itself.
-                config: m.config.map(join_config_from_pb),
+                config: m.config.map(|c| Box::new(join_config_from_pb(c))),
             }
         }
         P::Welcome(m) => Message::Welcome {
@@ -978,10 +978,10 @@ mod tests {
             node: UniqueAddress::new(Address::new("10.0.0.4", 2552), 9),
             roles: ["r".to_string()].into_iter().collect(),
             app_version: "2.0.0".into(),
-            config: Some(JoinConfig {
+            config: Some(Box::new(JoinConfig {
                 cluster_name: "prod".into(),
                 must_match: [("k".to_string(), "v".to_string())].into(),
-            }),
+            })),
         };
         let Some(pb::membership_message::Message::Join(inner)) = to_pb(&join).message else {
             panic!("not a join");

@@ -66,7 +66,7 @@ pub enum Message {
         /// Its join-relevant configuration, which the receiving member checks. `None` from a
         /// node of a version before join checks on `Join` (see `compat.rs` and
         /// `node/joining.rs` for how such a join is judged).
-        config: Option<JoinConfig>,
+        config: Option<Box<JoinConfig>>,
     },
     /// Reply to [`Message::Join`]: the member found the joiner's configuration incompatible
     /// (with `enforce-on-join` on); the joiner stops.

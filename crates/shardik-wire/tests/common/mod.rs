@@ -114,10 +114,10 @@ pub fn all_messages() -> Vec<Message> {
             node: node(4),
             roles: ["a".to_string(), "b".to_string()].into_iter().collect(),
             app_version: "2.0.0".into(),
-            config: Some(JoinConfig {
+            config: Some(Box::new(JoinConfig {
                 cluster_name: "prod".into(),
                 must_match: must_match.clone(),
-            }),
+            })),
         },
         Message::Join {
             node: node(4),
@@ -129,7 +129,7 @@ pub fn all_messages() -> Vec<Message> {
             node: node(4),
             roles: BTreeSet::new(),
             app_version: "".into(),
-            config: Some(JoinConfig::default()),
+            config: Some(Box::default()),
         },
         Message::JoinRefused {
             from: node(2),

@@ -242,10 +242,10 @@ fn a_restarted_member_with_another_configuration_is_refused_and_its_old_incarnat
         node: restarted.clone(),
         roles: Default::default(),
         app_version: "1".into(),
-        config: Some(JoinConfig {
+        config: Some(Box::new(JoinConfig {
             cluster_name: "shardik".into(),
             must_match: with_shards(500).join_compat.values(),
-        }),
+        })),
     };
     let out = deliver(&mut m, 10, &restarted, join);
     assert_eq!(

@@ -6,30 +6,13 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use super::join_compat::refusal;
 use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
 use crate::membership::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus};
 use crate::membership::messages::{ConfigCheck, JoinConfig, Message};
 use crate::time::Instant;
-
-/// How many incarnations whose `InitJoin` was found compatible a member remembers (see
-/// `remember_init_join`).
-const INIT_JOIN_CHECKED_MAX: usize = 256;
-
-/// The difference reported for a `Join` without configuration from an incarnation that did
-/// not ask through `InitJoin` here first.
-const NO_CONFIG_IN_JOIN: &str = "the joiner sent no configuration with its `Join` (a node of \
-     a version before joins were checked on every path; it may join through seed nodes, whose \
-     `InitJoin` carries its configuration)";
-
-/// The reason a refused joiner stops with: who refused, and the differences.
-fn refusal(from: &UniqueAddress, differences: &str) -> String {
-    format!(
-        "the member at {} refused this node's configuration: {differences}",
-        from.address
-    )
-}
 
 impl Membership {
     /// Whether this node takes joiners: a member that is not on its way out.
@@ -72,101 +55,6 @@ impl Membership {
             Message::InitJoinAck { from: me, check },
             out,
         );
-    }
-
-    /// Reports a joiner's differences, if any, and says whether they refuse it: `Some(reason)`
-    /// with `enforce-on-join` on, `None` when it may join (no difference, or enforcement off).
-    fn judge(
-        &mut self,
-        joiner: &UniqueAddress,
-        via: &'static str,
-        differences: Vec<String>,
-        out: &mut Vec<Effect>,
-    ) -> Option<String> {
-        if differences.is_empty() {
-            return None;
-        }
-        let refused = self.cfg.join_compat.enforce_on_join;
-        let reason = differences.join("; ");
-        out.push(Effect::JoinIncompatible {
-            joiner: joiner.clone(),
-            via,
-            differences,
-            refused,
-        });
-        refused.then_some(reason)
-    }
-
-    /// Notes that `node`'s `InitJoin` was found compatible now, so that its `Join` is
-    /// welcomed even without a configuration (a node of the version before `Join` carried
-    /// one always asks through `InitJoin` first when it joins through seeds). Entries older
-    /// than `retry-unsuccessful-join-after` are forgotten (such a joiner asks again), and at
-    /// most [`INIT_JOIN_CHECKED_MAX`] are kept, the oldest going first, so that strangers'
-    /// `InitJoin`s cannot grow it.
-    fn remember_init_join(&mut self, now: Instant, node: &UniqueAddress) {
-        let horizon = self.cfg.retry_unsuccessful_join_after;
-        self.init_join_checked
-            .retain(|_, at| now.saturating_duration_since(*at) <= horizon);
-        if self.init_join_checked.len() >= INIT_JOIN_CHECKED_MAX
-            && !self.init_join_checked.contains_key(node)
-            && let Some(oldest) = self
-                .init_join_checked
-                .iter()
-                .min_by_key(|(n, at)| (**at, (*n).clone()))
-                .map(|(n, _)| n.clone())
-        {
-            self.init_join_checked.remove(&oldest);
-        }
-        self.init_join_checked.insert(node.clone(), now);
-    }
-
-    /// The differences that keep `node`, whose `Join` carried `config`, out: its
-    /// configuration's against this member's; without one (a node of the version before
-    /// `Join` carried it), none if its `InitJoin` was found compatible here lately, and
-    /// otherwise that it sent none.
-    fn join_differences(
-        &self,
-        now: Instant,
-        node: &UniqueAddress,
-        config: Option<&JoinConfig>,
-    ) -> Vec<String> {
-        match config {
-            Some(config) => self.cfg.join_compat.differences(&self.join_config, config),
-            None => {
-                let horizon = self.cfg.retry_unsuccessful_join_after;
-                let asked_lately = self
-                    .init_join_checked
-                    .get(node)
-                    .is_some_and(|at| now.saturating_duration_since(*at) <= horizon);
-                if asked_lately {
-                    Vec::new()
-                } else {
-                    vec![NO_CONFIG_IN_JOIN.to_string()]
-                }
-            }
-        }
-    }
-
-    /// The member this node asked to join refused its configuration: stop. Only the node
-    /// this one sent its `Join` to may say so (`senders.rs`), and only to this incarnation.
-    pub(super) fn receive_join_refused(
-        &mut self,
-        from: &UniqueAddress,
-        to: &UniqueAddress,
-        reason: &str,
-        msg: &Message,
-        out: &mut Vec<Effect>,
-    ) {
-        if *to != self.self_node {
-            return self.drop_input(DropReason::WrongIncarnation, msg, out);
-        }
-        if !matches!(self.phase, Phase::Joining { .. }) {
-            return self.drop_input(DropReason::Unexpected, msg, out);
-        }
-        self.phase = Phase::Stopped;
-        out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
-            refusal(from, reason),
-        )));
     }
 
     /// A seed accepted us: join it, unless it found our configuration incompatible.
@@ -341,7 +229,7 @@ impl Membership {
             node: self.self_node.clone(),
             roles: self.cfg.roles.clone(),
             app_version: self.cfg.app_version.clone(),
-            config: Some(self.join_config.clone()),
+            config: Some(Box::new(self.join_config.clone())),
         }
     }
 
@@ -379,16 +267,18 @@ impl Membership {
         d.mul_f64(self.rng.random::<f64>())
     }
 
-    pub(super) fn handle_join(
-        &mut self,
-        now: Instant,
-        node: UniqueAddress,
-        roles: BTreeSet<String>,
-        app_version: String,
-        config: Option<&JoinConfig>,
-        msg: &Message,
-        out: &mut Vec<Effect>,
-    ) {
+    /// A node asks to become a member through this one (`msg` is its `Join`).
+    pub(super) fn handle_join(&mut self, now: Instant, msg: &Message, out: &mut Vec<Effect>) {
+        let Message::Join {
+            node,
+            roles,
+            app_version,
+            config,
+        } = msg
+        else {
+            return self.drop_input(DropReason::Unexpected, msg, out);
+        };
+        let (node, config) = (node.clone(), config.as_deref());
         if !self.can_welcome() {
             return self.drop_input(DropReason::NotAMember, msg, out);
         }
@@ -428,7 +318,11 @@ impl Membership {
             return self.drop_input(DropReason::JoinRefused, msg, out);
         }
         let mut g = Gossip::clone(&self.gossip);
-        g.update_member(Member::joining(node.clone(), roles, app_version));
+        g.update_member(Member::joining(
+            node.clone(),
+            roles.clone(),
+            app_version.clone(),
+        ));
         self.update_gossip(now, g, out);
         let welcome = Message::Welcome {
             from: self.self_node.clone(),

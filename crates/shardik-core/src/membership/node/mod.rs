@@ -13,7 +13,8 @@
 //! # Layout
 //! This file holds the type, its inputs and effects, and the calling contract's entry points
 //! (`handle`, `handle_timeout`, `poll_timeout`). Each concern is one `impl Membership` block
-//! in a sibling file: `joining.rs` (seed nodes, join, welcome), `exchange.rs` (gossip
+//! in a sibling file: `joining.rs` (seed nodes, join, welcome), `join_compat.rs` (judging a joiner's
+//! configuration), `exchange.rs` (gossip
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
 //! `exiting.rs` (leave, exit, removal of this node) and `not_known.rs` (telling a stranger it
@@ -25,6 +26,7 @@ mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
+mod join_compat;
 mod joining;
 mod leader;
 mod not_known;
@@ -600,20 +602,7 @@ impl Membership {
                 ref check,
             } => self.receive_init_join_ack(now, from, check, &msg, out),
             Message::InitJoinNack { ref from } => self.receive_init_join_nack(now, from, &msg, out),
-            Message::Join {
-                ref node,
-                ref roles,
-                ref app_version,
-                ref config,
-            } => self.handle_join(
-                now,
-                node.clone(),
-                roles.clone(),
-                app_version.clone(),
-                config.as_ref(),
-                &msg,
-                out,
-            ),
+            Message::Join { .. } => self.handle_join(now, &msg, out),
             Message::JoinRefused {
                 ref from,
                 ref to,
