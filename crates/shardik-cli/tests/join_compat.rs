@@ -1,7 +1,7 @@
 //! Join compatibility with the real binary: a node whose `cluster.sharding.number-of-shards`
 //! differs from the cluster's is refused by the member it asks, on every join path (its seed
-//! list, `shardik join` through the management API, a restart of a member with a changed
-//! value). The refused node exits non-zero naming the key and both values, never shows up in
+//! list, `shardik join` through the management API, cluster bootstrap over config discovery,
+//! a restart of a member with a changed value). The refused node exits non-zero naming the key and both values, never shows up in
 //! any member's `/cluster/members`, and the members stay Up. With
 //! `cluster.configuration-compatibility-check.enforce-on-join = off` on the members, it joins
 //! and a member logs the difference at WARN.
@@ -80,7 +80,7 @@ async fn assert_refused(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_number_of_shards_is_refused_through_the_seeds_and_through_shardik_join() {
+async fn another_number_of_shards_is_refused_through_seeds_shardik_join_and_bootstrap() {
     let http = client();
     let mut nodes = start_cluster(&http, "compat", 2, &[]).await;
     let expected = addrs(&nodes);
@@ -132,6 +132,38 @@ async fn another_number_of_shards_is_refused_through_the_seeds_and_through_shard
         after > before,
         "the member joined did not count the refusal: {before} -> {after}"
     );
+    wait_all_up(&http, &mut refs, &strs(&expected)).await;
+
+    // (c) Through cluster bootstrap: no seeds, the members' management APIs as contact points
+    // (config discovery; all on one host, so every port is kept); it finds their cluster and
+    // asks to join it.
+    let config = std::env::temp_dir().join(format!("shardik-compat-{}.toml", std::process::id()));
+    let endpoints: Vec<String> = nodes_mgmt
+        .iter()
+        .map(|m| {
+            let (host, port) = m.rsplit_once(':').expect("HOST:PORT");
+            format!("{{ host = \"{host}\", port = {port} }}")
+        })
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "[discovery]\nmethod = \"config\"\n\
+             [discovery.config.services.compat]\nendpoints = [{}]\n\
+             [management.cluster.bootstrap.contact-point-discovery]\nservice-name = \"compat\"\n\
+             [management.cluster.bootstrap.contact-point]\nfilter-on-fallback-port = \"off\"\n",
+            endpoints.join(", ")
+        ),
+    )
+    .expect("write the bootstrap configuration");
+    let mut by_bootstrap = Node::spawn(
+        NodeSpec::new("by-bootstrap", &[])
+            .env(SHARDS, "500")
+            .arg("--config")
+            .arg(config.to_str().expect("UTF-8 path")),
+    );
+    assert_refused(&http, &mut refs, &mut by_bootstrap, None).await;
+    let _ = std::fs::remove_file(&config);
     wait_all_up(&http, &mut refs, &strs(&expected)).await;
 }
 
