@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardik_core::membership::{Address, ClusterEvent, ShutdownReason, UniqueAddress};
+use shardik_core::membership::{
+    Address, ClusterEvent, JoinConfigCompatChecker, ShutdownReason, UniqueAddress,
+};
 use shardik_persistence::Store;
 use tokio::sync::broadcast;
 
@@ -42,6 +44,7 @@ pub struct NodeBuilder {
     seeds: Option<Vec<Address>>,
     leave_timeout: Duration,
     store: Option<Arc<dyn Store>>,
+    join_checkers: Vec<Arc<dyn JoinConfigCompatChecker>>,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -52,6 +55,7 @@ impl std::fmt::Debug for NodeBuilder {
             .field("seeds", &self.seeds)
             .field("leave_timeout", &self.leave_timeout)
             .field("store", &self.store.as_ref().map(|_| "given"))
+            .field("join_checkers", &self.join_checkers)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +70,7 @@ impl Node {
             seeds: None,
             leave_timeout: Duration::from_secs(60),
             store: None,
+            join_checkers: Vec::new(),
         }
     }
 
@@ -146,6 +151,30 @@ impl NodeBuilder {
         self
     }
 
+    /// Adds a join-compatibility check of the application's own (Akka's
+    /// `JoinConfigCompatChecker`): its keys and this node's values travel with every join
+    /// this node sends, and when this node accepts a join it runs the check over the
+    /// joiner's values. A joiner it finds incompatible is refused (or, with
+    /// `cluster.configuration-compatibility-check.enforce-on-join` off, let in with a WARN),
+    /// exactly as for the built-in keys (`Settings::join_compat`). Give every node the same
+    /// checks: a node without one sends none of its keys.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shardik_core::membership::{MustMatch, WhenMissing};
+    /// use shardik_runtime::{Node, config::Settings};
+    ///
+    /// // Every node must run the same version of the event schema.
+    /// let builder = Node::builder(Settings::reference()).join_config_compat_checker(Arc::new(
+    ///     MustMatch::new("app.event-schema", "7", WhenMissing::Refuse),
+    /// ));
+    /// # drop(builder);
+    /// ```
+    pub fn join_config_compat_checker(mut self, checker: Arc<dyn JoinConfigCompatChecker>) -> Self {
+        self.join_checkers.push(checker);
+        self
+    }
+
     /// The lease-majority lease, when the settings ask for one: in the given store, or in
     /// `persistence.store` opened here.
     async fn sbr_lease(&self) -> Result<Option<SbrLeaseOptions>, StartError> {
@@ -202,12 +231,17 @@ impl NodeBuilder {
             .unwrap_or_else(|| addresses.bind.clone());
         let bootstrap =
             crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?;
+        let mut membership = self.settings.membership_config();
+        membership
+            .join_compat
+            .checkers
+            .extend(self.join_checkers.iter().cloned());
         let running = node::start_with_sbr_lease(
             NodeOptions {
                 bind: addresses.bind.clone(),
                 advertise: addresses.advertise.clone(),
                 seeds: seeds.clone(),
-                membership: self.settings.membership_config(),
+                membership,
                 transport: TransportConfig {
                     tls,
                     ..node::transport_config(&self.settings.transport)

@@ -28,6 +28,10 @@ pub const PHI: &str = "shardik_phi";
 /// Messages dropped, by reason (counter; label `reason`). Nothing is dropped uncounted.
 /// `not-a-member`: a user frame from a peer that is not a current member.
 pub const DROPPED_MESSAGES_TOTAL: &str = "shardik_dropped_messages_total";
+/// Joiners whose configuration differed from this member's (counter; label `outcome` =
+/// `refused` with `enforce-on-join` on, `let-in` with it off). Each is logged at WARN with the
+/// differences (at most one line per outcome per 10 s).
+pub const JOIN_INCOMPATIBLE_TOTAL: &str = "shardik_join_incompatible_total";
 /// Transport frames (counter; labels `direction` = `in` | `out`, `lane` = `control` | `user`).
 pub const TRANSPORT_FRAMES_TOTAL: &str = "shardik_transport_frames_total";
 /// Transport bytes (counter; labels `direction`, `lane`).
@@ -132,7 +136,7 @@ pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
 pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 38] = [
+pub const ALL_NAMES: [&str; 39] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -142,6 +146,7 @@ pub const ALL_NAMES: [&str; 38] = [
     HEARTBEAT_BYTES_TOTAL,
     PHI,
     DROPPED_MESSAGES_TOTAL,
+    JOIN_INCOMPATIBLE_TOTAL,
     TRANSPORT_FRAMES_TOTAL,
     TRANSPORT_BYTES_TOTAL,
     TRANSPORT_CONNECTIONS,
@@ -268,6 +273,11 @@ pub fn describe_all() {
         DROPPED_MESSAGES_TOTAL,
         Unit::Count,
         "Messages dropped, by reason. Every drop is counted here and logged."
+    );
+    describe_counter!(
+        JOIN_INCOMPATIBLE_TOTAL,
+        Unit::Count,
+        "Joiners whose configuration differed from this member's, refused or let in."
     );
     describe_counter!(
         TRANSPORT_FRAMES_TOTAL,

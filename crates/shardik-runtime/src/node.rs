@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::exit::ExitTasks;
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
+use crate::log_limit::LogLimits;
 use crate::metrics as m;
 use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
 use crate::transport::{
@@ -422,6 +423,12 @@ impl Driver {
                         .increment(1);
                     debug!(reason = reason.as_str(), kind, "membership message dropped");
                 }
+                Effect::JoinIncompatible {
+                    joiner,
+                    via,
+                    differences,
+                    refused,
+                } => log_join_incompatible(&joiner, via, &differences, refused),
                 Effect::CommandFailed(e) => {
                     warn!(error = %e, "command failed");
                     if let Some(f) = failed.as_deref_mut() {
@@ -504,6 +511,35 @@ impl Driver {
             metrics::gauge!(m::PHI, "node" => node.address.to_string()).set(phi);
         }
         let _ = self.snapshot_tx.send(Arc::new(snapshot));
+    }
+}
+
+/// Counts and logs (WARN, at most one line per outcome per 10 s: anyone can send a `Join`) a
+/// joiner whose configuration differs from this member's.
+fn log_join_incompatible(
+    joiner: &UniqueAddress,
+    via: &'static str,
+    differences: &[String],
+    refused: bool,
+) {
+    static LIMITS: LogLimits = LogLimits::every_10s();
+    let outcome = if refused { "refused" } else { "let-in" };
+    metrics::counter!(m::JOIN_INCOMPATIBLE_TOTAL, "outcome" => outcome).increment(1);
+    let Some(suppressed) = LIMITS.check(outcome) else {
+        return;
+    };
+    let differences = differences.join("; ");
+    if refused {
+        warn!(
+            %joiner, via, suppressed,
+            "refused a joiner whose configuration differs from this member's: {differences}"
+        );
+    } else {
+        warn!(
+            %joiner, via, suppressed,
+            "let in a joiner whose configuration differs from this member's, because \
+             cluster.configuration-compatibility-check.enforce-on-join is off: {differences}"
+        );
     }
 }
 

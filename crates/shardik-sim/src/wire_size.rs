@@ -68,11 +68,23 @@ pub fn message(m: &Message) -> usize {
                 node,
                 roles,
                 app_version,
+                config,
             } => {
                 unique_address(node)
                     + roles.iter().map(|r| r.len() + 2).sum::<usize>()
                     + app_version.len()
                     + 2
+                    + config.as_ref().map_or(0, |c| {
+                        // Name, then each map entry: key and value, with their tags and lengths.
+                        4 + c.cluster_name.len()
+                            + c.must_match
+                                .iter()
+                                .map(|(k, v)| k.len() + v.len() + 6)
+                                .sum::<usize>()
+                    })
+            }
+            Message::JoinRefused { from, to, reason } => {
+                unique_address(from) + unique_address(to) + reason.len() + 3
             }
             Message::Welcome { from, gossip: g } => unique_address(from) + gossip(g),
             Message::Leave { address } | Message::Down { address } => address.host.len() + 6,

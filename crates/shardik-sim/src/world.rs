@@ -307,8 +307,14 @@ impl World {
 
     /// Restarts slot `id` as a new incarnation (same address, new uid), not yet joined.
     pub fn restart(&mut self, id: NodeId) {
-        self.exiting.remove(&id);
         let cfg = self.nodes[id].core.config().clone();
+        self.restart_with(id, cfg);
+    }
+
+    /// [`restart`](Self::restart) with other settings (a node redeployed with a changed
+    /// configuration).
+    pub fn restart_with(&mut self, id: NodeId, cfg: MembershipConfig) {
+        self.exiting.remove(&id);
         let address = self.nodes[id].address.clone();
         let uid = self.rng.random::<u64>();
         let seed = self.rng.random();
@@ -558,6 +564,18 @@ impl World {
                         .or_default() += 1;
                 }
                 Effect::CommandFailed(err) => self.note(Some(id), format!("command failed: {err}")),
+                Effect::JoinIncompatible {
+                    joiner,
+                    via,
+                    differences,
+                    refused,
+                } => {
+                    let verdict = if refused { "refused" } else { "let in" };
+                    self.note(
+                        Some(id),
+                        format!("{verdict} {joiner} ({via}): {}", differences.join("; ")),
+                    );
+                }
                 Effect::SelfExiting if self.exit_tasks => {
                     self.note(Some(id), "exiting: running exit tasks".to_string());
                     self.exiting.insert(id);

@@ -4,10 +4,13 @@
 //! Every run is seeded; a failure message names the seed, and the same seed replays it.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use shardik_core::membership::config::number_of_shards_check;
 use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{Command, MemberStatus, ShutdownReason};
+use shardik_core::membership::{JoinCompat, MembershipConfig};
 use shardik_sim::scenario::{self, Scenario, form_cluster};
 use shardik_sim::world::{NodeId, World, WorldConfig};
 
@@ -482,9 +485,102 @@ fn node_of_another_cluster_is_refused() {
     w.join(stranger, &[0, 1]);
     w.run_for(Duration::from_secs(10));
     assert!(
-        matches!(w.shutdown_reason(stranger), Some(ShutdownReason::IncompatibleConfig(why)) if why.contains("cluster name"))
+        matches!(w.shutdown_reason(stranger), Some(ShutdownReason::IncompatibleConfig(why)) if why.contains("`cluster.name` differs"))
     );
     assert!(w.all_up(&[0, 1, 2]));
+}
+
+/// Settings of a node that counts `shards` shards.
+fn with_shards(shards: u32, enforce: bool) -> MembershipConfig {
+    let mut cfg = WorldConfig::new(0).membership;
+    cfg.join_compat = JoinCompat::new(vec![Arc::new(number_of_shards_check(shards))]);
+    cfg.join_compat.enforce_on_join = enforce;
+    cfg
+}
+
+/// Whether `node`'s current incarnation is in the state of any running node.
+fn known_anywhere(w: &World, node: NodeId) -> bool {
+    let me = w.core(node).self_node().clone();
+    w.alive_nodes()
+        .into_iter()
+        .filter(|&n| n != node)
+        .any(|n| w.core(n).gossip().members.contains_key(&me))
+}
+
+fn refused_for_shards(w: &World, node: NodeId) -> bool {
+    matches!(
+        w.shutdown_reason(node),
+        Some(ShutdownReason::IncompatibleConfig(why))
+            if why.contains("`cluster.sharding.number-of-shards` differs: the cluster has `1000`, the joiner has `500`")
+    )
+}
+
+#[test]
+fn another_number_of_shards_is_refused_on_every_join_path() {
+    for seed in 1..=20 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 3).expect("formed");
+        // (a) through seed nodes: InitJoin, answered Incompatible.
+        let by_seeds = w.add_node_with(with_shards(500, true));
+        w.join(by_seeds, &[0, 1]);
+        // (b) straight to a member (`POST /cluster/members`): its Join, answered JoinRefused.
+        let direct = w.add_node_with(with_shards(500, true));
+        w.command(direct, Command::Join(World::address_of(1)));
+        // (c) a member restarted with another value, joining through the seeds again.
+        w.restart_with(2, with_shards(500, true));
+        w.join(2, &[0, 1]);
+        let mut never_known = true;
+        let done = w.run_until_pred(Duration::from_secs(30), |w| {
+            never_known &= [by_seeds, direct, 2].iter().all(|&n| !known_anywhere(w, n));
+            [by_seeds, direct, 2].iter().all(|&n| !w.is_alive(n))
+        });
+        assert!(done.is_some(), "seed {seed}: a refused node still runs");
+        assert!(
+            never_known,
+            "seed {seed}: a refused incarnation got into a member's state"
+        );
+        for n in [by_seeds, direct, 2] {
+            assert!(
+                refused_for_shards(&w, n),
+                "seed {seed}: node {n}: {:?}",
+                w.shutdown_reason(n)
+            );
+        }
+        // The old incarnation of the restarted member is downed and removed; the others stay.
+        let rest = w.run_until_pred(Duration::from_secs(60), |w| {
+            w.all_up(&[0, 1]) && w.members_seen_by(0).len() == 2 && w.agreed()
+        });
+        assert!(
+            rest.is_some(),
+            "seed {seed}: the two members did not settle: {:?}",
+            w.members_seen_by(0)
+        );
+        assert_clean(&w, seed);
+    }
+}
+
+#[test]
+fn with_enforcement_off_another_number_of_shards_joins() {
+    let mut w = world_with(7, |c| c.membership.join_compat.enforce_on_join = false);
+    form_cluster(&mut w, 3).expect("formed");
+    let by_seeds = w.add_node_with(with_shards(500, false));
+    w.join(by_seeds, &[0, 1]);
+    let direct = w.add_node_with(with_shards(500, false));
+    w.command(direct, Command::Join(World::address_of(2)));
+    let all = [0, 1, 2, by_seeds, direct];
+    assert!(
+        w.run_until_pred(Duration::from_secs(30), |w| w.all_up(&all) && w.agreed())
+            .is_some(),
+        "{:?}",
+        w.members_seen_by(0)
+    );
+    let warned = w
+        .timeline()
+        .iter()
+        .filter(|e| e.what.starts_with("let in"))
+        .count();
+    assert!(warned >= 2, "every let-in joiner is reported");
+    assert_clean(&w, 7);
 }
 
 #[test]

@@ -540,6 +540,13 @@ fn join_config_to_pb(c: &JoinConfig) -> pb::JoinConfig {
     }
 }
 
+fn join_config_from_pb(c: pb::JoinConfig) -> JoinConfig {
+    JoinConfig {
+        cluster_name: c.cluster_name,
+        must_match: c.must_match,
+    }
+}
+
 fn status_message(from: &UniqueAddress, version: &VectorClock, digest: u64) -> pb::GossipStatus {
     let table = Table::new(version.entries().map(|(n, _)| n.clone()));
     pb::GossipStatus {
@@ -574,10 +581,17 @@ fn to_pb(m: &Message) -> pb::MembershipMessage {
             node,
             roles,
             app_version,
+            config,
         } => P::Join(pb::Join {
             node: ua(node),
             roles: roles.iter().cloned().collect(),
             app_version: app_version.to_string(),
+            config: config.as_deref().map(join_config_to_pb),
+        }),
+        Message::JoinRefused { from, to, reason } => P::JoinRefused(pb::JoinRefused {
+            from: ua(from),
+            to: ua(to),
+            reason: reason.clone(),
         }),
         Message::Welcome { from, gossip } => P::Welcome(pb::Welcome {
             from: ua(from),
@@ -635,10 +649,7 @@ fn from_pb(p: pb::MembershipMessage, limits: &DecodeLimits) -> Result<Message, D
             let c = m.config.ok_or(DecodeError::Missing("InitJoin.config"))?;
             Message::InitJoin {
                 from,
-                config: JoinConfig {
-                    cluster_name: c.cluster_name,
-                    must_match: c.must_match,
-                },
+                config: join_config_from_pb(c),
             }
         }
         P::InitJoinAck(m) => {
@@ -675,6 +686,8 @@ fn from_pb(p: pb::MembershipMessage, limits: &DecodeLimits) -> Result<Message, D
                 node,
                 roles,
                 app_version: m.app_version.as_str().into(),
+                // Absent from a node of an earlier version: the member judges that itself.
+                config: m.config.map(|c| Box::new(join_config_from_pb(c))),
             }
         }
         P::Welcome(m) => Message::Welcome {
@@ -715,6 +728,11 @@ fn from_pb(p: pb::MembershipMessage, limits: &DecodeLimits) -> Result<Message, D
         P::Quarantined(m) => Message::Quarantined {
             from: required_unique(m.from, "Quarantined.from")?,
             to: required_unique(m.to, "Quarantined.to")?,
+        },
+        P::JoinRefused(m) => Message::JoinRefused {
+            from: required_unique(m.from, "JoinRefused.from")?,
+            to: required_unique(m.to, "JoinRefused.to")?,
+            reason: m.reason,
         },
         P::NotKnown(m) => Message::NotKnown {
             from: required_unique(m.from, "NotKnown.from")?,
@@ -918,6 +936,61 @@ mod tests {
             decode(p),
             Err(DecodeError::IndexOutOfRange { .. })
         ));
+    }
+
+    /// The previous version's `Join` had no configuration: it decodes as "none sent", which
+    /// the member judges itself (`membership/node/joining.rs`).
+    #[test]
+    fn a_join_of_the_previous_version_decodes_with_no_configuration() {
+        let old = pb::MembershipMessage {
+            message: Some(pb::membership_message::Message::Join(pb::Join {
+                node: Some(addr(4)),
+                roles: vec!["r".into()],
+                app_version: "1.0.0".into(),
+                config: None,
+            })),
+        }
+        .encode_to_vec();
+        match decode_message(&old, &DecodeLimits::default()) {
+            Ok(Message::Join {
+                config: None,
+                app_version,
+                ..
+            }) => assert_eq!(app_version, "1.0.0"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A node of the previous version reads a `Join` that carries a configuration: the new
+    /// field is one it skips.
+    #[test]
+    fn the_previous_version_reads_a_join_with_configuration() {
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct JoinOfPreviousVersion {
+            #[prost(message, optional, tag = "1")]
+            node: Option<pb::UniqueAddress>,
+            #[prost(string, repeated, tag = "2")]
+            roles: Vec<String>,
+            #[prost(string, tag = "3")]
+            app_version: String,
+        }
+        let join = Message::Join {
+            node: UniqueAddress::new(Address::new("10.0.0.4", 2552), 9),
+            roles: ["r".to_string()].into_iter().collect(),
+            app_version: "2.0.0".into(),
+            config: Some(Box::new(JoinConfig {
+                cluster_name: "prod".into(),
+                must_match: [("k".to_string(), "v".to_string())].into(),
+            })),
+        };
+        let Some(pb::membership_message::Message::Join(inner)) = to_pb(&join).message else {
+            panic!("not a join");
+        };
+        let old = JoinOfPreviousVersion::decode(inner.encode_to_vec().as_slice())
+            .expect("the previous version decodes it");
+        assert_eq!(old.app_version, "2.0.0");
+        assert_eq!(old.roles, vec!["r".to_string()]);
+        assert_eq!(old.node.map(|n| n.port), Some(2552));
     }
 
     #[test]

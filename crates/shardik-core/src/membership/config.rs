@@ -2,8 +2,10 @@
 //! `reference.conf`); each field names its key and default.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::compat::{JoinCompat, JoinConfigCompatChecker, MustMatch, WhenMissing};
 use super::phi::PhiAccrualConfig;
 use super::sbr::{SbrSettings, Strategy};
 
@@ -32,20 +34,102 @@ impl Default for FailureDetectorConfig {
     }
 }
 
-/// The join-compatibility key carrying the number of shards, in
-/// [`MembershipConfig::join_must_match`]. Entity ids map to shards by a hash modulo this
+/// The join-compatibility key carrying the number of shards, checked by
+/// [`MembershipConfig::join_compat`]. Entity ids map to shards by a hash modulo this
 /// number, so a node that counts shards differently would look for entities in the wrong
-/// shards: it must not join.
+/// shards: it must not join. Every version has sent it, so a joiner without it is refused.
 pub const NUMBER_OF_SHARDS_JOIN_KEY: &str = "cluster.sharding.number-of-shards";
+
+/// The check of [`NUMBER_OF_SHARDS_JOIN_KEY`] for a node with `number_of_shards` shards.
+pub fn number_of_shards_check(number_of_shards: impl ToString) -> MustMatch {
+    MustMatch::new(
+        NUMBER_OF_SHARDS_JOIN_KEY,
+        number_of_shards.to_string(),
+        WhenMissing::Refuse,
+    )
+}
+
+/// The join key of `cluster.sharding.handoff-mode`.
+pub const HANDOFF_MODE_JOIN_KEY: &str = "cluster.sharding.handoff-mode";
+/// The join key of `cluster.downing-provider`.
+pub const DOWNING_PROVIDER_JOIN_KEY: &str = "cluster.downing-provider";
+/// The join key of `cluster.split-brain-resolver.active-strategy` (sent only when the
+/// resolver downs: with downing off the strategy is never used).
+pub const ACTIVE_STRATEGY_JOIN_KEY: &str = "cluster.split-brain-resolver.active-strategy";
+/// The join key of `transport.tls.enabled`.
+pub const TLS_ENABLED_JOIN_KEY: &str = "transport.tls.enabled";
+
+/// The settings the built-in join checks compare, as configured (their spelling in the
+/// configuration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltInJoinKeys<'a> {
+    /// `cluster.sharding.number-of-shards`.
+    pub number_of_shards: u32,
+    /// `cluster.sharding.handoff-mode`.
+    pub handoff_mode: &'a str,
+    /// `cluster.downing-provider`.
+    pub downing_provider: &'a str,
+    /// `cluster.split-brain-resolver.active-strategy`, when the resolver downs.
+    pub active_strategy: Option<&'a str>,
+    /// `transport.tls.enabled`.
+    pub tls_enabled: bool,
+}
+
+impl Default for BuiltInJoinKeys<'static> {
+    /// The reference's defaults.
+    fn default() -> Self {
+        BuiltInJoinKeys {
+            number_of_shards: 1000,
+            handoff_mode: "forward",
+            downing_provider: "split-brain-resolver",
+            active_strategy: Some("keep-majority"),
+            tls_enabled: false,
+        }
+    }
+}
+
+impl BuiltInJoinKeys<'_> {
+    /// The built-in checks, enforced:
+    /// - the number of shards: entity ids map to shards modulo this number, so nodes that
+    ///   count differently look for entities in different shards. Every version has sent it:
+    ///   a joiner without it is refused.
+    /// - the hand-off mode: in `forward` mode the new home waits for the old one's buffered
+    ///   messages, which a `drop`-mode node never sends.
+    /// - the downing provider and strategy: the two sides of a partition must decide by the
+    ///   same rule, or both may survive.
+    /// - TLS on or off: a node with TLS and one without cannot complete a handshake, so this
+    ///   differs only on a connection that got through some other way.
+    ///
+    /// The last four are new in this version: a joiner that does not send them (an older
+    /// version, during a rolling update) is not refused for their absence.
+    pub fn checks(&self) -> JoinCompat {
+        let accept = |key: &str, value: &str| MustMatch::new(key, value, WhenMissing::Accept);
+        let mut checks: Vec<Arc<dyn JoinConfigCompatChecker>> = vec![
+            Arc::new(number_of_shards_check(self.number_of_shards)),
+            Arc::new(accept(HANDOFF_MODE_JOIN_KEY, self.handoff_mode)),
+            Arc::new(accept(DOWNING_PROVIDER_JOIN_KEY, self.downing_provider)),
+        ];
+        if let Some(strategy) = self.active_strategy {
+            checks.push(Arc::new(accept(ACTIVE_STRATEGY_JOIN_KEY, strategy)));
+        }
+        let tls = if self.tls_enabled { "on" } else { "off" };
+        checks.push(Arc::new(accept(TLS_ENABLED_JOIN_KEY, tls).with_note(
+            "a node with TLS and one without cannot normally even complete a handshake; set \
+             transport.tls.enabled alike on every node",
+        )));
+        JoinCompat::new(checks)
+    }
+}
 
 /// Everything the membership core needs to know (`cluster.*`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MembershipConfig {
     /// Cluster name; only nodes with the same name form a cluster.
     pub cluster_name: String,
-    /// Further keys whose values a joining node must share with the cluster (key → value as
-    /// configured). Default: [`NUMBER_OF_SHARDS_JOIN_KEY`] at its default of 1000.
-    pub join_must_match: BTreeMap<String, String>,
+    /// What a joining node must share with the cluster, and whether a difference refuses it
+    /// (`configuration-compatibility-check`). Default: the built-in checks at the
+    /// reference's defaults ([`BuiltInJoinKeys`]), enforced.
+    pub join_compat: JoinCompat,
     /// This node's roles.
     pub roles: BTreeSet<String>,
     /// This node's application version.
@@ -87,10 +171,7 @@ impl Default for MembershipConfig {
     fn default() -> Self {
         MembershipConfig {
             cluster_name: "shardik".to_string(),
-            join_must_match: BTreeMap::from([(
-                NUMBER_OF_SHARDS_JOIN_KEY.to_string(),
-                "1000".to_string(),
-            )]),
+            join_compat: BuiltInJoinKeys::default().checks(),
             roles: BTreeSet::new(),
             app_version: "0.0.0".to_string(),
             seed_node_timeout: Duration::from_secs(5),

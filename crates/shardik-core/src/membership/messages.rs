@@ -13,41 +13,15 @@ use super::address::{Address, UniqueAddress};
 use super::gossip::Gossip;
 use super::vclock::VectorClock;
 
-/// Settings two nodes must agree on to be in one cluster (checked on join).
+/// The join-relevant configuration a joiner sends with `InitJoin` and `Join`: what the
+/// accepting member checks (`compat.rs`).
 #[derive(Clone, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct JoinConfig {
     /// The cluster's name; nodes of different names never join each other.
     pub cluster_name: String,
-    /// Further keys that must be equal (for example `cluster.sharding.number-of-shards`).
+    /// The values of the keys the joiner's checkers name (for example
+    /// `cluster.sharding.number-of-shards`); the member's checkers compare them with its own.
     pub must_match: BTreeMap<String, String>,
-}
-
-impl JoinConfig {
-    /// Why `other` cannot join a cluster configured as `self`, or `None` if it can.
-    pub fn incompatibility(&self, other: &JoinConfig) -> Option<String> {
-        if self.cluster_name != other.cluster_name {
-            return Some(format!(
-                "cluster name differs: this cluster is `{}`, the joiner says `{}`",
-                self.cluster_name, other.cluster_name
-            ));
-        }
-        for (k, v) in &self.must_match {
-            match other.must_match.get(k) {
-                Some(ov) if ov == v => {}
-                Some(ov) => {
-                    return Some(format!(
-                        "`{k}` differs: this cluster has `{v}`, the joiner `{ov}`"
-                    ));
-                }
-                None => {
-                    return Some(format!(
-                        "`{k}` missing in the joiner's configuration (this cluster has `{v}`)"
-                    ));
-                }
-            }
-        }
-        None
-    }
 }
 
 /// The verdict in an [`Message::InitJoinAck`].
@@ -89,6 +63,20 @@ pub enum Message {
         roles: BTreeSet<String>,
         /// Its application version.
         app_version: String,
+        /// Its join-relevant configuration, which the receiving member checks. `None` from a
+        /// node of a version before join checks on `Join` (see `compat.rs` and
+        /// `node/joining.rs` for how such a join is judged).
+        config: Option<Box<JoinConfig>>,
+    },
+    /// Reply to [`Message::Join`]: the member found the joiner's configuration incompatible
+    /// (with `enforce-on-join` on); the joiner stops.
+    JoinRefused {
+        /// The member that refused.
+        from: UniqueAddress,
+        /// The refused incarnation; another incarnation at that address ignores it.
+        to: UniqueAddress,
+        /// The differences, each naming the key and both values.
+        reason: String,
     },
     /// Reply to [`Message::Join`]: you are in; here is the state.
     Welcome {
@@ -173,6 +161,7 @@ impl Message {
             Message::InitJoinAck { .. } => "init-join-ack",
             Message::InitJoinNack { .. } => "init-join-nack",
             Message::Join { .. } => "join",
+            Message::JoinRefused { .. } => "join-refused",
             Message::Welcome { .. } => "welcome",
             Message::Leave { .. } => "leave",
             Message::Down { .. } => "down",
@@ -198,7 +187,8 @@ impl Message {
             | Message::Heartbeat { from, .. }
             | Message::HeartbeatRsp { from, .. }
             | Message::Quarantined { from, .. }
-            | Message::NotKnown { from, .. } => Some(from),
+            | Message::NotKnown { from, .. }
+            | Message::JoinRefused { from, .. } => Some(from),
             Message::Join { node, .. } | Message::ExitingConfirmed { node } => Some(node),
             Message::Leave { .. } | Message::Down { .. } => None,
         }

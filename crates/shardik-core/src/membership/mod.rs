@@ -2,6 +2,7 @@
 //! detection, leader actions and split-brain decisions — all without I/O.
 
 pub mod address;
+pub mod compat;
 pub mod config;
 pub mod events;
 pub mod gossip;
@@ -15,6 +16,7 @@ pub mod sbr;
 pub mod vclock;
 
 pub use address::{Address, AddressParseError, UniqueAddress};
+pub use compat::{JoinCompat, JoinConfigCompatChecker, MustMatch, WhenMissing};
 pub use config::{FailureDetectorConfig, MembershipConfig};
 pub use events::ClusterEvent;
 pub use gossip::Gossip;

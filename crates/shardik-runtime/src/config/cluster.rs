@@ -5,14 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Deserialize;
-use shardik_core::membership::config::NUMBER_OF_SHARDS_JOIN_KEY;
 use shardik_core::membership::phi::PhiAccrualConfig;
 use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
 
 use super::validate::{invalid, positive_count, positive_duration};
 use super::values::{
     DOWN_REMOVAL_MARGIN_EXPECTED, de_addresses, de_down_removal_margin, de_string, de_string_set,
-    de_weakly_up,
+    de_switch, de_weakly_up,
 };
 use super::{
     ConfigError, DowningProvider, FailureDetectorSettings, Settings, ShardingSettings,
@@ -89,6 +88,8 @@ pub struct ClusterSettings {
     pub down_removal_margin: Option<Duration>,
     /// `split-brain-resolver.*`.
     pub split_brain_resolver: SplitBrainResolverSettings,
+    /// `configuration-compatibility-check.*`.
+    pub configuration_compatibility_check: ConfigurationCompatibilityCheckSettings,
     /// `sharding.*`.
     pub sharding: ShardingSettings,
 }
@@ -180,6 +181,17 @@ impl ClusterSettings {
     }
 }
 
+/// `cluster.configuration-compatibility-check.*`: what a member does with a joiner whose
+/// settings differ from its own (see [`Settings::join_compat`]).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigurationCompatibilityCheckSettings {
+    /// `enforce-on-join`: refuse such a joiner (on), or let it in and log the differences
+    /// at WARN (off).
+    #[serde(deserialize_with = "de_switch")]
+    pub enforce_on_join: bool,
+}
+
 /// `cluster.role.<name>.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -195,12 +207,7 @@ impl Settings {
         let fd = &c.failure_detector;
         MembershipConfig {
             cluster_name: c.name.clone(),
-            // Every node must map entity ids to the same shards (the reference checks this
-            // key at join too).
-            join_must_match: BTreeMap::from([(
-                NUMBER_OF_SHARDS_JOIN_KEY.to_string(),
-                c.sharding.number_of_shards.to_string(),
-            )]),
+            join_compat: self.join_compat(),
             roles: c.roles.clone(),
             app_version: c.app_version.clone(),
             seed_node_timeout: c.seed_node_timeout,

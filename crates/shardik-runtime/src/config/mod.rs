@@ -21,6 +21,7 @@ mod coordination;
 mod discovery;
 mod downing;
 mod error;
+mod join_compat;
 mod load;
 mod logging;
 mod management;
@@ -38,7 +39,7 @@ pub use bootstrap::{
     BootstrapSettings, ContactPointDiscoverySettings, ContactPointSettings,
     ManagementClusterSettings,
 };
-pub use cluster::{ClusterSettings, RoleSettings};
+pub use cluster::{ClusterSettings, ConfigurationCompatibilityCheckSettings, RoleSettings};
 pub use coordination::{CoordinationSettings, LeaseImplementation, LeaseSettings};
 pub use discovery::{
     ConfigDiscoverySettings, ConfigEndpoint, ConfigService, DiscoveryMethod, DiscoverySettings,

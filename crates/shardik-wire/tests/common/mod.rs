@@ -90,7 +90,7 @@ pub fn all_messages() -> Vec<Message> {
             from: node(1),
             config: JoinConfig {
                 cluster_name: "prod".into(),
-                must_match,
+                must_match: must_match.clone(),
             },
         },
         Message::InitJoin {
@@ -114,11 +114,29 @@ pub fn all_messages() -> Vec<Message> {
             node: node(4),
             roles: ["a".to_string(), "b".to_string()].into_iter().collect(),
             app_version: "2.0.0".into(),
+            config: Some(Box::new(JoinConfig {
+                cluster_name: "prod".into(),
+                must_match: must_match.clone(),
+            })),
         },
         Message::Join {
             node: node(4),
             roles: BTreeSet::new(),
             app_version: "".into(),
+            config: None,
+        },
+        Message::Join {
+            node: node(4),
+            roles: BTreeSet::new(),
+            app_version: "".into(),
+            config: Some(Box::default()),
+        },
+        Message::JoinRefused {
+            from: node(2),
+            to: node(4),
+            reason: "`cluster.sharding.number-of-shards` differs: the cluster has `1000`, \
+                     the joiner has `500`"
+                .into(),
         },
         Message::Welcome {
             from: node(0),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use super::join_compat::refusal;
 use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
 use crate::membership::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
@@ -24,24 +25,36 @@ impl Membership {
     }
 
     /// Answers a node that asks whether it may join through this one: only a member that is
-    /// not on its way out says yes, with its verdict on the joiner's configuration.
+    /// not on its way out says yes, with its verdict on the joiner's configuration (the
+    /// joiner's `Join` is checked again, `handle_join`).
     pub(super) fn answer_init_join(
         &mut self,
+        now: Instant,
         from: &UniqueAddress,
         config: &JoinConfig,
         out: &mut Vec<Effect>,
     ) {
         let me = self.self_node.clone();
-        let reply = if !self.can_welcome() {
-            Message::InitJoinNack { from: me }
-        } else {
-            let check = match self.join_config.incompatibility(config) {
-                None => ConfigCheck::Compatible,
-                Some(why) => ConfigCheck::Incompatible(why),
-            };
-            Message::InitJoinAck { from: me, check }
+        if !self.can_welcome() {
+            return self.send(
+                from.address.clone(),
+                Message::InitJoinNack { from: me },
+                out,
+            );
+        }
+        let differences = self.cfg.join_compat.differences(&self.join_config, config);
+        let check = match self.judge(from, "init-join", differences, out) {
+            Some(reason) => ConfigCheck::Incompatible(reason),
+            None => {
+                self.remember_init_join(now, from);
+                ConfigCheck::Compatible
+            }
         };
-        self.send(from.address.clone(), reply, out);
+        self.send(
+            from.address.clone(),
+            Message::InitJoinAck { from: me, check },
+            out,
+        );
     }
 
     /// A seed accepted us: join it, unless it found our configuration incompatible.
@@ -62,7 +75,7 @@ impl Membership {
             ConfigCheck::Incompatible(why) => {
                 self.phase = Phase::Stopped;
                 out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
-                    why.clone(),
+                    refusal(from, why),
                 )));
             }
         }
@@ -213,12 +226,18 @@ impl Membership {
             give_up_at,
         };
         self.timers.join = Some(give_up_at);
-        let msg = Message::Join {
+        let msg = self.join_message();
+        self.send(target, msg, out);
+    }
+
+    /// This node's `Join`, with the configuration the member checks.
+    pub(super) fn join_message(&self) -> Message {
+        Message::Join {
             node: self.self_node.clone(),
             roles: self.cfg.roles.clone(),
             app_version: self.cfg.app_version.clone(),
-        };
-        self.send(target, msg, out);
+            config: Some(Box::new(self.join_config.clone())),
+        }
     }
 
     pub(super) fn join_self(&mut self, now: Instant, out: &mut Vec<Effect>) {
@@ -255,15 +274,18 @@ impl Membership {
         d.mul_f64(self.rng.random::<f64>())
     }
 
-    pub(super) fn handle_join(
-        &mut self,
-        now: Instant,
-        node: UniqueAddress,
-        roles: BTreeSet<String>,
-        app_version: String,
-        msg: &Message,
-        out: &mut Vec<Effect>,
-    ) {
+    /// A node asks to become a member through this one (`msg` is its `Join`).
+    pub(super) fn handle_join(&mut self, now: Instant, msg: &Message, out: &mut Vec<Effect>) {
+        let Message::Join {
+            node,
+            roles,
+            app_version,
+            config,
+        } = msg
+        else {
+            return self.drop_input(DropReason::Unexpected, msg, out);
+        };
+        let (node, config) = (node.clone(), config.as_deref());
         if !self.can_welcome() {
             return self.drop_input(DropReason::NotAMember, msg, out);
         }
@@ -277,6 +299,17 @@ impl Membership {
         }
         if self.gossip.tombstones.contains_key(&node) {
             return self.drop_input(DropReason::JoinRefused, msg, out);
+        }
+        // Checked before anything changes: an incompatible joiner, a restarted member's new
+        // incarnation included, must not even get its old incarnation downed.
+        let differences = self.join_differences(now, &node, config);
+        if let Some(reason) = self.judge(&node, "join", differences, out) {
+            let reply = Message::JoinRefused {
+                from: self.self_node.clone(),
+                to: node.clone(),
+                reason,
+            };
+            return self.send(node.address.clone(), reply, out);
         }
         if let Some(old) = self.member_at(&node.address) {
             // A new incarnation at the same host:port: the old one is dead for good. Down it;
@@ -292,7 +325,11 @@ impl Membership {
             return self.drop_input(DropReason::JoinRefused, msg, out);
         }
         let mut g = Gossip::clone(&self.gossip);
-        g.update_member(Member::joining(node.clone(), roles, app_version));
+        g.update_member(Member::joining(
+            node.clone(),
+            roles.clone(),
+            app_version.clone(),
+        ));
         self.update_gossip(now, g, out);
         let welcome = Message::Welcome {
             from: self.self_node.clone(),

@@ -13,17 +13,21 @@
 //! # Layout
 //! This file holds the type, its inputs and effects, and the calling contract's entry points
 //! (`handle`, `handle_timeout`, `poll_timeout`). Each concern is one `impl Membership` block
-//! in a sibling file: `joining.rs` (seed nodes, join, welcome), `exchange.rs` (gossip
+//! in a sibling file: `joining.rs` (seed nodes, join, welcome), `join_compat.rs` (judging a joiner's
+//! configuration), `exchange.rs` (gossip
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
 //! `exiting.rs` (leave, exit, removal of this node), `not_known.rs` (telling a stranger it
 //! is not known here, and joining again when told so) and `seed_aliases.rs` (seeds named by
 //! another name or address than the identity of the node that answers there).
 
+#[cfg(test)]
+mod compat_tests;
 mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
+mod join_compat;
 mod joining;
 mod leader;
 mod not_known;
@@ -32,7 +36,7 @@ mod senders;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -211,6 +215,19 @@ pub enum Effect {
     SelfExiting,
     /// The node must stop.
     Shutdown(ShutdownReason),
+    /// A joiner's configuration differs from this member's (`compat.rs`): log the
+    /// differences (WARN) and count them. The joiner was refused with `enforce-on-join` on,
+    /// and let in with it off.
+    JoinIncompatible {
+        /// The joining incarnation.
+        joiner: UniqueAddress,
+        /// The message that carried its configuration: `"init-join"` or `"join"`.
+        via: &'static str,
+        /// One sentence per difference, each naming the key and both values.
+        differences: Vec<String>,
+        /// Whether it was refused.
+        refused: bool,
+    },
     /// The split-brain resolver acted or needs its lease. [`SbrAction::Down`] reports a
     /// decision the core has already carried out (for logs and metrics);
     /// [`SbrAction::AcquireLease`] asks the runtime to acquire the lease-majority lease and
@@ -311,6 +328,10 @@ pub struct Membership {
     /// When this node last became a member (a `NotKnown` counts only a while after it).
     member_since: Instant,
     rejoin: Option<Rejoin>,
+    /// Incarnations whose `InitJoin` this member found compatible, and when: a `Join` without
+    /// configuration (from a node of the version before joins carried it) is welcomed only
+    /// from them. Bounded in size and age (`joining.rs`).
+    init_join_checked: BTreeMap<UniqueAddress, Instant>,
     /// This node became a member through another node's `Welcome` (not by forming a cluster
     /// of its own); consulted only while it is not Up yet: see `orphaned_joiner` in
     /// `leader.rs`.
@@ -332,7 +353,7 @@ impl Membership {
         let sbr = cfg.downing.clone().map(|s| SplitBrainResolver::new(s, now));
         let join_config = JoinConfig {
             cluster_name: cfg.cluster_name.clone(),
-            must_match: cfg.join_must_match.clone(),
+            must_match: cfg.join_compat.values(),
         };
         Membership {
             cfg,
@@ -357,6 +378,7 @@ impl Membership {
             stats: MembershipStats::default(),
             member_since: now,
             rejoin: None,
+            init_join_checked: BTreeMap::new(),
             joined_through_other: false,
             seed_identities: std::collections::BTreeMap::new(),
         }
@@ -598,24 +620,18 @@ impl Membership {
             Message::InitJoin {
                 ref from,
                 ref config,
-            } => self.answer_init_join(from, config, out),
+            } => self.answer_init_join(now, from, config, out),
             Message::InitJoinAck {
                 ref from,
                 ref check,
             } => self.receive_init_join_ack(now, from, check, &msg, out),
             Message::InitJoinNack { ref from } => self.receive_init_join_nack(now, from, &msg, out),
-            Message::Join {
-                ref node,
-                ref roles,
-                ref app_version,
-            } => self.handle_join(
-                now,
-                node.clone(),
-                roles.clone(),
-                app_version.clone(),
-                &msg,
-                out,
-            ),
+            Message::Join { .. } => self.handle_join(now, &msg, out),
+            Message::JoinRefused {
+                ref from,
+                ref to,
+                ref reason,
+            } => self.receive_join_refused(from, to, reason, &msg, out),
             Message::Welcome {
                 ref from,
                 ref gossip,

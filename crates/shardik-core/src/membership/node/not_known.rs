@@ -77,11 +77,7 @@ impl Membership {
             target: Some(from.clone()),
         });
         self.stats.rejoins += 1;
-        let join = Message::Join {
-            node: self.self_node.clone(),
-            roles: self.cfg.roles.clone(),
-            app_version: self.cfg.app_version.clone(),
-        };
+        let join = self.join_message();
         self.send(from.address.clone(), join, out);
     }
 

@@ -10,6 +10,7 @@
 //! | `InitJoin`, `Join` | anyone (this is how a node asks to become a member) |
 //! | `InitJoinAck`, `InitJoinNack` | a seed node this node is asking, while it asks |
 //! | `Welcome` | the node this node sent its `Join` to (or a seed, while joining through seeds) |
+//! | `JoinRefused` | the node this node sent its `Join` to, while it waits for the answer (never to a member: a refusal cannot stop one) |
 //! | gossip, `ExitingConfirmed`, answers to heartbeats | a member (gossip from an unknown incarnation gets `NotKnown` in `exchange.rs`) |
 //! | `Heartbeat` | anyone: it is answered and changes nothing (see below) |
 //! | `Leave`, `Down` | a member that is not on its way out (Down, Exiting) |
@@ -57,6 +58,10 @@ impl Membership {
                 // A member checks a rejoin's welcome against the node it asked
                 // (`not_known.rs`); in other phases the concern drops it.
                 _ => true,
+            },
+            Message::JoinRefused { .. } => match &self.phase {
+                Phase::Joining { target, .. } => *target == from.address,
+                _ => false,
             },
             Message::GossipStatus { .. } | Message::GossipEnvelope { .. } => {
                 // The exchange refuses unknown senders itself, and tells them `NotKnown`.
