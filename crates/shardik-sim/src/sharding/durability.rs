@@ -268,6 +268,7 @@ mod tests {
                 .map(|(seq, e)| NewEvent {
                     seq,
                     payload: e.payload(),
+                    manifest: "".into(),
                     tags: vec![],
                 })
                 .collect(),

@@ -331,8 +331,12 @@ impl DurableEntities {
             }
             let journal = e.journal.as_ref().expect("recovered above");
             let events = EventRec::for_msg(&msg);
-            let mut write: AtomicWrite =
-                journal.next_write(events.iter().map(|ev| (ev.payload(), Vec::new())));
+            // The manifest is what a runtime entity writes: its storage format and event version.
+            let manifest = std::sync::Arc::from("postcard/1");
+            let mut write: AtomicWrite = journal.next_write(
+                &manifest,
+                events.iter().map(|ev| (ev.payload(), Vec::new())),
+            );
             write.fence = self.fences.get(&(kind, e.shard.clone())).cloned();
             let token = self.next_token;
             self.next_token += 1;
