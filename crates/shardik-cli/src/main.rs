@@ -30,6 +30,7 @@ mod certs;
 mod counter;
 mod demo;
 mod demo_sim;
+mod evolving;
 mod manage;
 mod mgmt_client;
 mod node;
