@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_codecs;
 mod bench_frames;
 mod bench_handshake;
 mod bench_persistence;
