@@ -68,6 +68,8 @@ enum BenchCmd {
     Persistence(crate::bench_persistence::PersistenceArgs),
     /// Remembered entities: a restart of a whole three-node cluster bringing them back.
     Remembered(crate::bench_remembered::RememberedArgs),
+    /// Codecs of commands, replies and events: size, encode and decode time per codec.
+    Codecs(crate::bench_codecs::CodecsArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -151,6 +153,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Sharding(a) => crate::bench_sharding::run(a),
         BenchCmd::Persistence(a) => crate::bench_persistence::run(a),
         BenchCmd::Remembered(a) => crate::bench_remembered::run(a),
+        BenchCmd::Codecs(a) => crate::bench_codecs::run(a),
     }
 }
 

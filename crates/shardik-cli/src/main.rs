@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_codecs;
 mod bench_frames;
 mod bench_handshake;
 mod bench_persistence;
@@ -30,6 +31,7 @@ mod certs;
 mod counter;
 mod demo;
 mod demo_sim;
+mod evolving;
 mod manage;
 mod mgmt_client;
 mod node;

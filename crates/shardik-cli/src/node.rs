@@ -19,6 +19,7 @@ use shardik_runtime::tls::TlsContext;
 use shardik_runtime::{Node, http, logging};
 
 use crate::counter::{counter_kind, counter_routes};
+use crate::evolving::{self, EvolvingVersion};
 use tracing::{info, warn};
 
 /// Arguments of `shardik node`.
@@ -62,6 +63,11 @@ pub struct NodeArgs {
     /// certificate with `management.http.tls.enabled`).
     #[arg(long)]
     demo_counters: bool,
+    /// Register the hidden demo kind `evolving` with its command type at this version, and
+    /// serve `POST /demo/evolving/{id}` (see `src/evolving.rs`): what the two-version test of
+    /// a rolling update runs.
+    #[arg(long, value_enum, hide = true)]
+    demo_evolving: Option<EvolvingVersion>,
 }
 
 /// Runs the command.
@@ -117,6 +123,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         guard,
         management_tls,
         args.demo_counters,
+        args.demo_evolving,
     ))
 }
 
@@ -126,6 +133,7 @@ async fn run_node(
     guard: http::WriteGuard,
     management_tls: Option<TlsContext>,
     demo_counters: bool,
+    demo_evolving: Option<EvolvingVersion>,
 ) -> anyhow::Result<ExitCode> {
     let metrics = Metrics::install().ok();
     let mgmt_addr = settings.management.http.bind_address();
@@ -201,6 +209,21 @@ async fn run_node(
         info!(
             increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
+        );
+    }
+    if let Some(version) = demo_evolving {
+        // As for the counters: a demo asked for on loopback has its write route open.
+        let demo_guard = if settings.management.http.listens_on_loopback() {
+            guard.enable_writes()
+        } else {
+            guard.clone()
+        };
+        let routes = evolving::register(version, &sharding, &demo_guard)
+            .context("cannot register the demo kind `evolving`")?;
+        router = router.merge(routes);
+        info!(
+            ?version,
+            "demo kind `evolving` enabled: POST /demo/evolving/{{id}}"
         );
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -25,6 +25,7 @@ fn batch(run: &str, seq: u64, fenced: bool) -> Vec<AtomicWrite> {
             events: vec![NewEvent {
                 seq,
                 payload: Bytes::from(vec![7u8; 64]),
+                manifest: "".into(),
                 tags: vec![],
             }],
             fence: fenced.then(|| Fence::new(format!("{run}|{}", i % SCOPES), 1)),

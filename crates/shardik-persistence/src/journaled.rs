@@ -6,6 +6,8 @@
 //! code against a modelled store with crash points, so the rules it checks over thousands of
 //! seeds are the rules the runtime runs.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::{AtomicWrite, NewEvent, PersistenceId, StoredEvent};
@@ -97,20 +99,27 @@ impl JournalCursor {
         self.seq
     }
 
-    /// The write that appends `events` (payload and tags each), numbered from the next
-    /// sequence number on, without a fence (add one with [`AtomicWrite::fenced`]). The cursor
-    /// moves only once the store took it ([`written`]).
+    /// The write that appends `events` (payload and tags each), each under `manifest` (the
+    /// events of one write are of one type), numbered from the next sequence number on, without
+    /// a fence (add one with [`AtomicWrite::fenced`]). The cursor moves only once the store
+    /// took it ([`written`]).
     ///
     /// [`written`]: Self::written
     pub fn next_write(
         &self,
+        manifest: &Arc<str>,
         events: impl IntoIterator<Item = (Bytes, Vec<String>)>,
     ) -> AtomicWrite {
         AtomicWrite {
             persistence_id: self.persistence_id.clone(),
             events: (self.seq + 1..)
                 .zip(events)
-                .map(|(seq, (payload, tags))| NewEvent { seq, payload, tags })
+                .map(|(seq, (payload, tags))| NewEvent {
+                    seq,
+                    payload,
+                    manifest: Arc::clone(manifest),
+                    tags,
+                })
                 .collect(),
             fence: None,
         }
@@ -274,6 +283,7 @@ mod tests {
             .map(|seq| StoredEvent {
                 seq,
                 payload: Bytes::new(),
+                manifest: "".into(),
                 tags: vec![],
             })
             .collect()
@@ -341,8 +351,12 @@ mod tests {
     #[test]
     fn writes_are_numbered_on_and_snapshots_fall_due_on_crossing_a_multiple() {
         let mut c = JournalCursor::new("k|e".into(), 8);
-        let w = c.next_write([(Bytes::new(), vec![]), (Bytes::new(), vec!["t".into()])]);
+        let w = c.next_write(
+            &Arc::from("m/1"),
+            [(Bytes::new(), vec![]), (Bytes::new(), vec!["t".into()])],
+        );
         assert_eq!(w.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [9, 10]);
+        assert!(w.events.iter().all(|e| &*e.manifest == "m/1"));
         let retention = Retention {
             every: 5,
             keep: 2,

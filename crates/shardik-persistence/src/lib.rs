@@ -56,14 +56,18 @@ pub fn persistence_id(kind: &str, entity_id: &str) -> PersistenceId {
     format!("{kind}|{entity_id}").into()
 }
 
-/// One event to write: its sequence number, its encoded payload, and its tags (for queries by
-/// tag, such as projections).
+/// One event to write: its sequence number, its encoded payload, its manifest, and its tags
+/// (for queries by tag, such as projections).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewEvent {
     /// The event's sequence number in its journal (1 for the first event).
     pub seq: u64,
     /// The encoded event.
     pub payload: Bytes,
+    /// What the payload is, as its writer names it (Akka's event manifest), kept beside the
+    /// event so that a later version of the program knows how to read it: shardik's
+    /// event-sourced entities write `"{format}/{version}"` (`"cbor/2"`). May be empty.
+    pub manifest: Arc<str>,
     /// Tags to find the event by, across journals.
     pub tags: Vec<String>,
 }
@@ -97,6 +101,9 @@ pub struct StoredEvent {
     pub seq: u64,
     /// The encoded event.
     pub payload: Bytes,
+    /// Its manifest as written ([`NewEvent::manifest`]); empty for events written before the
+    /// store kept manifests (schema version 3).
+    pub manifest: Arc<str>,
     /// Its tags.
     pub tags: Vec<String>,
 }
@@ -114,6 +121,9 @@ pub struct TaggedEvent {
     pub seq: u64,
     /// The encoded event.
     pub payload: Bytes,
+    /// Its manifest as written ([`NewEvent::manifest`]); empty for events written before the
+    /// store kept manifests.
+    pub manifest: Arc<str>,
 }
 
 /// A snapshot of an entity's state after the event `seq`.

@@ -24,6 +24,7 @@ use crate::{
 #[derive(Clone, Debug)]
 struct Slot {
     payload: Option<Bytes>,
+    manifest: Arc<str>,
     tags: Vec<String>,
 }
 
@@ -139,6 +140,7 @@ impl Contents {
                 event.seq,
                 Slot {
                     payload: Some(event.payload),
+                    manifest: event.manifest,
                     tags: event.tags,
                 },
             );
@@ -181,6 +183,7 @@ impl Store for MemoryStore {
                     slot.payload.as_ref().map(|p| StoredEvent {
                         seq: *seq,
                         payload: p.clone(),
+                        manifest: Arc::clone(&slot.manifest),
                         tags: slot.tags.clone(),
                     })
                 })
@@ -229,6 +232,7 @@ impl Store for MemoryStore {
                         persistence_id: Arc::clone(pid),
                         seq: *seq,
                         payload: payload.clone(),
+                        manifest: Arc::clone(&slot.manifest),
                     })
                 })
                 .take(max)

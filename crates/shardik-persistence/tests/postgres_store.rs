@@ -83,6 +83,7 @@ async fn a_version_1_database_migrates_forward() {
         events: vec![NewEvent {
             seq: 1,
             payload: bytes::Bytes::from_static(b"old"),
+            manifest: "".into(),
             tags: vec![],
         }],
         fence: None,
@@ -93,6 +94,7 @@ async fn a_version_1_database_migrates_forward() {
     client
         .batch_execute(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
+             ALTER TABLE shardik_events DROP COLUMN manifest;
              UPDATE shardik_schema SET version = 1;",
         )
         .await
@@ -110,7 +112,56 @@ async fn a_version_1_database_migrates_forward() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
+}
+
+/// A database of schema version 2 (events without manifests) is migrated forward at connect:
+/// its events read back whole with an empty manifest, and new events keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_database_gains_event_manifests() {
+    let url = common::fresh_database().await;
+    let event = |seq, payload: &'static [u8], manifest: &str| AtomicWrite {
+        persistence_id: "k|a".into(),
+        events: vec![NewEvent {
+            seq,
+            payload: bytes::Bytes::from_static(payload),
+            manifest: manifest.into(),
+            tags: vec!["t".into()],
+        }],
+        fence: None,
+    };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let written = store.append(vec![event(1, b"old", "")]).await.unwrap();
+    assert_eq!(written, vec![Ok(())]);
+    store.close().await.unwrap();
+    let client = common::admin(&url).await;
+    client
+        .batch_execute(
+            "ALTER TABLE shardik_events DROP COLUMN manifest;
+             UPDATE shardik_schema SET version = 2;",
+        )
+        .await
+        .unwrap();
+
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let written = store.append(vec![event(2, b"new", "cbor/2")]).await;
+    assert_eq!(written.unwrap(), vec![Ok(())]);
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    let read: Vec<(&[u8], &str)> = events
+        .iter()
+        .map(|e| (&e.payload[..], &*e.manifest))
+        .collect();
+    assert_eq!(read, [(&b"old"[..], ""), (&b"new"[..], "cbor/2")]);
+    let tagged = store.events_by_tag("t", 0, 10).await.unwrap();
+    let tagged: Vec<&str> = tagged.iter().map(|e| &*e.manifest).collect();
+    assert_eq!(tagged, ["", "cbor/2"]);
+    store.close().await.unwrap();
+    let version: i32 = client
+        .query_one("SELECT version FROM shardik_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 3);
 }
 
 /// Nodes starting together on an empty database migrate it once (the advisory lock), and all

@@ -35,6 +35,7 @@ fn one_event(pid: &str, seq: u64, payload: Vec<u8>) -> AtomicWrite {
         events: vec![NewEvent {
             seq,
             payload: Bytes::from(payload),
+            manifest: "".into(),
             tags: vec!["t".into()],
         }],
         fence: None,
@@ -450,11 +451,12 @@ async fn a_version_1_file_migrates_forward() {
         .await
         .unwrap();
     store.close().await.unwrap();
-    // Back to version 1: the tables version 2 added go.
+    // Back to version 1: what versions 2 and 3 added goes.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
+             ALTER TABLE shardik_events DROP COLUMN manifest;
              UPDATE shardik_schema SET version = 1;",
         )
         .unwrap();
@@ -471,7 +473,62 @@ async fn a_version_1_file_migrates_forward() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
+}
+
+/// A file of schema version 2 (events without manifests) is migrated forward when opened: its
+/// events read back whole with an empty manifest, tags and all, and new events keep theirs.
+#[tokio::test]
+async fn a_version_2_file_gains_event_manifests() {
+    let dir = temp_dir();
+    let path = dir.path().join("v2.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .append(vec![one_event("k|a", 1, b"old".to_vec())])
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    // Back to version 2: the column version 3 added goes.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE shardik_events DROP COLUMN manifest;
+             UPDATE shardik_schema SET version = 2;",
+        )
+        .unwrap();
+    }
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let newer = AtomicWrite {
+        persistence_id: "k|a".into(),
+        events: vec![NewEvent {
+            seq: 2,
+            payload: Bytes::from_static(b"new"),
+            manifest: "cbor/2".into(),
+            tags: vec!["t".into()],
+        }],
+        fence: None,
+    };
+    assert_eq!(store.append(vec![newer]).await.unwrap(), vec![Ok(())]);
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    let read: Vec<(&[u8], &str, &[String])> = events
+        .iter()
+        .map(|e| (&e.payload[..], &*e.manifest, &e.tags[..]))
+        .collect();
+    let t = ["t".to_string()];
+    assert_eq!(
+        read,
+        [(&b"old"[..], "", &t[..]), (&b"new"[..], "cbor/2", &t[..])]
+    );
+    let tagged = store.events_by_tag("t", 0, 10).await.unwrap();
+    let tagged: Vec<&str> = tagged.iter().map(|e| &*e.manifest).collect();
+    assert_eq!(tagged, ["", "cbor/2"]);
+    store.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
 }
 
 /// Set in the child process of the test below: the database file its contenders use.

@@ -62,6 +62,7 @@
 #![warn(missing_docs)]
 
 pub mod bootstrap;
+mod cbor;
 mod cluster_node;
 pub mod config;
 pub mod discovery;

@@ -217,6 +217,7 @@ async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote
         events: vec![NewEvent {
             seq: 2,
             payload: Bytes::from(postcard::to_allocvec(&Added(100)).unwrap()),
+            manifest: "postcard/1".into(),
             tags: Vec::new(),
         }],
         fence: None,
@@ -246,6 +247,7 @@ async fn recovery_refuses_a_journal_with_a_gap() {
             events: vec![NewEvent {
                 seq,
                 payload: Bytes::from(postcard::to_allocvec(&Added(1)).unwrap()),
+                manifest: "postcard/1".into(),
                 tags: Vec::new(),
             }],
             fence: None,

@@ -37,6 +37,7 @@ fn write(pid: &str, seq: u64, fence: Option<Fence>) -> AtomicWrite {
         events: vec![NewEvent {
             seq,
             payload: Bytes::from_static(b"e"),
+            manifest: "".into(),
             tags: vec![],
         }],
         fence,

@@ -131,6 +131,7 @@ async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entiti
         events: vec![NewEvent {
             seq: 1,
             payload: Bytes::from_static(b"\x07"),
+            manifest: "".into(),
             tags: Vec::new(),
         }],
         fence: Some(Fence::new(name.clone(), info.token + 1)),

@@ -94,9 +94,9 @@ pub use shardik_core::membership::{
 pub use shardik_runtime::config::Settings;
 pub use shardik_runtime::handle::NodeHandle;
 pub use shardik_runtime::sharding::{
-    AsyncShardAllocationStrategy, ClusterSingleton, Codec, CodecError, DaemonSettings, Entity,
-    EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError, ManagedInitError,
-    ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError, SingletonRef,
-    SingletonSettings, StatusReply, SyncEntity, TellError, WorkerRef,
+    AsyncShardAllocationStrategy, Cbor, ClusterSingleton, Codec, CodecError, DaemonSettings,
+    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError,
+    ManagedInitError, ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError,
+    SingletonRef, SingletonSettings, StatusReply, SyncEntity, TellError, WorkerRef,
 };
 pub use shardik_runtime::{Node, NodeBuilder};

@@ -199,6 +199,7 @@ impl PlainWriter {
             events: vec![NewEvent {
                 seq: self.next,
                 payload: self.payload.clone(),
+                manifest: "".into(),
                 tags: Vec::new(),
             }],
             fence: None,

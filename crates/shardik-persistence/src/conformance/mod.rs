@@ -31,6 +31,7 @@ fn event(seq: u64, text: &str, tags: &[&str]) -> NewEvent {
     NewEvent {
         seq,
         payload: Bytes::copy_from_slice(text.as_bytes()),
+        manifest: "text/1".into(),
         tags: tags.iter().map(|t| t.to_string()).collect(),
     }
 }
@@ -71,6 +72,7 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     durable_state_moves_one_revision_at_a_time(store).await;
     remembered_entities_per_shard(store).await;
     events_by_tag_in_commit_order(store).await;
+    manifests_round_trip(store).await;
     fences_refuse_older_tokens(store).await;
     fences_within_one_batch(store).await;
     fences_on_durable_state(store).await;
@@ -218,11 +220,13 @@ pub async fn tags_and_empty_payloads_round_trip<S: Store + ?Sized>(store: &S) {
     let first = NewEvent {
         seq: 1,
         payload: Bytes::new(),
+        manifest: "".into(),
         tags: tags.clone(),
     };
     let second = NewEvent {
         seq: 2,
         payload: Bytes::from_static(&[0, 255, 0, 1]),
+        manifest: "".into(),
         tags: Vec::new(),
     };
     let r = store
@@ -249,6 +253,32 @@ pub async fn tags_and_empty_payloads_round_trip<S: Store + ?Sized>(store: &S) {
         "an event is found once however often it has the tag"
     );
     assert_eq!((found[0].seq, &found[0].payload[..]), (1, &b""[..]));
+}
+
+/// Each event's manifest comes back as written, by journal and by tag, whatever it holds
+/// (empty, or text a SQL string would need escaped), and events of one journal may differ in
+/// it (a journal written by two versions of a program).
+pub async fn manifests_round_trip<S: Store + ?Sized>(store: &S) {
+    let prefix = fresh("manifest");
+    let pid = persistence_id(&prefix, "a");
+    let tag = format!("{prefix}-tag");
+    let manifests = ["cbor/1", "", "json/2; it's \"quoted\" ü", "cbor/2"];
+    for (seq, manifest) in (1..).zip(manifests) {
+        let new = NewEvent {
+            seq,
+            payload: Bytes::from(vec![seq as u8]),
+            manifest: manifest.into(),
+            tags: vec![tag.clone()],
+        };
+        let written = store.append(vec![write(&pid, vec![new])]).await.unwrap();
+        assert_eq!(written, vec![Ok(())]);
+    }
+    let read = store.read_events(&pid, 1, u64::MAX, 10).await.unwrap();
+    let read: Vec<&str> = read.iter().map(|e| &*e.manifest).collect();
+    assert_eq!(read, manifests);
+    let tagged = store.events_by_tag(&tag, 0, 10).await.unwrap();
+    let tagged: Vec<&str> = tagged.iter().map(|e| &*e.manifest).collect();
+    assert_eq!(tagged, manifests);
 }
 
 /// One batch carrying a write for each of `entities` journals: all written; the same batch

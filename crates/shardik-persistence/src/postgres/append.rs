@@ -192,7 +192,7 @@ async fn insert_events<'w>(
     writes: &'w [AtomicWrite],
     running: &[usize],
 ) -> Result<HashMap<(&'w str, i64), i64>, StoreError> {
-    let mut rows: Vec<(&str, i64, &[u8])> = running
+    let mut rows: Vec<(&str, i64, &[u8], &str)> = running
         .iter()
         .flat_map(|&i| {
             let pid: &str = &writes[i].persistence_id;
@@ -200,7 +200,7 @@ async fn insert_events<'w>(
             writes[i]
                 .events
                 .iter()
-                .map(move |e| (pid, e.seq as i64, &e.payload[..]))
+                .map(move |e| (pid, e.seq as i64, &e.payload[..], &*e.manifest))
         })
         .collect();
     // Rows go in sorted by key: two batches that claim some of the same keys then wait for
@@ -210,17 +210,18 @@ async fn insert_events<'w>(
     let pids: Vec<&str> = rows.iter().map(|r| r.0).collect();
     let seqs: Vec<i64> = rows.iter().map(|r| r.1).collect();
     let payloads: Vec<&[u8]> = rows.iter().map(|r| r.2).collect();
+    let manifests: Vec<&str> = rows.iter().map(|r| r.3).collect();
     let stmt = tx
         .prepare_cached(
-            "INSERT INTO shardik_events (pid, seq, payload)
-             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])
+            "INSERT INTO shardik_events (pid, seq, payload, manifest)
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::text[])
              ON CONFLICT (pid, seq) DO NOTHING
              RETURNING pid, seq, ordinal",
         )
         .await
         .map_err(|e| err.query("preparing the event insert", e))?;
     let rows = tx
-        .query(&stmt, &[&pids, &seqs, &payloads])
+        .query(&stmt, &[&pids, &seqs, &payloads, &manifests])
         .await
         .map_err(|e| err.query("writing events", e))?;
     // Look the returned rows up by the batch's own strings, to keep their lifetime.

@@ -238,7 +238,8 @@ impl Store for PostgresStore {
                 .query(
                     r#"SELECT e.seq, e.payload,
                            ARRAY(SELECT t.tag FROM shardik_event_tags AS t
-                                 WHERE t.ordinal = e.ordinal ORDER BY t.pos)
+                                 WHERE t.ordinal = e.ordinal ORDER BY t.pos),
+                           e.manifest
                        FROM shardik_events AS e
                        WHERE e.pid = $1 AND e.seq BETWEEN $2 AND $3 AND e.payload IS NOT NULL
                        ORDER BY e.seq LIMIT $4"#,
@@ -252,9 +253,11 @@ impl Store for PostgresStore {
                     let seq: i64 = row.try_get(0).map_err(decode)?;
                     let payload: Vec<u8> = row.try_get(1).map_err(decode)?;
                     let tags: Vec<String> = row.try_get(2).map_err(decode)?;
+                    let manifest: Option<&str> = row.try_get(3).map_err(decode)?;
                     Ok(StoredEvent {
                         seq: from_sql(seq, "sequence number")?,
                         payload: Bytes::from(payload),
+                        manifest: manifest.unwrap_or_default().into(),
                         tags,
                     })
                 })
@@ -309,7 +312,7 @@ impl Store for PostgresStore {
             // DISTINCT: an event carrying the same tag twice is found once.
             let rows = self
                 .query(
-                    "SELECT e.ordinal, e.pid, e.seq, e.payload
+                    "SELECT e.ordinal, e.pid, e.seq, e.payload, e.manifest
                      FROM (SELECT DISTINCT ordinal FROM shardik_event_tags
                            WHERE tag = $1 AND ordinal > $2 ORDER BY ordinal LIMIT $3) AS t
                      JOIN shardik_events AS e ON e.ordinal = t.ordinal
@@ -327,6 +330,7 @@ impl Store for PostgresStore {
                 let pid: &str = row.try_get(1).map_err(decode)?;
                 let seq: i64 = row.try_get(2).map_err(decode)?;
                 let payload: Vec<u8> = row.try_get(3).map_err(decode)?;
+                let manifest: Option<&str> = row.try_get(4).map_err(decode)?;
                 // Many events of one journal come in a row: share their persistence id.
                 let persistence_id = match &last_pid {
                     Some(p) if &**p == pid => Arc::clone(p),
@@ -338,6 +342,7 @@ impl Store for PostgresStore {
                     persistence_id,
                     seq: from_sql(seq, "sequence number")?,
                     payload: Bytes::from(payload),
+                    manifest: manifest.unwrap_or_default().into(),
                 });
             }
             Ok(found)

@@ -22,6 +22,10 @@ use crate::StoreError;
 /// Version 2, leases and fences: a lease row is never deleted (a release clears its owner), so
 /// its token keeps growing across tenures; `expires_at` is judged by the server's clock. A
 /// fence row holds the newest token accepted for its scope.
+///
+/// Version 3, event manifests: each event keeps what its writer says it is (format and
+/// version), so that a later version of the program can read, or adapt, an event written by an
+/// earlier one. Events from before have none (`NULL`, read as empty).
 const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE shardik_events (
@@ -67,6 +71,9 @@ const MIGRATIONS: &[&str] = &[
         scope TEXT COLLATE "C" PRIMARY KEY,
         token BIGINT NOT NULL
     );
+"#,
+    r#"
+    ALTER TABLE shardik_events ADD COLUMN manifest TEXT COLLATE "C";
 "#,
 ];
 

@@ -79,15 +79,21 @@ fn insert_write(
     write: &AtomicWrite,
 ) -> Result<Option<u64>, StoreError> {
     let mut insert_event = conn
-        .prepare_cached("INSERT INTO shardik_events (pid, seq, payload) VALUES (?1, ?2, ?3)")
+        .prepare_cached(
+            "INSERT INTO shardik_events (pid, seq, payload, manifest) VALUES (?1, ?2, ?3, ?4)",
+        )
         .ctx(path, "preparing an event insert")?;
     let mut insert_tag = conn
         .prepare_cached("INSERT INTO shardik_event_tags (ordinal, pos, tag) VALUES (?1, ?2, ?3)")
         .ctx(path, "preparing a tag insert")?;
     for event in &write.events {
         let seq = to_sql(event.seq, "sequence number")?;
-        let inserted =
-            insert_event.execute(params![&*write.persistence_id, seq, &event.payload[..]]);
+        let inserted = insert_event.execute(params![
+            &*write.persistence_id,
+            seq,
+            &event.payload[..],
+            &*event.manifest
+        ]);
         match inserted {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => return Ok(Some(event.seq)),
@@ -120,8 +126,8 @@ pub(super) fn read_events(
 ) -> Result<Vec<StoredEvent>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT e.seq, e.payload, t.tag
-             FROM (SELECT ordinal, seq, payload FROM shardik_events
+            "SELECT e.seq, e.payload, t.tag, e.manifest
+             FROM (SELECT ordinal, seq, payload, manifest FROM shardik_events
                    WHERE pid = ?1 AND seq BETWEEN ?2 AND ?3 AND payload IS NOT NULL
                    ORDER BY seq LIMIT ?4) AS e
              LEFT JOIN shardik_event_tags AS t ON t.ordinal = e.ordinal
@@ -138,9 +144,11 @@ pub(super) fn read_events(
         let tag: Option<String> = row.get(2).ctx(path, "reading an event's tag")?;
         if events.last().is_none_or(|e| e.seq != seq) {
             let payload: Vec<u8> = row.get(1).ctx(path, "reading an event's payload")?;
+            let manifest: Option<String> = row.get(3).ctx(path, "reading an event's manifest")?;
             events.push(StoredEvent {
                 seq,
                 payload: Bytes::from(payload),
+                manifest: manifest.unwrap_or_default().into(),
                 tags: Vec::new(),
             });
         }
@@ -193,7 +201,7 @@ pub(super) fn events_by_tag(
     // DISTINCT: an event carrying the same tag twice is found once.
     let mut stmt = conn
         .prepare_cached(
-            "SELECT e.ordinal, e.pid, e.seq, e.payload
+            "SELECT e.ordinal, e.pid, e.seq, e.payload, e.manifest
              FROM (SELECT DISTINCT ordinal FROM shardik_event_tags
                    WHERE tag = ?1 AND ordinal > ?2 ORDER BY ordinal LIMIT ?3) AS t
              JOIN shardik_events AS e ON e.ordinal = t.ordinal
@@ -212,6 +220,7 @@ pub(super) fn events_by_tag(
         let pid: String = row.get(1).ctx(path, "reading an event's journal")?;
         let seq: i64 = row.get(2).ctx(path, "reading an event's number")?;
         let payload: Vec<u8> = row.get(3).ctx(path, "reading an event's payload")?;
+        let manifest: Option<String> = row.get(4).ctx(path, "reading an event's manifest")?;
         let persistence_id = match &last_pid {
             Some(p) if **p == *pid => Arc::clone(p),
             _ => PersistenceId::from(pid),
@@ -222,6 +231,7 @@ pub(super) fn events_by_tag(
             persistence_id,
             seq: from_sql(seq, "sequence number")?,
             payload: Bytes::from(payload),
+            manifest: manifest.unwrap_or_default().into(),
         });
     }
     Ok(found)

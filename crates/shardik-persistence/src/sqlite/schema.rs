@@ -24,6 +24,10 @@ use crate::StoreError;
 /// owner), so its token keeps growing across tenures; `expires_at` is in microseconds since
 /// the Unix epoch by the machine's clock. A fence row holds the newest token accepted for its
 /// scope.
+///
+/// Version 3, event manifests: each event keeps what its writer says it is (format and
+/// version), so that a later version of the program can read, or adapt, an event written by an
+/// earlier one. Events from before have none (`NULL`, read as empty).
 const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE shardik_events (
@@ -69,6 +73,9 @@ const MIGRATIONS: &[&str] = &[
         scope TEXT PRIMARY KEY,
         token INTEGER NOT NULL
     ) WITHOUT ROWID;
+",
+    "
+    ALTER TABLE shardik_events ADD COLUMN manifest TEXT;
 ",
 ];
 

@@ -17,6 +17,10 @@ use shardik_persistence::{
     AtomicWrite, Fence, JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, persistence_id,
 };
 
+use super::adapter::{
+    EventAdapterError, EventAdapterFn, EventManifest, EventReader, FIRST_EVENT_VERSION,
+    JournalEvent,
+};
 use super::codec::StorageCodec;
 use super::{Persistence, ReplyFromState};
 use crate::sharding::{
@@ -156,7 +160,10 @@ struct Shared<B: EventSourcedEntity> {
     /// The state before any event (recovery goes back to it when it starts over).
     initial: Arc<dyn Fn(&str) -> B + Send + Sync>,
     persistence: Persistence,
+    /// The codec new events and snapshots are written with.
     events: StorageCodec,
+    /// How stored events, of this version or another, become events of the current type.
+    reader: EventReader<B::Event>,
     snapshots: Option<(Retention, StateCodec<B>)>,
 }
 
@@ -195,6 +202,8 @@ pub struct EventSourcedKind<B: EventSourcedEntity> {
     persistence: Persistence,
     initial: Arc<dyn Fn(&str) -> B + Send + Sync>,
     events: StorageCodec,
+    event_version: u32,
+    adapter: Option<EventAdapterFn<B::Event>>,
     snapshots: Option<(Retention, StateCodec<B>)>,
 }
 
@@ -210,6 +219,8 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
             persistence: persistence.clone(),
             initial: Arc::new(initial),
             events: StorageCodec::default(),
+            event_version: FIRST_EVENT_VERSION,
+            adapter: None,
             snapshots: None,
         }
     }
@@ -239,6 +250,45 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
         self
     }
 
+    /// Writes new events and snapshots with `codec` (postcard by default). Events already
+    /// stored keep being read with the codec their manifest names, so a kind can move from
+    /// postcard to [`StorageCodec::Cbor`] without touching its journals; snapshots are read
+    /// with the kind's codec, so a change of codec needs the old snapshots deleted (recovery
+    /// then replays the events, which must still be there).
+    pub fn with_storage_codec(mut self, codec: StorageCodec) -> Self {
+        self.events = codec;
+        self
+    }
+
+    /// The version of the event type new events are written as (1 by default), stored with
+    /// each event. Raise it when the event type changes in a way its codec cannot read across
+    /// (docs/EVOLUTION.md), and give an [adapter](Self::with_event_adapter) for the older ones.
+    pub fn with_event_version(mut self, version: u32) -> Self {
+        self.event_version = version;
+        self
+    }
+
+    /// Reads events of other versions through `adapter` (Akka's read-side `EventAdapter`):
+    /// during recovery, each stored event whose version is not the
+    /// [current one](Self::with_event_version) is handed over as it is stored (its bytes,
+    /// codec and version; [`JournalEvent::decode`] reads it as an old type kept for the
+    /// purpose), and the adapter returns the events of the current type it stands for: one
+    /// (upcast), several (split), or none (dropped). An error fails the recovery, and the
+    /// journal is left as it was. Events of the current version are decoded directly.
+    ///
+    /// Versions newer than the current one reach the adapter too: a node of the previous
+    /// release that recovers an entity a newer node wrote to, during a rolling update.
+    pub fn with_event_adapter(
+        mut self,
+        adapter: impl Fn(&JournalEvent<'_>) -> Result<Vec<B::Event>, EventAdapterError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.adapter = Some(Arc::new(adapter));
+        self
+    }
+
     /// The kind, for the usual options (role, passivation, …) and `Sharding::init`.
     pub fn into_kind(self) -> EntityKind<EventSourced<B>, Postcard> {
         let initial = self.initial;
@@ -247,6 +297,13 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
             initial: Arc::clone(&initial),
             persistence: self.persistence,
             events: self.events,
+            reader: EventReader::new(
+                EventManifest {
+                    codec: self.events,
+                    version: self.event_version,
+                },
+                self.adapter,
+            ),
             snapshots: self.snapshots,
         });
         let store = Arc::clone(shared.persistence.store());
@@ -313,15 +370,14 @@ impl<B: EventSourcedEntity> EventSourced<B> {
                         .events_read(&page)
                         .map_err(|gap| EntityFailure(gap.to_string()))?;
                     if outcome == PageOutcome::Apply {
-                        for stored in page {
-                            let event: B::Event =
-                                shared.events.decode(&stored.payload).map_err(|e| {
-                                    failure(
-                                        &format!("{pid}: event {} does not decode", stored.seq),
-                                        e,
-                                    )
-                                })?;
-                            self.state.apply_event(&event);
+                        for stored in &page {
+                            let events = shared
+                                .reader
+                                .read(&pid, stored)
+                                .map_err(|e| failure("recovery failed", e))?;
+                            for event in &events {
+                                self.state.apply_event(event);
+                            }
                         }
                     }
                 }
@@ -352,7 +408,7 @@ impl<B: EventSourcedEntity> EventSourced<B> {
             .journal()
             .write(AtomicWrite {
                 fence,
-                ..journal.next_write(encoded)
+                ..journal.next_write(&shared.reader.written_manifest, encoded)
             })
             .await
             .map_err(|e| failure("journal write failed", e))?;

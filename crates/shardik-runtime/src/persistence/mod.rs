@@ -10,6 +10,7 @@
 //! asker) and drops the entity's incarnation, so nothing half-applied stays live; the next
 //! command recovers from the store.
 
+mod adapter;
 mod codec;
 mod durable_state;
 mod event_sourced;
@@ -17,6 +18,8 @@ mod journal;
 
 use std::sync::Arc;
 
+pub use adapter::{EventAdapterError, FIRST_EVENT_VERSION, JournalEvent};
+pub use codec::StorageCodec;
 pub use durable_state::{DurableState, DurableStateContext, DurableStateEntity, StateEffect};
 pub use event_sourced::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind,

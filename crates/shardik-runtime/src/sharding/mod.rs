@@ -51,8 +51,8 @@ use tracing::warn;
 
 pub(crate) use api::reply_or_panic;
 pub use api::{
-    Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard,
-    ShardExtractor, ShardingError, StatusReply, SyncEntity, TellError,
+    Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey,
+    Postcard, ShardExtractor, ShardingError, StatusReply, SyncEntity, TellError,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use keepalive::{ManagedInitError, ManagedRef};

@@ -199,6 +199,7 @@ impl DurabilityChecker {
                     let tail = journal.len() - kept.len().min(journal.len());
                     let ok = kept.iter().enumerate().all(|(i, e)| {
                         e.seq == (tail + i + 1) as u64
+                            && &*e.manifest == super::durable::EVENT_MANIFEST
                             && EventRec::from_payload(&e.payload).ok().as_ref()
                                 == journal.get(tail + i)
                     });
@@ -268,6 +269,7 @@ mod tests {
                 .map(|(seq, e)| NewEvent {
                     seq,
                     payload: e.payload(),
+                    manifest: super::super::durable::EVENT_MANIFEST.into(),
                     tags: vec![],
                 })
                 .collect(),
@@ -297,6 +299,23 @@ mod tests {
         );
         c.check_store(T, &store, true);
         assert!(c.violations().is_empty(), "{:#?}", c.violations());
+    }
+
+    #[test]
+    fn an_event_stored_without_its_manifest_is_caught() {
+        let store = MemoryStore::new();
+        let mut c = DurabilityChecker::default();
+        let w = write("k|e", 1, &[ev(1, 1, 0, 1)]);
+        c.committed(T, &w);
+        let mut stored = w.clone();
+        stored.events[0].manifest = "".into();
+        assert_eq!(at_once(store.append(vec![stored])).unwrap(), [Ok(())]);
+        c.check_store(T, &store, false);
+        let v = c.violations();
+        assert!(
+            v.iter().any(|v| v.contains("are not the journal's last")),
+            "{v:#?}"
+        );
     }
 
     #[test]

@@ -25,6 +25,10 @@ use shardik_persistence::{
 
 use super::node::{Output, SimMsg};
 
+/// The manifest every event is written with: what a runtime entity writes (its storage codec
+/// and event version). The durability checker requires every stored event to keep it.
+pub(crate) const EVENT_MANIFEST: &str = "postcard/1";
+
 /// How the simulated entities persist, and where the simulated store makes nodes crash.
 #[derive(Clone, Debug)]
 pub struct DurableSpec {
@@ -331,8 +335,11 @@ impl DurableEntities {
             }
             let journal = e.journal.as_ref().expect("recovered above");
             let events = EventRec::for_msg(&msg);
-            let mut write: AtomicWrite =
-                journal.next_write(events.iter().map(|ev| (ev.payload(), Vec::new())));
+            let manifest = std::sync::Arc::from(EVENT_MANIFEST);
+            let mut write: AtomicWrite = journal.next_write(
+                &manifest,
+                events.iter().map(|ev| (ev.payload(), Vec::new())),
+            );
             write.fence = self.fences.get(&(kind, e.shard.clone())).cloned();
             let token = self.next_token;
             self.next_token += 1;

@@ -1,0 +1,53 @@
+//! Version 1 of the demo's command and reply.
+
+use serde::{Deserialize, Serialize};
+use shardik_runtime::sharding::{EntityContext, SyncEntity};
+
+use super::{SetRequest, Version};
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Command {
+    Set { name: String, value: u64 },
+}
+
+/// What the entity read, and where it ran.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Seen {
+    pub host: String,
+    pub version: String,
+    pub name: String,
+    pub value: u64,
+}
+
+pub struct Evolving;
+
+impl SyncEntity for Evolving {
+    type Command = Command;
+    type Reply = Seen;
+
+    fn handle(&mut self, cmd: Command, ctx: &mut EntityContext<Self>) -> Seen {
+        let Command::Set { name, value } = cmd;
+        Seen {
+            host: ctx.node().address.to_string(),
+            version: Self::NAME.into(),
+            name,
+            value,
+        }
+    }
+}
+
+impl Version for Evolving {
+    const NAME: &'static str = "v1";
+
+    /// Version 1 has no note to send.
+    fn command(request: SetRequest) -> Command {
+        Command::Set {
+            name: request.name,
+            value: request.value,
+        }
+    }
+
+    fn create(_id: &str) -> Self {
+        Evolving
+    }
+}
