@@ -18,7 +18,7 @@ use shardik_runtime::persistence::Persistence;
 use shardik_runtime::tls::TlsContext;
 use shardik_runtime::{Node, http, logging};
 
-use crate::counter::{counter_kind, counter_routes};
+use crate::counter::{counter_kind, counter_routes, counters_not_started_routes};
 use tracing::{info, warn};
 
 /// Arguments of `shardik node`.
@@ -183,6 +183,8 @@ async fn run_node(
             increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
         );
+    } else {
+        router = router.merge(counters_not_started_routes());
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let limits = http::HttpLimits::from_settings(&settings.management.http);
