@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +107,25 @@ pub fn counter_kind(persistence: &Persistence) -> EntityKind<EventSourced<Counte
             delete_events: true,
         })
         .into_kind()
+}
+
+/// Every `/demo/...` route of a node started without `--demo-counters`: 404, saying that the
+/// `counter` kind was never initialised here and how to start it, instead of the API's
+/// generic "no such route" (the routes exist on the nodes that run the demo).
+pub fn counters_not_started_routes() -> Router {
+    async fn not_started() -> Response {
+        (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({
+                "message": "the demo entity kind `counter` was never initialised on this node: \
+                            start `shardik node` with --demo-counters to serve /demo/counter/..."
+            })),
+        )
+            .into_response()
+    }
+    Router::new()
+        .route("/demo", any(not_started))
+        .route("/demo/{*rest}", any(not_started))
 }
 
 /// `POST /demo/counter/{id}/increment` and `GET /demo/counter/{id}`, each answering

@@ -18,7 +18,7 @@ use shardik_runtime::persistence::Persistence;
 use shardik_runtime::tls::TlsContext;
 use shardik_runtime::{Node, http, logging};
 
-use crate::counter::{counter_kind, counter_routes};
+use crate::counter::{counter_kind, counter_routes, counters_not_started_routes};
 use crate::evolving::{self, EvolvingVersion};
 use tracing::{info, warn};
 
@@ -210,6 +210,8 @@ async fn run_node(
             increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
         );
+    } else {
+        router = router.merge(counters_not_started_routes());
     }
     if let Some(version) = demo_evolving {
         // As for the counters: a demo asked for on loopback has its write route open.

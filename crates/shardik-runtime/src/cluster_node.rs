@@ -89,6 +89,20 @@ impl Node {
         &self.sharding
     }
 
+    /// Resolves once this node is Up, or fails when it stops (or starts leaving, or is
+    /// downed) before it ever was: see [`NodeHandle::wait_until_up`]. `start()` returns as
+    /// soon as the node is bound and asked to join; await this before serving traffic that
+    /// needs the cluster.
+    pub async fn wait_until_up(&self) -> Result<(), crate::StoppedBeforeUp> {
+        self.running.handle.wait_until_up().await
+    }
+
+    /// Runs `callback` once, when this node becomes Up, and never if it stops before (Akka's
+    /// `registerOnMemberUp`): see [`NodeHandle::on_member_up`].
+    pub fn on_member_up(&self, callback: impl FnOnce() + Send + 'static) {
+        self.running.handle.on_member_up(callback)
+    }
+
     /// This node's cluster events, as [`NodeHandle::subscribe`] describes.
     pub fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
         self.running.subscribe()

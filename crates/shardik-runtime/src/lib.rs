@@ -73,6 +73,7 @@ pub mod http;
 pub mod lease;
 pub mod log_limit;
 pub mod logging;
+pub mod member_up;
 pub mod metrics;
 pub mod node;
 pub mod persistence;
@@ -82,5 +83,6 @@ pub mod tls;
 pub mod transport;
 
 pub use cluster_node::{Node, NodeBuilder};
+pub use member_up::StoppedBeforeUp;
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -82,6 +82,14 @@ pub const SHARDING_ENTITIES: &str = "shardik_sharding_entities";
 pub const SHARDING_SHARDS: &str = "shardik_sharding_shards";
 /// Messages waiting for a shard home in this node's region (gauge; label `kind`).
 pub const SHARDING_BUFFERED: &str = "shardik_sharding_buffered";
+/// Members a coordinator on this node has waited for longer than
+/// `cluster.sharding.unheard-region-warning-after`: neither registered nor said their node has
+/// not started the kind, so no new shard of the kind is allocated (gauge; label `kind`).
+pub const SHARDING_UNHEARD_REGIONS: &str = "shardik_sharding_unheard_regions";
+/// Answers this node sent saying it has not started an entity kind that a peer's coordinator
+/// or region asked about (counter; label `kind`).
+pub const SHARDING_KIND_NOT_STARTED_ANSWERS_TOTAL: &str =
+    "shardik_sharding_kind_not_started_answers_total";
 /// Entity handlers that panicked or failed (a durable entity's refused or lost write) (counter).
 pub const ENTITY_FAILURES_TOTAL: &str = "shardik_entity_failures_total";
 
@@ -136,7 +144,7 @@ pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
 pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 39] = [
+pub const ALL_NAMES: [&str; 41] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     GOSSIP_SENT_TOTAL,
@@ -161,6 +169,8 @@ pub const ALL_NAMES: [&str; 39] = [
     SHARDING_ENTITIES,
     SHARDING_SHARDS,
     SHARDING_BUFFERED,
+    SHARDING_UNHEARD_REGIONS,
+    SHARDING_KIND_NOT_STARTED_ANSWERS_TOTAL,
     ENTITY_FAILURES_TOTAL,
     JOURNAL_WRITES_TOTAL,
     JOURNAL_BATCHES_TOTAL,

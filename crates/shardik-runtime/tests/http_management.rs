@@ -442,7 +442,8 @@ async fn shards_route_exists_but_has_no_region_yet() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(
         message(&v),
-        "no shard region for entity type [counter] on this node"
+        "no shard region for entity type [counter] on this node: the application never \
+         called sharding().init for it here"
     );
 }
 

@@ -495,9 +495,16 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
         .expect("known");
 
     const OTHER: EntityTypeKey<Counter> = EntityTypeKey::new("not-registered");
+    let never_initialised = b.sharding().entity_ref_for(OTHER, "x").err();
     assert_eq!(
-        b.sharding().entity_ref_for(OTHER, "x").err(),
-        Some(ShardingError::UnknownKind("not-registered".into()))
+        never_initialised,
+        Some(ShardingError::NotInitialized("not-registered".into()))
+    );
+    let text = never_initialised.unwrap().to_string();
+    assert!(
+        text.contains("never initialised on this node")
+            && text.contains("call sharding().init(EntityKind::new(\"not-registered\""),
+        "{text}"
     );
     struct Impostor;
     impl Entity for Impostor {

@@ -600,6 +600,68 @@ fn roles_keep_two_kinds_on_their_own_nodes() {
     assert_clean(&s, seed);
 }
 
+/// A member whose application never starts the kind (here node 3 of four, by its role
+/// "bare") answers the coordinator's announcement with `KindNotStarted`: allocation proceeds
+/// among the three regions that registered, every message is delivered once, node 3 hosts
+/// nothing, and each shard has at most one home throughout (the checker). Then the
+/// coordinator's node crashes: the next coordinator (a new incarnation elsewhere) is answered
+/// too and re-homes the lost shards.
+#[test]
+fn a_member_that_never_starts_the_kind_does_not_hold_allocation_back() {
+    for seed in 1..=6 {
+        let cfg = ShardingConfig::fast(HandOffMode::Forward)
+            .with_kinds(vec![KindSpec::new("counter").not_started_with_role("bare")]);
+        let mut s = sim(seed, cfg);
+        let (ids, at) = s.form_cluster_with(vec![
+            with_roles(&[]),
+            with_roles(&[]),
+            with_roles(&[]),
+            with_roles(&["bare"]),
+        ]);
+        assert!(at.is_some(), "seed {seed}: the cluster did not form");
+        assert!(s.node(ids[3]).is_some_and(|n| !n.started(0)));
+        let mut t = traffic(3);
+        t.senders = Some(vec![ids[0], ids[1], ids[2]]);
+        s.set_traffic(Some(t));
+        s.run_for(Duration::from_secs(10));
+        let counts = s.shard_counts(0);
+        assert_eq!(counts.get(&ids[3]).copied().unwrap_or(0), 0, "seed {seed}");
+        assert!(
+            ids[..3].iter().all(|n| counts[n] > 0),
+            "seed {seed}: {counts:?}"
+        );
+        let said_so = |s: &ShardingWorld| {
+            s.timeline()
+                .iter()
+                .filter(|e| e.what.contains("KindNotStarted("))
+                .count()
+        };
+        assert_eq!(said_so(&s), 1, "seed {seed}\n{}", tail(&s));
+        // The coordinator's node crashes; its shards get new homes among nodes 1 and 2.
+        assert_eq!(s.coordinator_nodes(0), vec![ids[0]]);
+        s.crash(ids[0]);
+        let mut t = traffic(3);
+        t.senders = Some(vec![ids[1], ids[2]]);
+        s.set_traffic(Some(t));
+        s.run_for(Duration::from_secs(40));
+        assert_eq!(s.coordinator_nodes(0), vec![ids[1]], "seed {seed}");
+        assert_eq!(
+            said_so(&s),
+            2,
+            "seed {seed}: the new coordinator was answered too"
+        );
+        quiesce(&mut s);
+        assert!(
+            every_entity_answers(&mut s, ids[2], 0, ENTITIES),
+            "seed {seed}: after the crash\n{}",
+            tail(&s)
+        );
+        let counts = s.shard_counts(0);
+        assert_eq!(counts.get(&ids[3]).copied().unwrap_or(0), 0, "seed {seed}");
+        assert_clean(&s, seed);
+    }
+}
+
 #[test]
 fn a_3_2_partition_re_homes_the_minority_shards_only_after_the_margin() {
     for seed in 1..=8 {

@@ -63,6 +63,7 @@
 //!     .seeds([address])
 //!     .start()
 //!     .await?;
+//! node.wait_until_up().await?;                     // fails if the node stops before it joins
 //! node.sharding().init(EntityKind::for_key(COUNTER, |_id| Counter::default()))?;
 //! // From anywhere that has the node's sharding: a reference by typed key and entity id.
 //! let counter = node.sharding().entity_ref_for(COUNTER, "counter-42")?;
@@ -99,4 +100,4 @@ pub use shardik_runtime::sharding::{
     ManagedInitError, ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError,
     SingletonRef, SingletonSettings, StatusReply, SyncEntity, TellError, WorkerRef,
 };
-pub use shardik_runtime::{Node, NodeBuilder};
+pub use shardik_runtime::{Node, NodeBuilder, StoppedBeforeUp};

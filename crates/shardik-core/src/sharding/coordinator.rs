@@ -15,8 +15,43 @@
 //! no shard can get a second home while an unheard region still runs it. A downed member holds
 //! allocation back until its margin has passed; an unreachable one until it is reachable or
 //! downed. See `docs/ARCHITECTURE.md` for why we rebuild rather than replicate.
+//!
+//! ## Members that never started the kind
+//!
+//! A member whose application never called `init` for this kind has no region to register,
+//! and would hold every new allocation back for as long as it stays. Its node answers the
+//! coordinator's [`Protocol::CoordinatorStarted`] with [`Protocol::KindNotStarted`], echoing
+//! the announcement's `epoch`, and the coordinator counts it as heard with no shards: it has
+//! none, because a node has no shards of a kind it has no region for, and a node never drops
+//! a kind's region while it runs. Allocation then proceeds among the regions that registered,
+//! and never offers that member a shard (it is not a registered region). The races, each
+//! resolved toward "never a second home":
+//!
+//! * **The answer crosses a registration.** The node starts the kind after answering: its
+//!   region registers as usual (empty, since a new region hosts nothing) and may then receive
+//!   shards. A registration always wins: `KindNotStarted` from a member already registered
+//!   with this incarnation is ignored, whichever arrives first, and a registration removes the
+//!   member from the not-started set.
+//! * **An incarnation that did not ask.** Only a coordinator incarnation's own epoch counts.
+//!   Without it, an answer to an earlier incarnation on this node, delayed past the member's
+//!   later registration with that earlier one, could reach a new incarnation before the
+//!   member registers again, and the new one would count as empty a region that holds shards.
+//!   Epochs are the node's uid plus a per-node start count, so a restarted node (a new uid)
+//!   does not repeat them either.
+//! * **A node that restarts** is a new incarnation (a new uid): a new member, asked anew. The
+//!   old incarnation's answer said nothing about the new one, and the old one, once removed,
+//!   no longer counts as expected.
+//! * **Strangers and non-members.** Sharding traffic is accepted only from members (the
+//!   transport's rule, `docs/SECURITY.md`); the coordinator further counts an answer only from
+//!   a member it expects (with the kind's role, not Joining) and only with its epoch.
+//! * **Nodes of the previous version** never answer: they hold allocation back as before.
+//!
+//! Whoever has neither registered nor answered for `unheard_warning_after` is reported in a
+//! [`CoordinatorEvent::RegionsUnheard`], again with a doubling interval (see [`unheard`]) until
+//! the state is complete, so that a wait is never silent.
 
 mod state;
+pub mod unheard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -46,6 +81,10 @@ pub struct CoordinatorSettings {
     /// Hand-off forwards the old home's buffered messages: the new home is told its
     /// predecessor.
     pub forward_handoff: bool,
+    /// A member that has neither registered nor answered [`Protocol::KindNotStarted`] for this
+    /// long while it holds allocation back is reported
+    /// ([`CoordinatorEvent::RegionsUnheard`]).
+    pub unheard_warning_after: Duration,
 }
 
 impl Default for CoordinatorSettings {
@@ -56,6 +95,7 @@ impl Default for CoordinatorSettings {
             shard_start_timeout: Duration::from_secs(10),
             min_members: 1,
             forward_handoff: true,
+            unheard_warning_after: Duration::from_secs(10),
         }
     }
 }
@@ -77,8 +117,16 @@ pub enum CoordinatorEvent {
     },
     /// A registration from a node that is not a member in a registrable status was ignored.
     RegistrationRefused(UniqueAddress),
-    /// Every region that may run shards has registered: allocation may begin.
+    /// Every region that may run shards has registered (or said its node has not started the
+    /// kind): allocation may begin.
     StateComplete,
+    /// A member's node answered that it has not started the kind: it counts as heard, with no
+    /// shards, and is never offered one until its region registers.
+    KindNotStarted(UniqueAddress),
+    /// Allocation is held back, waiting for these members (with how long each has been waited
+    /// for) to register or answer. Reported after
+    /// [`CoordinatorSettings::unheard_warning_after`] and again with a doubling interval.
+    RegionsUnheard(Vec<(UniqueAddress, Duration)>),
     /// A hand-off started.
     HandOffStarted {
         /// The shard.
@@ -125,11 +173,20 @@ struct HandOff {
 /// The coordinator of one entity kind.
 pub struct Coordinator<S> {
     me: UniqueAddress,
+    /// Names this incarnation in [`Protocol::CoordinatorStarted`].
+    epoch: u64,
     settings: CoordinatorSettings,
     strategy: S,
     state: CoordinatorState,
     /// Regions and proxies registered with this incarnation.
     registered: BTreeSet<UniqueAddress>,
+    /// Members whose node answered this incarnation that it has not started the kind (never
+    /// one that is registered).
+    not_started: BTreeSet<UniqueAddress>,
+    /// Members this incarnation has announced itself to (each is told once when it becomes
+    /// expected, and again every rebalance interval while it is silent).
+    announced: BTreeSet<UniqueAddress>,
+    unheard: unheard::Unheard,
     complete: bool,
     min_members_reached: bool,
     handoffs: BTreeMap<ShardId, HandOff>,
@@ -154,7 +211,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         now: Instant,
     ) -> Self {
         Coordinator {
+            epoch: me.uid.max(1),
             me,
+            not_started: BTreeSet::new(),
+            announced: BTreeSet::new(),
+            unheard: unheard::Unheard::new(settings.unheard_warning_after),
             next_rebalance: now + settings.rebalance_interval,
             settings,
             strategy,
@@ -168,6 +229,23 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             predecessors: BTreeMap::new(),
             unanswered: BTreeMap::new(),
         }
+    }
+
+    /// The same coordinator naming itself `epoch` in its announcements (0 is taken as 1: it
+    /// means "no epoch" on the wire). A node gives each coordinator it starts a new one.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.epoch = epoch.max(1);
+        self
+    }
+
+    /// The epoch this incarnation announces itself with.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Members whose node answered that it has not started the kind.
+    pub fn not_started(&self) -> &BTreeSet<UniqueAddress> {
+        &self.not_started
     }
 
     /// The allocation strategy (a driver hands a deferred strategy its answers through it).
@@ -264,9 +342,12 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 }
             }
             Protocol::RegionStopped => self.region_terminated(now, from, view, out),
+            Protocol::KindNotStarted { epoch } => {
+                self.kind_not_started(now, from, epoch, view, out)
+            }
             // Region-bound messages never reach the coordinator.
             Protocol::RegisterAck
-            | Protocol::CoordinatorStarted
+            | Protocol::CoordinatorStarted { .. }
             | Protocol::ShardHome { .. }
             | Protocol::ShardHomes { .. }
             | Protocol::HostShard { .. }
@@ -318,6 +399,8 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             }
         }
         self.registered.insert(from.clone());
+        // It runs the kind now, whatever its node said before.
+        self.not_started.remove(from);
         self.send(from, Protocol::RegisterAck, out);
         let homes: Vec<(UniqueAddress, Vec<ShardId>)> = self
             .state
@@ -339,36 +422,101 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         self.update_readiness(now, view, out);
     }
 
-    /// Re-evaluates whether allocation may begin.
-    fn update_readiness(
+    /// A member's node says it has not started the kind. Counted only from a member this
+    /// incarnation expects and has not heard register, with this incarnation's epoch (see the
+    /// module docs for why each condition).
+    fn kind_not_started(
         &mut self,
-        _now: Instant,
+        now: Instant,
+        from: &UniqueAddress,
+        epoch: u64,
         view: &ShardingView,
         out: &mut Vec<CoordinatorEffect>,
     ) {
+        if epoch != self.epoch
+            || self.registered.contains(from)
+            || !view.expected_regions().contains(from)
+        {
+            return;
+        }
+        if self.not_started.insert(from.clone()) {
+            out.push(CoordinatorEffect::Event(CoordinatorEvent::KindNotStarted(
+                from.clone(),
+            )));
+        }
+        self.update_readiness(now, view, out);
+    }
+
+    /// Expected members neither registered nor known not to run the kind.
+    fn missing(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
+        view.expected_regions()
+            .into_iter()
+            .filter(|r| !self.registered.contains(r) && !self.not_started.contains(r))
+            .collect()
+    }
+
+    /// Re-evaluates whether allocation may begin; announces this coordinator to members that
+    /// became expected since it last did.
+    fn update_readiness(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let could_allocate = self.may_allocate();
         if !self.complete {
-            let missing = view
-                .expected_regions()
-                .into_iter()
-                .any(|r| !self.registered.contains(&r));
-            if !missing {
+            let missing = self.missing(view);
+            if missing.is_empty() {
                 self.complete = true;
                 out.push(CoordinatorEffect::Event(CoordinatorEvent::StateComplete));
+            } else {
+                for region in &missing {
+                    if !self.announced.contains(region) {
+                        self.announced.insert(region.clone());
+                        let epoch = self.epoch;
+                        self.send(region, Protocol::CoordinatorStarted { epoch }, out);
+                    }
+                }
             }
+            self.unheard.track(now, &missing);
         }
         if !self.min_members_reached {
             let up_regions = self.alive_regions().filter(|r| view.can_host(r)).count();
             self.min_members_reached = up_regions >= self.settings.min_members.max(1);
         }
+        if !could_allocate && self.may_allocate() {
+            self.allocate_waiting(now, view, out);
+        }
     }
 
-    /// Tells every expected region that has not registered yet that this coordinator runs
-    /// (see [`Protocol::CoordinatorStarted`]).
-    pub fn announce(&self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
-        for region in view.expected_regions() {
-            if !self.registered.contains(&region) {
-                self.send(&region, Protocol::CoordinatorStarted, out);
-            }
+    /// Allocates the shards regions asked for while allocation had to wait, now that it may
+    /// begin, instead of at each region's next retry.
+    fn allocate_waiting(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        let waiting: Vec<(ShardId, UniqueAddress)> = self
+            .unanswered
+            .iter()
+            .filter(|(shard, _)| {
+                self.state.home(shard).is_none() && !self.handoffs.contains_key(*shard)
+            })
+            .filter_map(|(shard, asked)| Some((shard.clone(), asked.first()?.clone())))
+            .collect();
+        for (shard, requester) in waiting {
+            self.get_shard_home(now, &requester, shard, view, out);
+        }
+    }
+
+    /// Tells every expected region that has neither registered yet nor said its node has not
+    /// started the kind that this coordinator runs (see [`Protocol::CoordinatorStarted`]).
+    pub fn announce(&mut self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
+        let epoch = self.epoch;
+        for region in self.missing(view) {
+            self.send(&region, Protocol::CoordinatorStarted { epoch }, out);
+            self.announced.insert(region);
         }
     }
 
@@ -614,6 +762,8 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         out: &mut Vec<CoordinatorEffect>,
     ) {
         self.registered.remove(region);
+        self.not_started.remove(region);
+        self.announced.remove(region);
         self.graceful.remove(region);
         self.predecessors.retain(|_, p| p != region);
         // Hand-offs waiting on it: its ack counts as given; if it was the home, the shard is
@@ -664,6 +814,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             .keys()
             .chain(self.state.proxies().iter())
             .chain(self.registered.iter())
+            .chain(self.not_started.iter())
             .filter(|r| !view.may_be_alive(r))
             .cloned()
             .collect::<BTreeSet<_>>()
@@ -691,6 +842,9 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         }
         for (_, at) in self.unacked_hosts.values() {
             next = next.min(*at);
+        }
+        if let Some(at) = self.unheard.poll_timeout() {
+            next = next.min(at);
         }
         Some(next)
     }
@@ -732,6 +886,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             } else {
                 self.unacked_hosts.remove(&shard);
             }
+        }
+        if let Some(waited) = self.unheard.due(now) {
+            out.push(CoordinatorEffect::Event(CoordinatorEvent::RegionsUnheard(
+                waited,
+            )));
         }
         if self.next_rebalance <= now {
             self.next_rebalance = now + self.settings.rebalance_interval;

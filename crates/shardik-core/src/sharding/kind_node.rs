@@ -223,6 +223,10 @@ pub enum KindEffect<M> {
     /// The self-fence closed (`true`: no shard runs here, nor the coordinator, until it
     /// opens) or opened (`false`).
     Fenced(bool),
+    /// The node this region registers with as the coordinator's answered that it has not
+    /// started the kind: no coordinator can run there, so this kind allocates nothing until
+    /// that node starts it or leaves (the driver warns, rate-limited).
+    CoordinatorNodeLacksKind(UniqueAddress),
     /// A lease is no longer failing after [`KindEffect::LeaseUnavailable`]: a renewal
     /// succeeded, or the coordinator's lease is no longer wanted (for a shard's acquisition,
     /// [`KindEffect::ShardLeased`] says so, and for the coordinator's,
@@ -256,6 +260,8 @@ pub struct KindNode<M> {
     coordinator_lease: Option<LeaseKeeper<()>>,
     /// The self-fence, when on.
     fence: Option<SelfFence>,
+    /// Coordinators started on this node so far: with the node's uid, each one's epoch.
+    coordinator_starts: u64,
     region_out: Vec<RegionEffect<M>>,
     coordinator_out: Vec<CoordinatorEffect>,
 }
@@ -298,6 +304,7 @@ impl<M> KindNode<M> {
             shutdown_deadline: None,
             coordinator_lease,
             fence,
+            coordinator_starts: 0,
             region_out: Vec::new(),
             coordinator_out: Vec::new(),
         }
@@ -562,12 +569,16 @@ impl<M> KindNode<M> {
             AllocationChoice::Immediate(make) => KindStrategy::Immediate(make()),
             AllocationChoice::Deferred => KindStrategy::Deferred(DeferredState::default()),
         };
-        let coordinator = Coordinator::new(
+        // A new epoch for each incarnation: an answer to an earlier one's announcement must
+        // not count with this one (see the coordinator's module docs).
+        self.coordinator_starts += 1;
+        let mut coordinator = Coordinator::new(
             self.me.clone(),
             self.settings.coordinator.clone(),
             strategy,
             now,
-        );
+        )
+        .with_epoch(self.me.uid.wrapping_add(self.coordinator_starts));
         let mut cout = std::mem::take(&mut self.coordinator_out);
         coordinator.announce(&self.view, &mut cout);
         self.coordinator = Some(coordinator);
@@ -683,6 +694,10 @@ impl<M> KindNode<M> {
         msg: Protocol,
         out: &mut Vec<KindEffect<M>>,
     ) {
+        if let Protocol::KindNotStarted { epoch } = msg {
+            self.kind_not_started(now, from, epoch, out);
+            return;
+        }
         if msg.is_for_coordinator() {
             // Registrations go to every candidate; only the host of the coordinator answers.
             if let Some(keeper) = &mut self.coordinator_lease {
@@ -703,6 +718,35 @@ impl<M> KindNode<M> {
             self.region.handle(now, from, msg, &self.view, &mut rout);
             self.region_effects(&mut rout, out);
             self.region_out = rout;
+        }
+    }
+
+    /// `from`'s node has not started this kind. An answer to this node's coordinator (its
+    /// epoch) goes to the coordinator, which decides whether it counts; an answer to this
+    /// region's registration (epoch 0) from the node it takes for the coordinator's is worth
+    /// a warning, since no coordinator can run there.
+    fn kind_not_started(
+        &mut self,
+        now: Instant,
+        from: &UniqueAddress,
+        epoch: u64,
+        out: &mut Vec<KindEffect<M>>,
+    ) {
+        if epoch != 0 {
+            if let Some(c) = &mut self.coordinator {
+                let mut cout = std::mem::take(&mut self.coordinator_out);
+                c.handle(
+                    now,
+                    from,
+                    Protocol::KindNotStarted { epoch },
+                    &self.view,
+                    &mut cout,
+                );
+                self.coordinator_effects(&mut cout, out);
+                self.coordinator_out = cout;
+            }
+        } else if self.view.coordinator_node() == Some(from) && !self.region.is_stopped() {
+            out.push(KindEffect::CoordinatorNodeLacksKind(from.clone()));
         }
     }
 

@@ -4,10 +4,12 @@
 //! per entity kind per node, so the node's incarnation names it, and a restarted node is a new
 //! region. The entity kind itself travels beside these messages on the wire, not inside them.
 //!
-//! Compared with the reference, three messages are new, all for the hand-off mode that forwards
+//! Compared with the reference, three messages are new for the hand-off mode that forwards
 //! instead of dropping (see [`HandOffMode`](super::region::HandOffMode)):
 //! [`Protocol::HandOffDrained`], [`Protocol::HandOverDone`], and the `predecessor` of
-//! [`Protocol::HostShard`].
+//! [`Protocol::HostShard`]; [`Protocol::CoordinatorStarted`] replaces watching the
+//! coordinator actor, and [`Protocol::KindNotStarted`] lets a node that never started the kind
+//! say so instead of holding a new coordinator's allocation back.
 
 use crate::membership::UniqueAddress;
 
@@ -64,9 +66,26 @@ pub enum Protocol {
     RegisterAck,
     /// A new coordinator runs on the sender (it started, or started again after losing its
     /// lease): a region registered with the sender's node registers again, because the new
-    /// coordinator knows nothing of the old one's registrations. Sent when it starts and
-    /// again every rebalance interval until every expected region has registered.
-    CoordinatorStarted,
+    /// coordinator knows nothing of the old one's registrations. Sent when it starts, to each
+    /// member that becomes expected later, and again every rebalance interval until every
+    /// expected region has registered or answered [`Protocol::KindNotStarted`].
+    CoordinatorStarted {
+        /// Names this coordinator incarnation (never 0; 0 from a version that sent none): a
+        /// node that has not started the kind echoes it in [`Protocol::KindNotStarted`], so
+        /// that only the incarnation that asked acts on the answer.
+        epoch: u64,
+    },
+
+    // ---- node → coordinator or region ----
+    /// The sending node has no region or proxy of this kind (the application never called
+    /// `init` for it there). Sent by the node itself, not by a region, in answer to a
+    /// [`Protocol::CoordinatorStarted`] (echoing its `epoch`: the coordinator then counts the
+    /// sender as heard, with no shards) or to a [`Protocol::Register`] (epoch 0: the region
+    /// learns that the node it takes for the coordinator's cannot run one).
+    KindNotStarted {
+        /// The epoch of the `CoordinatorStarted` answered, or 0.
+        epoch: u64,
+    },
     /// The shard lives in `region`.
     ShardHome {
         /// The shard.
@@ -118,7 +137,8 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Whether the message is for the coordinator (the rest are for regions).
+    /// Whether the message is for the coordinator (the rest are for regions, except
+    /// [`Protocol::KindNotStarted`], which may be for either: see `KindNode`).
     pub fn is_for_coordinator(&self) -> bool {
         matches!(
             self,
@@ -144,7 +164,8 @@ impl Protocol {
             Protocol::RegionStopped => "RegionStopped",
             Protocol::ShardStarted { .. } => "ShardStarted",
             Protocol::RegisterAck => "RegisterAck",
-            Protocol::CoordinatorStarted => "CoordinatorStarted",
+            Protocol::CoordinatorStarted { .. } => "CoordinatorStarted",
+            Protocol::KindNotStarted { .. } => "KindNotStarted",
             Protocol::ShardHome { .. } => "ShardHome",
             Protocol::ShardHomes { .. } => "ShardHomes",
             Protocol::HostShard { .. } => "HostShard",

@@ -522,7 +522,7 @@ impl<M> Region<M> {
         }
         match msg {
             Protocol::RegisterAck => self.registered(from.clone(), out),
-            Protocol::CoordinatorStarted => {
+            Protocol::CoordinatorStarted { .. } => {
                 // A coordinator that (re)started on the node we are registered with, or
                 // should be: it has none of the earlier registrations.
                 let ours = self.registration.coordinator.as_ref() == Some(from)
@@ -621,6 +621,8 @@ impl<M> Region<M> {
             | Protocol::GracefulShutdownReq
             | Protocol::RegionStopped
             | Protocol::ShardStarted { .. } => {}
+            // Answered by a node, not a region: `KindNode` handles it.
+            Protocol::KindNotStarted { .. } => {}
         }
     }
 

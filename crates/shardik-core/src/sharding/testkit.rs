@@ -309,6 +309,7 @@ impl Net {
                 | KindEffect::LeaseUnavailable { .. }
                 | KindEffect::LeaseRecovered(_)
                 | KindEffect::Fenced(_)
+                | KindEffect::CoordinatorNodeLacksKind(_)
                 | KindEffect::CoordinatorRunning(_)
                 | KindEffect::Coordinator(_)
                 | KindEffect::AllocationAsked { .. }

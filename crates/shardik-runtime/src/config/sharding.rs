@@ -40,6 +40,11 @@ pub struct ShardingSettings {
     /// `rebalance-interval`: how often the coordinator asks the allocation strategy what to move.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub rebalance_interval: Duration,
+    /// `unheard-region-warning-after`: how long a new coordinator waits for a member's region
+    /// (which holds every new allocation back until it registers or its node says it has not
+    /// started the kind) before naming the member in a warning, repeated with back-off.
+    #[serde(deserialize_with = "humantime_serde::deserialize")]
+    pub unheard_region_warning_after: Duration,
     /// `shard-region-query-timeout`: how long the management API waits for a region's answer
     /// to a state or statistics query.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
@@ -247,6 +252,10 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
             s.shard_start_timeout,
         ),
         ("cluster.sharding.rebalance-interval", s.rebalance_interval),
+        (
+            "cluster.sharding.unheard-region-warning-after",
+            s.unheard_region_warning_after,
+        ),
         (
             "cluster.sharding.shard-region-query-timeout",
             s.shard_region_query_timeout,

@@ -38,6 +38,7 @@ fn sharding_defaults_are_the_reference_values() {
     assert_eq!(sh.handoff_timeout, Duration::from_secs(60));
     assert_eq!(sh.shard_start_timeout, Duration::from_secs(10));
     assert_eq!(sh.rebalance_interval, Duration::from_secs(10));
+    assert_eq!(sh.unheard_region_warning_after, Duration::from_secs(10));
     assert_eq!(sh.shard_region_query_timeout, Duration::from_secs(3));
     assert_eq!(sh.coordinator_failure_backoff, Duration::from_secs(5));
     assert_eq!(sh.entity_restart_backoff, Duration::from_secs(10));

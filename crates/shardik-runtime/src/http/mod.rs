@@ -589,7 +589,10 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
     let not_found = || {
         message(
             StatusCode::NOT_FOUND,
-            format!("no shard region for entity type [{entity_type}] on this node"),
+            format!(
+                "no shard region for entity type [{entity_type}] on this node: the application \
+                 never called sharding().init for it here"
+            ),
         )
     };
     let Some(sharding) = &s.sharding else {
@@ -653,7 +656,9 @@ async fn get_shards(State(s): State<AppState>, Path(entity_type): Path<String>) 
 
 /// `GET /ready`: the membership check (Up or WeaklyUp), then the sharding check
 /// (`cluster.sharding.healthcheck`, see [`ShardingHealthCheck`]). A 503 says what is missing;
-/// for sharding, `notReadyKinds` lists each kind with the reason.
+/// for sharding, `notReadyKinds` lists each kind with the reason. Either way,
+/// `allocationHeldBack` lists the kinds whose coordinator on this node waits for silent
+/// members (see [`Sharding::allocation_held_back`]).
 async fn ready(State(s): State<AppState>) -> Response {
     let snapshot = s.handle.snapshot();
     if !snapshot.is_ready() {
@@ -696,8 +701,21 @@ async fn ready(State(s): State<AppState>) -> Response {
         )
             .into_response();
     }
+    // Not a reason to take this node out of service (the wait is cluster-wide, and the shards
+    // already placed keep working), but worth seeing wherever readiness is looked at.
+    let held_back = s
+        .sharding
+        .as_ref()
+        .map(|sh| sh.allocation_held_back())
+        .unwrap_or_default();
+    let with_held_back = |mut body: serde_json::Value| {
+        if !held_back.is_empty() {
+            body["allocationHeldBack"] = serde_json::json!(held_back);
+        }
+        body
+    };
     match s.health.check(&snapshot, s.sharding.as_ref()).await {
-        Ok(()) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Ok(()) => Json(with_held_back(serde_json::json!({ "status": "ready" }))).into_response(),
         Err(kinds) => {
             let list = kinds
                 .iter()
@@ -706,7 +724,7 @@ async fn ready(State(s): State<AppState>) -> Response {
                 .join("; ");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({
+                Json(with_held_back(serde_json::json!({
                     "status": "not-ready",
                     "message": format!(
                         "sharding is not ready for {} of the kinds named in \
@@ -714,7 +732,7 @@ async fn ready(State(s): State<AppState>) -> Response {
                         kinds.len()
                     ),
                     "notReadyKinds": kinds,
-                })),
+                }))),
             )
                 .into_response()
         }

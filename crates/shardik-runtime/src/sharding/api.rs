@@ -681,8 +681,20 @@ pub enum ShardingError {
     #[error("the entity failed: {0}")]
     EntityFailed(String),
     /// The remote node does not know this entity kind (it was not initialised there).
-    #[error("entity kind {0:?} is not running on the target node")]
+    #[error(
+        "entity kind {0:?} is not running on the target node (its application never called \
+         sharding().init for it there)"
+    )]
     UnknownKind(String),
+    /// The entity kind was never initialised on this node, so this node cannot route to it:
+    /// call `sharding().init` with an `EntityKind` of that name first (on a node without the
+    /// kind's role, `init` starts a proxy that only routes).
+    #[error(
+        "entity kind {0:?} was never initialised on this node: call \
+         sharding().init(EntityKind::new({0:?}, ...)) for it first (on a node without the \
+         kind's role, init starts a proxy that only routes to the nodes that host it)"
+    )]
+    NotInitialized(String),
     /// A timeout of zero was given.
     #[error("the ask timeout must be positive")]
     InvalidTimeout,

@@ -11,12 +11,16 @@ use shardik_core::membership::UniqueAddress;
 use shardik_wire::{
     EnvelopeBatch, ReplyErrorKind, ShardingBody, ShardingLimits, decode_sharding_bytes,
 };
+use std::time::Duration;
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+
+use shardik_core::sharding::Protocol;
+use tracing::{debug, info, warn};
 
 use super::messages::Control;
 use super::pending::PendingAsks;
 use super::{Inner, Sharding, ShardingError};
+use crate::log_limit::LogLimit;
 use crate::metrics as m;
 use crate::transport::{Backpressure, InboundUser, UserConnection, UserSink};
 
@@ -153,6 +157,9 @@ impl Dispatcher {
                 Control::Remote { env, .. } => env.ask_id,
                 _ => None,
             };
+            if let Control::Protocol { msg, .. } = &control {
+                self.say_kind_not_started(from, &frame.kind, msg);
+            }
             self.unknown_kind(from, &frame.kind, asks);
             return None;
         };
@@ -225,6 +232,35 @@ impl Dispatcher {
         }
     }
 
+    /// Tells a coordinator that announced itself, or a region that registers with this node,
+    /// that this node has not started the kind, so that the coordinator stops waiting for a
+    /// region that will never register (see `shardik_core::sharding::coordinator`). One answer
+    /// per message received, and only members' messages get here (the transport's rule).
+    fn say_kind_not_started(&self, from: &UniqueAddress, kind: &Arc<str>, msg: &Protocol) {
+        let epoch = match msg {
+            Protocol::CoordinatorStarted { epoch } => *epoch,
+            Protocol::Register { .. } => 0,
+            _ => return,
+        };
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        metrics::counter!(m::SHARDING_KIND_NOT_STARTED_ANSWERS_TOTAL, "kind" => kind.to_string())
+            .increment(1);
+        if KIND_NOT_STARTED_LOG.check().is_some() {
+            info!(
+                %kind, %from,
+                "a peer runs entity kind {kind}, which this node never started: told it so \
+                 (call sharding().init for {kind} on this node if it should run here too)"
+            );
+        }
+        let answer = shardik_wire::ShardingFrame {
+            kind: kind.clone(),
+            body: ShardingBody::Protocol(Protocol::KindNotStarted { epoch }),
+        };
+        send_soon(&inner, from, shardik_wire::encode_sharding(&answer));
+    }
+
     /// Answers an ask for a kind that does not run here.
     fn refuse_ask(&self, from: &UniqueAddress, kind: &Arc<str>, ask_id: NonZeroU64) {
         let Some(inner) = self.inner.upgrade() else {
@@ -243,13 +279,23 @@ impl Dispatcher {
                 }),
             }),
         };
-        let payload = shardik_wire::encode_sharding(&reply);
-        if let Err(payload) = inner.sender.try_send(&from.address, payload) {
-            let to = from.address.clone();
-            tokio::spawn(async move {
-                inner.sender.send(&to, payload).await;
-            });
-        }
+        send_soon(&inner, from, shardik_wire::encode_sharding(&reply));
+    }
+}
+
+/// At most one "told a peer this node never started the kind" line per minute: every
+/// coordinator re-announces itself each rebalance interval while it waits.
+static KIND_NOT_STARTED_LOG: LogLimit = LogLimit::new(Duration::from_secs(60));
+
+/// Sends `payload` to `to` without blocking the reader: at once when the connection's queue
+/// has room, else from a task of its own.
+fn send_soon(inner: &Arc<Inner>, to: &UniqueAddress, payload: Bytes) {
+    if let Err(payload) = inner.sender.try_send(&to.address, payload) {
+        let inner = Arc::clone(inner);
+        let to = to.address.clone();
+        tokio::spawn(async move {
+            inner.sender.send(&to, payload).await;
+        });
     }
 }
 

@@ -89,6 +89,8 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     /// The kind's leases, when `use-lease` or the coordinator's lease is on (never on a
     /// proxy).
     pub leases: Option<super::leases::KindLeases>,
+    /// Where this kind says that its coordinator waits for silent members (for `/ready`).
+    pub held_back: Arc<super::held_back::HeldBack>,
 }
 
 struct State<E: Entity> {
@@ -109,6 +111,9 @@ struct State<E: Entity> {
     /// Deliveries not yet added to the `delivered` counter (added once per loop turn).
     delivered: u64,
     next_strategy_tick: Option<TokioInstant>,
+    /// One warning a minute at most that the coordinator's node has not started the kind
+    /// (this region's registration is answered so at every retry).
+    coordinator_lacks_kind_log: crate::log_limit::LogLimit,
     /// The clock as read once for the input being handled (a batch of commands, a completion,
     /// control messages): reading it per delivered command cost more than the routing.
     turn_clock: Option<CoreInstant>,
@@ -161,6 +166,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             gauges: KindGauges::new(&self.name),
             next_strategy_tick: None,
             turn_clock: None,
+            coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
         };
         self.membership_changed(&mut st);
         let mut batch: Vec<LocalMsg<E>> = Vec::with_capacity(256);
@@ -618,9 +624,29 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                 }
                 KindEffect::CoordinatorRunning(false) => {
-                    info!(kind = %self.name, "this node no longer runs the coordinator")
+                    info!(kind = %self.name, "this node no longer runs the coordinator");
+                    self.allocation_proceeds(st);
+                }
+                KindEffect::Coordinator(CoordinatorEvent::RegionsUnheard(silent)) => {
+                    self.warn_unheard(st, &silent)
+                }
+                KindEffect::Coordinator(CoordinatorEvent::StateComplete) => {
+                    info!(kind = %self.name, "coordinator heard from every region: allocating");
+                    self.allocation_proceeds(st);
                 }
                 KindEffect::Coordinator(ev) => log_coordinator_event(&self.name, &ev),
+                KindEffect::CoordinatorNodeLacksKind(node) => {
+                    if st.coordinator_lacks_kind_log.check().is_some() {
+                        warn!(
+                            kind = %self.name,
+                            coordinator_node = %node.address,
+                            "the oldest member, {}, which must run the coordinator of entity kind \
+                             {}, has not started that kind: no shard of it can be allocated \
+                             until that node calls sharding().init for {} or leaves the cluster",
+                            node.address, self.name, self.name
+                        );
+                    }
+                }
                 KindEffect::AllocationAsked {
                     requester,
                     shard,
@@ -905,6 +931,43 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
+    /// The coordinator here has waited too long for `silent` members: a warning (the core
+    /// spaces these out with a doubling interval), the gauge and `/ready`'s list.
+    fn warn_unheard(&self, st: &mut State<E>, silent: &[(UniqueAddress, Duration)]) {
+        let members: Vec<String> = silent
+            .iter()
+            .map(|(m, waited)| {
+                format!(
+                    "{} (for {})",
+                    m.address,
+                    humantime::format_duration(round_secs(*waited))
+                )
+            })
+            .collect();
+        warn!(
+            kind = %self.name,
+            members = %members.join(", "),
+            "the coordinator of entity kind {} allocates no new shard until these members' \
+             regions register or their nodes say they never started the kind: {}. A member \
+             whose application never calls sharding().init for {} and runs an older shardik \
+             cannot say so; start the kind there, or remove the member. Shards already placed \
+             keep working",
+            self.name,
+            members.join(", "),
+            self.name
+        );
+        st.gauges.unheard.set(silent.len() as f64);
+        self.held_back.set(&self.name, silent);
+    }
+
+    /// Allocation no longer waits here (the state is complete, or the coordinator left).
+    fn allocation_proceeds(&self, st: &mut State<E>) {
+        st.gauges.unheard.set(0.0);
+        if self.held_back.clear(&self.name) {
+            info!(kind = %self.name, "the coordinator no longer waits for silent members");
+        }
+    }
+
     fn publish_gauges(&self, st: &mut State<E>) {
         let g = &st.gauges;
         if st.delivered > 0 {
@@ -924,6 +987,7 @@ struct KindGauges {
     entities: metrics::Gauge,
     shards: metrics::Gauge,
     buffered: metrics::Gauge,
+    unheard: metrics::Gauge,
 }
 
 impl KindGauges {
@@ -933,6 +997,7 @@ impl KindGauges {
             entities: metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.to_string()),
             shards: metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.to_string()),
             buffered: metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind.to_string()),
+            unheard: metrics::gauge!(m::SHARDING_UNHEARD_REGIONS, "kind" => kind.to_string()),
         }
     }
 }
@@ -945,6 +1010,11 @@ fn exact_len(it: impl Iterator) -> usize {
         (lo, Some(hi)) if lo == hi => lo,
         _ => it.count(),
     }
+}
+
+/// `d` to whole seconds, for log lines.
+fn round_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs())
 }
 
 /// The wire error kind that carries `e` back to a remote asker.
@@ -972,9 +1042,14 @@ fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
         CoordinatorEvent::RegistrationRefused(r) => {
             debug!(%kind, region = %r, "registration refused: not a member in a registrable status")
         }
-        CoordinatorEvent::StateComplete => {
-            info!(%kind, "coordinator heard from every region: allocating")
-        }
+        CoordinatorEvent::StateComplete | CoordinatorEvent::RegionsUnheard(_) => {}
+        CoordinatorEvent::KindNotStarted(member) => info!(
+            %kind,
+            member = %member.address,
+            "member {} has not started entity kind {kind}: it counts as hosting none of its \
+             shards, and gets some once it calls sharding().init for {kind}",
+            member.address
+        ),
         CoordinatorEvent::HandOffStarted {
             shard,
             from,

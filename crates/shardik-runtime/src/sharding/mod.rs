@@ -16,6 +16,7 @@
 mod allocation;
 mod api;
 mod daemon;
+mod held_back;
 mod host;
 mod id_map;
 mod inbound;
@@ -55,6 +56,7 @@ pub use api::{
     Postcard, ShardExtractor, ShardingError, StatusReply, SyncEntity, TellError,
 };
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
+pub use held_back::HeldBackKind;
 pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
 pub use remember::EntityRecovery;
@@ -167,6 +169,7 @@ impl ShardingConfig {
                 shard_start_timeout: sh.shard_start_timeout,
                 min_members,
                 forward_handoff: mode == HandOffMode::Forward,
+                unheard_warning_after: sh.unheard_region_warning_after,
             },
             allocation: sh.allocation_settings(),
             down_removal_margin: s.cluster.effective_down_removal_margin(),
@@ -260,6 +263,8 @@ struct KindEntry {
 struct Inner {
     /// Leases whose store is failing on this node (for `/ready`).
     lease_health: Arc<LeaseHealth>,
+    /// Kinds whose coordinator here waits for silent members (for `/ready`).
+    held_back: Arc<held_back::HeldBack>,
     node: NodeHandle,
     self_node: UniqueAddress,
     sender: UserSender,
@@ -319,6 +324,14 @@ impl Sharding {
         self.inner.lease_health.failing()
     }
 
+    /// The entity kinds whose coordinator runs on this node and allocates no new shard because
+    /// some members have been silent longer than `cluster.sharding.unheard-region-warning-after`
+    /// (neither registered a region of the kind nor said that they never started it), each
+    /// with those members: what `/ready`'s body lists under `allocationHeldBack`.
+    pub fn allocation_held_back(&self) -> Vec<HeldBackKind> {
+        self.inner.held_back.snapshot()
+    }
+
     /// Attaches sharding to a running node: from now on it serves the node's user traffic.
     /// Fails if sharding (or anything else) already took that traffic on this node.
     pub fn start(node: &RunningNode, config: ShardingConfig) -> Result<Sharding, StartError> {
@@ -359,6 +372,7 @@ impl Sharding {
             replies,
             stats_waiters: Mutex::new(HashMap::new()),
             lease_health: Arc::default(),
+            held_back: Arc::default(),
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
         });
         // Frames are dispatched by the connections' readers from now on; what the queue
@@ -514,6 +528,7 @@ impl Sharding {
             },
             remember: kind.remember.clone(),
             leases,
+            held_back: Arc::clone(&self.inner.held_back),
         };
         let mut task = task;
         if let Some(p) = limit_strategy {
@@ -537,7 +552,7 @@ impl Sharding {
         let kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());
         let entry = kinds
             .get(key.name())
-            .ok_or_else(|| ShardingError::UnknownKind(key.name().to_string()))?;
+            .ok_or_else(|| ShardingError::NotInitialized(key.name().to_string()))?;
         let region = entry
             .region
             .downcast_ref::<EntityRegion<E>>()
@@ -914,7 +929,8 @@ impl<'de, E: Entity> serde::Deserialize<'de> for EntityRef<E> {
                 "EntityRef to {kind:?}/{id:?}: an EntityRef can only be decoded by a node's sharding"
             )),
             resolve::ResolveError::UnknownKind => D::Error::custom(format!(
-                "EntityRef to {kind:?}/{id:?}: entity kind {kind:?} is not registered on this node"
+                "EntityRef to {kind:?}/{id:?}: {}",
+                ShardingError::NotInitialized(kind.clone())
             )),
             resolve::ResolveError::WrongType => D::Error::custom(format!(
                 "EntityRef to {kind:?}/{id:?}: entity kind {kind:?} is registered here with another entity type"
@@ -1101,6 +1117,58 @@ mod ref_ids_tests {
             std::mem::align_of::<RefIds>(),
             8,
             "no over-aligned allocation"
+        );
+    }
+}
+
+#[cfg(test)]
+mod not_initialized_tests {
+    use std::sync::Arc;
+
+    use super::resolve::{RegionResolver, Resolver, decoding_with};
+    use super::*;
+
+    /// A node on which no kind was ever initialised.
+    struct NoKinds;
+
+    impl RegionResolver for NoKinds {
+        fn with_region(
+            &self,
+            _kind: &str,
+            f: &mut dyn FnMut(Option<&(dyn std::any::Any + Send + Sync)>),
+        ) {
+            f(None)
+        }
+
+        fn reply_endpoint(&self) -> Arc<ReplyEndpoint> {
+            unreachable!("decoding an EntityRef never answers an ask")
+        }
+    }
+
+    struct Ponger;
+
+    impl Entity for Ponger {
+        type Command = u32;
+        type Reply = u32;
+        async fn handle(&mut self, cmd: u32, _: &mut EntityContext<Self>) -> u32 {
+            cmd
+        }
+    }
+
+    #[test]
+    fn an_entity_ref_to_a_kind_never_initialised_here_says_to_call_init() {
+        let node: Arc<dyn RegionResolver> = Arc::new(NoKinds);
+        let resolver: Resolver = Arc::downgrade(&node);
+        let err = decoding_with(&resolver, || {
+            serde_json::from_str::<EntityRef<Ponger>>(r#"["ponger","p-1"]"#)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("EntityRef to \"ponger\"/\"p-1\"")
+                && err.contains("never initialised on this node")
+                && err.contains("sharding().init(EntityKind::new(\"ponger\""),
+            "{err}"
         );
     }
 }

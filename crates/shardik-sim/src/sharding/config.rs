@@ -16,6 +16,11 @@ pub struct KindSpec {
     pub name: String,
     /// Nodes with this role host the kind's shards; the others run a proxy. `None`: all host.
     pub role: Option<String>,
+    /// Nodes with this role never start the kind (the application there never calls `init`
+    /// for it): they answer its coordinator's announcements and its regions' registrations
+    /// with `KindNotStarted`, as the runtime's inbound dispatcher does, and run nothing else
+    /// of it. `None`: every node starts it.
+    pub not_started_with_role: Option<String>,
 }
 
 impl KindSpec {
@@ -24,6 +29,7 @@ impl KindSpec {
         KindSpec {
             name: name.to_string(),
             role: None,
+            not_started_with_role: None,
         }
     }
 
@@ -32,7 +38,14 @@ impl KindSpec {
         KindSpec {
             name: name.to_string(),
             role: Some(role.to_string()),
+            not_started_with_role: None,
         }
+    }
+
+    /// The same kind, never started on nodes with `role`.
+    pub fn not_started_with_role(mut self, role: &str) -> Self {
+        self.not_started_with_role = Some(role.to_string());
+        self
     }
 }
 
@@ -97,6 +110,7 @@ impl ShardingConfig {
                 shard_start_timeout: Duration::from_secs(2),
                 min_members: 1,
                 forward_handoff: mode == HandOffMode::Forward,
+                unheard_warning_after: Duration::from_secs(5),
             },
             // As the runtime does with the resolver on: the margin equals stable-after, so a
             // downed minority has stopped before its shards start elsewhere.

@@ -199,6 +199,9 @@ pub enum Output {
 
 /// One kind's pieces on one node.
 struct KindState {
+    /// Whether the application on this node started the kind. When not, the kind node is
+    /// never fed: the node only answers `KindNotStarted` (see [`KindSpec`](super::KindSpec)).
+    started: bool,
     node: KindNode<SimMsg>,
     /// Live entities by shard.
     entities: BTreeMap<ShardId, BTreeSet<EntityId>>,
@@ -253,7 +256,12 @@ impl ShardNode {
                 let allocation = AllocationChoice::Immediate(Box::new(|| {
                     Box::new(LeastShardAllocationStrategy::new(20, 0.1))
                 }));
+                let started = k
+                    .not_started_with_role
+                    .as_ref()
+                    .is_none_or(|r| !roles.contains(r));
                 KindState {
+                    started,
                     node: KindNode::new(me.clone(), settings, allocation, now),
                     entities: BTreeMap::new(),
                     stopping: BTreeMap::new(),
@@ -297,12 +305,19 @@ impl ShardNode {
 
     /// Whether every region has stopped: the node's exit may be confirmed.
     pub fn all_regions_stopped(&self) -> bool {
-        self.kinds.iter().all(|k| k.node.is_stopped())
+        self.kinds.iter().all(|k| !k.started || k.node.is_stopped())
     }
 
     /// Whether any region is handing its shards off to stop (the node is leaving).
     pub fn is_leaving(&self) -> bool {
-        self.kinds.iter().any(|k| k.node.is_shutting_down())
+        self.kinds
+            .iter()
+            .any(|k| k.started && k.node.is_shutting_down())
+    }
+
+    /// Whether the application on this node started kind `kind`.
+    pub fn started(&self, kind: usize) -> bool {
+        self.kinds[kind].started
     }
 
     /// Feeds one input to kind `k` and turns its effects into outputs.
@@ -322,6 +337,9 @@ impl ShardNode {
         out: &mut Vec<Output>,
     ) {
         for k in 0..self.kinds.len() {
+            if !self.kinds[k].started {
+                continue;
+            }
             let input = KindInput::Membership {
                 members: members.to_vec(),
                 unreachable: unreachable.clone(),
@@ -338,6 +356,12 @@ impl ShardNode {
         env: Envelope<SimMsg>,
         out: &mut Vec<Output>,
     ) {
+        assert!(
+            self.kinds[kind].started,
+            "traffic sent through kind {kind} on {}, which never started it (the runtime \
+             refuses such a send: pick the senders)",
+            self.me
+        );
         self.holding.insert(env.msg.id);
         self.input(now, kind, KindInput::Route { from: None, env }, out);
     }
@@ -351,6 +375,10 @@ impl ShardNode {
         wire: Wire,
         out: &mut Vec<Output>,
     ) {
+        if !self.kinds[kind].started {
+            self.kind_not_started(from, kind, wire, out);
+            return;
+        }
         let input = match wire {
             Wire::User(env) => {
                 self.holding.insert(env.msg.id);
@@ -367,10 +395,38 @@ impl ShardNode {
         self.input(now, kind, input, out);
     }
 
+    /// What a node that never started `kind` does with a message of it: answers the
+    /// coordinator's announcement (echoing its epoch) and a registration (epoch 0) with
+    /// `KindNotStarted`, as the runtime's dispatcher does, and ignores the rest. No client
+    /// message can come: no shard ever has its home here, so one would be a bug.
+    fn kind_not_started(
+        &mut self,
+        from: &UniqueAddress,
+        kind: usize,
+        wire: Wire,
+        out: &mut Vec<Output>,
+    ) {
+        let epoch = match wire {
+            Wire::Proto(Protocol::CoordinatorStarted { epoch }) => epoch,
+            Wire::Proto(Protocol::Register { .. }) => 0,
+            Wire::Proto(_) => return,
+            Wire::User(env) => panic!(
+                "message {} of kind {kind} reached {}, which never started the kind",
+                env.msg.id, self.me
+            ),
+        };
+        out.push(Output::Send {
+            kind,
+            to: from.clone(),
+            wire: Wire::Proto(Protocol::KindNotStarted { epoch }),
+        });
+    }
+
     /// The next instant [`timer`](Self::timer) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.kinds
             .iter()
+            .filter(|st| st.started)
             .flat_map(|st| [st.node.poll_timeout(), st.stopping.values().min().copied()])
             .flatten()
             .min()
@@ -379,6 +435,9 @@ impl ShardNode {
     /// Runs what is due at `now`: entities finishing their stop, then each kind's timers.
     pub fn timer(&mut self, now: Instant, out: &mut Vec<Output>) {
         for k in 0..self.kinds.len() {
+            if !self.kinds[k].started {
+                continue;
+            }
             let due: Vec<ShardId> = self.kinds[k]
                 .stopping
                 .iter()
@@ -586,6 +645,10 @@ impl ShardNode {
                     what: format!("lease {key:?} unavailable: {error}"),
                 }),
                 KindEffect::LeaseRecovered(_) => {}
+                KindEffect::CoordinatorNodeLacksKind(node) => out.push(Output::LeaseNote {
+                    kind: k,
+                    what: format!("the coordinator's node {node} has not started the kind"),
+                }),
                 KindEffect::Fenced(closed) => out.push(Output::LeaseNote {
                     kind: k,
                     what: if closed {

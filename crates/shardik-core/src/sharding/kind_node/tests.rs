@@ -345,3 +345,130 @@ fn a_hand_off_that_cannot_finish_stops_the_region_after_the_shutdown_timeout() {
     assert!(net.region(&b).is_stopped(), "gave up after the timeout");
     assert!(net.hosts().values().all(|h| !h.contains(&b)));
 }
+
+/// Node 1 (oldest) runs the coordinator; node 2 is Up but its node never started the kind.
+fn coordinator_beside_a_node_without_the_kind() -> (KindNode<Msg>, Vec<KindEffect<Msg>>) {
+    let me = node(1);
+    let now = Instant::from_millis(1);
+    let mut k = KindNode::new(me.clone(), settings(false), least(), now);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Membership {
+            members: vec![up(&me, 1), up(&node(2), 2)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    (k, out)
+}
+
+fn announced_epoch(out: &[KindEffect<Msg>], to: &UniqueAddress) -> Option<u64> {
+    out.iter().find_map(|e| match e {
+        KindEffect::Send {
+            to: t,
+            msg: Protocol::CoordinatorStarted { epoch },
+        } if t == to => Some(*epoch),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_node_that_answers_kind_not_started_no_longer_holds_allocation_back() {
+    let (mut k, out) = coordinator_beside_a_node_without_the_kind();
+    let epoch = announced_epoch(&out, &node(2)).expect("node 2 is told the coordinator runs");
+    assert_ne!(epoch, 0);
+    assert!(!k.coordinator().unwrap().is_complete());
+    let now = Instant::from_millis(2);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Route {
+            from: None,
+            env: env("a", 1),
+        },
+        &mut out,
+    );
+    assert!(
+        !out.iter().any(|e| matches!(e, KindEffect::Deliver(_))),
+        "held back while node 2 is silent"
+    );
+    k.handle(
+        now,
+        KindInput::Protocol {
+            from: node(2),
+            msg: Protocol::KindNotStarted { epoch },
+        },
+        &mut out,
+    );
+    assert!(k.coordinator().unwrap().is_complete());
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, KindEffect::Deliver(d) if d.msg == 1)),
+        "the waiting message is delivered once allocation proceeds: {out:?}"
+    );
+}
+
+#[test]
+fn each_coordinator_incarnation_on_a_node_has_its_own_epoch() {
+    let me = node(1);
+    let mut k = KindNode::<Msg>::new(me.clone(), settings(false), least(), Instant::ZERO);
+    let mut epochs = Vec::new();
+    let members = |second: MemberStatus| {
+        let mut m2 = up(&node(2), 2);
+        m2.status = second;
+        vec![up(&me, 1), m2]
+    };
+    for i in 0..3u64 {
+        let mut out = Vec::new();
+        let now = Instant::from_millis(10 * i + 1);
+        // Node 1 is Up (runs the coordinator), then seen Joining-free but not a member:
+        // leaving the view and coming back starts a new coordinator incarnation.
+        k.handle(
+            now,
+            KindInput::Membership {
+                members: members(MemberStatus::Up),
+                unreachable: BTreeSet::new(),
+            },
+            &mut out,
+        );
+        epochs.push(announced_epoch(&out, &node(2)).expect("announced"));
+        k.handle(
+            now,
+            KindInput::Membership {
+                members: vec![up(&node(2), 2)],
+                unreachable: BTreeSet::new(),
+            },
+            &mut out,
+        );
+        assert!(k.coordinator().is_none());
+    }
+    let distinct: BTreeSet<u64> = epochs.iter().copied().collect();
+    assert_eq!(distinct.len(), 3, "{epochs:?}");
+}
+
+#[test]
+fn a_registration_answered_by_the_coordinators_node_is_reported() {
+    // Node 2's region registers with node 1, the oldest, whose node never started the kind.
+    let me = node(2);
+    let now = Instant::from_millis(1);
+    let mut k = KindNode::<Msg>::new(me.clone(), settings(false), least(), now);
+    let mut out = Vec::new();
+    k.handle(
+        now,
+        KindInput::Membership {
+            members: vec![up(&node(1), 1), up(&me, 2)],
+            unreachable: BTreeSet::new(),
+        },
+        &mut out,
+    );
+    let answer = |from: u16| KindInput::Protocol {
+        from: node(from),
+        msg: Protocol::KindNotStarted { epoch: 0 },
+    };
+    out.clear();
+    k.handle(now, answer(3), &mut out);
+    assert!(out.is_empty(), "not from the coordinator's node: {out:?}");
+    k.handle(now, answer(1), &mut out);
+    assert_eq!(out, vec![KindEffect::CoordinatorNodeLacksKind(node(1))]);
+}
