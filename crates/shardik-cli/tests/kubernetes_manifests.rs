@@ -18,8 +18,8 @@ fn manifest_dir() -> PathBuf {
 /// The one document of `file`.
 fn load(file: &str) -> Yaml {
     let path = manifest_dir().join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let mut docs =
         YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{file} is not YAML: {e}"));
     assert_eq!(docs.len(), 1, "{file}: one document");
@@ -82,7 +82,10 @@ fn the_manifests_match_the_settings_they_run_with() {
     assert_eq!(text(&strategy["type"], "strategy"), "RollingUpdate");
     assert_eq!(int(&strategy["rollingUpdate"]["maxSurge"], "maxSurge"), 1);
     assert_eq!(
-        int(&strategy["rollingUpdate"]["maxUnavailable"], "maxUnavailable"),
+        int(
+            &strategy["rollingUpdate"]["maxUnavailable"],
+            "maxUnavailable"
+        ),
         0
     );
     let replicas = int(&deployment["spec"]["replicas"], "replicas");
@@ -106,7 +109,10 @@ fn the_manifests_match_the_settings_they_run_with() {
                     ["metadata.name", "metadata.namespace"].contains(&field),
                     "{name} from {field}"
                 );
-                assert!(vars.contains_key(name), "{name} is one of the expanded variables");
+                assert!(
+                    vars.contains_key(name),
+                    "{name} is one of the expanded variables"
+                );
             }
         }
     }
@@ -133,7 +139,10 @@ fn the_manifests_match_the_settings_they_run_with() {
     );
     assert_eq!(
         text(&configmap["metadata"]["name"], "configmap name"),
-        text(&pod_volume(pod, "config")["configMap"]["name"], "config volume")
+        text(
+            &pod_volume(pod, "config")["configMap"]["name"],
+            "config volume"
+        )
     );
     let toml = text(&configmap["data"][sub], "the ConfigMap's file");
     let dir = tempfile::tempdir().unwrap();
@@ -176,21 +185,36 @@ fn the_manifests_match_the_settings_they_run_with() {
         "pods must be found before they are ready: they are ready only once joined"
     );
     assert_eq!(
-        text(&service["spec"]["selector"]["app.kubernetes.io/name"], "selector"),
+        text(
+            &service["spec"]["selector"]["app.kubernetes.io/name"],
+            "selector"
+        ),
         app
     );
     let service_ports: BTreeMap<&str, &str> = list(&service["spec"]["ports"], "service ports")
         .iter()
-        .map(|p| (text(&p["name"], "name"), text(&p["targetPort"], "targetPort")))
+        .map(|p| {
+            (
+                text(&p["name"], "name"),
+                text(&p["targetPort"], "targetPort"),
+            )
+        })
         .collect();
     assert_eq!(service_ports["management"], "management");
     assert_eq!(service_ports["cluster"], "cluster");
 
     // Bootstrap: DNS SRV records of the Service's management port, as many contact points as
     // replicas for the first formation.
-    let discovery = &settings.management.cluster.bootstrap.contact_point_discovery;
+    let discovery = &settings
+        .management
+        .cluster
+        .bootstrap
+        .contact_point_discovery;
     assert_eq!(settings.discovery.method.as_str(), "dns");
-    assert!(settings.cluster.seed_nodes.is_empty(), "bootstrap runs only without seeds");
+    assert!(
+        settings.cluster.seed_nodes.is_empty(),
+        "bootstrap runs only without seeds"
+    );
     assert_eq!(
         discovery.service_name,
         format!("_management._tcp.{service_name}.shop.svc.cluster.local")
@@ -205,9 +229,10 @@ fn the_manifests_match_the_settings_they_run_with() {
     }
 
     // A graceful leave (hand-off included) fits in the grace period, after the pre-stop pause.
-    let grace = Duration::from_secs(
-        int(&pod["terminationGracePeriodSeconds"], "terminationGracePeriodSeconds") as u64,
-    );
+    let grace = Duration::from_secs(int(
+        &pod["terminationGracePeriodSeconds"],
+        "terminationGracePeriodSeconds",
+    ) as u64);
     let pause = Duration::from_secs(int(
         &container["lifecycle"]["preStop"]["sleep"]["seconds"],
         "preStop sleep",
@@ -224,7 +249,10 @@ fn the_manifests_match_the_settings_they_run_with() {
     let tls = &settings.transport.tls;
     assert!(tls.enabled);
     let tls_mount = mount("tls");
-    assert!(tls_mount["subPath"].is_badvalue(), "no subPath for the Secret");
+    assert!(
+        tls_mount["subPath"].is_badvalue(),
+        "no subPath for the Secret"
+    );
     let tls_dir = text(&tls_mount["mountPath"], "tls mountPath");
     for f in [&tls.cert_file, &tls.key_file, &tls.ca_cert_file] {
         assert_eq!(

@@ -100,6 +100,7 @@ async fn counter_node(
 async fn silent_node(port: u16, seed: u16) -> RunningNode {
     node::start(NodeOptions {
         bind: Address::new("127.0.0.1", port),
+        advertise: None,
         seeds: vec![Address::new("127.0.0.1", seed)],
         membership: fast_membership(CLUSTER, &[]),
         transport: TransportConfig::default(),
