@@ -6,21 +6,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use shardik_core::membership::{Address, ShutdownReason};
+use shardik_core::membership::Address;
 use shardik_runtime::config::Settings;
-use shardik_runtime::metrics::Metrics;
-use shardik_runtime::node::StopRequest;
 use shardik_runtime::persistence::Persistence;
-use shardik_runtime::tls::TlsContext;
-use shardik_runtime::{Node, http, logging};
+use shardik_runtime::{Node, logging};
 
 use crate::counter::{counter_kind, counter_routes, counters_not_started_routes};
 use crate::evolving::{self, EvolvingVersion};
-use tracing::{info, warn};
+use tracing::info;
 
 /// Arguments of `shardik node`.
 #[derive(Args, Debug)]
@@ -97,10 +93,6 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
     }
     // Again after the command line: `--management` decides whether writes need a token.
     settings.validate().context("invalid configuration")?;
-    // The token file is read now, so that a missing or empty one stops the node before it
-    // joins.
-    let guard = http::WriteGuard::from_settings(&settings.management.http)
-        .context("invalid configuration")?;
     // Where to listen and who this node is: neither given, or an identity peers cannot dial
     // (0.0.0.0 without --advertise), stops it here with the key to set.
     let addresses = settings
@@ -109,9 +101,6 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
-    // The management port's TLS files too (after logging, which reports what was loaded).
-    let management_tls = TlsContext::for_management(&settings)
-        .context("cannot serve the management API over TLS")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -120,8 +109,6 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(run_node(
         addresses.bind,
         settings,
-        guard,
-        management_tls,
         args.demo_counters,
         args.demo_evolving,
     ))
@@ -130,20 +117,9 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
 async fn run_node(
     bind: Address,
     settings: Settings,
-    guard: http::WriteGuard,
-    management_tls: Option<TlsContext>,
     demo_counters: bool,
     demo_evolving: Option<EvolvingVersion>,
 ) -> anyhow::Result<ExitCode> {
-    let metrics = Metrics::install().ok();
-    let mgmt_addr = settings.management.http.bind_address();
-    let listener = tokio::net::TcpListener::bind(&mgmt_addr)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen for the management API on {mgmt_addr} (use --management HOST:PORT)"
-            )
-        })?;
     // The store is opened before the node joins, so that a store that cannot be reached,
     // parsed or read stops the process at startup with the cause, before it is a member.
     let persistence = if demo_counters {
@@ -158,34 +134,33 @@ async fn run_node(
     } else {
         None
     };
-    // The settings carry `--advertise` (cluster.canonical-address) too.
-    let mut builder = Node::builder(settings.clone()).bind(bind.clone());
+    // The settings carry `--advertise` (cluster.canonical-address) and `--management`
+    // (management.http.*) too; the management port is bound, and its token and TLS files
+    // read, before the node joins.
+    let mut builder = Node::builder(settings.clone())
+        .bind(bind.clone())
+        .metrics()
+        .management();
     if let Some(persistence) = &persistence {
         // One store per process: the resolver's lease (lease-majority) lives there too.
         builder = builder.store(std::sync::Arc::clone(persistence.store()));
     }
-    let (running, sharding) = builder
+    let node = builder
         .start()
         .await
-        .with_context(|| format!("cannot start the node on {bind}"))?
-        .into_parts();
-    info!(
-        node = %running.self_node,
-        management = %mgmt_addr,
-        https = management_tls.is_some(),
-        writes_enabled = guard.writes_enabled(),
-        bearer_token = guard.requires_token(),
-        client_certificates_accepted = guard.accepts_client_certificates(),
-        "management API listening"
-    );
-    // The settings bring the sharding readiness check (`cluster.sharding.healthcheck`) and
-    // the query timeout; the guard was built from them at start.
-    let mut router = http::ManagementApi::new(running.handle.clone())
-        .settings(&settings)
-        .write_guard(guard.clone())
-        .metrics(metrics)
-        .sharding(sharding.clone())
-        .router();
+        .with_context(|| format!("cannot start the node on {bind}"))?;
+    let guard = node
+        .write_guard()
+        .expect("the builder was asked for the management API")
+        .clone();
+    let sharding = node.sharding().clone();
+    // A demo is asked for explicitly: on loopback its own write route is open (the README's
+    // curl lines work as written); elsewhere it follows the API's rule.
+    let demo_guard = if settings.management.http.listens_on_loopback() {
+        guard.enable_writes()
+    } else {
+        guard
+    };
     if let Some(persistence) = &persistence {
         let mut counters = counter_kind(persistence);
         let sharding_settings = &settings.cluster.sharding;
@@ -198,93 +173,23 @@ async fn run_node(
         sharding
             .init(counters)
             .context("cannot register the demo counters")?;
-        // A demo is asked for explicitly: on loopback its own write route is open (the
-        // README's curl lines work as written); elsewhere it follows the API's rule.
-        let demo_guard = if settings.management.http.listens_on_loopback() {
-            guard.enable_writes()
-        } else {
-            guard.clone()
-        };
-        router = router.merge(counter_routes(sharding.clone(), &demo_guard));
+        node.merge_routes(counter_routes(sharding.clone(), &demo_guard))?;
         info!(
             increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"
         );
     } else {
-        router = router.merge(counters_not_started_routes());
+        node.merge_routes(counters_not_started_routes())?;
     }
     if let Some(version) = demo_evolving {
-        // As for the counters: a demo asked for on loopback has its write route open.
-        let demo_guard = if settings.management.http.listens_on_loopback() {
-            guard.enable_writes()
-        } else {
-            guard.clone()
-        };
         let routes = evolving::register(version, &sharding, &demo_guard)
             .context("cannot register the demo kind `evolving`")?;
-        router = router.merge(routes);
+        node.merge_routes(routes)?;
         info!(
             ?version,
             "demo kind `evolving` enabled: POST /demo/evolving/{{id}}"
         );
     }
-    let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let limits = http::HttpLimits::from_settings(&settings.management.http);
-    let http_stopped = async move {
-        let _ = http_stop_rx.await;
-    };
-    let server = match management_tls {
-        Some(tls) => tokio::spawn(http::serve_https(
-            listener,
-            router,
-            limits,
-            tls,
-            http_stopped,
-        )),
-        None => tokio::spawn(http::serve_with(listener, router, limits, http_stopped)),
-    };
-
-    let stop = running.stop.clone();
-    tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        let mut first = true;
-        loop {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            if first {
-                first = false;
-                info!(
-                    "signal received: leaving the cluster (shards are handed off first; send it again to exit at once)"
-                );
-                let _ = stop.send(StopRequest::Leave).await;
-            } else {
-                warn!("second signal: exiting at once");
-                std::process::exit(130);
-            }
-        }
-    });
-
-    let reason = running.finished.await.context("the node task failed")?;
-    let _ = http_stop_tx.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
-    Ok(match reason {
-        ShutdownReason::Left => ExitCode::SUCCESS,
-        ShutdownReason::Downed | ShutdownReason::Removed => {
-            warn!(?reason, "this node was removed from the cluster");
-            ExitCode::from(3)
-        }
-        ShutdownReason::Orphaned => {
-            warn!(
-                "every other member of the cluster this node was joining went down: stopped, rather than lead a cluster of its own; start it again to join"
-            );
-            ExitCode::from(3)
-        }
-        ShutdownReason::IncompatibleConfig(why) => {
-            warn!(%why, "the cluster refused this node's configuration");
-            ExitCode::from(4)
-        }
-    })
+    let reason = node.run_until_signal().await;
+    Ok(ExitCode::from(reason.exit_code()))
 }

@@ -223,8 +223,14 @@ fn node_refuses_management_writes_beyond_loopback_without_a_token() {
     // A token file that cannot be read stops the node too, naming the key and the file.
     let missing = std::env::temp_dir().join(format!("shardik-no-token-{}", std::process::id()));
     let missing = missing.display().to_string();
+    // The token file is read before anything is bound: the node never listens on its
+    // cluster port (a port nothing else uses: the test would see it answer otherwise).
+    let bind = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
     let out = node_that_should_refuse_to_start(
-        &["--bind", "127.0.0.1:0", "--management", "127.0.0.1:0"],
+        &["--bind", bind.as_str(), "--management", "127.0.0.1:0"],
         &[
             writes,
             (

@@ -17,7 +17,9 @@ use tokio::sync::broadcast;
 
 use crate::config::Settings;
 use crate::handle::NodeHandle;
+use crate::http::WriteGuard;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
+use crate::process::ManagementServer;
 use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::{Sharding, ShardingConfig};
 use crate::transport::TransportConfig;
@@ -26,6 +28,8 @@ use crate::transport::TransportConfig;
 pub struct Node {
     running: RunningNode,
     sharding: Sharding,
+    /// Served when the builder asked for it ([`NodeBuilder::management`]).
+    management: Option<ManagementServer>,
 }
 
 impl std::fmt::Debug for Node {
@@ -45,6 +49,9 @@ pub struct NodeBuilder {
     leave_timeout: Duration,
     store: Option<Arc<dyn Store>>,
     join_checkers: Vec<Arc<dyn JoinConfigCompatChecker>>,
+    management: bool,
+    metrics: bool,
+    logging: bool,
 }
 
 impl std::fmt::Debug for NodeBuilder {
@@ -56,6 +63,9 @@ impl std::fmt::Debug for NodeBuilder {
             .field("leave_timeout", &self.leave_timeout)
             .field("store", &self.store.as_ref().map(|_| "given"))
             .field("join_checkers", &self.join_checkers)
+            .field("management", &self.management)
+            .field("metrics", &self.metrics)
+            .field("logging", &self.logging)
             .finish_non_exhaustive()
     }
 }
@@ -71,6 +81,9 @@ impl Node {
             leave_timeout: Duration::from_secs(60),
             store: None,
             join_checkers: Vec::new(),
+            management: false,
+            metrics: false,
+            logging: false,
         }
     }
 
@@ -116,16 +129,83 @@ impl Node {
         self.wait().await
     }
 
-    /// Waits until the node has stopped (it left, or was downed or removed).
+    /// Waits until the node has stopped (it left, or was downed or removed); then stops its
+    /// management API, if it serves one.
     pub async fn wait(self) -> ShutdownReason {
-        self.running.finished.await.unwrap_or(ShutdownReason::Left)
+        let reason = self.running.finished.await.unwrap_or(ShutdownReason::Left);
+        if let Some(management) = self.management {
+            management.shut_down().await;
+        }
+        reason
     }
 
-    /// The parts, for programs that drive the node's stop themselves.
+    /// Runs until the node stops, as a process's main task does: the first SIGTERM or SIGINT
+    /// makes it leave gracefully (shards handed off first), a second one ends the process at
+    /// once (exit code [`SECOND_SIGNAL_EXIT_CODE`](crate::process::SECOND_SIGNAL_EXIT_CODE)).
+    /// Logs why it stopped (at WARN unless it left) and stops the management API; end the
+    /// process with [`ShutdownReason::exit_code`].
+    ///
+    /// ```no_run
+    /// # async fn run(settings: shardik_runtime::config::Settings) -> Result<std::process::ExitCode, shardik_runtime::node::StartError> {
+    /// let node = shardik_runtime::Node::builder(settings)
+    ///     .logging()
+    ///     .metrics()
+    ///     .management()
+    ///     .start()
+    ///     .await?;
+    /// // node.sharding().init(...) for each entity kind, node.merge_routes(...) for the
+    /// // application's own HTTP routes.
+    /// let reason = node.run_until_signal().await;
+    /// Ok(std::process::ExitCode::from(reason.exit_code()))
+    /// # }
+    /// ```
+    pub async fn run_until_signal(self) -> ShutdownReason {
+        let Node {
+            running,
+            management,
+            ..
+        } = self;
+        let finished = async { running.finished.await.unwrap_or(ShutdownReason::Left) };
+        let reason = crate::process::until_signal_or_stop(running.stop.clone(), finished).await;
+        crate::process::log_shutdown(&reason);
+        if let Some(management) = management {
+            management.shut_down().await;
+        }
+        reason
+    }
+
+    /// Serves `routes` (the application's own HTTP API, already given its state) on the
+    /// management port beside Akka Management's routes, which win where both have a path.
+    /// Routes may be added at any time; they answer from then on. Errors when the builder did
+    /// not ask for [`management`](NodeBuilder::management).
+    pub fn merge_routes(&self, routes: axum::Router) -> Result<(), NoManagementApi> {
+        let management = self.management.as_ref().ok_or(NoManagementApi)?;
+        management.app_routes.merge(routes);
+        Ok(())
+    }
+
+    /// Who may use state-changing routes on the management port (its token and client
+    /// certificate rules), for the application's own routes to apply the same rules
+    /// ([`WriteGuard::protect`](crate::http::WriteGuard::protect)); `None` without
+    /// [`NodeBuilder::management`].
+    pub fn write_guard(&self) -> Option<&WriteGuard> {
+        self.management.as_ref().map(|m| &m.guard)
+    }
+
+    /// The parts, for programs that drive the node's stop themselves. A management API the
+    /// builder started keeps serving until the process ends.
     pub fn into_parts(self) -> (RunningNode, Sharding) {
         (self.running, self.sharding)
     }
 }
+
+/// [`Node::merge_routes`] on a node built without [`NodeBuilder::management`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this node serves no management API: call NodeBuilder::management() to serve routes on \
+     its port"
+)]
+pub struct NoManagementApi;
 
 impl NodeBuilder {
     /// `HOST:PORT` to listen on, instead of `cluster.bind-address`; also the node's address
@@ -211,12 +291,56 @@ impl NodeBuilder {
         Ok(Some(SbrLeaseOptions::from_settings(&self.settings, store)))
     }
 
+    /// Sets up logging from `logging.format` and `logging.level` when the node starts (to
+    /// standard error; a subscriber the program installed already stays).
+    pub fn logging(mut self) -> Self {
+        self.logging = true;
+        self
+    }
+
+    /// Records the node's metrics (Prometheus), served on `/metrics` by the management API.
+    pub fn metrics(mut self) -> Self {
+        self.metrics = true;
+        self
+    }
+
+    /// Serves the management API on `management.http.hostname:port` (over TLS with
+    /// `management.http.tls.enabled`, writes guarded by `route-providers-read-only`,
+    /// `auth-token-file` and client certificates): its port is bound before the node joins,
+    /// so that an address in use or a bad token or TLS file stops it first, and it answers
+    /// from the moment `start()` returns (readiness and liveness probes, cluster bootstrap's
+    /// contact-point probes). Add the application's routes with [`Node::merge_routes`].
+    pub fn management(mut self) -> Self {
+        self.management = true;
+        self
+    }
+
     /// Starts the node, joins the cluster through the seeds (or, without seeds and with a
     /// `discovery.method`, starts cluster bootstrap: see [`crate::bootstrap`]), and attaches
     /// sharding. Bootstrap needs the management API served (with its
     /// `/bootstrap/seed-nodes` route, which [`crate::http::ManagementApi`] always has), since
     /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
+        if self.logging {
+            let logging = &self.settings.logging;
+            crate::logging::init(logging.format, &logging.level)
+                .map_err(|e| StartError::Observability(format!("cannot set up logging: {e}")))?;
+        }
+        let metrics =
+            if self.metrics {
+                Some(crate::metrics::Metrics::install().map_err(|e| {
+                    StartError::Observability(format!("cannot record metrics: {e}"))
+                })?)
+            } else {
+                None
+            };
+        // Bound before the node joins: a node that joined and then stopped would make the
+        // cluster move shards twice for nothing.
+        let management = if self.management {
+            Some(crate::process::BoundManagement::bind(&self.settings).await?)
+        } else {
+            None
+        };
         let mut cluster = self.settings.cluster.clone();
         if let Some(bind) = &self.bind {
             cluster.bind_address = Some(bind.clone());
@@ -271,6 +395,12 @@ impl NodeBuilder {
         }
         let sharding = Sharding::start(&running, ShardingConfig::from_settings(&self.settings))
             .expect("a node just started has its user traffic untaken");
-        Ok(Node { running, sharding })
+        let management =
+            management.map(|bound| bound.serve(&self.settings, &running, &sharding, metrics));
+        Ok(Node {
+            running,
+            sharding,
+            management,
+        })
     }
 }

@@ -77,12 +77,13 @@ pub mod member_up;
 pub mod metrics;
 pub mod node;
 pub mod persistence;
+pub mod process;
 pub mod sbr_lease;
 pub mod sharding;
 pub mod tls;
 pub mod transport;
 
-pub use cluster_node::{Node, NodeBuilder};
+pub use cluster_node::{NoManagementApi, Node, NodeBuilder};
 pub use member_up::StoppedBeforeUp;
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -69,6 +69,14 @@ pub enum StartError {
     /// `0.0.0.0`, or port 0); the message names the key to set.
     #[error(transparent)]
     Address(#[from] crate::config::ConfigError),
+    /// The management API asked for with
+    /// [`NodeBuilder::management`](crate::NodeBuilder::management) cannot be served (its
+    /// port, token file or TLS files; the message says which).
+    #[error("management API: {0}")]
+    Management(String),
+    /// Logging or metrics asked for with the builder cannot be set up.
+    #[error("{0}")]
+    Observability(String),
 }
 
 /// A started node.
@@ -429,6 +437,11 @@ impl Driver {
                     differences,
                     refused,
                 } => log_join_incompatible(&joiner, via, &differences, refused),
+                Effect::SeedsUnanswered {
+                    seeds,
+                    attempts,
+                    waited,
+                } => self.log_unanswered_seeds(&seeds, attempts, waited),
                 Effect::CommandFailed(e) => {
                     warn!(error = %e, "command failed");
                     if let Some(f) = failed.as_deref_mut() {
@@ -516,6 +529,30 @@ impl Driver {
 
 /// Counts and logs (WARN, at most one line per outcome per 10 s: anyone can send a `Join`) a
 /// joiner whose configuration differs from this member's.
+impl Driver {
+    /// This node has not got in through its seeds after `waited`: say so, with why each seed
+    /// did not let it in as far as the transport knows (the core repeats it with back-off).
+    fn log_unanswered_seeds(&self, seeds: &[Address], attempts: u32, waited: Duration) {
+        let me = &self.transport.identity().address;
+        let seeds: Vec<String> = seeds
+            .iter()
+            .filter(|s| *s != me)
+            .map(|s| match self.transport.last_connect_error(s) {
+                Some(error) => format!("{s}: {error}"),
+                None => format!("{s}: reached, but it did not let this node in"),
+            })
+            .collect();
+        warn!(
+            attempts,
+            ?waited,
+            "couldn't join seed nodes after {attempts} attempts; still trying. Check \
+             cluster.seed-nodes, that the seeds run with the same cluster.name and that this \
+             node can reach them: {}",
+            seeds.join("; ")
+        );
+    }
+}
+
 fn log_join_incompatible(
     joiner: &UniqueAddress,
     via: &'static str,

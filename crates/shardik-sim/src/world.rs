@@ -576,6 +576,14 @@ impl World {
                         format!("{verdict} {joiner} ({via}): {}", differences.join("; ")),
                     );
                 }
+                Effect::SeedsUnanswered {
+                    seeds, attempts, ..
+                } => {
+                    self.note(
+                        Some(id),
+                        format!("no seed let it in after {attempts} attempts: {seeds:?}"),
+                    );
+                }
                 Effect::SelfExiting if self.exit_tasks => {
                     self.note(Some(id), "exiting: running exit tasks".to_string());
                     self.exiting.insert(id);

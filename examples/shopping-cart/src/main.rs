@@ -13,11 +13,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use shardik::persistence::Persistence;
-use shardik::runtime::http::{self, ManagementApi};
-use shardik::runtime::logging;
-use shardik::runtime::metrics::Metrics;
-use shardik::runtime::node::StopRequest;
-use shardik::{Address, Node, Settings, ShutdownReason};
+use shardik::{Address, Node, Settings};
 use tracing::{info, warn};
 
 use shopping_cart::{api, cart_kind};
@@ -69,17 +65,16 @@ const CART_MAX_CONNECTIONS: usize = 4096;
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::load(args.config.as_deref()).context("invalid configuration")?;
-    // The management routes are served on `--http`: the write guard's rules (a token beyond
-    // loopback) apply to that address.
+    // The carts' routes are served on the management API's port, `--http`: the write guard's
+    // rules (a token beyond loopback) apply to that address.
     let http_addr: Address = args
         .http
         .parse()
         .with_context(|| format!("--http {} is not HOST:PORT", args.http))?;
     settings.management.http.hostname = http_addr.host.to_string();
     settings.management.http.port = http_addr.port;
+    settings.management.http.max_connections = CART_MAX_CONNECTIONS;
     settings.validate().context("invalid configuration")?;
-    logging::init(settings.logging.format, &settings.logging.level)
-        .context("cannot set up logging")?;
     if args.ask_timeout.is_zero() {
         anyhow::bail!("--ask-timeout must be positive");
     }
@@ -99,100 +94,36 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Result<ExitCode> {
-    // Everything that can fail for a local reason fails before the node joins: a node that
-    // joined and then stopped would make the cluster move shards twice for nothing.
-    let listener = tokio::net::TcpListener::bind(&args.http)
-        .await
-        .with_context(|| format!("cannot listen for HTTP on {} (use --http)", args.http))?;
-    let guard = http::WriteGuard::from_settings(&settings.management.http)
-        .context("invalid configuration")?;
+    // Everything that can fail for a local reason fails before the node joins (the store
+    // here; the HTTP port, token and TLS files in `start`): a node that joined and then
+    // stopped would make the cluster move shards twice for nothing.
     let persistence = Persistence::open(&store)
         .await
         .with_context(|| format!("cannot open the store {store}"))?;
-    info!(store = %store, "store opened");
-    let metrics = Metrics::install().ok();
-
-    let mut builder = Node::builder(settings.clone()).bind(args.bind.clone());
+    let mut builder = Node::builder(settings)
+        .bind(args.bind.clone())
+        .logging()
+        .metrics()
+        .management();
     if !args.seeds.is_empty() {
         builder = builder.seeds(args.seeds);
     }
-    let (running, sharding) = builder
+    let node = builder
         .start()
         .await
-        .with_context(|| format!("cannot start the node on {}", args.bind))?
-        .into_parts();
-    sharding
+        .with_context(|| format!("cannot start the node on {}", args.bind))?;
+    info!(store = %store, "store opened");
+    node.sharding()
         .init(cart_kind(&persistence))
         .context("cannot register the cart kind")?;
-    let router = ManagementApi::new(running.handle.clone())
-        .settings(&settings)
-        .write_guard(guard)
-        .metrics(metrics)
-        .sharding(sharding.clone())
-        .router()
-        .merge(api::routes(sharding, args.ask_timeout));
-    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
-    let limits = http::HttpLimits {
-        max_connections: CART_MAX_CONNECTIONS,
-        ..http::HttpLimits::from_settings(&settings.management.http)
-    };
-    let server = tokio::spawn(http::serve_with(listener, router, limits, async move {
-        let _ = http_stopped.await;
-    }));
-    info!(node = %running.self_node, http = %args.http, "carts served over HTTP");
+    node.merge_routes(api::routes(node.sharding().clone(), args.ask_timeout))?;
+    info!(node = %node.self_node(), http = %args.http, "carts served over HTTP");
 
-    let stop = running.stop.clone();
-    tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(e) => {
-                    warn!(error = %e, "no SIGTERM handler; only Ctrl-C leaves gracefully");
-                    let _ = tokio::signal::ctrl_c().await;
-                    let _ = stop.send(StopRequest::Leave).await;
-                    return;
-                }
-            };
-        let mut first = true;
-        loop {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            if first {
-                first = false;
-                info!("signal received: leaving the cluster (send it again to exit at once)");
-                let _ = stop.send(StopRequest::Leave).await;
-            } else {
-                warn!("second signal: exiting at once");
-                std::process::exit(130);
-            }
-        }
-    });
-
-    let reason = running.finished.await.context("the node task failed")?;
-    // The carts answered every change only once it was durable, so nothing is lost by
-    // stopping the HTTP server after the node: requests still in flight get 503s.
-    let _ = http_stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    // The carts answered every change only once it was durable, so nothing is lost when the
+    // HTTP port stops after the node: requests still in flight get 503s.
+    let reason = node.run_until_signal().await;
     if let Err(e) = persistence.store().close().await {
         warn!(error = %e, "the store did not close cleanly");
     }
-    Ok(match reason {
-        ShutdownReason::Left => ExitCode::SUCCESS,
-        ShutdownReason::Downed | ShutdownReason::Removed => {
-            warn!(?reason, "this node was removed from the cluster");
-            ExitCode::from(3)
-        }
-        ShutdownReason::Orphaned => {
-            warn!(
-                "every other member of the cluster this node was joining went down: start it again to join"
-            );
-            ExitCode::from(3)
-        }
-        ShutdownReason::IncompatibleConfig(why) => {
-            warn!(%why, "the cluster refused this node's configuration");
-            ExitCode::from(4)
-        }
-    })
+    Ok(ExitCode::from(reason.exit_code()))
 }

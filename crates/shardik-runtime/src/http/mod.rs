@@ -763,7 +763,7 @@ async fn metrics_route(State(s): State<AppState>) -> Response {
     }
 }
 
-async fn not_found(uri: axum::http::Uri) -> Response {
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
     message(
         StatusCode::NOT_FOUND,
         format!(

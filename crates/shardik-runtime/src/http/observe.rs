@@ -199,13 +199,15 @@ fn method_label(method: &Method) -> &'static str {
 /// Middleware: counts and times each request under its route template (never the raw path,
 /// so that strangers cannot mint label values).
 pub async fn record_request(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| UNMATCHED_ROUTE.to_string(), |p| p.as_str().to_string());
+    let matched = request.extensions().get::<MatchedPath>().cloned();
     let method = method_label(request.method());
     let started = Instant::now();
     let response = next.run(request).await;
+    // An application's route served beside the management API (`process.rs`) matched inside
+    // the fallback and says which in its response.
+    let route = matched
+        .or_else(|| response.extensions().get::<MatchedPath>().cloned())
+        .map_or_else(|| UNMATCHED_ROUTE.to_string(), |p| p.as_str().to_string());
     let status = response.status().as_u16().to_string();
     metrics::counter!(
         HTTP_REQUESTS_TOTAL,

@@ -18,6 +18,7 @@
 //! get through and the membership core applies its own rules.
 
 mod backoff;
+mod connect_errors;
 mod identified;
 mod inbound;
 pub(crate) mod limits;
@@ -186,6 +187,8 @@ struct Shared {
     /// Logs failed TLS handshakes, both ways, at most once per peer IP and reason per
     /// interval (strangers can fail as many as they like).
     tls_failures: crate::tls::HandshakeFailureLog,
+    /// Why dialling each peer last failed, while it keeps failing.
+    connect_errors: connect_errors::ConnectErrors,
 }
 
 /// What the transport delivers to its owner: decoded membership messages and raw user
@@ -274,6 +277,7 @@ impl Transport {
             members,
             user_sink: std::sync::OnceLock::new(),
             tls_failures: crate::tls::HandshakeFailureLog::new(TLS_FAILURE_LOG_INTERVAL),
+            connect_errors: Default::default(),
         });
         tokio::spawn(inbound::accept_loop(
             listener,
@@ -390,6 +394,12 @@ impl Transport {
     /// another incarnation (an alias, or another address of the node).
     pub fn identified(&self) -> Arc<Identified> {
         Arc::clone(&self.shared.identified)
+    }
+
+    /// Why the last attempt to connect to `to` failed, while attempts keep failing (`None`
+    /// once one succeeds, or if none was made).
+    pub fn last_connect_error(&self, to: &Address) -> Option<String> {
+        self.shared.connect_errors.last(to)
     }
 
     /// Stops the writers of peers that are no longer members (their tasks end when the queue closes).

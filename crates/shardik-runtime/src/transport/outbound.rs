@@ -529,6 +529,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
             Work::Connect => match connect(to, &shared).await {
                 Ok(stream) => {
                     backoff.reset();
+                    shared.connect_errors.connected(to);
                     let mut st = lane.lock();
                     if st.closed {
                         break;
@@ -538,6 +539,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
                 Err(reason) => {
                     let retry_in = backoff.next_delay(&mut rand::rng());
                     debug!(%to, lane = name, %reason, ?retry_in, "connect failed");
+                    shared.connect_errors.failed(to, &reason);
                     // Messages queued meanwhile for an unreachable peer are dropped: the
                     // protocols above retry by themselves, and holding them would only deliver
                     // stale state.

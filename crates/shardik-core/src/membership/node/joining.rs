@@ -188,6 +188,8 @@ impl Membership {
                     };
                     self.send(s, msg, out);
                 }
+                self.count_join_attempt(now);
+                self.report_unanswered_seeds(now, out);
                 let next = now + Duration::from_secs(1);
                 self.timers.join = Some(form_cluster_at.map_or(next, |t| t.min(next)));
             }
@@ -205,7 +207,9 @@ impl Membership {
                         self.start_seeding(now, seeds, out);
                     }
                 } else {
-                    self.timers.join = Some(give_up_at);
+                    self.report_unanswered_seeds(now, out);
+                    let report_at = self.next_seed_report().unwrap_or(give_up_at);
+                    self.timers.join = Some(give_up_at.min(report_at));
                 }
             }
             _ => {}
@@ -220,12 +224,17 @@ impl Membership {
         out: &mut Vec<Effect>,
     ) {
         let give_up_at = now + self.cfg.retry_unsuccessful_join_after;
+        if seeds.is_empty() {
+            // A join to a given node (no seed process counts the attempts).
+            self.count_join_attempt(now);
+        }
         self.phase = Phase::Joining {
             target: target.clone(),
             seeds,
             give_up_at,
         };
-        self.timers.join = Some(give_up_at);
+        let report_at = self.next_seed_report().unwrap_or(give_up_at);
+        self.timers.join = Some(give_up_at.min(report_at));
         let msg = self.join_message();
         self.send(target, msg, out);
     }
@@ -256,6 +265,7 @@ impl Membership {
     pub(super) fn become_member(&mut self, now: Instant) {
         self.phase = Phase::Member;
         self.timers.join = None;
+        self.unanswered_seeds = None;
         self.member_since = now;
         // Each periodic task starts at a random phase within its interval, so that nodes that
         // became members together do not all gossip at the same instant (a node that receives a

@@ -18,8 +18,9 @@
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
 //! `exiting.rs` (leave, exit, removal of this node), `not_known.rs` (telling a stranger it
-//! is not known here, and joining again when told so) and `seed_aliases.rs` (seeds named by
-//! another name or address than the identity of the node that answers there).
+//! is not known here, and joining again when told so), `seed_aliases.rs` (seeds named by
+//! another name or address than the identity of the node that answers there) and
+//! `unanswered_seeds.rs` (reporting seeds that do not let this node in).
 
 #[cfg(test)]
 mod compat_tests;
@@ -35,6 +36,7 @@ mod seed_aliases;
 mod senders;
 #[cfg(test)]
 mod tests;
+mod unanswered_seeds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -123,6 +125,21 @@ pub enum ShutdownReason {
     /// (they failed, and new incarnations of them asked to join): rather than lead a cluster
     /// of its own beside the one those incarnations form, it stopped. Start it again to join.
     Orphaned,
+}
+
+impl ShutdownReason {
+    /// The exit code a process that ran only this node should end with: 0 after a graceful
+    /// leave, 3 when the cluster downed or removed it (or it stopped rather than lead a
+    /// cluster of its own), 4 when the cluster refused its configuration. (2 is left for a
+    /// node that could not start.) A supervisor can tell "restart me" (3) from "fix my
+    /// configuration" (4).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ShutdownReason::Left => 0,
+            ShutdownReason::Downed | ShutdownReason::Removed | ShutdownReason::Orphaned => 3,
+            ShutdownReason::IncompatibleConfig(_) => 4,
+        }
+    }
 }
 
 /// Why an input was dropped (each counted and logged by the runtime).
@@ -234,6 +251,17 @@ pub enum Effect {
     /// answer with [`Input::SbrLeaseAnswer`] (within `lease-operation-timeout`: the core counts
     /// a later answer as a refusal); [`SbrAction::ReleaseLease`] asks it to give it back.
     Sbr(SbrAction),
+    /// This node has asked to join for `waited` (at least `seed-node-timeout`) and is not a
+    /// member yet: log it (WARN) with what is known of each seed. Repeated with back-off
+    /// while it lasts (`unanswered_seeds.rs`).
+    SeedsUnanswered {
+        /// The seeds asked, as configured (or the node a `Join` went to, without seeds).
+        seeds: Vec<Address>,
+        /// Rounds of asking so far.
+        attempts: u32,
+        /// Since the first attempt.
+        waited: std::time::Duration,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -340,6 +368,8 @@ pub struct Membership {
     /// that answered there, with that identity's address (`seed_aliases.rs`). At most one
     /// entry per configured seed, plus a join target.
     seed_identities: std::collections::BTreeMap<Address, Address>,
+    /// Set from the first join attempt until this node is a member (`unanswered_seeds.rs`).
+    unanswered_seeds: Option<unanswered_seeds::UnansweredSeeds>,
 }
 
 impl Membership {
@@ -381,6 +411,7 @@ impl Membership {
             init_join_checked: BTreeMap::new(),
             joined_through_other: false,
             seed_identities: std::collections::BTreeMap::new(),
+            unanswered_seeds: None,
         }
     }
 

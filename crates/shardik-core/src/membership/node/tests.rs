@@ -987,3 +987,173 @@ fn a_join_target_named_by_an_alias_welcomes_under_its_identity() {
     assert!(dropped(&out).is_empty(), "{out:?}");
     assert!(node.is_member());
 }
+
+/// The `SeedsUnanswered` reports among `out`, as (seeds, attempts, waited).
+fn seed_reports(out: &[Effect]) -> Vec<(Vec<Address>, u32, std::time::Duration)> {
+    out.iter()
+        .filter_map(|e| match e {
+            Effect::SeedsUnanswered {
+                seeds,
+                attempts,
+                waited,
+            } => Some((seeds.clone(), *attempts, *waited)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `node`'s timers until `until_ms`, collecting every effect with the instant it came.
+fn run_timers(node: &mut Membership, until_ms: u64) -> Vec<(u64, Effect)> {
+    let mut all = Vec::new();
+    while let Some(at) = node.poll_timeout() {
+        let ms = at.as_millis();
+        if ms > until_ms {
+            break;
+        }
+        let mut out = Vec::new();
+        node.handle_timeout(at, &mut out);
+        all.extend(out.into_iter().map(|e| (ms, e)));
+    }
+    all
+}
+
+#[test]
+fn seeds_that_never_answer_are_reported_after_the_seed_node_timeout_then_with_back_off() {
+    let me = addr(1);
+    let seeds = vec![addr(2).address, addr(3).address];
+    let cfg = MembershipConfig::default();
+    assert_eq!(cfg.seed_node_timeout, std::time::Duration::from_secs(5));
+    let mut node = Membership::new(cfg, me, 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(seeds.clone())),
+        &mut out,
+    );
+    assert!(seed_reports(&out).is_empty(), "nothing to say at once");
+    let effects = run_timers(&mut node, 200_000);
+    let reports: Vec<(u64, u32)> = effects
+        .iter()
+        .filter_map(|(at, e)| {
+            let r = seed_reports(std::slice::from_ref(e));
+            r.first().map(|(s, attempts, waited)| {
+                assert_eq!(*s, seeds, "the seeds as configured");
+                assert_eq!(
+                    waited.as_millis() as u64,
+                    *at,
+                    "waited since the first attempt"
+                );
+                (*at, *attempts)
+            })
+        })
+        .collect();
+    // After 5 s, then 10 s, 20 s, 40 s, 80 s later; one round of asking per second.
+    assert_eq!(
+        reports,
+        vec![
+            (5_000, 6),
+            (15_000, 16),
+            (35_000, 36),
+            (75_000, 76),
+            (155_000, 156)
+        ]
+    );
+}
+
+#[test]
+fn the_reports_stop_once_the_node_is_a_member_and_a_first_seed_forming_a_cluster_reports_nothing() {
+    // A first seed that nobody answers forms the cluster at the timeout: no report.
+    let me = addr(1);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![
+            me.address.clone(),
+            addr(2).address,
+        ])),
+        &mut out,
+    );
+    let effects = run_timers(&mut node, 60_000);
+    assert!(node.is_member());
+    assert!(
+        effects
+            .iter()
+            .all(|(_, e)| seed_reports(std::slice::from_ref(e)).is_empty())
+    );
+
+    // A joiner reported once, then welcomed: no more reports.
+    let seed = addr(2);
+    let mut node = Membership::new(MembershipConfig::default(), me.clone(), 1, t(0));
+    node.handle(
+        t(0),
+        Input::Command(Command::JoinSeedNodes(vec![seed.address.clone()])),
+        &mut out,
+    );
+    let effects = run_timers(&mut node, 6_000);
+    assert_eq!(
+        effects
+            .iter()
+            .filter(|(_, e)| !seed_reports(std::slice::from_ref(e)).is_empty())
+            .count(),
+        1
+    );
+    let ack = Message::InitJoinAck {
+        from: seed.clone(),
+        check: ConfigCheck::Compatible,
+    };
+    deliver_from(&mut node, 6_500, &seed, ack);
+    let mut g = Gossip::with_members([
+        Member::joining(seed.clone(), Default::default(), "1"),
+        Member::joining(me.clone(), Default::default(), "1"),
+    ]);
+    g.version.increment(&seed);
+    let welcome = Message::Welcome {
+        from: seed.clone(),
+        gossip: Arc::new(g),
+    };
+    deliver_from(&mut node, 6_600, &seed, welcome);
+    assert!(node.is_member());
+    let effects = run_timers(&mut node, 400_000);
+    assert!(
+        effects
+            .iter()
+            .all(|(_, e)| seed_reports(std::slice::from_ref(e)).is_empty())
+    );
+}
+
+#[test]
+fn a_join_to_a_given_node_that_never_welcomes_is_reported_naming_that_node() {
+    let me = addr(1);
+    let target = addr(2).address;
+    let mut node = Membership::new(MembershipConfig::default(), me, 1, t(0));
+    let mut out = Vec::new();
+    node.handle(
+        t(0),
+        Input::Command(Command::Join(target.clone())),
+        &mut out,
+    );
+    let effects = run_timers(&mut node, 16_000);
+    let reports: Vec<_> = effects
+        .iter()
+        .flat_map(|(at, e)| {
+            seed_reports(std::slice::from_ref(e))
+                .into_iter()
+                .map(move |r| (*at, r))
+        })
+        .collect();
+    // The Join is sent again every retry-unsuccessful-join-after (10 s): two attempts by 15 s.
+    assert_eq!(
+        reports,
+        vec![
+            (
+                5_000,
+                (vec![target.clone()], 1, std::time::Duration::from_secs(5))
+            ),
+            (
+                15_000,
+                (vec![target], 2, std::time::Duration::from_secs(15))
+            ),
+        ]
+    );
+}
