@@ -87,6 +87,9 @@ pub enum ControlCommand {
     Leave(Address, oneshot::Sender<Result<(), CommandError>>),
     /// Mark the member at this address Down.
     Down(Address, oneshot::Sender<Result<(), CommandError>>),
+    /// Prepare the whole cluster for a full shutdown (the core's
+    /// `PrepareForFullClusterShutdown`).
+    PrepareForFullClusterShutdown(oneshot::Sender<Result<(), CommandError>>),
 }
 
 /// Why a control request did not complete.
@@ -182,6 +185,17 @@ impl NodeHandle {
     /// Marks the member at `address` Down.
     pub async fn down(&self, address: Address) -> Result<(), ControlError> {
         self.request(|tx| ControlCommand::Down(address, tx)).await
+    }
+
+    /// Prepares the whole cluster for a full shutdown (Akka's
+    /// `prepareForFullClusterShutdown`): every Up member becomes PreparingForShutdown, then
+    /// ReadyForShutdown once all have seen it. From then on no member is moved Up, no node
+    /// joins, and no shard moves: when the nodes are then stopped (each leaves as usual), their
+    /// shards stop where they are instead of being handed to the nodes that remain. Refused
+    /// ([`CommandError::NotAMember`]) on a node that is not a member.
+    pub async fn prepare_for_full_cluster_shutdown(&self) -> Result<(), ControlError> {
+        self.request(ControlCommand::PrepareForFullClusterShutdown)
+            .await
     }
 
     async fn request(

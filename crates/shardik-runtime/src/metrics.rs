@@ -13,6 +13,8 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 pub const MEMBERS: &str = "shardik_members";
 /// Members this node sees as unreachable (gauge).
 pub const UNREACHABLE_MEMBERS: &str = "shardik_unreachable_members";
+/// 1 once this node has seen the cluster prepare for a full shutdown (gauge; absent before).
+pub const CLUSTER_PREPARING_FOR_SHUTDOWN: &str = "shardik_cluster_preparing_for_shutdown";
 /// Gossip messages sent (counter; label `kind` = `status` | `full`).
 pub const GOSSIP_SENT_TOTAL: &str = "shardik_gossip_sent_total";
 /// Gossip messages received (counter).
@@ -144,9 +146,10 @@ pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
 pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 41] = [
+pub const ALL_NAMES: [&str; 42] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
+    CLUSTER_PREPARING_FOR_SHUTDOWN,
     GOSSIP_SENT_TOTAL,
     GOSSIP_RECEIVED_TOTAL,
     GOSSIP_BYTES_TOTAL,
@@ -252,6 +255,11 @@ pub fn describe_all() {
         UNREACHABLE_MEMBERS,
         Unit::Count,
         "Members this node considers unreachable."
+    );
+    describe_gauge!(
+        CLUSTER_PREPARING_FOR_SHUTDOWN,
+        Unit::Count,
+        "1 once this node has seen the cluster prepare for a full shutdown."
     );
     describe_counter!(
         GOSSIP_SENT_TOTAL,

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::{
-    Address, ClusterEvent, Command, CommandError, Effect, Gossip, Input, MemberStatus, Membership,
-    MembershipConfig, Message, ShutdownReason, UniqueAddress,
+    Address, ClusterEvent, Command, CommandError, DropReason, Effect, Gossip, Input, MemberStatus,
+    Membership, MembershipConfig, Message, ShutdownReason, UniqueAddress,
 };
 use shardik_wire::{DecodeLimits, LocalIdentity};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::exit::ExitTasks;
 use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
-use crate::log_limit::LogLimits;
+use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
 use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
 use crate::transport::{
@@ -396,6 +396,9 @@ impl Driver {
             ControlCommand::JoinSeedNodes(seeds, r) => (Command::JoinSeedNodes(seeds), r),
             ControlCommand::Leave(a, r) => (Command::Leave(a), r),
             ControlCommand::Down(a, r) => (Command::Down(a), r),
+            ControlCommand::PrepareForFullClusterShutdown(r) => {
+                (Command::PrepareForFullClusterShutdown, r)
+            }
         };
         let result = match self.command(command) {
             Some(e) => Err(e),
@@ -429,7 +432,25 @@ impl Driver {
                 Effect::Dropped { reason, kind } => {
                     metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => reason.as_str())
                         .increment(1);
-                    debug!(reason = reason.as_str(), kind, "membership message dropped");
+                    if reason == DropReason::PreparingForShutdown {
+                        // An operator wants to know why a node does not get in; a joiner
+                        // retries, and a stranger may send many, hence the limit.
+                        if let Some(suppressed) = JOIN_REFUSED_PREPARING.check() {
+                            info!(
+                                suppressed,
+                                kind, "join refused: the cluster is preparing for a full shutdown"
+                            );
+                        }
+                    } else {
+                        debug!(reason = reason.as_str(), kind, "membership message dropped");
+                    }
+                }
+                Effect::PreparingForFullShutdown => {
+                    info!(
+                        event = "full-shutdown",
+                        "the cluster is preparing for a full shutdown: no member is moved up, no node joins, no shard moves"
+                    );
+                    metrics::gauge!(m::CLUSTER_PREPARING_FOR_SHUTDOWN).set(1.0);
                 }
                 Effect::JoinIncompatible {
                     joiner,
@@ -610,6 +631,9 @@ pub fn snapshot_of(core: &Membership) -> MembershipSnapshot {
     }
 }
 
+/// Joins refused because the cluster prepares for a full shutdown: one INFO line per 10 s.
+static JOIN_REFUSED_PREPARING: LogLimit = LogLimit::every_10s();
+
 /// One log line per cluster change, in a form a person can follow.
 fn log_event(ev: &ClusterEvent) {
     match ev {
@@ -618,7 +642,9 @@ fn log_event(ev: &ClusterEvent) {
         | ClusterEvent::MemberUp(m)
         | ClusterEvent::MemberLeft(m)
         | ClusterEvent::MemberExited(m)
-        | ClusterEvent::MemberDowned(m) => {
+        | ClusterEvent::MemberDowned(m)
+        | ClusterEvent::MemberPreparingForShutdown(m)
+        | ClusterEvent::MemberReadyForShutdown(m) => {
             info!(event = "member", member = %m.addr.address, status = m.status.as_str(), "member {} is {}", m.addr.address, m.status)
         }
         ClusterEvent::MemberRemoved { member, previous } => {

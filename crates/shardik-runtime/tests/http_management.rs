@@ -63,6 +63,7 @@ enum Call {
     Join(Address),
     Leave(Address),
     Down(Address),
+    PrepareForFullClusterShutdown,
 }
 
 struct Fake {
@@ -119,6 +120,13 @@ async fn start(
                 ControlCommand::Down(a, reply) => {
                     recorded.lock().unwrap().push(Call::Down(a.clone()));
                     respond(&a, reply);
+                }
+                ControlCommand::PrepareForFullClusterShutdown(reply) => {
+                    recorded
+                        .lock()
+                        .unwrap()
+                        .push(Call::PrepareForFullClusterShutdown);
+                    let _ = reply.send(Ok(()));
                 }
                 // No management route joins through seed nodes (cluster bootstrap does).
                 ControlCommand::JoinSeedNodes(_, reply) => {

@@ -56,7 +56,9 @@ impl Checker {
             | ClusterEvent::MemberUp(m)
             | ClusterEvent::MemberLeft(m)
             | ClusterEvent::MemberExited(m)
-            | ClusterEvent::MemberDowned(m) => (m, m.status),
+            | ClusterEvent::MemberDowned(m)
+            | ClusterEvent::MemberPreparingForShutdown(m)
+            | ClusterEvent::MemberReadyForShutdown(m) => (m, m.status),
             ClusterEvent::MemberRemoved { member, .. } => (member, MemberStatus::Removed),
             _ => return,
         };

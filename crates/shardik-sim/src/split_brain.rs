@@ -23,11 +23,13 @@ use crate::world::{NodeId, World, WorldConfig};
 fn survives(w: &World, id: NodeId) -> bool {
     w.is_alive(id)
         && w.core(id).is_member()
-        && matches!(
-            w.core(id).self_status(),
-            Some(MemberStatus::Joining | MemberStatus::WeaklyUp | MemberStatus::Up)
-                | Some(MemberStatus::Leaving)
-        )
+        && w.core(id).self_status().is_some_and(|s| {
+            s.counts_as_up()
+                || matches!(
+                    s,
+                    MemberStatus::Joining | MemberStatus::WeaklyUp | MemberStatus::Leaving
+                )
+        })
 }
 
 /// Whether `core` holds `node` as Down or has removed it.

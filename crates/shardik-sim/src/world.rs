@@ -564,6 +564,9 @@ impl World {
                         .or_default() += 1;
                 }
                 Effect::CommandFailed(err) => self.note(Some(id), format!("command failed: {err}")),
+                Effect::PreparingForFullShutdown => {
+                    self.note(Some(id), "preparing for a full shutdown".to_string())
+                }
                 Effect::JoinIncompatible {
                     joiner,
                     via,
@@ -958,6 +961,10 @@ pub fn describe(ev: &ClusterEvent) -> String {
         ClusterEvent::MemberLeft(m) => format!("MemberLeft {}", who(m)),
         ClusterEvent::MemberExited(m) => format!("MemberExited {}", who(m)),
         ClusterEvent::MemberDowned(m) => format!("MemberDowned {}", who(m)),
+        ClusterEvent::MemberPreparingForShutdown(m) => {
+            format!("MemberPreparingForShutdown {}", who(m))
+        }
+        ClusterEvent::MemberReadyForShutdown(m) => format!("MemberReadyForShutdown {}", who(m)),
         ClusterEvent::MemberRemoved { member, previous } => {
             format!("MemberRemoved {} (was {previous})", who(member))
         }

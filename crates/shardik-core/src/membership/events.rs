@@ -21,6 +21,10 @@ pub enum ClusterEvent {
     MemberExited(Member),
     /// A member was marked Down.
     MemberDowned(Member),
+    /// A member is preparing for a full cluster shutdown (every Up member is marked so).
+    MemberPreparingForShutdown(Member),
+    /// A member is ready for a full cluster shutdown: every member had seen the preparation.
+    MemberReadyForShutdown(Member),
     /// A member was removed; `previous` is the status it had.
     MemberRemoved {
         /// The member, with status Removed.
@@ -52,7 +56,9 @@ fn status_event(m: &Member) -> Option<ClusterEvent> {
         MemberStatus::Leaving => ClusterEvent::MemberLeft(m),
         MemberStatus::Exiting => ClusterEvent::MemberExited(m),
         MemberStatus::Down => ClusterEvent::MemberDowned(m),
-        _ => return None,
+        MemberStatus::PreparingForShutdown => ClusterEvent::MemberPreparingForShutdown(m),
+        MemberStatus::ReadyForShutdown => ClusterEvent::MemberReadyForShutdown(m),
+        MemberStatus::Removed => return None,
     })
 }
 

@@ -72,9 +72,16 @@ impl MemberStatus {
 
     /// Rank used when two gossips disagree about a member: the higher rank wins the merge.
     ///
-    /// Removed > ReadyForShutdown > Down > Exiting > Leaving > PreparingForShutdown > Up >
-    /// WeaklyUp > Joining, the reference's `highestPriorityOf`: the status further along
-    /// wins, so a merge never moves a member back.
+    /// Removed > Down > Exiting > Leaving > ReadyForShutdown > PreparingForShutdown > Up >
+    /// WeaklyUp > Joining: the status further along wins, so a merge never moves a member
+    /// back. Every allowed transition goes to a higher rank (the transition table test checks
+    /// it), so the merge of two views of one member is always reachable from both.
+    ///
+    /// The reference's `highestPriorityOf` ranks ReadyForShutdown above Down, Exiting and
+    /// Leaving, although a ReadyForShutdown member may move on to all three: a merge with a
+    /// concurrent state that still had it ReadyForShutdown would undo its leave (or its
+    /// downing), and a full cluster shutdown is exactly when every member leaves from
+    /// ReadyForShutdown. See `docs/differences-from-akka.md`.
     pub fn merge_rank(self) -> u8 {
         use MemberStatus::*;
         match self {
@@ -82,12 +89,29 @@ impl MemberStatus {
             WeaklyUp => 1,
             Up => 2,
             PreparingForShutdown => 3,
-            Leaving => 4,
-            Exiting => 5,
-            Down => 6,
-            ReadyForShutdown => 7,
+            ReadyForShutdown => 4,
+            Leaving => 5,
+            Exiting => 6,
+            Down => 7,
             Removed => 8,
         }
+    }
+
+    /// Up, PreparingForShutdown or ReadyForShutdown: a member that was moved Up and has not
+    /// started to leave. A full cluster shutdown changes nothing about what such a member
+    /// does (it hosts shards and the coordinator, serves traffic, leads, decides downing);
+    /// it only stops members from being moved up and shards from being moved about.
+    pub fn counts_as_up(self) -> bool {
+        use MemberStatus::*;
+        matches!(self, Up | PreparingForShutdown | ReadyForShutdown)
+    }
+
+    /// PreparingForShutdown or ReadyForShutdown: the cluster prepares for a full shutdown.
+    pub fn is_preparing_for_shutdown(self) -> bool {
+        matches!(
+            self,
+            MemberStatus::PreparingForShutdown | MemberStatus::ReadyForShutdown
+        )
     }
 
     /// Statuses whose members must have seen a gossip version for it to converge.
@@ -269,6 +293,13 @@ mod tests {
             for to in MemberStatus::ALL {
                 let expected = tos.contains(&to);
                 assert_eq!(from.can_move_to(to), expected, "{from} -> {to}");
+                if expected && *from != to {
+                    // A merge must never undo a transition.
+                    assert!(
+                        from.merge_rank() < to.merge_rank(),
+                        "rank of {from} -> {to}"
+                    );
+                }
             }
         }
     }
@@ -281,10 +312,10 @@ mod tests {
             WeaklyUp,
             Up,
             PreparingForShutdown,
+            ReadyForShutdown,
             Leaving,
             Exiting,
             Down,
-            ReadyForShutdown,
             Removed,
         ];
         for w in order.windows(2) {

@@ -49,6 +49,19 @@
 //! Whoever has neither registered nor answered for `unheard_warning_after` is reported in a
 //! [`CoordinatorEvent::RegionsUnheard`], again with a doubling interval (see [`unheard`]) until
 //! the state is complete, so that a wait is never silent.
+//!
+//! ## Preparing for a full cluster shutdown
+//!
+//! Once the view says the cluster prepares for a full shutdown
+//! ([`ShardingView::is_preparing_for_shutdown`]), no shard moves: no rebalance round runs, a
+//! region's `GracefulShutdownReq` starts no hand-off (the region is only no longer offered
+//! shards), and the shards of a region that goes away (it stopped them where they were, or its
+//! node is gone) get no new home, neither at once nor when someone asks: they are *retired*
+//! until the cluster starts again. Otherwise each node that stops would hand its shards, and
+//! restart its remembered entities, on a node that is about to stop too. Shards that never had
+//! a home are still allocated, so the cluster keeps working while it prepares. A coordinator
+//! that starts on another node during the preparation (its node left) does not know which
+//! shards were retired and allocates them when asked, as the reference always does.
 
 mod state;
 pub mod unheard;
@@ -143,6 +156,17 @@ pub enum CoordinatorEvent {
         /// Whether it completed.
         ok: bool,
     },
+    /// This coordinator saw the cluster prepare for a full shutdown: from now on no shard is
+    /// rebalanced or handed off, and shards whose region goes away get no new home.
+    PreparingForShutdown,
+    /// While the cluster prepares for a full shutdown, a region went away and its shards were
+    /// not given a new home (they start again when the cluster does).
+    ShardsRetired {
+        /// The region that went away.
+        region: UniqueAddress,
+        /// How many shards it had.
+        shards: usize,
+    },
 }
 
 /// What the coordinator asks its runtime to do.
@@ -200,6 +224,11 @@ pub struct Coordinator<S> {
     /// once they know the new home, overtake them.
     unanswered: BTreeMap<ShardId, BTreeSet<UniqueAddress>>,
     next_rebalance: Instant,
+    /// Reported [`CoordinatorEvent::PreparingForShutdown`] already.
+    preparing_noted: bool,
+    /// Shards that lost their home while the cluster prepared for a full shutdown: never given
+    /// another by this coordinator (see the module docs). At most one entry per shard.
+    retired: BTreeSet<ShardId>,
 }
 
 impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
@@ -228,7 +257,27 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             graceful: BTreeSet::new(),
             predecessors: BTreeMap::new(),
             unanswered: BTreeMap::new(),
+            preparing_noted: false,
+            retired: BTreeSet::new(),
         }
+    }
+
+    /// Shards that lost their home while the cluster prepared for a full shutdown and that
+    /// this coordinator will not give another.
+    pub fn retired(&self) -> &BTreeSet<ShardId> {
+        &self.retired
+    }
+
+    /// Whether the cluster prepares for a full shutdown; reports it the first time.
+    fn preparing(&mut self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) -> bool {
+        let preparing = view.is_preparing_for_shutdown();
+        if preparing && !self.preparing_noted {
+            self.preparing_noted = true;
+            out.push(CoordinatorEffect::Event(
+                CoordinatorEvent::PreparingForShutdown,
+            ));
+        }
+        preparing
     }
 
     /// The same coordinator naming itself `epoch` in its announcements (0 is taken as 1: it
@@ -333,6 +382,14 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                     self.apply(StateEvent::ShardHomeDeallocated(shard), out);
                 }
             }
+            Protocol::GracefulShutdownReq if self.preparing(view, out) => {
+                // No hand-off while the cluster prepares for a full shutdown; the region is
+                // only no longer offered shards. (A region of this version stops its shards in
+                // place and does not ask; an older one does.)
+                if self.state.has_region(from) {
+                    self.graceful.insert(from.clone());
+                }
+            }
             Protocol::GracefulShutdownReq => {
                 if self.state.has_region(from) && self.graceful.insert(from.clone()) {
                     let shards = self.state.regions()[from].clone();
@@ -385,6 +442,8 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             for shard in hosted {
                 match self.state.home(&shard) {
                     None => {
+                        // A region that runs it says so: whatever retired it, it has a home.
+                        self.retired.remove(&shard);
                         self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
                     }
                     Some(home) if home == from => {}
@@ -535,6 +594,12 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
     ) {
         if let Some(h) = self.handoffs.get_mut(&shard) {
             h.deferred.insert(requester.clone());
+            return;
+        }
+        if self.retired.contains(&shard) {
+            // Its home went away while the cluster prepared for a full shutdown: it waits for
+            // the cluster to start again (bounded: one entry per shard and region).
+            self.wait_for_home(shard, requester);
             return;
         }
         if let Some(home) = self.state.home(&shard) {
@@ -730,7 +795,18 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             shard: shard.clone(),
             ok,
         }));
-        if ok {
+        if ok && self.preparing(view, out) {
+            // Stopped where it was (a hand-off that began before the preparation, or its home
+            // went away): it stays without a home.
+            if self.state.home(shard).is_some() {
+                self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
+            }
+            self.predecessors.remove(shard);
+            self.retired.insert(shard.clone());
+            for requester in &h.deferred {
+                self.wait_for_home(shard.clone(), requester);
+            }
+        } else if ok {
             if self.state.home(shard).is_some() {
                 self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
             }
@@ -792,6 +868,20 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         if self.state.has_region(region) {
             self.apply(StateEvent::RegionTerminated(region.clone()), out);
         }
+        if self.preparing(view, out) {
+            if !orphaned.is_empty() {
+                out.push(CoordinatorEffect::Event(CoordinatorEvent::ShardsRetired {
+                    region: region.clone(),
+                    shards: orphaned.len(),
+                }));
+            }
+            for shard in orphaned {
+                self.unacked_hosts.remove(&shard);
+                self.retired.insert(shard);
+            }
+            self.update_readiness(now, view, out);
+            return;
+        }
         for shard in orphaned {
             self.unacked_hosts.remove(&shard);
             let me = self.me.clone();
@@ -808,6 +898,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         view: &ShardingView,
         out: &mut Vec<CoordinatorEffect>,
     ) {
+        self.preparing(view, out);
         let gone: Vec<UniqueAddress> = self
             .state
             .regions()
@@ -904,7 +995,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
     }
 
     fn rebalance(&mut self, now: Instant, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
-        if !self.may_allocate() || self.state.regions().is_empty() {
+        if !self.may_allocate() || self.state.regions().is_empty() || self.preparing(view, out) {
             return;
         }
         let snapshot = self.allocation_snapshot(view, false);

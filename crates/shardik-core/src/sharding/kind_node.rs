@@ -527,7 +527,8 @@ impl<M> KindNode<M> {
             return false;
         }
         match self.view.self_status() {
-            Some(MemberStatus::Up | MemberStatus::Leaving) => true,
+            Some(s) if s.counts_as_up() => true,
+            Some(MemberStatus::Leaving) => true,
             Some(MemberStatus::Exiting) => self.coordinator.is_some(),
             _ => false,
         }
@@ -682,7 +683,13 @@ impl<M> KindNode<M> {
         }
         self.shutdown_deadline = Some(now + self.settings.shutdown_timeout);
         let mut rout = std::mem::take(&mut self.region_out);
-        self.region.graceful_shutdown(&mut rout);
+        if self.view.is_preparing_for_shutdown() {
+            // Every node is about to stop: handing shards to the ones that stop later would
+            // only start their entities again, once per node that stops before them.
+            self.region.stop_for_full_shutdown(now, &mut rout);
+        } else {
+            self.region.graceful_shutdown(&mut rout);
+        }
         self.region_effects(&mut rout, out);
         self.region_out = rout;
     }

@@ -220,6 +220,12 @@ enum Hosted<M> {
         awaiting_drains: BTreeSet<UniqueAddress>,
         force_at: Instant,
     },
+    /// Stopping where it is, without a hand-off: the cluster prepares for a full shutdown and
+    /// this region is shutting down (see [`Region::stop_for_full_shutdown`]). Its entities
+    /// were told to stop; at `force_at` the rest are forced.
+    Stopping {
+        force_at: Instant,
+    },
 }
 
 /// Registration with the coordinator.
@@ -266,6 +272,9 @@ pub struct Region<M> {
     /// no shard runs here (they stay hosted, waiting as for their lease) until it has again.
     suspended: bool,
     graceful: bool,
+    /// The graceful shutdown stops shards where they are instead of handing them off (the
+    /// cluster prepares for a full shutdown).
+    stopping_in_place: bool,
     stopped: bool,
 }
 
@@ -297,6 +306,7 @@ impl<M> Region<M> {
             lease_unavailable: BTreeSet::new(),
             suspended: false,
             graceful: false,
+            stopping_in_place: false,
             stopped: false,
         }
     }
@@ -442,6 +452,11 @@ impl<M> Region<M> {
                     reason: DropReason::HandOff,
                 }),
             },
+            // Stopping for good: nothing will run it here, and nothing is handed on.
+            Some(Hosted::Stopping { .. }) => out.push(RegionEffect::Dropped {
+                env,
+                reason: DropReason::RegionStopped,
+            }),
             // A message another region sent here believing this is the shard's home: the
             // coordinator has (or had) just chosen us, and our cached home is older than the
             // sender's. Bouncing it back along our stale entry could put it behind the sender's
@@ -470,6 +485,15 @@ impl<M> Region<M> {
         env: Envelope<M>,
         out: &mut Vec<RegionEffect<M>>,
     ) {
+        if self.stopping_in_place {
+            // No home will be asked for or waited for: the region stops once its own shards
+            // have, and a buffer would only hold that up.
+            out.push(RegionEffect::Dropped {
+                env,
+                reason: DropReason::RegionStopped,
+            });
+            return;
+        }
         if self.buffered >= self.settings.buffer_size {
             out.push(RegionEffect::Dropped {
                 env,
@@ -545,6 +569,12 @@ impl<M> Region<M> {
                 }
             }
             Protocol::HostShard { shard, predecessor } => {
+                if self.stopping_in_place {
+                    // Not acknowledged: the coordinator resends until this region has stopped,
+                    // and then does not give the shard a new home (the cluster prepares for a
+                    // full shutdown). Asking it to hand off instead would start a hand-off.
+                    return;
+                }
                 if self.graceful {
                     // Shutting down: refuse by not acknowledging; remind the coordinator.
                     out.push(RegionEffect::Send {
@@ -561,6 +591,12 @@ impl<M> Region<M> {
                     to: from.clone(),
                     msg: Protocol::ShardStarted { shard },
                 });
+            }
+            Protocol::BeginHandOff { shard } if view.is_preparing_for_shutdown() => {
+                // Not acknowledged, as the reference does: no shard moves while the cluster
+                // prepares for a full shutdown. A hand-off asked for before this node saw the
+                // preparation times out at the coordinator, and the shard stays where it is.
+                let _ = shard;
             }
             Protocol::BeginHandOff { shard } => {
                 let old = self.homes.remove(&shard);
@@ -647,7 +683,7 @@ impl<M> Region<M> {
         for shard in waiting {
             self.request_home(shard, out);
         }
-        if self.graceful {
+        if self.graceful && !self.stopping_in_place {
             out.push(RegionEffect::Send {
                 to: coordinator,
                 msg: Protocol::GracefulShutdownReq,
@@ -848,8 +884,8 @@ impl<M> Region<M> {
             self.check_shutdown(out);
             return;
         };
-        if matches!(state, Hosted::HandingOff { .. }) {
-            return; // a second HandOff while one runs
+        if matches!(state, Hosted::HandingOff { .. } | Hosted::Stopping { .. }) {
+            return; // a second HandOff while one runs, or the shard stops in place anyway
         }
         let handing_off = Hosted::HandingOff {
             coordinator: coordinator.clone(),
@@ -904,6 +940,9 @@ impl<M> Region<M> {
 
     /// The runtime finished stopping `shard`'s entities (after [`RegionEffect::StopEntities`]).
     pub fn entities_stopped(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+        if let Some(Hosted::Stopping { .. }) = self.hosted.get(shard) {
+            return self.stopped_in_place(shard, out);
+        }
         if let Some(Hosted::HandingOff {
             entities_stopped, ..
         }) = self.hosted.get_mut(shard)
@@ -1070,6 +1109,71 @@ impl<M> Region<M> {
         self.check_shutdown(out);
     }
 
+    /// The graceful shutdown of a region while the cluster prepares for a full shutdown (the
+    /// reference's region just stops then): every shard stops where it is, without a hand-off,
+    /// and once all have, the region stops ([`RegionEffect::ShutdownComplete`], and
+    /// [`Protocol::RegionStopped`] to the coordinator, which gives its shards no new home).
+    /// Entities get the kind's stop message and until the hand-off limit (less 5 s, at least
+    /// 1 s) to stop, as in a hand-off; so durable entities finish the command they are on.
+    /// Messages that would have to wait here are dropped ([`DropReason::RegionStopped`]); ones
+    /// for shards at other nodes are still forwarded.
+    pub fn stop_for_full_shutdown(&mut self, now: Instant, out: &mut Vec<RegionEffect<M>>) {
+        if self.graceful || self.stopped {
+            return;
+        }
+        self.graceful = true;
+        self.stopping_in_place = true;
+        for (_, buffer) in std::mem::take(&mut self.buffers) {
+            for b in buffer {
+                out.push(RegionEffect::Dropped {
+                    env: b.env,
+                    reason: DropReason::RegionStopped,
+                });
+            }
+        }
+        self.buffered = 0;
+        self.handover_pending.clear();
+        self.wanted.clear();
+        let force_at = now + stop_limit(self.settings.handoff_timeout);
+        let shards: Vec<ShardId> = self.hosted.keys().cloned().collect();
+        for shard in shards {
+            match self.hosted.get(&shard) {
+                Some(Hosted::Running | Hosted::AwaitingPredecessor { .. }) => {
+                    // What waited for a predecessor goes with the shard.
+                    if let Some(Hosted::AwaitingPredecessor { held, .. }) =
+                        self.hosted.replace(&shard, Hosted::Stopping { force_at })
+                    {
+                        for env in held {
+                            out.push(RegionEffect::Dropped {
+                                env,
+                                reason: DropReason::RegionStopped,
+                            });
+                        }
+                    }
+                    out.push(RegionEffect::StopEntities(shard));
+                }
+                Some(Hosted::AwaitingLease { .. }) => {
+                    // Nothing runs: nothing to stop, and the lease is not wanted any more.
+                    self.hosted.remove(&shard);
+                    self.give_up_lease(&shard, out);
+                }
+                // A hand-off that began before: it finishes (or is forced) as it would have.
+                Some(Hosted::HandingOff { .. } | Hosted::Stopping { .. }) | None => {}
+            }
+        }
+        self.check_shutdown(out);
+    }
+
+    /// Every entity of `shard` has stopped (or was forced to): it no longer runs here.
+    fn stopped_in_place(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+        if self.hosted.remove(shard).is_none() {
+            return;
+        }
+        self.give_up_lease(shard, out);
+        out.push(RegionEffect::ShardStopped(shard.clone()));
+        self.check_shutdown(out);
+    }
+
     /// Whether a graceful shutdown was asked for.
     pub fn is_shutting_down(&self) -> bool {
         self.graceful
@@ -1146,7 +1250,9 @@ impl<M> Region<M> {
             for state in self.hosted.values() {
                 match state {
                     Hosted::AwaitingPredecessor { until, .. } => consider(*until),
-                    Hosted::HandingOff { force_at, .. } => consider(*force_at),
+                    Hosted::HandingOff { force_at, .. } | Hosted::Stopping { force_at } => {
+                        consider(*force_at)
+                    }
                     Hosted::Running | Hosted::AwaitingLease { .. } => {}
                 }
             }
@@ -1169,6 +1275,7 @@ impl<M> Region<M> {
         }
         let mut expired_wait = Vec::new();
         let mut forced = Vec::new();
+        let mut stopped_in_place = Vec::new();
         for (shard, state) in self.hosted.iter_mut() {
             match state {
                 Hosted::AwaitingPredecessor { until, .. } if *until <= now => {
@@ -1187,8 +1294,15 @@ impl<M> Region<M> {
                     awaiting_drains.clear();
                     forced.push(shard.clone());
                 }
+                Hosted::Stopping { force_at } if *force_at <= now => {
+                    out.push(RegionEffect::ForceStopEntities(shard.clone()));
+                    stopped_in_place.push(shard.clone());
+                }
                 _ => {}
             }
+        }
+        for shard in stopped_in_place {
+            self.stopped_in_place(&shard, out);
         }
         for shard in expired_wait {
             self.release_held(&shard, out);
@@ -1224,7 +1338,7 @@ impl<M> Region<M> {
                             msg: Protocol::GetShardHome { shard },
                         });
                     }
-                    if self.graceful {
+                    if self.graceful && !self.stopping_in_place {
                         out.push(RegionEffect::Send {
                             to: c,
                             msg: Protocol::GracefulShutdownReq,
@@ -1494,6 +1608,14 @@ impl<M> Region<M> {
                     out.extend(calls.into_iter().map(RegionEffect::Lease));
                 }
             }
+            Some(Hosted::Stopping { .. }) => {
+                out.push(RegionEffect::ForceStopEntities(shard.clone()));
+                out.push(RegionEffect::ShardLeaseLost {
+                    shard: shard.clone(),
+                    reason,
+                });
+                self.stopped_in_place(&shard, out);
+            }
             Some(Hosted::AwaitingLease { .. }) | None => {
                 out.push(RegionEffect::ShardLeaseLost {
                     shard: shard.clone(),
@@ -1520,6 +1642,8 @@ fn stop_limit(handoff_timeout: Duration) -> Duration {
         .max(Duration::from_secs(1))
 }
 
+#[cfg(test)]
+mod full_shutdown_tests;
 mod hosted;
 #[cfg(test)]
 mod lease_tests;

@@ -9,6 +9,11 @@
 //! terminating (its shards are neither answered for nor re-homed). A member that left
 //! gracefully (seen Leaving or Exiting, and reachable when it went) does not linger: it handed
 //! its shards off before it went.
+//!
+//! PreparingForShutdown and ReadyForShutdown members count as Up here
+//! ([`MemberStatus::counts_as_up`]): they host shards and the coordinator as before. Seeing one
+//! latches [`ShardingView::is_preparing_for_shutdown`], which keeps every shard where it is
+//! (the coordinator and the region read it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -26,6 +31,10 @@ pub struct ShardingView {
     unreachable: BTreeSet<UniqueAddress>,
     /// Removed members still treated as possibly alive, until the instant given.
     lingering: BTreeMap<UniqueAddress, (Member, Instant)>,
+    /// A member was seen PreparingForShutdown or ReadyForShutdown: the cluster prepares for a
+    /// full shutdown. Never unset, as the membership core's own flag: the members that prepared
+    /// leave one by one, and the last ones must not start moving shards again.
+    preparing_for_shutdown: bool,
 }
 
 impl ShardingView {
@@ -38,7 +47,15 @@ impl ShardingView {
             members: BTreeMap::new(),
             unreachable: BTreeSet::new(),
             lingering: BTreeMap::new(),
+            preparing_for_shutdown: false,
         }
+    }
+
+    /// Whether the cluster prepares for a full shutdown (seen once, kept for good): no shard
+    /// is rebalanced or handed off, and the shards of a region that stops are not given a
+    /// new home.
+    pub fn is_preparing_for_shutdown(&self) -> bool {
+        self.preparing_for_shutdown
     }
 
     /// This node.
@@ -66,6 +83,12 @@ impl ShardingView {
             .map(|m| (m.addr.clone(), m))
             .collect();
         let mut changed = new != self.members || unreachable != self.unreachable;
+        if !self.preparing_for_shutdown
+            && new.values().any(|m| m.status.is_preparing_for_shutdown())
+        {
+            self.preparing_for_shutdown = true;
+            changed = true;
+        }
         for (addr, old) in &self.members {
             if new.contains_key(addr) {
                 continue;
@@ -142,25 +165,24 @@ impl ShardingView {
                 .is_some_and(|m| m.status == MemberStatus::Down)
     }
 
-    /// Whether shards may be allocated to `node`: an Up member with the role, reachable.
+    /// Whether shards may be allocated to `node`: an Up member (or one preparing for a full
+    /// shutdown) with the role, reachable.
     pub fn can_host(&self, node: &UniqueAddress) -> bool {
         self.members.get(node).is_some_and(|m| {
-            m.status == MemberStatus::Up && self.with_role(m) && !self.unreachable.contains(node)
+            m.status.counts_as_up() && self.with_role(m) && !self.unreachable.contains(node)
         })
     }
 
     /// Whether a region on `node` may register with the coordinator: a member that is
-    /// WeaklyUp, Up, Leaving or Exiting (the coordinator hears what it hosts; it only allocates
-    /// to Up ones).
+    /// WeaklyUp, Up (or preparing for a full shutdown), Leaving or Exiting (the coordinator
+    /// hears what it hosts; it only allocates to Up ones).
     pub fn can_register(&self, node: &UniqueAddress) -> bool {
         self.members.get(node).is_some_and(|m| {
-            matches!(
-                m.status,
-                MemberStatus::WeaklyUp
-                    | MemberStatus::Up
-                    | MemberStatus::Leaving
-                    | MemberStatus::Exiting
-            )
+            m.status.counts_as_up()
+                || matches!(
+                    m.status,
+                    MemberStatus::WeaklyUp | MemberStatus::Leaving | MemberStatus::Exiting
+                )
         })
     }
 
@@ -196,6 +218,8 @@ impl ShardingView {
                     && matches!(
                         m.status,
                         MemberStatus::Up
+                            | MemberStatus::PreparingForShutdown
+                            | MemberStatus::ReadyForShutdown
                             | MemberStatus::Leaving
                             | MemberStatus::Exiting
                             | MemberStatus::Down
@@ -215,14 +239,13 @@ impl ShardingView {
     }
 
     /// Whether this node should run the coordinator now: it is the coordinator node and is Up
-    /// or Leaving (a leaving node keeps it until its own region has handed off; the next one
-    /// starts only after this one is removed).
+    /// (or preparing for a full shutdown) or Leaving (a leaving node keeps it until its own
+    /// region has handed off; the next one starts only after this one is removed).
     pub fn self_hosts_coordinator(&self) -> bool {
         self.coordinator_node() == Some(&self.self_node)
-            && matches!(
-                self.self_status(),
-                Some(MemberStatus::Up | MemberStatus::Leaving)
-            )
+            && self
+                .self_status()
+                .is_some_and(|s| s.counts_as_up() || s == MemberStatus::Leaving)
     }
 
     /// Where a region sends `Register`: from the oldest, every member up to and including the
@@ -236,7 +259,7 @@ impl ShardingView {
                 continue;
             }
             out.push(m.addr.clone());
-            if m.status == MemberStatus::Up {
+            if m.status.counts_as_up() {
                 break;
             }
         }
@@ -244,14 +267,12 @@ impl ShardingView {
     }
 
     /// Members with the kind's role whose regions may hold shards now (WeaklyUp, Up or
-    /// Leaving): the ones a cluster-wide statistics query asks.
+    /// preparing for a full shutdown, Leaving): the ones a cluster-wide statistics query asks.
     pub fn members_holding_shards(&self) -> impl Iterator<Item = &UniqueAddress> {
         self.members_with_role()
             .filter(|m| {
-                matches!(
-                    m.status,
-                    MemberStatus::WeaklyUp | MemberStatus::Up | MemberStatus::Leaving
-                )
+                m.status.counts_as_up()
+                    || matches!(m.status, MemberStatus::WeaklyUp | MemberStatus::Leaving)
             })
             .map(|m| &m.addr)
     }
@@ -273,10 +294,10 @@ impl ShardingView {
             .any(|m| matches!(m.status, MemberStatus::Joining | MemberStatus::WeaklyUp))
     }
 
-    /// How many members with the role are Up.
+    /// How many members with the role are Up (or preparing for a full shutdown).
     pub fn up_count(&self) -> usize {
         self.members_with_role()
-            .filter(|m| m.status == MemberStatus::Up)
+            .filter(|m| m.status.counts_as_up())
             .count()
     }
 }
@@ -403,6 +424,46 @@ mod tests {
         assert_eq!(v.next_expiry(), Some(t0 + MARGIN));
         assert!(v.expire(t0 + MARGIN));
         assert!(v.self_hosts_coordinator());
+    }
+
+    /// Members preparing for a full shutdown keep doing what Up members do (host shards, the
+    /// coordinator, take registrations), and seeing one latches the view's flag for good.
+    #[test]
+    fn members_preparing_for_shutdown_count_as_up_and_latch_the_flag() {
+        let mut v = ShardingView::new(ua(1), None, MARGIN);
+        v.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::Up, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+            ],
+            BTreeSet::new(),
+        );
+        assert!(!v.is_preparing_for_shutdown());
+        let changed = v.update(
+            Instant::ZERO,
+            [
+                member(1, MemberStatus::ReadyForShutdown, 1, &[]),
+                member(2, MemberStatus::PreparingForShutdown, 2, &[]),
+            ],
+            BTreeSet::new(),
+        );
+        assert!(changed);
+        assert!(v.is_preparing_for_shutdown());
+        assert!(v.self_hosts_coordinator());
+        assert_eq!(v.registration_targets(), vec![ua(1)]);
+        assert!(v.can_host(&ua(1)) && v.can_host(&ua(2)));
+        assert!(v.can_register(&ua(2)));
+        assert_eq!(v.up_count(), 2);
+        assert_eq!(v.members_holding_shards().count(), 2);
+        // Both leave and the first is gone: the flag stays.
+        v.update(
+            Instant::ZERO,
+            [member(2, MemberStatus::Leaving, 2, &[])],
+            BTreeSet::new(),
+        );
+        assert!(v.is_preparing_for_shutdown());
+        assert!(!v.can_host(&ua(2)), "a leaving member gets no shard");
     }
 
     #[test]

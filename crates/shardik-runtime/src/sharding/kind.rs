@@ -1055,6 +1055,19 @@ fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
             from,
             rebalance,
         } => info!(%kind, %shard, from = %from.address, rebalance, "hand-off started"),
+        CoordinatorEvent::PreparingForShutdown => info!(
+            %kind,
+            "the cluster is preparing for a full shutdown: no shard of {kind} is rebalanced or \
+             handed off any more, and the shards of a node that stops stay stopped"
+        ),
+        CoordinatorEvent::ShardsRetired { region, shards } => info!(
+            %kind,
+            region = %region.address,
+            shards,
+            "{shards} shards of {kind} stopped with the region on {} and get no new home \
+             while the cluster prepares for a full shutdown",
+            region.address
+        ),
         CoordinatorEvent::HandOffDone { shard, ok } => {
             if *ok {
                 info!(%kind, %shard, "hand-off done")

@@ -50,6 +50,7 @@ pub fn accepting_control() -> (
                 ControlCommand::Join(_, r) | ControlCommand::Leave(_, r) => r,
                 ControlCommand::Down(_, r) => r,
                 ControlCommand::JoinSeedNodes(_, r) => r,
+                ControlCommand::PrepareForFullClusterShutdown(r) => r,
             };
             let _ = reply.send(Ok(()));
         }

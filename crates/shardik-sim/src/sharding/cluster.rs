@@ -288,7 +288,11 @@ impl ShardingWorld {
                     return false;
                 };
                 self.world.paused_until(id).is_none()
-                    && self.world.core(id).self_status() == Some(MemberStatus::Up)
+                    && self
+                        .world
+                        .core(id)
+                        .self_status()
+                        .is_some_and(MemberStatus::counts_as_up)
                     && !layer.is_leaving()
                     && !layer.region(kind).is_stopped()
                     && !layer.region(kind).is_shutting_down()

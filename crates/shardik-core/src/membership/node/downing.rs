@@ -47,10 +47,9 @@ impl Membership {
         }
         let status = self.self_status();
         let responsible = is_leader
-            && matches!(
-                status,
-                Some(MemberStatus::Up | MemberStatus::WeaklyUp | MemberStatus::Leaving)
-            );
+            && status.is_some_and(|s| {
+                s.counts_as_up() || matches!(s, MemberStatus::WeaklyUp | MemberStatus::Leaving)
+            });
         let view = self.sbr_view();
         let Some(sbr) = self.sbr.as_mut() else { return };
         let action = sbr.tick(now, responsible, &view);

@@ -99,6 +99,7 @@ impl Membership {
         if !self.is_member() {
             return;
         }
+        self.notice_full_shutdown(out);
         match self.self_status() {
             Some(MemberStatus::Exiting) if !self.exit_started => {
                 self.exit_started = true;

@@ -307,6 +307,13 @@ impl Membership {
             };
             return self.send(node.address.clone(), welcome, out);
         }
+        if self.preparing_for_shutdown {
+            // Nobody new while every node is about to stop (the reference ignores such joins
+            // too). Not even a new incarnation of a member: downing its old one would change
+            // the state for a node that will not be let in. The joiner retries its join, and
+            // gets in once the cluster has been started again.
+            return self.drop_input(DropReason::PreparingForShutdown, msg, out);
+        }
         if self.gossip.tombstones.contains_key(&node) {
             return self.drop_input(DropReason::JoinRefused, msg, out);
         }

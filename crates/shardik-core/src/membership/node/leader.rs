@@ -21,7 +21,10 @@ impl Membership {
                 if let Some(after) = self.cfg.allow_weakly_up_members {
                     let waited = self.cfg.leader_actions_interval * self.unconverged_leader_ticks;
                     if waited >= after {
-                        self.move_joining_to_weakly_up(now, out);
+                        // Nobody is moved up while the cluster prepares for a full shutdown.
+                        if !self.preparing_for_shutdown {
+                            self.move_joining_to_weakly_up(now, out);
+                        }
                     }
                 }
             }
@@ -34,6 +37,7 @@ impl Membership {
                 self.update_gossip(now, g, out);
             }
         }
+        self.full_shutdown_tick(now, out);
         self.downing_tick(now, is_leader, out);
     }
 
@@ -77,7 +81,9 @@ impl Membership {
             return;
         }
         let g = &self.gossip;
-        let enough = self.enough_members();
+        // While the cluster prepares for a full shutdown nobody is moved Up: a new member would
+        // get shards (or the coordinator) just as every node is about to stop.
+        let enough = self.enough_members() && !self.preparing_for_shutdown;
         let mut next_up = g
             .members
             .values()
@@ -100,6 +106,8 @@ impl Membership {
                     changed.push(m.with_status(Exiting));
                     newly_exiting = true;
                 }
+                // Every member has seen the preparation (this is convergence).
+                PreparingForShutdown => changed.push(m.with_status(ReadyForShutdown)),
                 _ => {}
             }
         }

@@ -19,8 +19,9 @@
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
 //! `exiting.rs` (leave, exit, removal of this node), `not_known.rs` (telling a stranger it
 //! is not known here, and joining again when told so), `seed_aliases.rs` (seeds named by
-//! another name or address than the identity of the node that answers there) and
-//! `unanswered_seeds.rs` (reporting seeds that do not let this node in).
+//! another name or address than the identity of the node that answers there),
+//! `unanswered_seeds.rs` (reporting seeds that do not let this node in) and
+//! `full_shutdown.rs` (preparing for a full cluster shutdown).
 
 #[cfg(test)]
 mod compat_tests;
@@ -28,6 +29,9 @@ mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
+mod full_shutdown;
+#[cfg(test)]
+mod full_shutdown_tests;
 mod join_compat;
 mod joining;
 mod leader;
@@ -106,6 +110,11 @@ pub enum Command {
     Leave(Address),
     /// Mark the member at this address Down.
     Down(Address),
+    /// Prepare for a full cluster shutdown (Akka's `prepareForFullClusterShutdown`): every Up
+    /// member is marked PreparingForShutdown, and the leader moves them to ReadyForShutdown
+    /// once every member has seen it. From then on no member is moved Up, no joiner is let
+    /// in, and sharding moves no shard (`full_shutdown.rs`). Any member may start it.
+    PrepareForFullClusterShutdown,
     /// This node's exit tasks are done: confirm the exit and stop.
     ExitingCompleted,
 }
@@ -169,6 +178,8 @@ pub enum DropReason {
     /// The sender may not say this: only members may gossip, heartbeat, leave, down or
     /// quarantine, and only the nodes this node asked may answer its join (`senders.rs`).
     NotFromMember,
+    /// A `Join` while the cluster prepares for a full shutdown: nobody new is let in.
+    PreparingForShutdown,
 }
 
 impl DropReason {
@@ -186,6 +197,7 @@ impl DropReason {
             DropReason::Quarantined => "quarantined",
             DropReason::SenderMismatch => "sender-mismatch",
             DropReason::NotFromMember => "not-from-member",
+            DropReason::PreparingForShutdown => "preparing-for-shutdown",
         }
     }
 }
@@ -262,6 +274,9 @@ pub enum Effect {
         /// Since the first attempt.
         waited: std::time::Duration,
     },
+    /// This node has seen the cluster start to prepare for a full shutdown (reported once
+    /// per incarnation, for the runtime's log and metric).
+    PreparingForFullShutdown,
 }
 
 #[derive(Clone, Debug)]
@@ -370,6 +385,12 @@ pub struct Membership {
     seed_identities: std::collections::BTreeMap<Address, Address>,
     /// Set from the first join attempt until this node is a member (`unanswered_seeds.rs`).
     unanswered_seeds: Option<unanswered_seeds::UnansweredSeeds>,
+    /// This node has seen the cluster prepare for a full shutdown (a member
+    /// PreparingForShutdown or ReadyForShutdown, or the command given here). It never goes
+    /// back: the members that prepared leave one by one, and once the last of them is gone
+    /// the state no longer says so, but a joiner must still not be let in (as the
+    /// reference's flag, which is per node too).
+    preparing_for_shutdown: bool,
 }
 
 impl Membership {
@@ -412,6 +433,7 @@ impl Membership {
             joined_through_other: false,
             seed_identities: std::collections::BTreeMap::new(),
             unanswered_seeds: None,
+            preparing_for_shutdown: false,
         }
     }
 
@@ -459,6 +481,11 @@ impl Membership {
     pub fn is_converged(&self) -> bool {
         self.gossip
             .convergence(&self.self_node, &self.exiting_confirmed)
+    }
+
+    /// Whether this node has seen the cluster prepare for a full shutdown.
+    pub fn is_preparing_for_shutdown(&self) -> bool {
+        self.preparing_for_shutdown
     }
 
     /// Whether the node has stopped.
@@ -602,6 +629,13 @@ impl Membership {
                 Some(_) => out.push(Effect::CommandFailed(CommandError::NotAMember)),
                 None => out.push(Effect::CommandFailed(CommandError::UnknownMember(address))),
             },
+            Command::PrepareForFullClusterShutdown => {
+                if self.is_member() {
+                    self.prepare_for_full_shutdown(now, out);
+                } else {
+                    out.push(Effect::CommandFailed(CommandError::NotAMember));
+                }
+            }
             Command::ExitingCompleted => self.exiting_completed(out),
         }
     }
