@@ -62,6 +62,10 @@ enum Cmd {
     Leave(manage::MemberArgs),
     /// Mark the member at ADDRESS as Down (it is removed without handing off).
     Down(manage::MemberArgs),
+    /// Prepare the whole cluster for a full shutdown: no member is moved up, no node joins,
+    /// no shard moves; stop the nodes once every member is ReadyForShutdown.
+    #[command(name = "prepare-for-full-shutdown")]
+    PrepareForFullShutdown(manage::ClusterArgs),
     /// Run a deterministic whole-cluster simulation and print its timeline.
     Simulate(simulate::SimulateArgs),
     /// Replay access patterns through passivation strategies and print hit rates.
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Cmd::Join(args) => manage::join(args),
         Cmd::Leave(args) => manage::leave(args),
         Cmd::Down(args) => manage::down(args),
+        Cmd::PrepareForFullShutdown(args) => manage::prepare_for_full_shutdown(args),
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
         Cmd::Bench(args) => bench::run(args),

@@ -1,4 +1,5 @@
-//! `shardik members`, `join`, `leave`, `down`: a running node's management API from the
+//! `shardik members`, `join`, `leave`, `down`, `prepare-for-full-shutdown`: a running node's
+//! management API from the
 //! command line (what Akka's `akka-cluster` script did over JMX), over plain HTTP on loopback
 //! or HTTPS with the cluster's CA.
 //!
@@ -89,6 +90,28 @@ pub struct MemberArgs {
     address: Address,
     #[command(flatten)]
     management: ManagementArgs,
+}
+
+/// Arguments of `shardik prepare-for-full-shutdown`.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    management: ManagementArgs,
+}
+
+/// `shardik prepare-for-full-shutdown`: the whole cluster prepares for a full shutdown (`PUT
+/// /cluster`, `operation=PrepareForFullClusterShutdown`). Then wait until `shardik members`
+/// shows every member ReadyForShutdown, and stop the nodes.
+pub fn prepare_for_full_shutdown(args: ClusterArgs) -> anyhow::Result<ExitCode> {
+    let endpoint = args.management.endpoint()?;
+    let body = answer(
+        &endpoint,
+        Method::PUT,
+        "/cluster",
+        &[("operation", "PrepareForFullClusterShutdown")],
+    )?;
+    println!("{}", message_of(&body));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `shardik members`: the membership as the node sees it.

@@ -304,6 +304,48 @@ async fn put_with_bad_or_missing_operation_is_400() {
 }
 
 #[tokio::test]
+async fn put_cluster_prepares_for_a_full_shutdown_and_refuses_other_operations() {
+    let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
+    let (status, v) = f
+        .put_form(
+            "/cluster",
+            &[("operation", "PrepareForFullClusterShutdown")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        v,
+        serde_json::json!({"message": "Preparing for full cluster shutdown"})
+    );
+    let (status, v) = f.put_form("/cluster", &[("operation", "Leave")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("[Leave]"), "{v}");
+    assert!(
+        message(&v).contains("`PrepareForFullClusterShutdown`"),
+        "{v}"
+    );
+    let (status, v) = f.put_form("/cluster", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(message(&v).contains("missing operation"), "{v}");
+    assert_eq!(f.calls(), vec![Call::PrepareForFullClusterShutdown]);
+
+    // A write: refused in read-only mode, before the node is asked.
+    let ro = start(snapshot(Some(MemberStatus::Up)), true, None).await;
+    let (status, v) = ro
+        .put_form(
+            "/cluster",
+            &[("operation", "PrepareForFullClusterShutdown")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        message(&v).contains("management.http.route-providers-read-only"),
+        "{v}"
+    );
+    assert!(ro.calls().is_empty());
+}
+
+#[tokio::test]
 async fn put_and_delete_unknown_or_malformed_addresses() {
     let f = start(snapshot(Some(MemberStatus::Up)), false, None).await;
     let (status, v) = f

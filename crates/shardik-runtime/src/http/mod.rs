@@ -8,6 +8,7 @@
 //! | `GET /cluster/members/{address}` | one member, or 404 |
 //! | `PUT /cluster/members/{address}` | form field `operation=Leave\|Down` |
 //! | `DELETE /cluster/members/{address}` | leave |
+//! | `PUT /cluster` | form field `operation=PrepareForFullClusterShutdown`: prepare the whole cluster for a full shutdown |
 //! | `GET /cluster/shards/{type}` | shard region state (404 until sharding exists) |
 //! | `GET /ready` | 200 when this node is Up or WeaklyUp and sharding is ready, else 503 |
 //! | `GET /alive` | 200 while the process serves HTTP |
@@ -324,6 +325,7 @@ impl ManagementApi {
                 "/cluster/members/{address}",
                 get(get_member).merge(guard.protect(put(put_member).merge(delete(delete_member)))),
             )
+            .route("/cluster", guard.protect(put(put_cluster)))
             .route("/cluster/shards/{type}", get(get_shards))
             .route("/ready", get(ready))
             .route("/bootstrap/seed-nodes", get(seed_nodes))
@@ -574,6 +576,59 @@ fn control_error(address: &Address, error: ControlError) -> Response {
             "the node is shutting down and no longer takes membership changes",
         ),
         e @ ControlError::Timeout(_) => message(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("{e}; it may be overloaded, try again"),
+        ),
+    }
+}
+
+/// What `PUT /cluster` can be asked to do (Akka Management's cluster-wide operations).
+const CLUSTER_OPERATION_HELP: &str = "set the form field `operation` to `PrepareForFullClusterShutdown`, the only operation on /cluster";
+
+/// `PUT /cluster` with `operation=PrepareForFullClusterShutdown` (Akka Management's route):
+/// every Up member prepares for a full cluster shutdown (see
+/// [`NodeHandle::prepare_for_full_cluster_shutdown`]). Asking again changes nothing and
+/// answers the same.
+async fn put_cluster(
+    State(s): State<AppState>,
+    Query(query): Query<BTreeMap<String, String>>,
+    form: Result<Form<OperationForm>, FormRejection>,
+) -> Response {
+    if let Some(refusal) = body_too_large(&form) {
+        return refusal;
+    }
+    let operation = match form {
+        Ok(Form(OperationForm {
+            operation: Some(op),
+        })) => Some(op),
+        _ => query.get("operation").cloned(),
+    };
+    match operation.as_deref() {
+        Some(op) if op.eq_ignore_ascii_case("PrepareForFullClusterShutdown") => {}
+        Some(other) => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                format!("unknown operation [{other}]: {CLUSTER_OPERATION_HELP}"),
+            );
+        }
+        None => {
+            return message(
+                StatusCode::BAD_REQUEST,
+                format!("missing operation: {CLUSTER_OPERATION_HELP}"),
+            );
+        }
+    }
+    match s.handle.prepare_for_full_cluster_shutdown().await {
+        Ok(()) => message(StatusCode::OK, "Preparing for full cluster shutdown"),
+        Err(ControlError::Refused(e)) => message(
+            StatusCode::CONFLICT,
+            format!("the node refused to prepare for a full cluster shutdown: {e}"),
+        ),
+        Err(ControlError::NodeStopped) => message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the node is shutting down and no longer takes membership changes",
+        ),
+        Err(e @ ControlError::Timeout(_)) => message(
             StatusCode::GATEWAY_TIMEOUT,
             format!("{e}; it may be overloaded, try again"),
         ),
