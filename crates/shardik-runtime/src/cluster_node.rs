@@ -178,6 +178,11 @@ impl Node {
     /// management port beside Akka Management's routes, which win where both have a path.
     /// Routes may be added at any time; they answer from then on. Errors when the builder did
     /// not ask for [`management`](NodeBuilder::management).
+    ///
+    /// # Panics
+    /// As [`axum::Router::merge`] does: when `routes` has a fallback of its own after an earlier
+    /// call's routes had one, or names a path and method an earlier call already gave. This is
+    /// the program's own wiring, checked once at start, never anything from the network.
     pub fn merge_routes(&self, routes: axum::Router) -> Result<(), NoManagementApi> {
         let management = self.management.as_ref().ok_or(NoManagementApi)?;
         management.app_routes.merge(routes);
