@@ -9,6 +9,8 @@
 //! * [`coordinator`]: the coordinator state machine (one per entity kind, on the oldest node).
 //! * [`region`]: a node's region for one entity kind: routing, buffering, hosting shards,
 //!   hand-off.
+//! * [`entities`]: the entities of one kind on one node: one command at a time each, stop
+//!   behind the queue, passivation, remembered starts, restart back-off, entity timers.
 //! * [`kind_node`]: everything one node runs for one entity kind (view, region, coordinator
 //!   while hosted here, the loopback between them, leaving), the one composition that the
 //!   runtime and the simulator both drive.
@@ -18,7 +20,9 @@
 
 pub mod allocation;
 pub mod coordinator;
+pub mod entities;
 pub mod fence;
+mod id_map;
 pub mod kind_node;
 pub mod lease;
 pub mod protocol;

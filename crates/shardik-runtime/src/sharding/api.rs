@@ -169,60 +169,7 @@ impl<E: Entity> std::fmt::Debug for EntityContext<E> {
     }
 }
 
-/// Makes the command a repeating timer or the receive timeout delivers, each time it fires.
-pub(crate) type CommandMaker<C> = Box<dyn Fn() -> C + Send>;
-
-/// The command a timer delivers: once, or a fresh copy each time.
-pub(crate) enum TimerCommand<C> {
-    Once(C),
-    Repeat(CommandMaker<C>),
-}
-
-/// One request a handler made through its context.
-pub(crate) enum ContextRequest<C> {
-    /// Queue this command behind the ones waiting for the entity.
-    TellSelf(C),
-    /// Start (or restart) the timer `key`.
-    StartTimer {
-        key: Box<str>,
-        command: TimerCommand<C>,
-        delay: Duration,
-    },
-    /// Cancel the timer `key` (nothing if there is none).
-    CancelTimer(Box<str>),
-    /// Cancel every timer (not the receive timeout).
-    CancelAllTimers,
-    /// Set (`Some`) or clear (`None`) the receive timeout.
-    ReceiveTimeout(Option<(Duration, CommandMaker<C>)>),
-}
-
-impl<C: 'static> ContextRequest<C> {
-    /// The same request for an entity that wraps this one and whose commands wrap `C` with
-    /// `wrap` (the singleton's and the daemon's managed entities).
-    pub(crate) fn map<D: 'static>(self, wrap: fn(C) -> D) -> ContextRequest<D> {
-        let maker = |make: CommandMaker<C>| -> CommandMaker<D> { Box::new(move || wrap(make())) };
-        match self {
-            ContextRequest::TellSelf(c) => ContextRequest::TellSelf(wrap(c)),
-            ContextRequest::StartTimer {
-                key,
-                command,
-                delay,
-            } => ContextRequest::StartTimer {
-                key,
-                command: match command {
-                    TimerCommand::Once(c) => TimerCommand::Once(wrap(c)),
-                    TimerCommand::Repeat(make) => TimerCommand::Repeat(maker(make)),
-                },
-                delay,
-            },
-            ContextRequest::CancelTimer(key) => ContextRequest::CancelTimer(key),
-            ContextRequest::CancelAllTimers => ContextRequest::CancelAllTimers,
-            ContextRequest::ReceiveTimeout(t) => {
-                ContextRequest::ReceiveTimeout(t.map(|(d, make)| (d, maker(make))))
-            }
-        }
-    }
-}
+pub(crate) use shardik_core::sharding::entities::{ContextRequest, TimerCommand};
 
 impl<E: Entity> EntityContext<E> {
     /// A context for an entity that another wraps: the same entity, no requests yet.

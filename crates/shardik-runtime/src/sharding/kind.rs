@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, CodecError, Entity, ShardingError};
-use super::host::{Asker, Completed, EntityHost, HostOutput, Job, RemoteAsker};
+use super::handlers::{Asker, Completed, Entities, Handlers, HostOutput, Job, RemoteAsker};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::outgoing::Outgoing;
 use super::pending::PendingAsks;
@@ -46,8 +46,6 @@ pub(crate) struct KindSettings {
     pub down_removal_margin: Duration,
     /// How long the hand-off on leaving may take.
     pub shutdown_timeout: Duration,
-    /// Passivation of idle entities by a periodic scan (the plain idle strategy).
-    pub idle: Option<shardik_passivation::IdleCheck>,
     pub proxy: bool,
     pub role: Option<String>,
     /// The coordinator's lease (`coordinator-singleton.use-lease`); the shards' is
@@ -55,12 +53,6 @@ pub(crate) struct KindSettings {
     pub coordinator_lease: Option<shardik_core::sharding::LeaseTiming>,
     /// See [`super::ShardingConfig::self_fence_after`].
     pub self_fence_after: Option<Duration>,
-}
-
-/// How often to look for idle entities: the configured interval, but not more often than every
-/// 100 ms (last-use times are kept in whole seconds anyway).
-fn idle_scan_interval(check: shardik_passivation::IdleCheck) -> Duration {
-    Duration::from_millis(check.interval_ms).max(Duration::from_millis(100))
 }
 
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
@@ -71,7 +63,10 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub me: UniqueAddress,
     pub codec: Arc<C>,
     pub settings: KindSettings,
-    pub host: EntityHost<E>,
+    /// The kind's entities: what runs when (the core's lifecycle)…
+    pub entities: Entities<E>,
+    /// …and what runs it.
+    pub handlers: Handlers<E>,
     pub sender: UserSender,
     pub pending: PendingAsks,
     pub local: super::local_queue::Receiver<LocalMsg<E>>,
@@ -107,10 +102,8 @@ struct State<E: Entity> {
     host_out: Vec<HostOutput<E>>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
     shutdown_done: bool,
-    next_idle_scan: Option<TokioInstant>,
     /// Deliveries not yet added to the `delivered` counter (added once per loop turn).
     delivered: u64,
-    next_strategy_tick: Option<TokioInstant>,
     /// One warning a minute at most that the coordinator's node has not started the kind
     /// (this region's registration is answered so at every retry).
     coordinator_lacks_kind_log: crate::log_limit::LogLimit,
@@ -122,7 +115,7 @@ struct State<E: Entity> {
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub async fn run(mut self) {
         if let Some(remember) = &self.remember {
-            self.host.set_remember(RememberWriter::spawn(
+            self.handlers.set_remember(RememberWriter::spawn(
                 self.name.clone(),
                 Arc::clone(&remember.store),
             ));
@@ -161,10 +154,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             host_out: Vec::new(),
             shutdown_waiters: Vec::new(),
             shutdown_done: false,
-            next_idle_scan: self.settings.idle.map(|c| epoch + idle_scan_interval(c)),
             delivered: 0,
             gauges: KindGauges::new(&self.name),
-            next_strategy_tick: None,
             turn_clock: None,
             coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
         };
@@ -179,7 +170,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         tokio::pin!(timer);
         let mut armed: Option<TokioInstant> = None;
         loop {
-            self.settle(&mut st);
             self.flush(&mut st).await;
             self.publish_gauges(&mut st);
             let next = self.next_deadline(&st);
@@ -189,7 +179,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 armed = next;
             }
-            let accept = self.host.queued() < queue_limit;
+            let accept = self.entities.queued() < queue_limit;
             st.turn_clock = None;
             tokio::select! {
                 biased;
@@ -209,17 +199,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     // hosted shards): take what else is queued now, each settled as after a
                     // turn of its own; their network sends go out together below.
                     for _ in 1..CONTROL_BATCH {
-                        self.settle(&mut st);
                         match self.control.try_recv() {
                             Ok(ctl) => self.on_control(&mut st, ctl),
                             Err(_) => break,
                         }
                     }
                 }
-                Some(done) = self.host.running_mut().next(), if self.host.has_running() => {
+                Some(done) = self.handlers.running_mut().next(), if self.handlers.has_running() => {
                     st.turn_clock = Some(self.read_clock(&st));
-                    let now = self.now(&st).as_nanos();
-                    self.complete(&mut st, done, now);
+                    self.complete(&mut st, done);
                 }
                 n = self.local.recv_many(&mut batch, 256), if accept && local_open => {
                     if n == 0 {
@@ -258,10 +246,6 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         )
     }
 
-    fn now_secs(&self, st: &State<E>) -> u32 {
-        (self.now(st).as_nanos() / 1_000_000_000) as u32
-    }
-
     fn tokio_at(&self, st: &State<E>, t: CoreInstant) -> TokioInstant {
         st.epoch + Duration::from_nanos(t.as_nanos())
     }
@@ -269,21 +253,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     fn next_deadline(&self, st: &State<E>) -> Option<TokioInstant> {
         st.node
             .poll_timeout()
-            .map(|t| self.tokio_at(st, t))
             .into_iter()
-            .chain(st.next_idle_scan)
-            .chain(st.next_strategy_tick)
-            .chain(
-                self.host
-                    .next_timer()
-                    .map(|ns| self.tokio_at(st, CoreInstant::from_nanos(ns))),
-            )
-            .chain(
-                self.host
-                    .next_restart()
-                    .map(|ns| self.tokio_at(st, CoreInstant::from_nanos(ns))),
-            )
+            .chain(self.entities.poll_timeout())
             .min()
+            .map(|t| self.tokio_at(st, t))
     }
 
     /// Feeds the core one input and carries out what it asks for.
@@ -329,20 +302,18 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
 
     fn on_timer(&mut self, st: &mut State<E>) {
         let now = self.now(st);
-        // The entities' own timers; what they deliver runs like any delivered command.
-        if self.host.next_timer().is_some_and(|t| t <= now.as_nanos()) {
-            self.host.fire_timers(now.as_nanos());
-            self.drain_finished(st, now.as_nanos());
-        }
-        // Failed remembered entities whose back-off has passed, if their shard still runs here.
-        if self
-            .host
-            .next_restart()
-            .is_some_and(|t| t <= now.as_nanos())
-        {
+        if self.entities.poll_timeout().is_some_and(|t| t <= now) {
+            let mut out = std::mem::take(&mut st.host_out);
             let node = &st.node;
-            self.host
-                .restart_due(now.as_nanos(), |shard| node.delivers_at_once(shard));
+            // A failed remembered entity starts again only if its shard still runs here.
+            self.entities.handle_timeout(
+                now,
+                |shard| node.delivers_at_once(shard),
+                &mut self.handlers,
+                &mut out,
+            );
+            st.host_out = out;
+            self.apply_host_outputs(st);
         }
         if st.node.poll_timeout().is_some_and(|t| t <= now) {
             let mut out = std::mem::take(&mut st.effects);
@@ -350,36 +321,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             self.apply_effects(st, &mut out);
             st.effects = out;
         }
-        if let Some(at) = st.next_strategy_tick {
-            if at <= TokioInstant::now() {
-                let now_ms = self.now(st).as_millis();
-                self.host.interval_passed(now_ms);
-                st.next_strategy_tick = None;
-            }
-        }
-        if st.next_strategy_tick.is_none() {
-            st.next_strategy_tick = self
-                .host
-                .passivation_interval()
-                .map(|d| TokioInstant::now() + d.max(Duration::from_millis(100)));
-        }
-        if let (Some(at), Some(idle)) = (st.next_idle_scan, self.settings.idle) {
-            if at <= TokioInstant::now() {
-                let timeout = Duration::from_millis(idle.timeout_ms);
-                let cutoff = self.now_secs(st).saturating_sub(timeout.as_secs() as u32);
-                let n = self.host.passivate_idle(cutoff);
-                if n > 0 {
-                    debug!(kind = %self.name, entities = n, "passivating idle entities");
-                }
-                st.next_idle_scan = Some(TokioInstant::now() + idle_scan_interval(idle));
-            }
-        }
     }
 
     /// Routes an envelope that arrived from `from`; an ask is answered to `from`.
     fn route_remote(&mut self, st: &mut State<E>, from: &UniqueAddress, env: WireEnvelope) {
         let env = Envelope {
-            entity: self.host.entity_id(&env.entity_id),
+            entity: self.entities.entity_id(&env.entity_id),
             shard: env.shard,
             msg: Payload::Remote {
                 bytes: env.payload,
@@ -399,7 +346,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         decoding_with(&resolver, || {
             for env in batch.iter() {
                 let shard = st.shard_ids.get(env.shard);
-                let entity = self.host.entity_id(env.entity_id);
+                let entity = self.entities.entity_id(env.entity_id);
                 let reply_to = env.ask_id.map(|id| (from.clone(), id));
                 if st.node.delivers_at_once(&shard) {
                     match self.codec.decode::<E::Command>(env.payload) {
@@ -440,7 +387,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     .hosted_shards()
                     .map(|s| (s.clone(), 0))
                     .collect();
-                counts.extend(self.host.entity_counts());
+                counts.extend(self.entities.entity_counts());
                 let _ = tx.send(counts.into_iter().collect());
             }
             Control::AllocationAnswered {
@@ -462,11 +409,21 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             }
             Control::StartRemembered { shard, ids, last } => {
                 if st.node.delivers_at_once(&shard) {
-                    let now_s = (self.now(st).as_nanos() / 1_000_000_000) as u32;
-                    let started = self.host.start_loaded(&shard, &ids, last, now_s);
+                    let now = self.now(st);
+                    let mut out = std::mem::take(&mut st.host_out);
+                    let started = self.entities.start_loaded(
+                        now,
+                        &shard,
+                        &ids,
+                        last,
+                        &mut self.handlers,
+                        &mut out,
+                    );
+                    st.host_out = out;
+                    self.apply_host_outputs(st);
                     debug!(kind = %self.name, %shard, started, "remembered entities started");
                 } else if last {
-                    self.host.load_ended(&shard);
+                    self.entities.load_ended(&shard);
                 }
             }
             Control::RebalanceAnswered(moves) => {
@@ -494,34 +451,20 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             .hosted_shards()
             .map(|s| (s.clone(), Vec::new()))
             .collect();
-        for (shard, ids) in self.host.entity_ids() {
+        for (shard, ids) in self.entities.entity_ids() {
             by_shard.entry(shard).or_default().extend(ids);
         }
         by_shard.into_iter().collect()
     }
 
-    /// Hands a finished handler back to the host and carries out what follows.
-    fn complete(&mut self, st: &mut State<E>, done: Completed<E>, now_ns: u64) {
+    /// Hands a finished handler back to the lifecycle and carries out what follows.
+    fn complete(&mut self, st: &mut State<E>, done: Completed<E>) {
+        let now = self.now(st);
         let mut out = std::mem::take(&mut st.host_out);
-        self.host.completed(done, now_ns, &mut out);
+        self.entities
+            .completed(now, done, &mut self.handlers, &mut out);
         st.host_out = out;
         self.apply_host_outputs(st);
-    }
-
-    /// Completes the handlers that finished when they started (completing one may start the
-    /// next command of its entity, which may finish at once too).
-    fn drain_finished(&mut self, st: &mut State<E>, now_ns: u64) {
-        while let Some(done) = self.host.next_finished() {
-            self.complete(st, done, now_ns);
-        }
-    }
-
-    /// Before waiting for input: nothing finished is left uncompleted.
-    fn settle(&mut self, st: &mut State<E>) {
-        if self.host.has_finished() {
-            let now = self.now(st).as_nanos();
-            self.drain_finished(st, now);
-        }
     }
 
     fn send_protocol(&mut self, st: &mut State<E>, to: UniqueAddress, msg: Protocol) {
@@ -541,7 +484,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 KindEffect::ShardStarted(shard) => {
                     debug!(kind = %self.name, %shard, "shard started here");
                     if let Some(remember) = &self.remember {
-                        self.host.load_started(&shard);
+                        self.entities.load_started(&shard);
                         tokio::spawn(remember::load_and_start(
                             self.name.clone(),
                             shard,
@@ -552,21 +495,25 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                 }
                 KindEffect::StopEntities(shard) => {
+                    let now = self.now(st);
                     let mut out = std::mem::take(&mut st.host_out);
-                    self.host.stop_shard(&shard, &mut out);
+                    self.entities
+                        .stop_shard(now, &shard, &mut self.handlers, &mut out);
                     st.host_out = out;
                     self.apply_host_outputs(st);
                 }
                 KindEffect::ForceStopEntities(shard) => {
+                    let now = self.now(st);
                     let mut out = std::mem::take(&mut st.host_out);
-                    self.host.force_stop_shard(&shard, &mut out);
+                    self.entities
+                        .force_stop_shard(now, &shard, &mut self.handlers, &mut out);
                     st.host_out = out;
                     self.apply_host_outputs(st);
                 }
                 KindEffect::ShardStopped(shard) => {
                     debug!(kind = %self.name, %shard, "shard stopped here");
                     if let Some(leases) = &self.leases {
-                        self.host.clear_fence(&shard);
+                        self.handlers.clear_fence(&shard);
                         let name = leases.name(&LeaseKey::Shard(shard));
                         leases.health().recovered(&name);
                     }
@@ -581,11 +528,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         let fence = leases.fence(&shard, token);
                         leases.health().recovered(&fence.scope);
                         info!(kind = %self.name, %shard, token, "shard lease acquired");
-                        self.host.set_fence(shard, fence);
+                        self.handlers.set_fence(shard, fence);
                     }
                 }
                 KindEffect::ShardLeaseLost { shard, reason } => {
-                    self.host.clear_fence(&shard);
+                    self.handlers.clear_fence(&shard);
                     metrics::counter!(m::LEASE_LOSSES_TOTAL, "reason" => reason.as_str())
                         .increment(1);
                     warn!(kind = %self.name, %shard, reason = reason.as_str(), "shard lease lost: its entities were stopped");
@@ -687,12 +634,32 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn apply_host_outputs(&mut self, st: &mut State<E>) {
+        if st.host_out.is_empty() {
+            return;
+        }
         let mut outputs = std::mem::take(&mut st.host_out);
         for o in outputs.drain(..) {
             match o {
                 HostOutput::Reply(to, result) => self.reply(st, to, result),
                 HostOutput::ShardEmpty(shard) => {
                     self.input(st, KindInput::EntitiesStopped(shard));
+                }
+                HostOutput::Failed { shard, id, why } => {
+                    tracing::error!(kind = %self.name, entity = %id, %shard, %why, "entity failed; this incarnation is dropped");
+                    metrics::counter!(m::ENTITY_FAILURES_TOTAL).increment(1);
+                }
+                HostOutput::Forget { shard, id } => {
+                    if let Some(writer) = self.handlers.remember_writer() {
+                        writer.stopped(&shard, &id);
+                    }
+                }
+                HostOutput::Restarted { shard, id } => {
+                    info!(kind = %self.name, entity = %id, %shard, "failed remembered entity started again after entity-restart-backoff");
+                }
+                HostOutput::Refused { id, reply, why } => {
+                    self.count_drop("wrong-shard");
+                    warn!(kind = %self.name, entity = %id, %why, "command refused");
+                    self.reply(st, reply, Err(why));
                 }
             }
         }
@@ -727,12 +694,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     fn deliver_job(&mut self, st: &mut State<E>, shard: ShardId, entity: EntityId, job: Job<E>) {
         let now = self.now(st);
         st.delivered += 1;
-        if let Err(refused) = self.host.deliver(shard, entity, job, now.as_nanos()) {
-            self.count_drop("wrong-shard");
-            warn!(kind = %self.name, entity = %refused.entity, why = %refused.why, "command refused");
-            self.reply(st, refused.reply, Err(refused.why));
-        }
-        self.drain_finished(st, now.as_nanos());
+        let mut out = std::mem::take(&mut st.host_out);
+        self.entities
+            .deliver(now, shard, entity, job, &mut self.handlers, &mut out);
+        st.host_out = out;
+        self.apply_host_outputs(st);
     }
 
     /// A command from another node that the kind's codec could not read: counted, and its
@@ -973,7 +939,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         if st.delivered > 0 {
             g.delivered.increment(std::mem::take(&mut st.delivered));
         }
-        g.entities.set(self.host.active_entities() as f64);
+        g.entities.set(self.entities.active_entities() as f64);
         g.shards
             .set(exact_len(st.node.region().hosted_shards()) as f64);
         g.buffered.set(st.node.region().buffered() as f64);

@@ -6,19 +6,19 @@
 //! the core's `KindNode` (region, coordinator while hosted here) and owns the kind's entities.
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `id_map`, `strategy` → `api` → `messages`, `pending` → `resolve` → `reply_to`, `timers`, `remember` → `host` →
+//! `strategy` → `api` → `messages`, `pending` → `resolve` → `reply_to`, `remember` → `handlers` →
 //! `allocation` → `kind` → `mod.rs` → `keepalive` → `singleton`, `daemon`. `api` (what users
 //! write against) needs only the strategy types, never the kind's task; the messages the task
-//! receives live in `messages` so that senders need not know the task. The singleton and the
-//! daemon process are built on the public sharding API of this file, like a user's code would
-//! be.
+//! receives live in `messages` so that senders need not know the task. What runs when among a
+//! kind's entities is the core's (`shardik_core::sharding::entities`); `handlers` runs it.
+//! The singleton and the daemon process are built on the public sharding API of this file, like
+//! a user's code would be.
 
 mod allocation;
 mod api;
 mod daemon;
+mod handlers;
 mod held_back;
-mod host;
-mod id_map;
 mod inbound;
 mod keepalive;
 mod kind;
@@ -30,10 +30,8 @@ mod pending;
 mod remember;
 mod reply_to;
 mod resolve;
-mod restarts;
 mod singleton;
 mod strategy;
-mod timers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,7 +41,7 @@ use shardik_core::membership::UniqueAddress;
 use shardik_core::membership::sbr::Strategy;
 use shardik_core::sharding::{
     AllocationSettings, CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings,
-    shard_number_for,
+    entities::EntitySettings, shard_number_for,
 };
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 use shardik_wire::ShardingBody;
@@ -476,19 +474,13 @@ impl Sharding {
                 },
             );
         }
-        // A plain idle timeout is a periodic scan over the entities' last-use times (4 bytes
-        // each); limit-based strategies keep their own bookkeeping, idle check included.
-        // Remembered entities are never passivated automatically (the reference turns
-        // automatic passivation off with remember-entities): only when they ask to stop.
-        let passivation = if kind.remember.is_some() {
-            ResolvedStrategy::Disabled
-        } else {
-            kind.effective_passivation(&cfg.passivation)
-        };
-        let (idle_scan, limit_strategy) = match passivation {
-            ResolvedStrategy::Disabled => (None, None),
-            ResolvedStrategy::Idle(check) => (Some(check), None),
-            limited => (None, Some(limited)),
+        // How the kind's entities live; the core's lifecycle applies the rules (a plain idle
+        // timeout is a scan of last-use times, limit strategies keep their own bookkeeping,
+        // remembered entities are never passivated automatically).
+        let entity_settings = EntitySettings {
+            passivation: kind.effective_passivation(&cfg.passivation),
+            remember: kind.remember.is_some(),
+            restart_backoff: cfg.entity_restart_backoff,
         };
         let task = KindTask {
             name: kind.name.clone(),
@@ -506,15 +498,16 @@ impl Sharding {
                 allocation: cfg.allocation,
                 down_removal_margin: cfg.down_removal_margin,
                 shutdown_timeout: cfg.shutdown_timeout,
-                idle: idle_scan,
                 proxy,
                 role,
             },
-            host: host::EntityHost::new(
-                self.inner.self_node.clone(),
+            entities: handlers::Entities::new(
+                &entity_settings,
                 Arc::clone(&kind.factory),
                 kind.stop_message.clone(),
+                shardik_core::Instant::ZERO,
             ),
+            handlers: handlers::Handlers::new(self.inner.self_node.clone()),
             sender: self.inner.sender.clone(),
             pending: self.inner.pending.clone(),
             local: local_rx,
@@ -530,13 +523,6 @@ impl Sharding {
             leases,
             held_back: Arc::clone(&self.inner.held_back),
         };
-        let mut task = task;
-        if let Some(p) = limit_strategy {
-            task.host.set_passivation(p);
-        }
-        if kind.remember.is_some() {
-            task.host.set_restart_backoff(cfg.entity_restart_backoff);
-        }
         tokio::spawn(task.run());
         Ok(region)
     }

@@ -11,10 +11,10 @@
 
 use std::collections::HashMap;
 
-use shardik_core::sharding::{EntityId, ShardId};
+use crate::sharding::{EntityId, ShardId};
 use shardik_passivation::Strategy;
 
-use super::super::id_map::IdMap;
+use crate::sharding::id_map::IdMap;
 
 /// A record that keeps its shard's index in the table. The index lives in the record (not
 /// beside it) so that it can take what would otherwise be the record's padding.

@@ -10,11 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use shardik_core::sharding::{EntityId, ShardId};
+use crate::sharding::{EntityId, ShardId};
 
 /// The pending restarts of one kind's entities on one node (empty unless entities failed).
 #[derive(Default)]
-pub(crate) struct RestartSchedule {
+pub(super) struct RestartSchedule {
     /// (due, sequence) → the entity, in time order; may hold cancelled entries.
     due: BTreeMap<(u64, u64), (ShardId, EntityId)>,
     /// The live entry of each entity waiting for its restart. Ordered, so that cancelling a

@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use shardik_core::sharding::{EntityId, ShardId};
+use crate::sharding::{EntityId, ShardId};
 
-use super::api::{CommandMaker, ContextRequest, TimerCommand};
+use super::types::{CommandMaker, ContextRequest, TimerCommand};
 
 /// One named timer of an entity.
 struct Timer<C> {
@@ -43,7 +43,7 @@ impl<C> EntityTimers<C> {
 }
 
 /// The timers of every entity of one kind on one node.
-pub(crate) struct Timers<C> {
+pub(super) struct Timers<C> {
     /// Firings in time order: (due, sequence) → the entity.
     due: BTreeMap<(u64, u64), (ShardId, EntityId)>,
     owners: HashMap<ShardId, HashMap<EntityId, EntityTimers<C>>>,

@@ -1,5 +1,7 @@
-//! The handlers of one kind's entities while they run: the future that handles one command,
-//! and where it lives.
+//! The handlers of one kind's entities while they run: the runtime's side of the core's
+//! entity lifecycle ([`Entities`](shardik_core::sharding::entities::Entities)), which decides
+//! what runs when; this module runs it. The future that handles one command, and where it
+//! lives.
 //!
 //! Most handlers finish without awaiting anything. Boxing each command's future anew cost an
 //! allocation, a copy into it and a free per command, which was a large share of a local
@@ -10,11 +12,12 @@
 //! until it finishes, and the next command gets a new cell.
 //!
 //! The cell's type is that of the future, which has no name in Rust; it is captured once, by
-//! inference, from the function that makes the future ([`cell_of`]), and the host only sees
+//! inference, from the function that makes the future ([`cell_of`]), and the runner only sees
 //! it as a [`Handler`] trait object.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -22,12 +25,61 @@ use std::task::{Context, Poll, Waker};
 use futures_util::FutureExt;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::entities::{self, Lifecycle, Run, Runner};
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_persistence::Fence;
 
-use super::super::api::{Entity, EntityContext};
-use super::super::remember::RememberWriter;
-use super::{Completed, Job};
+use super::api::{Entity, EntityContext, ShardingError};
+use super::remember::RememberWriter;
+
+#[cfg(test)]
+mod tests;
+
+/// The types of entity `E`'s lifecycle.
+pub(crate) struct Hosted<E>(PhantomData<E>);
+
+impl<E: Entity> Lifecycle for Hosted<E> {
+    type Entity = E;
+    type Command = E::Command;
+    type Reply = E::Reply;
+    type Asker = Asker<E::Reply>;
+}
+
+/// A command waiting for, or being handled by, its entity.
+pub(crate) type Job<E> = entities::Job<Hosted<E>>;
+/// What a handler hands back.
+pub(crate) type Completed<E> = entities::Done<Hosted<E>>;
+/// The lifecycle of one kind's entities on this node.
+pub(crate) type Entities<E> = entities::Entities<Hosted<E>>;
+/// What the lifecycle asks the kind's task to do.
+pub(crate) type HostOutput<E> = entities::Output<Hosted<E>>;
+
+/// Where a command's reply goes.
+pub(crate) enum Asker<R> {
+    /// Nowhere (a tell).
+    None,
+    /// A local asker.
+    Local(tokio::sync::oneshot::Sender<Result<R, ShardingError>>),
+    /// An asker on another node. Boxed: every command carries an `Asker`, and the local ones
+    /// (the many) should not pay for moving the remote one's five words around.
+    Remote(Box<RemoteAsker>),
+}
+
+impl<R> entities::Asker for Asker<R> {
+    fn nobody() -> Self {
+        Asker::None
+    }
+
+    fn waits(&self) -> bool {
+        !matches!(self, Asker::None)
+    }
+}
+
+/// Who asked from another node.
+pub(crate) struct RemoteAsker {
+    pub node: UniqueAddress,
+    pub ask_id: std::num::NonZeroU64,
+}
 
 /// A handler that could not finish when it started, polled by the kind's task.
 pub(crate) type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
@@ -108,33 +160,104 @@ where
     })
 }
 
-/// The running and just-finished handlers of one kind's entities.
-pub(super) struct Handlers<E: Entity> {
+/// Runs the handlers of one kind's entities on this node.
+pub(crate) struct Handlers<E: Entity> {
+    node: UniqueAddress,
     /// An empty cell for the next command (`None` until the first one, and after a handler
     /// that awaited took it).
     spare: Option<Pin<Box<dyn Handler<E> + Send>>>,
     /// Handlers that await, polled by the kind's task.
-    pub running: FuturesUnordered<Running<E>>,
-    /// Handlers that finished when they started but need the host's full completion
-    /// (replies to send, requests, passivation, a queue behind them).
-    pub finished: VecDeque<Completed<E>>,
+    running: FuturesUnordered<Running<E>>,
+    /// Where started entities are recorded, when the kind remembers them.
+    remember: Option<RememberWriter>,
+    /// The fences of shards that run under a lease (`use-lease`): every handler of the
+    /// shard's entities gets it in its context, and durable entities' writes carry it. Empty
+    /// without leases.
+    fences: HashMap<ShardId, Fence>,
 }
 
-impl<E: Entity> Default for Handlers<E> {
-    fn default() -> Self {
-        Handlers {
-            spare: None,
-            running: FuturesUnordered::new(),
-            finished: VecDeque::new(),
+impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
+    fn run(&mut self, run: Run<Hosted<E>>) -> Option<Completed<E>> {
+        let Run {
+            shard,
+            id,
+            entity,
+            job,
+            was_stop,
+            record_first,
+        } = run;
+        let args = Args {
+            node: self.node.clone(),
+            fence: self.fence_of(&shard),
+            shard,
+            id,
+            entity,
+            job,
+            was_stop,
+        };
+        match (record_first, &self.remember) {
+            (true, Some(writer)) => self.start_boxed(run_remembered(args, writer.clone())),
+            _ => self.start(args),
         }
     }
 }
 
 impl<E: Entity> Handlers<E> {
+    /// The handlers of entities on `node`.
+    pub fn new(node: UniqueAddress) -> Self {
+        Handlers {
+            node,
+            spare: None,
+            running: FuturesUnordered::new(),
+            remember: None,
+            fences: HashMap::new(),
+        }
+    }
+
+    /// Records started entities with `writer` (remember-entities). Must be set before the
+    /// first delivery.
+    pub fn set_remember(&mut self, writer: RememberWriter) {
+        self.remember = Some(writer);
+    }
+
+    /// `shard` runs under its lease with `fence` from now on: its entities' handlers get it.
+    pub fn set_fence(&mut self, shard: ShardId, fence: Fence) {
+        self.fences.insert(shard, fence);
+    }
+
+    /// `shard` no longer runs under a lease here (it stopped, or lost its lease).
+    pub fn clear_fence(&mut self, shard: &ShardId) {
+        self.fences.remove(shard);
+    }
+
+    /// The fence the handlers of `shard`'s entities get (`None` without leases).
+    #[inline]
+    fn fence_of(&self, shard: &ShardId) -> Option<Fence> {
+        if self.fences.is_empty() {
+            return None;
+        }
+        self.fences.get(shard).cloned()
+    }
+
+    /// Where the kind's started and passivated entities are recorded, if it remembers them.
+    pub fn remember_writer(&self) -> Option<&RememberWriter> {
+        self.remember.as_ref()
+    }
+
+    /// Whether any handler is running (awaiting).
+    pub fn has_running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// The running handlers, to poll for completions.
+    pub fn running_mut(&mut self) -> &mut FuturesUnordered<Running<E>> {
+        &mut self.running
+    }
+
     /// Starts a handler and polls it once. Returns what it finished with, if it did; one that
     /// waits goes to `running`, which polls it again (with a waker of the kind task) before
     /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
-    pub fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
+    fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
         // A handler that never awaits is a plain call: no future to make, poll and empty.
         let args = if E::HANDLES_NOW {
             match run_now(args) {
@@ -159,7 +282,7 @@ impl<E: Entity> Handlers<E> {
     }
 
     /// Whether an empty handler cell is kept for the next command: one is made for the first
-    /// handler run as a future, never for a [`SyncEntity`](super::super::api::SyncEntity).
+    /// handler run as a future, never for a [`SyncEntity`](super::api::SyncEntity).
     #[cfg(test)]
     pub fn has_spare_cell(&self) -> bool {
         self.spare.is_some()
@@ -167,11 +290,14 @@ impl<E: Entity> Handlers<E> {
 
     /// Runs a future made elsewhere (the first command of a remembered entity) like a handler:
     /// polled once, then finished or running.
-    pub fn start_boxed(&mut self, mut fut: Running<E>) {
+    fn start_boxed(&mut self, mut fut: Running<E>) -> Option<Completed<E>> {
         let mut cx = Context::from_waker(Waker::noop());
         match fut.as_mut().poll(&mut cx) {
-            Poll::Ready(done) => self.finished.push_back(done),
-            Poll::Pending => self.running.push(fut),
+            Poll::Ready(done) => Some(done),
+            Poll::Pending => {
+                self.running.push(fut);
+                None
+            }
         }
     }
 }
@@ -180,7 +306,7 @@ impl<E: Entity> Handlers<E> {
 /// the entity as started. A wrapper around [`run`], so that the future of every other command
 /// does not carry the record's state (it made each handler's future larger, and so the copy
 /// into its cell).
-pub(super) fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -> Running<E> {
+fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -> Running<E> {
     Box::pin(async move {
         if let Err(e) = writer.started(&args.shard, &args.id).await {
             return Completed {
@@ -201,7 +327,7 @@ pub(super) fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -
     })
 }
 
-/// Handles one command of a [`SyncEntity`](super::super::api::SyncEntity) by a plain call,
+/// Handles one command of a [`SyncEntity`](super::api::SyncEntity) by a plain call,
 /// under the same panic guard as [`run`]. The arguments come back if the entity declines (an
 /// entity that sets `HANDLES_NOW` by hand but does not handle every command at once).
 fn run_now<E: Entity>(args: Args<E>) -> Result<Completed<E>, Args<E>> {
@@ -290,7 +416,7 @@ type Outcome<R> = Result<Result<R, String>, Box<dyn std::any::Any + Send>>;
 fn completed<E: Entity>(
     entity: E,
     ctx: EntityContext<E>,
-    reply: super::Asker<E::Reply>,
+    reply: Asker<E::Reply>,
     from_context: bool,
     was_stop: bool,
     result: Outcome<E::Reply>,

@@ -1,0 +1,156 @@
+//! The runner under the core's lifecycle, driven the way the kind task drives them: real
+//! entities (async and sync), their futures, replies to local askers, panics. The lifecycle's
+//! own rules (queues, stops, passivation, timers, restarts) are tested in the core.
+
+use std::sync::Arc;
+
+use shardik_core::Instant;
+use shardik_core::membership::{Address, UniqueAddress};
+use shardik_core::sharding::entities::EntitySettings;
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::sharding::api::SyncEntity;
+
+/// Adds what it is told; answers the sum. Told 0, it asks to be passivated.
+struct Sum(u64);
+
+impl Entity for Sum {
+    type Command = u64;
+    type Reply = u64;
+
+    async fn handle(&mut self, n: u64, ctx: &mut EntityContext<Self>) -> u64 {
+        if n == 0 {
+            ctx.passivate();
+        }
+        self.0 += n;
+        self.0
+    }
+}
+
+/// [`Sum`] as a [`SyncEntity`]; told `u64::MAX`, it panics.
+struct SyncSum(u64);
+
+impl SyncEntity for SyncSum {
+    type Command = u64;
+    type Reply = u64;
+
+    fn handle(&mut self, n: u64, ctx: &mut EntityContext<Self>) -> u64 {
+        assert!(n != u64::MAX, "told to fail");
+        if n == 0 {
+            ctx.passivate();
+        }
+        self.0 += n;
+        self.0
+    }
+}
+
+/// One kind's entities and their handlers, as the kind task holds them.
+struct Rig<E: Entity> {
+    entities: Entities<E>,
+    handlers: Handlers<E>,
+    /// What the lifecycle asked for besides replies to local askers (which are sent).
+    out: Vec<HostOutput<E>>,
+}
+
+fn rig<E: Entity>(make: fn() -> E) -> Rig<E> {
+    let node = UniqueAddress::new(Address::new("127.0.0.1", 1), 7);
+    Rig {
+        entities: Entities::new(
+            &EntitySettings::default(),
+            Arc::new(move |_| make()),
+            None,
+            Instant::ZERO,
+        ),
+        handlers: Handlers::new(node),
+        out: Vec::new(),
+    }
+}
+
+fn id(s: &str) -> Arc<str> {
+    Arc::from(s)
+}
+
+impl<E: Entity<Command = u64, Reply = u64>> Rig<E> {
+    /// Delivers `n` as an ask and sends the replies the lifecycle hands out, as the kind task
+    /// does; the answer, if it came at once.
+    fn ask(&mut self, shard: &str, e: &str, n: u64) -> Option<Result<u64, ShardingError>> {
+        let (tx, mut rx) = oneshot::channel();
+        let job = Job::new(n, Asker::Local(tx));
+        let mut out = Vec::new();
+        self.entities.deliver(
+            Instant::ZERO,
+            id(shard),
+            id(e),
+            job,
+            &mut self.handlers,
+            &mut out,
+        );
+        self.send_replies(out);
+        rx.try_recv().ok()
+    }
+
+    fn send_replies(&mut self, out: Vec<HostOutput<E>>) {
+        for o in out {
+            match o {
+                HostOutput::Reply(Asker::Local(tx), r) => {
+                    let _ = tx.send(r.map_err(ShardingError::EntityFailed));
+                }
+                HostOutput::Reply(..) => panic!("a reply to a remote asker in a local test"),
+                other => self.out.push(other),
+            }
+        }
+    }
+}
+
+#[test]
+fn an_async_entity_that_does_not_await_is_answered_at_once() {
+    let mut r = rig(|| Sum(0));
+    assert_eq!(r.ask("a", "e", 1).map(|r| r.ok()), Some(Some(1)));
+    assert_eq!(r.ask("a", "e", 2).map(|r| r.ok()), Some(Some(3)));
+    assert!(!r.handlers.has_running());
+    // Its future went into a cell that is kept for the next command.
+    assert!(r.handlers.has_spare_cell());
+    assert_eq!(r.entities.entity_counts(), vec![(id("a"), 1)]);
+}
+
+#[test]
+fn a_refused_command_is_handed_back_with_its_asker() {
+    let mut r = rig(|| Sum(0));
+    r.ask("a", "e", 5);
+    assert!(r.ask("b", "e", 1).is_none());
+    assert!(matches!(
+        r.out.as_slice(),
+        [HostOutput::Refused { reply: Asker::Local(_), why, .. }] if why.contains("shard a")
+    ));
+}
+
+#[test]
+fn a_sync_entity_is_handled_at_once_with_what_an_async_one_can_do() {
+    let mut r = rig(|| SyncSum(0));
+    assert_eq!(r.ask("a", "e", 2).map(|r| r.ok()), Some(Some(2)));
+    assert_eq!(r.ask("a", "e", 3).map(|r| r.ok()), Some(Some(5)));
+    // Nothing ever waits, and nothing ran as a future.
+    assert!(!r.handlers.has_running());
+    assert!(
+        !r.handlers.has_spare_cell(),
+        "a SyncEntity went through a future"
+    );
+    // Passivation asked from its context ends the incarnation.
+    assert_eq!(r.ask("a", "e", 0).map(|r| r.ok()), Some(Some(5)));
+    assert_eq!(r.entities.active_entities(), 0);
+    assert_eq!(
+        r.ask("a", "e", 1).map(|r| r.ok()),
+        Some(Some(1)),
+        "a new incarnation"
+    );
+    // A panic fails this incarnation only; the next command starts a new one.
+    let failed = r.ask("a", "e", u64::MAX).expect("answered");
+    assert!(
+        matches!(&failed, Err(ShardingError::EntityFailed(why)) if why.contains("handler panicked: told to fail")),
+        "{failed:?}"
+    );
+    assert!(matches!(r.out.as_slice(), [HostOutput::Failed { .. }]));
+    assert_eq!(r.entities.active_entities(), 0);
+    assert_eq!(r.ask("a", "e", 4).map(|r| r.ok()), Some(Some(4)));
+}
