@@ -18,11 +18,12 @@ use shardik_core::membership::{
     Command, MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
 };
 use shardik_core::sharding::{DropReason, HandOffMode, LeaseTiming, ShardId};
+use shardik_passivation::{IdleCheck, ReplacementPolicy, ResolvedStrategy};
 use shardik_persistence::Retention;
 use shardik_sim::sharding::config::FAST_STABLE_AFTER;
 use shardik_sim::sharding::{
-    CrashPoints, DurableSpec, KindSpec, ShardingConfig, ShardingWorld, StoreStats, TrafficConfig,
-    entity_name, fast_leases, fast_membership, fast_world,
+    CrashPoints, DurableSpec, EntitySpec, KindSpec, ShardingConfig, ShardingWorld, StoreStats,
+    TrafficConfig, entity_name, fast_leases, fast_membership, fast_world,
 };
 use shardik_sim::world::{NodeId, World};
 
@@ -844,7 +845,7 @@ impl Timing {
 }
 
 fn chaos_with(seed: u64, settle: Settle, timing: Timing) -> ShardingWorld {
-    chaos_run(seed, settle, timing, None, None, Expect::Clean)
+    chaos_run(seed, settle, timing, Variant::default(), Expect::Clean)
 }
 
 /// What the random scenario asserts at the end.
@@ -856,15 +857,30 @@ enum Expect {
     DurableOnly,
 }
 
-/// The random scenario, with durable entities when `durable` says how.
+/// What the entities of the random scenario are and do beyond the plain ones.
+#[derive(Default)]
+struct Variant {
+    /// Durable entities, persisting to the store.
+    durable: Option<DurableSpec>,
+    /// Shards and coordinators under leases.
+    leases: Option<LeaseTiming>,
+    /// How the entities live (handling time, passivation, remembering, failures, timers).
+    entities: EntitySpec,
+}
+
+/// The random scenario, with the entities `variant` describes.
 fn chaos_run(
     seed: u64,
     settle: Settle,
     timing: Timing,
-    durable: Option<DurableSpec>,
-    leases: Option<LeaseTiming>,
+    variant: Variant,
     expect: Expect,
 ) -> ShardingWorld {
+    let Variant {
+        durable,
+        leases,
+        entities,
+    } = variant;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
     let mode = if seed % 2 == 0 {
         HandOffMode::Forward
@@ -881,6 +897,7 @@ fn chaos_run(
     cfg.down_removal_margin = timing.stable_after;
     cfg.self_fence_after = timing.self_fence.then_some(timing.stable_after);
     cfg.durable = durable;
+    cfg.entities = entities;
     if let Some(timing) = leases {
         cfg = cfg.with_leases(timing);
     }
@@ -1191,8 +1208,9 @@ fn graceful_churn_in_forward_mode_loses_nothing() {
 
 /// Runs the random scenario over a range of seeds given as `SHARDIK_SIM_SEEDS=FROM..TO`
 /// (default `1..500`) and lists those that fail; the variant `SHARDIK_SIM_SETTLE=reachability`
-/// runs [`Settle::Reachability`], and `SHARDIK_SIM_DURABLE=1` the durable-entity variant
-/// ([`durable_chaos`]); `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
+/// runs [`Settle::Reachability`], `SHARDIK_SIM_DURABLE=1` the durable-entity variant
+/// ([`durable_chaos`]), `SHARDIK_SIM_LEASES=1` the leased one ([`leased_chaos`]) and
+/// `SHARDIK_SIM_LIFECYCLE=1` the entity-lifecycle one ([`lifecycle_chaos`]); `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
 /// them. For hunting: `cargo test -p shardik-sim --test
 /// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
 #[test]
@@ -1207,10 +1225,13 @@ fn many_seeds() {
     };
     let durable = std::env::var("SHARDIK_SIM_DURABLE").is_ok_and(|v| v == "1");
     let leases = std::env::var("SHARDIK_SIM_LEASES").is_ok_and(|v| v == "1");
+    let lifecycle = std::env::var("SHARDIK_SIM_LIFECYCLE").is_ok_and(|v| v == "1");
     let failed: Vec<u64> = (from..to)
         .filter(|&seed| {
             std::panic::catch_unwind(|| {
-                if leases {
+                if lifecycle {
+                    lifecycle_chaos(seed);
+                } else if leases {
                     leased_chaos(seed, settle);
                 } else if durable {
                     durable_chaos(seed);
@@ -1269,7 +1290,11 @@ fn durable_chaos(seed: u64) -> StoreStats {
 /// [`durable_chaos`], returning the world at its end.
 fn durable_chaos_world(seed: u64) -> ShardingWorld {
     let spec = Some(durable_spec(seed));
-    let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, spec, None, Expect::Clean);
+    let variant = Variant {
+        durable: spec,
+        ..Variant::default()
+    };
+    let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, variant, Expect::Clean);
     // Let every write and snapshot in flight land.
     s.run_for(Duration::from_secs(5));
     s.check_store();
@@ -1341,8 +1366,10 @@ fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
             seed,
             Settle::Reachability,
             Timing::FIRST_UNFENCED,
-            Some(spec),
-            None,
+            Variant {
+                durable: Some(spec),
+                ..Variant::default()
+            },
             Expect::DurableOnly,
         );
         s.run_for(Duration::from_secs(5));
@@ -1371,7 +1398,12 @@ fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
 fn leased_chaos(seed: u64, settle: Settle) -> (StoreStats, usize) {
     let spec = Some(durable_spec(seed));
     let leases = Some(fast_leases());
-    let mut s = chaos_run(seed, settle, Timing::FAST, spec, leases, Expect::Clean);
+    let variant = Variant {
+        durable: spec,
+        leases,
+        ..Variant::default()
+    };
+    let mut s = chaos_run(seed, settle, Timing::FAST, variant, Expect::Clean);
     s.run_for(Duration::from_secs(5));
     s.check_store();
     assert_clean(&s, seed);
@@ -1424,8 +1456,11 @@ fn the_known_two_copy_seeds_run_one_copy_under_leases() {
             seed,
             Settle::Reachability,
             Timing::FIRST,
-            Some(spec),
-            leases,
+            Variant {
+                durable: Some(spec),
+                leases,
+                ..Variant::default()
+            },
             Expect::Clean,
         );
         s.run_for(Duration::from_secs(5));
@@ -1461,4 +1496,127 @@ fn a_joiner_whose_welcomer_crashes_at_once_does_not_stay_joining() {
         "node 1 did not join again: the scenario no longer reproduces the case\n{}",
         tail(&s)
     );
+}
+
+/// How the entities of seed `seed` live in [`lifecycle_chaos`], by turns: passivated when idle,
+/// passivated over a limit (least recently used), or remembered (with some commands failing,
+/// so that failed entities restart after the back-off). In every variant a command takes 5 to
+/// 25 ms (so commands queue behind busy entities and stops behind commands), the stop message
+/// takes the configuration's stop delay, and every seventh command starts a timer.
+fn lifecycle_spec(seed: u64) -> EntitySpec {
+    let base = EntitySpec {
+        handle_time: Duration::from_millis(5 + 10 * (seed % 3)),
+        timer_every: Some(7),
+        ..EntitySpec::default()
+    };
+    match seed % 3 {
+        0 => EntitySpec {
+            passivation: ResolvedStrategy::Idle(IdleCheck {
+                timeout_ms: 600,
+                interval_ms: 300,
+            }),
+            ..base
+        },
+        1 => EntitySpec {
+            passivation: ResolvedStrategy::Limit {
+                per_region_limit: 12,
+                policy: ReplacementPolicy::LeastRecentlyUsed,
+                idle: None,
+            },
+            ..base
+        },
+        _ => EntitySpec {
+            remember: true,
+            fail_every: Some(13),
+            restart_backoff: Duration::from_millis(300),
+            ..base
+        },
+    }
+}
+
+/// The random scenario with entities that live by the whole lifecycle ([`lifecycle_spec`]).
+/// On top of the plain scenario's checks (one live copy, every entity answers, nothing
+/// vanishes, and the checker's lifecycle rules: no command handled twice, none answered with
+/// an error by a passivation or a hand-off, no timer reaching another incarnation): every
+/// command delivered to its entity was handled, failed by itself or by a forced stop (and its
+/// asker told), or died with its node; with remembered entities, every remembered entity runs
+/// again at its shard's home, after the faults and again after every node was killed and
+/// started anew.
+fn lifecycle_chaos(seed: u64) -> ShardingWorld {
+    let spec = lifecycle_spec(seed);
+    let remember = spec.remember;
+    let variant = Variant {
+        entities: spec,
+        ..Variant::default()
+    };
+    let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, variant, Expect::Clean);
+    // The last commands were delivered, but their handlers may still run.
+    s.run_for(Duration::from_secs(1));
+    let l = s.ledger();
+    let unhandled: Vec<u64> = l
+        .sent()
+        .keys()
+        .copied()
+        .filter(|&id| {
+            l.is_delivered(id)
+                && !s.checker().was_handled(id)
+                && !l.is_failed(id)
+                && !l.lost_with_node().contains(&id)
+        })
+        .collect();
+    assert!(
+        unhandled.is_empty(),
+        "seed {seed}: commands {:?} delivered and neither handled, failed nor lost",
+        &unhandled[..unhandled.len().min(5)]
+    );
+    assert!(
+        s.checker().handled_count() >= 200,
+        "seed {seed}: only {} commands handled",
+        s.checker().handled_count()
+    );
+    if remember {
+        let missing = s.remembered_not_running(0);
+        assert!(
+            missing.is_empty(),
+            "seed {seed}: {missing:#?}\n{}",
+            tail(&s)
+        );
+        // Every node killed at once, then started anew: the remembered entities come back
+        // without a message.
+        let slots = s.world().len();
+        for id in 0..slots {
+            s.crash(id);
+        }
+        s.run_for(Duration::from_secs(1));
+        let all: Vec<NodeId> = (0..slots).collect();
+        for id in 0..slots {
+            s.restart(id);
+            s.join(id, &all[..1]);
+        }
+        let up = s.run_until_pred(Duration::from_secs(120), |s| {
+            s.world().all_up(&all) && s.world().agreed()
+        });
+        assert!(
+            up.is_some(),
+            "seed {seed}: no cluster after the full restart"
+        );
+        let started = s.run_until_pred(Duration::from_secs(60), |s| {
+            s.remembered_not_running(0).is_empty()
+        });
+        assert!(
+            started.is_some(),
+            "seed {seed}: after a full restart {:#?}\n{}",
+            s.remembered_not_running(0),
+            tail(&s)
+        );
+        assert_clean(&s, seed);
+    }
+    s
+}
+
+#[test]
+fn random_faults_with_the_whole_entity_lifecycle_lose_and_repeat_nothing() {
+    for seed in 1..=60 {
+        lifecycle_chaos(seed);
+    }
 }

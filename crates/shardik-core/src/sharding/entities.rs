@@ -326,6 +326,10 @@ impl<L: Lifecycle> Entities<L> {
             .insert_with(shard, id, || Slot::idle(factory(id), now_s));
         if created {
             self.active += 1;
+            out.push(Output::Started {
+                shard: shard.clone(),
+                id: id.clone(),
+            });
         }
         let start = start_or_queue(slot, job);
         match (created && self.remember, start) {
@@ -454,15 +458,36 @@ impl<L: Lifecycle> Entities<L> {
                         passivated.insert(id.clone());
                     }
                 }
-                slot.set_stopping(false);
-                if slot.has_waiting() && !handing_off {
+                // What the ended incarnation sent itself is not for its successor (found by
+                // the lifecycle sweep: a timer queued behind a failing command reached the
+                // entity's next incarnation).
+                self.queued -= slot.drop_own_commands();
+                // A failure right before a queued stop ends the incarnation as the stop would
+                // have: the stop is done.
+                let stop_done = !was_stop && slot.pop_stop();
+                // A stop still queued further back (behind commands sent before it) keeps the
+                // entity stopping: those commands run first, in a new incarnation, even during
+                // a hand-off (found by the lifecycle sweep: a remembered entity that failed
+                // while handing off answered the commands queued before its stop with an
+                // error).
+                let stop_pending = slot.has_stop();
+                slot.set_stopping(stop_pending);
+                out.push(Output::Stopped {
+                    shard: shard.clone(),
+                    id: id.clone(),
+                });
+                if slot.next_is_command() && (stop_pending || !handing_off) {
                     slot.entity = Some((self.factory)(&id));
+                    out.push(Output::Started {
+                        shard: shard.clone(),
+                        id: id.clone(),
+                    });
                 } else {
                     // A remembered entity that failed (not one that was stopping: that was a
                     // passivation or a hand-off) is started again after the back-off, unless
                     // its shard is being handed off.
                     if let Some(backoff) = self.restart_backoff {
-                        if failed && !was_stop && !unrecorded && !handing_off {
+                        if failed && !was_stop && !stop_done && !unrecorded && !handing_off {
                             let due = now_ns.saturating_add(backoff.as_nanos() as u64);
                             self.restarts.schedule(&shard, &id, due);
                         }
@@ -533,6 +558,10 @@ impl<L: Lifecycle> Entities<L> {
         }
         for id in self.table.members(shard) {
             if let Some(slot) = self.table.remove(shard, &id) {
+                out.push(Output::Stopped {
+                    shard: shard.clone(),
+                    id: id.clone(),
+                });
                 self.drop_slot(slot, "the shard was stopped before this command ran", out);
             }
         }
@@ -600,6 +629,10 @@ impl<L: Lifecycle> Entities<L> {
                 let factory = &self.factory;
                 self.table
                     .insert_with(shard, id, || Slot::idle(factory(id), now_s));
+                out.push(Output::Started {
+                    shard: shard.clone(),
+                    id: id.clone(),
+                });
                 started += 1;
             }
         }
@@ -678,6 +711,14 @@ impl<L: Lifecycle> Entities<L> {
             return false;
         };
         if slot.stopping() {
+            // Already stopping (a passivation), with commands queued behind that stop for a
+            // new incarnation: this stop (a hand-off's) goes behind them, so that they run
+            // before the entity ends (found by the lifecycle sweep: they were answered with an
+            // error when the hand-off began during a passivation).
+            if slot.last_is_command() {
+                slot.push(Item::Stop);
+                return true;
+            }
             return false;
         }
         slot.set_stopping(true);

@@ -644,6 +644,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 HostOutput::ShardEmpty(shard) => {
                     self.input(st, KindInput::EntitiesStopped(shard));
                 }
+                // The lifecycle's own record of incarnations; the gauge counts them.
+                HostOutput::Started { .. } | HostOutput::Stopped { .. } => {}
                 HostOutput::Failed { shard, id, why } => {
                     tracing::error!(kind = %self.name, entity = %id, %shard, %why, "entity failed; this incarnation is dropped");
                     metrics::counter!(m::ENTITY_FAILURES_TOTAL).increment(1);

@@ -41,6 +41,8 @@ pub struct ShardingChecker {
     reported_coordinators: BTreeMap<usize, BTreeSet<UniqueAddress>>,
     violations: Vec<String>,
     fenced_copies: usize,
+    /// Client commands their entity handled.
+    handled: BTreeSet<u64>,
 }
 
 fn name(node: &UniqueAddress) -> String {
@@ -61,6 +63,63 @@ impl ShardingChecker {
     fn violation(&mut self, now: Instant, node: &UniqueAddress, what: String) {
         self.violations
             .push(format!("{now:?} {}: {what}", name(node)));
+    }
+
+    /// Client command `msg` was handled by its entity on `node`: once at most, ever.
+    pub fn handled(
+        &mut self,
+        now: Instant,
+        kind: usize,
+        node: &UniqueAddress,
+        msg: u64,
+        entity: &EntityId,
+    ) {
+        if !self.handled.insert(msg) {
+            self.violation(
+                now,
+                node,
+                format!("command {msg} to entity {entity} of kind {kind} was handled twice"),
+            );
+        }
+    }
+
+    /// Client command `msg` reached its entity's queue on `node` but was answered with an
+    /// error. Allowed when the command itself fails, or when the shard was stopped by force
+    /// (the region counted it stopped: a crash, a lost lease, a region stopping); never by a
+    /// passivation or a hand-off, which stop an entity behind what is queued.
+    pub fn unhandled(&mut self, now: Instant, node: &UniqueAddress, msg: u64, why: &str) {
+        let allowed = why.contains("told to fail") || why.contains("the shard was stopped");
+        if !allowed {
+            self.violation(now, node, format!("command {msg} was not handled: {why}"));
+        }
+    }
+
+    /// A timer of entity `entity` reached another incarnation than the one that set it.
+    pub fn stray_tick(
+        &mut self,
+        now: Instant,
+        node: &UniqueAddress,
+        entity: &EntityId,
+        set_by: u64,
+        got: u64,
+    ) {
+        self.violation(
+            now,
+            node,
+            format!(
+                "a timer set by incarnation {set_by} of entity {entity} reached incarnation {got}"
+            ),
+        );
+    }
+
+    /// Whether client command `msg` was handled by its entity.
+    pub fn was_handled(&self, msg: u64) -> bool {
+        self.handled.contains(&msg)
+    }
+
+    /// How many client commands entities handled.
+    pub fn handled_count(&self) -> usize {
+        self.handled.len()
     }
 
     /// Nodes hosting `shard` of `kind` right now.

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -26,6 +27,7 @@ use super::durability::DurabilityChecker;
 use shardik_persistence::Store;
 
 use super::durable::{SnapshotTask, at_once};
+use super::entities::RememberedStore;
 use super::net::{Net, NetStats, Packet};
 use super::node::{Output, ShardNode, SimMsg, Wire};
 use super::store::{Caller, SimStore, StoreOp, StoreStats};
@@ -76,6 +78,14 @@ pub struct ShardingWorld {
     timers: BTreeSet<(Instant, NodeId)>,
     timer_of: Vec<Option<Instant>>,
     checker: ShardingChecker,
+    /// Remembered entities, shared by every node.
+    remembered: RememberedStore,
+    /// Every entity that ever started, when entities are remembered (they never passivate
+    /// then, so each must be remembered and run again): kept apart from the store, so that
+    /// an entity the store wrongly forgot is still missed.
+    ever_started: BTreeSet<(usize, ShardId, EntityId)>,
+    /// Numbers entity incarnations over the run.
+    incarnations: Arc<AtomicU64>,
     /// The store durable entities persist to (when the configuration has them).
     store: Option<SimStore>,
     durability: DurabilityChecker,
@@ -112,6 +122,9 @@ impl ShardingWorld {
             timers: BTreeSet::new(),
             timer_of: Vec::new(),
             checker: ShardingChecker::new(),
+            remembered: RememberedStore::default(),
+            ever_started: BTreeSet::new(),
+            incarnations: Arc::new(AtomicU64::new(1)),
             store,
             durability: DurabilityChecker::default(),
             ledger: Ledger::default(),
@@ -560,7 +573,11 @@ impl ShardingWorld {
                 slot.uid = Some(uid.clone());
                 slot.gossip = None;
                 let store = self.store.as_ref().map(|s| s.store.clone());
-                slot.layer = alive.then(|| ShardNode::new(uid, &roles, &self.cfg, store, now));
+                let (remembered, incarnations) =
+                    (self.remembered.clone(), Arc::clone(&self.incarnations));
+                slot.layer = alive.then(|| {
+                    ShardNode::new(uid, &roles, &self.cfg, store, remembered, incarnations, now)
+                });
                 self.reschedule(id);
             } else if !alive && self.slots[id].layer.is_some() {
                 let why = match self.world.shutdown_reason(id) {
@@ -643,13 +660,29 @@ impl ShardingWorld {
                     entity,
                 } => {
                     self.fence_stale_copies(kind, &shard);
-                    self.checker.entity_started(now, kind, &me, &shard, &entity)
+                    self.checker.entity_started(now, kind, &me, &shard, &entity);
+                    if self.cfg.entities.remember {
+                        self.ever_started.insert((kind, shard, entity));
+                    }
                 }
                 Output::EntityStopped {
                     kind,
                     shard,
                     entity,
                 } => self.checker.entity_stopped(kind, &me, &shard, &entity),
+                Output::Handled { kind, msg, entity } => {
+                    self.checker.handled(now, kind, &me, msg, &entity)
+                }
+                Output::Unhandled { msg, why, .. } => {
+                    self.checker.unhandled(now, &me, msg, &why);
+                    self.ledger.failed(msg);
+                }
+                Output::StrayTick {
+                    entity,
+                    set_by,
+                    got,
+                    ..
+                } => self.checker.stray_tick(now, &me, &entity, set_by, got),
                 Output::ShardStarted { kind, shard } => {
                     self.fence_stale_copies(kind, &shard);
                     self.checker.shard_started(now, kind, &me, &shard);
@@ -1072,6 +1105,46 @@ impl ShardingWorld {
     /// The sharding checker.
     pub fn checker(&self) -> &ShardingChecker {
         &self.checker
+    }
+
+    /// Remembered entities that are not running at their shard's home: after a quiet period
+    /// with every shard at home, each entity that ever started must be remembered by the
+    /// store and running again (after a crash, a hand-off or a full restart). Entities are
+    /// never passivated when remembered, so none may be missing.
+    pub fn remembered_not_running(&self, kind: usize) -> Vec<String> {
+        if !self.cfg.entities.remember {
+            return Vec::new();
+        }
+        let hosts = self.hosts(kind);
+        let mut missing = Vec::new();
+        let mut live_at: BTreeMap<ShardId, BTreeSet<EntityId>> = BTreeMap::new();
+        for (k, shard, entity) in &self.ever_started {
+            if *k != kind {
+                continue;
+            }
+            if !self.remembered.entities(kind, shard).contains(entity) {
+                missing.push(format!(
+                    "entity {entity} of shard {shard} was forgotten by the store"
+                ));
+            }
+            let Some(home) = hosts.get(shard).and_then(|h| h.first()) else {
+                missing.push(format!("shard {shard} has remembered entities but no home"));
+                continue;
+            };
+            let live = live_at.entry(shard.clone()).or_insert_with(|| {
+                self.slots[*home]
+                    .layer
+                    .as_ref()
+                    .and_then(|l| l.entities(kind).remove(shard))
+                    .unwrap_or_default()
+            });
+            if !live.contains(entity) {
+                missing.push(format!(
+                    "remembered entity {entity} of shard {shard} is not running on node {home}"
+                ));
+            }
+        }
+        missing
     }
 
     /// Every violation found so far, membership's, sharding's and durable entities'.

@@ -7,6 +7,7 @@ use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::sharding::{CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings};
 
 use super::durable::DurableSpec;
+use super::entities::EntitySpec;
 use crate::world::WorldConfig;
 
 /// One entity kind the simulated cluster shards.
@@ -80,6 +81,8 @@ pub struct ShardingConfig {
     /// Self-fencing after this long without a majority (the runtime sets the resolver's
     /// stable-after when it decides by majority).
     pub self_fence_after: Option<Duration>,
+    /// How the entities live (handling time, passivation, remembering, failures, timers).
+    pub entities: EntitySpec,
 }
 
 /// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
@@ -121,7 +124,14 @@ impl ShardingConfig {
             durable: None,
             leases: None,
             self_fence_after: Some(FAST_STABLE_AFTER),
+            entities: EntitySpec::default(),
         }
+    }
+
+    /// Replaces how the entities live.
+    pub fn with_entities(mut self, spec: EntitySpec) -> Self {
+        self.entities = spec;
+        self
     }
 
     /// Replaces the kinds.

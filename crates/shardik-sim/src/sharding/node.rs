@@ -5,12 +5,15 @@
 //! This file only drives: it feeds each kind's node its inputs and turns the node's effects
 //! into [`Output`]s the world routes, checks and records. It knows nothing of the network.
 //!
-//! Entities are modelled by their lifetime only: one starts on its first delivery, stops
-//! [`entity_stop_delay`](super::ShardingConfig::entity_stop_delay) after its shard is told to
-//! stop, and is dropped at once on a forced stop, when its region stops, or when the node dies.
+//! Entities live by the core's entity lifecycle (the runtime's own, see [`super::entities`]):
+//! one command at a time, a stop behind the queue (the stop message takes
+//! [`entity_stop_delay`](super::ShardingConfig::entity_stop_delay)), passivation, remembered
+//! starts, restarts after back-off, timers. They are dropped at once on a forced stop, when
+//! their region stops, or when the node dies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +32,10 @@ use shardik_persistence::{
 
 use super::config::ShardingConfig;
 use super::durable::{DurableEntities, EventRec};
+use super::entities::{
+    Handled, RememberedStore, SimAsk, SimCmd, SimEntities, SimHandlers, SimOutput, new_entities,
+};
+use shardik_core::sharding::entities::Job;
 
 /// The payload of a simulated client message: who sent it and its number in that sender's
 /// stream to the entity.
@@ -78,6 +85,36 @@ pub enum Output {
         shard: ShardId,
         /// The entity.
         entity: EntityId,
+    },
+    /// A client command was handled by its entity.
+    Handled {
+        /// Entity kind.
+        kind: usize,
+        /// The command's number.
+        msg: u64,
+        /// The entity.
+        entity: EntityId,
+    },
+    /// A client command reached its entity's queue but was answered with an error instead of
+    /// being handled.
+    Unhandled {
+        /// Entity kind.
+        kind: usize,
+        /// The command's number.
+        msg: u64,
+        /// Why.
+        why: String,
+    },
+    /// A timer reached another incarnation of its entity than the one that set it.
+    StrayTick {
+        /// Entity kind.
+        kind: usize,
+        /// The entity.
+        entity: EntityId,
+        /// The incarnation that set the timer.
+        set_by: u64,
+        /// The incarnation that got it.
+        got: u64,
     },
     /// An entity stopped.
     EntityStopped {
@@ -203,10 +240,17 @@ struct KindState {
     /// never fed: the node only answers `KindNotStarted` (see [`KindSpec`](super::KindSpec)).
     started: bool,
     node: KindNode<SimMsg>,
-    /// Live entities by shard.
-    entities: BTreeMap<ShardId, BTreeSet<EntityId>>,
-    /// Shards whose entities are stopping, with the instant they will have stopped.
-    stopping: BTreeMap<ShardId, Instant>,
+    /// The kind's entities (the core's lifecycle)…
+    life: SimEntities,
+    /// …and their handlers.
+    handlers: SimHandlers,
+    /// Shards whose entities have stopped while a durable entity of theirs still writes: the
+    /// region hears so once the writes are over (checked again at the instant given).
+    awaiting_durable: BTreeMap<ShardId, Instant>,
+    /// Loads of remembered sets under way: when each ends, and what it read.
+    loads: Vec<(Instant, ShardId, Vec<EntityId>)>,
+    /// Whether the remembered shards have asked for their homes (at the first membership).
+    asked_homes: bool,
 }
 
 /// One node incarnation's sharding layer.
@@ -219,17 +263,23 @@ pub struct ShardNode {
     holding: BTreeSet<u64>,
     /// The durable entities, when the entities persist.
     durable: Option<DurableEntities>,
+    /// Where remembered entities are kept (shared by every node).
+    remembered: RememberedStore,
     effects: Vec<KindEffect<SimMsg>>,
+    life_out: Vec<SimOutput>,
 }
 
 impl ShardNode {
     /// A layer for node `me` with `roles`, created at `now`; its entities persist to `store`
-    /// when the configuration makes them durable.
+    /// when the configuration makes them durable, are remembered in `remembered`, and number
+    /// their incarnations with `incarnations` (shared over the run).
     pub fn new(
         me: UniqueAddress,
         roles: &BTreeSet<String>,
         cfg: &ShardingConfig,
         store: Option<Arc<MemoryStore>>,
+        remembered: RememberedStore,
+        incarnations: Arc<AtomicU64>,
         now: Instant,
     ) -> Self {
         let durable = cfg.durable.as_ref().zip(store).map(|(spec, store)| {
@@ -263,8 +313,11 @@ impl ShardNode {
                 KindState {
                     started,
                     node: KindNode::new(me.clone(), settings, allocation, now),
-                    entities: BTreeMap::new(),
-                    stopping: BTreeMap::new(),
+                    life: new_entities(&cfg.entities, Arc::clone(&incarnations), now),
+                    handlers: SimHandlers::new(&cfg.entities, cfg.entity_stop_delay, now),
+                    awaiting_durable: BTreeMap::new(),
+                    loads: Vec::new(),
+                    asked_homes: false,
                 }
             })
             .collect();
@@ -274,7 +327,9 @@ impl ShardNode {
             kinds,
             holding: BTreeSet::new(),
             durable,
+            remembered,
             effects: Vec::new(),
+            life_out: Vec::new(),
         }
     }
 
@@ -299,8 +354,14 @@ impl ShardNode {
     }
 
     /// Live entities of kind `kind`, by shard.
-    pub fn entities(&self, kind: usize) -> &BTreeMap<ShardId, BTreeSet<EntityId>> {
-        &self.kinds[kind].entities
+    pub fn entities(&self, kind: usize) -> BTreeMap<ShardId, BTreeSet<EntityId>> {
+        self.kinds[kind]
+            .life
+            .entity_ids()
+            .into_iter()
+            .filter(|(_, ids)| !ids.is_empty())
+            .map(|(shard, ids)| (shard, ids.into_iter().collect()))
+            .collect()
     }
 
     /// Whether every region has stopped: the node's exit may be confirmed.
@@ -345,6 +406,14 @@ impl ShardNode {
                 unreachable: unreachable.clone(),
             };
             self.input(now, k, input, out);
+            // As the runtime does once its store answers: the shards with remembered entities
+            // ask for a home, so that their entities run again without a message.
+            if self.cfg.entities.remember && !self.kinds[k].asked_homes {
+                self.kinds[k].asked_homes = true;
+                for shard in self.remembered.shards(k) {
+                    self.input(now, k, KindInput::WantHome(shard), out);
+                }
+            }
         }
     }
 
@@ -427,34 +496,65 @@ impl ShardNode {
         self.kinds
             .iter()
             .filter(|st| st.started)
-            .flat_map(|st| [st.node.poll_timeout(), st.stopping.values().min().copied()])
+            .flat_map(|st| {
+                [
+                    st.node.poll_timeout(),
+                    st.life.poll_timeout(),
+                    st.handlers.next_due(),
+                    st.awaiting_durable.values().min().copied(),
+                    st.loads.iter().map(|(at, ..)| *at).min(),
+                ]
+            })
             .flatten()
             .min()
     }
 
-    /// Runs what is due at `now`: entities finishing their stop, then each kind's timers.
+    /// Runs what is due at `now`: handlers finishing, the entities' own timers and restarts,
+    /// loads of remembered sets, shards whose durable writes are over, then each kind's timers.
     pub fn timer(&mut self, now: Instant, out: &mut Vec<Output>) {
         for k in 0..self.kinds.len() {
             if !self.kinds[k].started {
                 continue;
             }
+            self.kinds[k].handlers.now = now;
+            while let Some(done) = self.kinds[k].handlers.pop_due(now) {
+                self.life(k, now, out, |st, out| {
+                    st.life.completed(now, done, &mut st.handlers, out)
+                });
+            }
+            if self.kinds[k].life.poll_timeout().is_some_and(|t| t <= now) {
+                self.life(k, now, out, |st, out| {
+                    let node = &st.node;
+                    st.life.handle_timeout(
+                        now,
+                        |shard| node.delivers_at_once(shard),
+                        &mut st.handlers,
+                        out,
+                    )
+                });
+            }
+            let loads = std::mem::take(&mut self.kinds[k].loads);
+            let (due, later): (Vec<_>, Vec<_>) = loads.into_iter().partition(|(at, ..)| *at <= now);
+            self.kinds[k].loads = later;
+            for (_, shard, ids) in due {
+                if self.kinds[k].node.delivers_at_once(&shard) {
+                    self.life(k, now, out, |st, out| {
+                        st.life
+                            .start_loaded(now, &shard, &ids, true, &mut st.handlers, out);
+                    });
+                } else {
+                    self.kinds[k].life.load_ended(&shard);
+                }
+            }
             let due: Vec<ShardId> = self.kinds[k]
-                .stopping
+                .awaiting_durable
                 .iter()
                 .filter(|(_, at)| **at <= now)
                 .map(|(s, _)| s.clone())
                 .collect();
             for shard in due {
-                // A stop waits behind the commands before it (and a write at the store).
-                if self.durable.as_ref().is_some_and(|d| d.busy(k, &shard)) {
-                    self.kinds[k]
-                        .stopping
-                        .insert(shard, now + Duration::from_millis(5));
-                    continue;
-                }
-                self.kinds[k].stopping.remove(&shard);
-                self.stop_entities(k, &shard, out);
-                self.input(now, k, KindInput::EntitiesStopped(shard), out);
+                self.kinds[k].awaiting_durable.remove(&shard);
+                self.entities_stopped(now, k, shard, out);
             }
             if self.kinds[k].node.poll_timeout().is_some_and(|t| t <= now) {
                 let mut effects = std::mem::take(&mut self.effects);
@@ -463,6 +563,82 @@ impl ShardNode {
                 self.effects = effects;
             }
         }
+    }
+
+    /// Every entity of `shard` has stopped: the region hears so, once no durable entity of
+    /// the shard still writes (a stop waits behind the commands before it, and their writes).
+    fn entities_stopped(&mut self, now: Instant, k: usize, shard: ShardId, out: &mut Vec<Output>) {
+        if self.durable.as_ref().is_some_and(|d| d.busy(k, &shard)) {
+            self.kinds[k]
+                .awaiting_durable
+                .insert(shard, now + Duration::from_millis(5));
+            return;
+        }
+        if let Some(d) = self.durable.as_mut() {
+            d.stop_shard(k, &shard, out);
+        }
+        self.input(now, k, KindInput::EntitiesStopped(shard), out);
+    }
+
+    /// Calls kind `k`'s lifecycle (with its handlers at `now`) and carries out what it asks.
+    fn life(
+        &mut self,
+        k: usize,
+        now: Instant,
+        out: &mut Vec<Output>,
+        f: impl FnOnce(&mut KindState, &mut Vec<SimOutput>),
+    ) {
+        let mut life_out = std::mem::take(&mut self.life_out);
+        let st = &mut self.kinds[k];
+        st.handlers.now = now;
+        f(st, &mut life_out);
+        for handled in st.handlers.handled.drain(..) {
+            match handled {
+                Handled::Command { msg, entity } => out.push(Output::Handled {
+                    kind: k,
+                    msg,
+                    entity,
+                }),
+                Handled::StrayTick {
+                    entity,
+                    set_by,
+                    got,
+                } => out.push(Output::StrayTick {
+                    kind: k,
+                    entity,
+                    set_by,
+                    got,
+                }),
+                Handled::Remembered { shard, entity } => self.remembered.add(k, &shard, &entity),
+            }
+        }
+        for o in life_out.drain(..) {
+            match o {
+                SimOutput::Reply(SimAsk(Some(msg)), Err(why)) => {
+                    out.push(Output::Unhandled { kind: k, msg, why })
+                }
+                SimOutput::Reply(..) => {}
+                SimOutput::ShardEmpty(shard) => self.entities_stopped(now, k, shard, out),
+                SimOutput::Started { shard, id } => out.push(Output::EntityStarted {
+                    kind: k,
+                    shard,
+                    entity: id,
+                }),
+                SimOutput::Stopped { shard, id } => out.push(Output::EntityStopped {
+                    kind: k,
+                    shard,
+                    entity: id,
+                }),
+                SimOutput::Failed { .. } | SimOutput::Restarted { .. } => {}
+                SimOutput::Forget { shard, id } => self.remembered.remove(k, &shard, &id),
+                SimOutput::Refused { reply, why, .. } => {
+                    if let SimAsk(Some(msg)) = reply {
+                        out.push(Output::Unhandled { kind: k, msg, why });
+                    }
+                }
+            }
+        }
+        self.life_out = life_out;
     }
 
     /// The store answered lease call `id` of kind `kind`.
@@ -497,13 +673,21 @@ impl ShardNode {
     /// The node died (crashed or shut down): every entity, shard and coordinator is gone.
     pub fn kill(&mut self, out: &mut Vec<Output>) {
         let mut lost: Vec<u64> = self.durable.as_mut().map(|d| d.kill()).unwrap_or_default();
+        let now = self.kinds.first().map_or(Instant::ZERO, |k| k.handlers.now);
         for k in 0..self.kinds.len() {
-            let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
-            for shard in shards {
-                self.stop_entities(k, &shard, out);
+            // What was running or waiting in an entity dies with the node.
+            lost.extend(self.kinds[k].handlers.kill());
+            let mut dying = Vec::new();
+            self.force_stop_all(k, now, &mut dying);
+            for o in dying {
+                match o {
+                    Output::Unhandled { msg, .. } => lost.push(msg),
+                    other => out.push(other),
+                }
             }
             let st = &mut self.kinds[k];
-            st.stopping.clear();
+            st.awaiting_durable.clear();
+            st.loads.clear();
             for shard in st.node.region().hosted_shards() {
                 out.push(Output::ShardStopped {
                     kind: k,
@@ -523,24 +707,32 @@ impl ShardNode {
         }
     }
 
-    /// Client messages inside this node's regions right now.
-    pub fn holding(&self) -> &BTreeSet<u64> {
-        &self.holding
+    /// Drops every entity of kind `k` at once (its region stopped, or the node died).
+    fn force_stop_all(&mut self, k: usize, now: Instant, out: &mut Vec<Output>) {
+        let shards: Vec<ShardId> = self.kinds[k]
+            .life
+            .entity_ids()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        for shard in shards {
+            self.force_stop(k, now, &shard, out);
+        }
     }
 
-    fn stop_entities(&mut self, k: usize, shard: &ShardId, out: &mut Vec<Output>) {
+    fn force_stop(&mut self, k: usize, now: Instant, shard: &ShardId, out: &mut Vec<Output>) {
         if let Some(d) = self.durable.as_mut() {
             d.stop_shard(k, shard, out);
         }
-        if let Some(entities) = self.kinds[k].entities.remove(shard) {
-            for entity in entities {
-                out.push(Output::EntityStopped {
-                    kind: k,
-                    shard: shard.clone(),
-                    entity,
-                });
-            }
-        }
+        self.kinds[k].awaiting_durable.remove(shard);
+        self.life(k, now, out, |st, out| {
+            st.life.force_stop_shard(now, shard, &mut st.handlers, out)
+        });
+    }
+
+    /// Client messages inside this node's regions right now.
+    pub fn holding(&self) -> &BTreeSet<u64> {
+        &self.holding
     }
 
     fn apply(
@@ -567,35 +759,39 @@ impl ShardNode {
                 }
                 KindEffect::Deliver(env) => {
                     self.holding.remove(&env.msg.id);
-                    let started = self.kinds[k]
-                        .entities
-                        .entry(env.shard.clone())
-                        .or_default()
-                        .insert(env.entity.clone());
-                    if started {
-                        out.push(Output::EntityStarted {
-                            kind: k,
-                            shard: env.shard.clone(),
-                            entity: env.entity.clone(),
-                        });
+                    out.push(Output::Delivered {
+                        kind: k,
+                        env: env.clone(),
+                    });
+                    let Envelope { entity, shard, msg } = env;
+                    if let Some(d) = self.durable.as_mut() {
+                        d.deliver(k, &shard, &entity, msg.clone(), out);
                     }
-                    let durable = self.durable.as_mut().map(|d| (d, env.clone()));
-                    out.push(Output::Delivered { kind: k, env });
-                    if let Some((d, env)) = durable {
-                        d.deliver(k, &env.shard, &env.entity, env.msg, out);
-                    }
+                    let job = Job::new(SimCmd::Client(msg.clone()), SimAsk(Some(msg.id)));
+                    self.life(k, now, out, |st, out| {
+                        st.life
+                            .deliver(now, shard, entity, job, &mut st.handlers, out)
+                    });
                 }
                 KindEffect::ShardStarted(shard) => {
+                    if self.cfg.entities.remember {
+                        // The load reads the store now and starts what it read a moment
+                        // later: an entity passivated meanwhile must not start again.
+                        self.kinds[k].life.load_started(&shard);
+                        let ids = self.remembered.entities(k, &shard);
+                        let at = now + Duration::from_millis(1);
+                        self.kinds[k].loads.push((at, shard.clone(), ids));
+                    }
                     out.push(Output::ShardStarted { kind: k, shard })
                 }
                 KindEffect::StopEntities(shard) => {
-                    let at = now + self.cfg.entity_stop_delay.max(Duration::from_nanos(1));
-                    self.kinds[k].stopping.insert(shard, at);
+                    self.life(k, now, out, |st, out| {
+                        st.life.stop_shard(now, &shard, &mut st.handlers, out)
+                    });
                 }
                 KindEffect::ForceStopEntities(shard) => {
                     // The region already counts them as stopped: no `EntitiesStopped` later.
-                    self.kinds[k].stopping.remove(&shard);
-                    self.stop_entities(k, &shard, out);
+                    self.force_stop(k, now, &shard, out);
                 }
                 KindEffect::ShardStopped(shard) => {
                     out.push(Output::ShardStopped { kind: k, shard })
@@ -658,11 +854,7 @@ impl ShardNode {
                     },
                 }),
                 KindEffect::RegionStopped => {
-                    let shards: Vec<ShardId> = self.kinds[k].entities.keys().cloned().collect();
-                    for shard in shards {
-                        self.stop_entities(k, &shard, out);
-                    }
-                    self.kinds[k].stopping.clear();
+                    self.force_stop_all(k, now, out);
                     out.push(Output::RegionStopped { kind: k });
                 }
             }

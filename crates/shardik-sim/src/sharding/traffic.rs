@@ -133,6 +133,12 @@ impl Ledger {
         self.failed.insert(id);
     }
 
+    /// Whether message `id` was answered with a failure (by a durable entity, or by an entity's
+    /// queue that was dropped).
+    pub fn is_failed(&self, id: u64) -> bool {
+        self.failed.contains(&id)
+    }
+
     /// Whether a durable entity acknowledged message `id`.
     pub fn is_acked(&self, id: u64) -> bool {
         self.acked.contains(&id)

@@ -88,9 +88,53 @@ impl<L: Lifecycle> Slot<L> {
         self.queue.is_some()
     }
 
-    /// Whether anything waits.
-    pub fn has_waiting(&self) -> bool {
-        self.queue.as_ref().is_some_and(|q| !q.is_empty())
+    /// Whether a command (not a stop) is next in the queue.
+    pub fn next_is_command(&self) -> bool {
+        self.queue
+            .as_ref()
+            .is_some_and(|q| matches!(q.front(), Some(Item::Job(_))))
+    }
+
+    /// Whether a command (not a stop) is last in the queue.
+    pub fn last_is_command(&self) -> bool {
+        self.queue
+            .as_ref()
+            .is_some_and(|q| matches!(q.back(), Some(Item::Job(_))))
+    }
+
+    /// Takes a stop that is next in the queue. True if there was one.
+    pub fn pop_stop(&mut self) -> bool {
+        let next_is_stop = self
+            .queue
+            .as_ref()
+            .is_some_and(|q| matches!(q.front(), Some(Item::Stop)));
+        if next_is_stop {
+            self.pop();
+        }
+        next_is_stop
+    }
+
+    /// Whether a stop waits in the queue.
+    pub fn has_stop(&self) -> bool {
+        self.queue
+            .as_ref()
+            .is_some_and(|q| q.iter().any(|item| matches!(item, Item::Stop)))
+    }
+
+    /// Forgets the waiting commands the entity sent itself (its timers, its messages to
+    /// self): they belong to the incarnation that just ended, and a new one must not get
+    /// them. Returns how many.
+    pub fn drop_own_commands(&mut self) -> usize {
+        let Some(queue) = self.queue.as_mut() else {
+            return 0;
+        };
+        let before = queue.len();
+        queue.retain(|item| !matches!(item, Item::Job(job) if job.from_context));
+        let dropped = before - queue.len();
+        if queue.is_empty() {
+            self.queue = None;
+        }
+        dropped
     }
 
     /// The commands still waiting, for an entity that is dropped.

@@ -275,6 +275,32 @@ fn a_passivating_handler_ends_its_incarnation_and_a_new_one_starts_on_the_next_c
 }
 
 #[test]
+fn each_incarnation_is_announced_when_it_starts_and_when_it_ends() {
+    let mut f = fixture(EntitySettings::default(), true);
+    f.h.hold = true;
+    f.send("a", "e", Cmd::Passivate, None);
+    // The passivation completes and its stop message starts (held).
+    f.complete_one();
+    assert_eq!(f.h.held.len(), 1);
+    // Queued behind the stop: it goes to a new incarnation.
+    f.send("a", "e", Cmd::Add(1), Some(1));
+    f.h.hold = false;
+    f.complete_one();
+    f.e.force_stop_shard(f.now, &id("a"), &mut f.h, &mut f.out);
+    let lives: Vec<&str> = f
+        .out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Started { .. } => Some("started"),
+            Output::Stopped { .. } => Some("stopped"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lives, ["started", "stopped", "started", "stopped"]);
+    assert_eq!(f.replies(), vec![(1, Ok(1))]);
+}
+
+#[test]
 fn a_failure_ends_the_incarnation_and_is_reported() {
     let mut f = fixture(EntitySettings::default(), false);
     f.send("a", "e", Cmd::Add(4), None);
@@ -338,6 +364,71 @@ fn an_entity_timer_delivers_to_its_incarnation_and_dies_with_it() {
     f.send("a", "e", Cmd::Passivate, None);
     f.tick(Instant::from_millis(200));
     assert_eq!(f.e.active_entities(), 0);
+}
+
+#[test]
+fn commands_queued_before_a_hand_off_s_stop_run_even_if_the_entity_fails_first() {
+    let mut f = fixture(EntitySettings::default(), true);
+    f.h.hold = true;
+    f.send("a", "e", Cmd::Fail, None);
+    f.send("a", "e", Cmd::Add(2), Some(1));
+    f.e.stop_shard(f.now, &id("a"), &mut f.h, &mut f.out);
+    f.h.hold = false;
+    f.complete_one();
+    assert_eq!(f.replies(), vec![(1, Ok(2))], "run by a new incarnation");
+    assert_eq!(f.h.ran.last().map(|(_, c)| c.clone()), Some(Cmd::Stop));
+    assert!(f.has(|o| matches!(o, Output::ShardEmpty(_))));
+    assert_eq!(f.e.active_entities(), 0);
+}
+
+#[test]
+fn a_hand_off_during_a_passivation_still_runs_what_was_queued_behind_it() {
+    let mut f = fixture(EntitySettings::default(), true);
+    f.h.hold = true;
+    f.send("a", "e", Cmd::Passivate, None);
+    f.complete_one(); // the passivation's stop message starts (held)
+    f.send("a", "e", Cmd::Add(3), Some(1)); // queued behind that stop
+    f.e.stop_shard(f.now, &id("a"), &mut f.h, &mut f.out);
+    f.h.hold = false;
+    while !f.h.held.is_empty() {
+        f.complete_one();
+    }
+    assert_eq!(f.replies(), vec![(1, Ok(3))]);
+    assert!(f.has(|o| matches!(o, Output::ShardEmpty(_))));
+    assert_eq!(f.e.active_entities(), 0);
+}
+
+#[test]
+fn a_failure_in_place_of_a_queued_stop_completes_the_stop() {
+    let mut f = fixture(EntitySettings::default(), true);
+    f.h.hold = true;
+    f.send("a", "e", Cmd::Fail, None);
+    f.e.stop_shard(f.now, &id("a"), &mut f.h, &mut f.out);
+    f.h.hold = false;
+    f.complete_one();
+    assert!(f.has(|o| matches!(o, Output::ShardEmpty(_))));
+    assert!(
+        !f.h.ran.iter().any(|(_, c)| *c == Cmd::Stop),
+        "no incarnation just to stop"
+    );
+}
+
+#[test]
+fn a_timer_queued_behind_a_failing_command_dies_with_its_incarnation() {
+    let mut f = fixture(EntitySettings::default(), false);
+    f.send("a", "e", Cmd::Timer { ms: 10, add: 7 }, None);
+    f.h.hold = true;
+    f.send("a", "e", Cmd::Fail, None);
+    // The timer fires while the entity is busy: its command queues behind the failing one.
+    f.tick(Instant::from_millis(10));
+    assert_eq!(f.e.queued(), 1);
+    f.send("a", "e", Cmd::Add(1), Some(1));
+    f.h.hold = false;
+    f.complete_one();
+    // The client's command goes to the next incarnation; the timer's does not.
+    assert_eq!(f.replies(), vec![(1, Ok(1))]);
+    assert_eq!(f.e.queued(), 0);
+    assert!(!f.h.ran.iter().any(|(_, c)| *c == Cmd::Add(7)));
 }
 
 #[test]

@@ -139,6 +139,21 @@ pub enum Output<L: Lifecycle> {
     Reply(L::Asker, Result<L::Reply, String>),
     /// Every entity of the shard has stopped, after [`Entities::stop_shard`](super::Entities::stop_shard).
     ShardEmpty(ShardId),
+    /// An incarnation of the entity started (on a command, from the remembered set, or after
+    /// a failure's back-off).
+    Started {
+        /// The entity's shard.
+        shard: ShardId,
+        /// The entity.
+        id: EntityId,
+    },
+    /// An incarnation of the entity ended (stopped, failed, or dropped with its shard).
+    Stopped {
+        /// The entity's shard.
+        shard: ShardId,
+        /// The entity.
+        id: EntityId,
+    },
     /// A handler failed or panicked: its incarnation is dropped (count and log it).
     Failed {
         /// The entity's shard.

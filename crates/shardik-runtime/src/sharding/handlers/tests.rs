@@ -97,6 +97,7 @@ impl<E: Entity<Command = u64, Reply = u64>> Rig<E> {
                     let _ = tx.send(r.map_err(ShardingError::EntityFailed));
                 }
                 HostOutput::Reply(..) => panic!("a reply to a remote asker in a local test"),
+                HostOutput::Started { .. } | HostOutput::Stopped { .. } => {}
                 other => self.out.push(other),
             }
         }
