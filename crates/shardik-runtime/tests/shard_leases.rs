@@ -18,7 +18,9 @@ use shardik_runtime::node::RunningNode;
 use shardik_runtime::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
 };
-use shardik_runtime::sharding::{EntityKind, EntityTypeKey, InitError, Sharding, ShardingError};
+use shardik_runtime::sharding::{
+    EntityKind, EntityRecovery, EntityTypeKey, InitError, Sharding, ShardingError,
+};
 
 use common::gated_store::GatedStore;
 use common::{free_port, start_sharding_node_with, wait_up};
@@ -69,6 +71,14 @@ fn timing() -> LeaseTiming {
 
 /// One node with shard leases on, and a SQLite store behind gates.
 async fn leased_node(dir: &tempfile::TempDir) -> (RunningNode, Sharding, Arc<GatedStore>) {
+    leased_node_remembering(dir, false).await
+}
+
+/// [`leased_node`], its counters remembered in the same store when `remember` is set.
+async fn leased_node_remembering(
+    dir: &tempfile::TempDir,
+    remember: bool,
+) -> (RunningNode, Sharding, Arc<GatedStore>) {
     let sqlite = SqliteStore::open(dir.path().join("leases.db"))
         .await
         .unwrap();
@@ -82,9 +92,12 @@ async fn leased_node(dir: &tempfile::TempDir) -> (RunningNode, Sharding, Arc<Gat
     .await;
     wait_up(&[&node], 1).await;
     let persistence = Persistence::new(store.clone() as Arc<dyn Store>);
-    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default());
+    let mut kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default()).into_kind();
+    if remember {
+        kind = kind.with_remember_entities(store.clone(), EntityRecovery::All);
+    }
     sharding
-        .init(kind.into_kind())
+        .init(kind)
         .expect("a durable kind brings its store");
     (node, sharding, store)
 }
@@ -149,6 +162,67 @@ async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entiti
         3,
         "nothing written after the fence"
     );
+}
+
+/// The entity ids the node's counter region runs, sorted.
+async fn running(sharding: &Sharding) -> Vec<String> {
+    let state = sharding
+        .region_state(COUNTER.name(), ASK)
+        .await
+        .expect("the region answers");
+    let mut ids: Vec<String> = state
+        .shards
+        .into_iter()
+        .flat_map(|(_, ids)| ids.into_iter().map(|id| id.to_string()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Remembered entities start without a message once their shard's lease is held: after the
+/// whole cluster stopped and started again, they run again (and still under the lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembered_entities_start_again_under_their_shards_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, sharding, _store) = leased_node_remembering(&dir, true).await;
+    let ids = ["m-1", "m-2", "m-3"];
+    for id in ids {
+        assert_eq!(add(&sharding, id, 1).await, Ok(1));
+    }
+    first
+        .stop
+        .send(shardik_runtime::node::StopRequest::Leave)
+        .await
+        .expect("leave asked");
+    tokio::time::timeout(Duration::from_secs(20), first.finished)
+        .await
+        .expect("the first node leaves")
+        .expect("its task ends");
+
+    // A new cluster on the same file: nobody sends anything, yet the three come back.
+    let (second, sharding, store) = leased_node_remembering(&dir, true).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now_running = running(&sharding).await;
+        if now_running == ids {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "remembered entities did not come back under leases: {now_running:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let owner = shardik_runtime::lease::Lease::owner_for(&second.self_node);
+    for id in ids {
+        let lease = store.read_lease(&lease_name(id)).await.unwrap();
+        assert_eq!(
+            lease.as_ref().and_then(|l| l.holder()),
+            Some(owner.as_str()),
+            "{id} runs without its shard's lease: {lease:?}"
+        );
+    }
+    assert_eq!(add(&sharding, "m-2", 1).await, Ok(2), "state kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

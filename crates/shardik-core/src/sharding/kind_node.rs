@@ -347,6 +347,13 @@ impl<M> KindNode<M> {
         self.region.delivers_at_once(shard)
     }
 
+    /// Whether `shard`'s entities may run here at `now` (hosted, taking deliveries, its lease
+    /// held if shards use leases): what a driver asks before it starts an entity that no
+    /// message started (a remembered one, a restart).
+    pub fn runs_entities(&self, now: Instant, shard: &ShardId) -> bool {
+        self.region.runs_entities(now, shard)
+    }
+
     /// Where a message for `shard` from a local sender would be forwarded at once with
     /// nothing else to do (its home is another node): a driver may then send it there without
     /// calling [`handle`](Self::handle), which is the hot path of a proxy.

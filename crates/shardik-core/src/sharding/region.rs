@@ -366,6 +366,17 @@ impl<M> Region<M> {
         !self.stopped && self.leases.is_none() && self.hosted.is_running(shard)
     }
 
+    /// Whether `shard`'s entities may run here at `now`: the shard is hosted and takes
+    /// deliveries (running, or waiting for its predecessor's last messages) and, with shard
+    /// leases, its lease is held. Entities that start without a message (remembered ones, a
+    /// restart after a failure) start only then; unlike
+    /// [`delivers_at_once`](Self::delivers_at_once) this holds under leases too.
+    pub fn runs_entities(&self, now: Instant, shard: &ShardId) -> bool {
+        !self.stopped
+            && self.is_hosting(shard)
+            && (self.leases.is_none() || self.lease_token(now, shard).is_some())
+    }
+
     /// Where [`route`](Self::route) would forward a message for `shard` from a local sender
     /// at once with nothing else to do: the shard's home is known and is another node, the
     /// shard is not hosted here and nothing waits for it in a buffer. A runtime may send such

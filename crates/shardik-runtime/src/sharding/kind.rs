@@ -308,7 +308,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             // A failed remembered entity starts again only if its shard still runs here.
             self.entities.handle_timeout(
                 now,
-                |shard| node.delivers_at_once(shard),
+                |shard| node.runs_entities(now, shard),
                 &mut self.handlers,
                 &mut out,
             );
@@ -408,8 +408,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
             }
             Control::StartRemembered { shard, ids, last } => {
-                if st.node.delivers_at_once(&shard) {
-                    let now = self.now(st);
+                let now = self.now(st);
+                if st.node.runs_entities(now, &shard) {
                     let mut out = std::mem::take(&mut st.host_out);
                     let started = self.entities.start_loaded(
                         now,

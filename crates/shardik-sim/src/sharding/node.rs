@@ -527,7 +527,7 @@ impl ShardNode {
                     let node = &st.node;
                     st.life.handle_timeout(
                         now,
-                        |shard| node.delivers_at_once(shard),
+                        |shard| node.runs_entities(now, shard),
                         &mut st.handlers,
                         out,
                     )
@@ -537,7 +537,7 @@ impl ShardNode {
             let (due, later): (Vec<_>, Vec<_>) = loads.into_iter().partition(|(at, ..)| *at <= now);
             self.kinds[k].loads = later;
             for (_, shard, ids) in due {
-                if self.kinds[k].node.delivers_at_once(&shard) {
+                if self.kinds[k].node.runs_entities(now, &shard) {
                     self.life(k, now, out, |st, out| {
                         st.life
                             .start_loaded(now, &shard, &ids, true, &mut st.handlers, out);
