@@ -100,6 +100,7 @@ pub(crate) fn token_sql(name: &str, token: u64) -> Result<i64, StoreError> {
 }
 
 /// A remaining time in microseconds, read back from a store, as a duration (negative: none).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn time_left(micros: i64) -> Duration {
     Duration::from_micros(u64::try_from(micros).unwrap_or(0))
 }

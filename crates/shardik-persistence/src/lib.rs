@@ -21,6 +21,10 @@
 //!
 //! [`open_store`] opens a store from a URL (`memory:`, `sqlite:PATH`, `postgres://…`), as
 //! configuration names it; [`SqliteStore`] and [`PostgresStore`] can also be opened directly.
+//!
+//! Cargo features `sqlite` and `postgres` (both on by default) bring in each SQL store and its
+//! driver. Without them the crate links no database driver (the simulator builds it so), and
+//! [`open_store`] refuses their URLs with a [`StoreError::BadUrl`] that names the feature.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -36,8 +40,12 @@ pub mod journaled;
 pub mod lease;
 mod memory;
 mod open;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
+mod store_url;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod util;
 
 pub use fence::Fence;
@@ -45,7 +53,9 @@ pub use journaled::{JournalCursor, Recovery, Retention, SnapshotPlan};
 pub use lease::{LeaseAcquired, LeaseGrant, LeaseInfo};
 pub use memory::MemoryStore;
 pub use open::{open_store, redact_store_url};
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// The journal key of one entity: `"{kind}|{entity id}"` (see [`persistence_id`]).

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{MemoryStore, PostgresStore, SqliteStore, Store, StoreError};
+use crate::{MemoryStore, Store, StoreError};
 
 /// The URL forms [`open_store`] accepts, for error messages.
 const ACCEPTED: &str = "expected memory:, sqlite:PATH, postgres://… or postgresql://…";
@@ -10,34 +10,74 @@ const ACCEPTED: &str = "expected memory:, sqlite:PATH, postgres://… or postgre
 /// Opens the store a URL names:
 ///
 /// - `memory:` — a new, empty [`MemoryStore`] (gone when the process ends);
-/// - `sqlite:PATH` — a [`SqliteStore`] in the file `PATH` (relative to the working directory
+/// - `sqlite:PATH` — a `SqliteStore` in the file `PATH` (relative to the working directory
 ///   unless absolute; `sqlite://PATH` is read the same, so `sqlite:///var/lib/x.db` is
 ///   `/var/lib/x.db`);
-/// - `postgres://…` or `postgresql://…` — a [`PostgresStore`] (see
-///   [`PostgresStore::connect`]).
+/// - `postgres://…` or `postgresql://…` — a `PostgresStore` (see `PostgresStore::connect`).
 ///
-/// Anything else is [`StoreError::BadUrl`]; the other errors are those of the store opened.
+/// Anything else is [`StoreError::BadUrl`], and so is the URL of a store this build left out
+/// (the crate's `sqlite` or `postgres` feature off), naming the feature; the other errors are
+/// those of the store opened.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    let bad = |why: &str| StoreError::BadUrl {
-        url: redact_store_url(url),
-        why: why.to_string(),
-    };
     let (scheme, rest) = url
         .split_once(':')
-        .ok_or_else(|| bad(&format!("no scheme; {ACCEPTED}")))?;
+        .ok_or_else(|| bad_url(url, &format!("no scheme; {ACCEPTED}")))?;
     match scheme.to_ascii_lowercase().as_str() {
         "memory" if rest.is_empty() => Ok(Arc::new(MemoryStore::new())),
-        "memory" => Err(bad("memory: takes nothing after the colon")),
-        "sqlite" => {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(bad("no file path after sqlite:"));
-            }
-            Ok(Arc::new(SqliteStore::open(path).await?))
-        }
-        "postgres" | "postgresql" => Ok(Arc::new(PostgresStore::connect(url).await?)),
-        other => Err(bad(&format!("unknown scheme {other:?}; {ACCEPTED}"))),
+        "memory" => Err(bad_url(url, "memory: takes nothing after the colon")),
+        "sqlite" => open_sqlite(url, rest).await,
+        "postgres" | "postgresql" => open_postgres(url).await,
+        other => Err(bad_url(
+            url,
+            &format!("unknown scheme {other:?}; {ACCEPTED}"),
+        )),
     }
+}
+
+/// [`StoreError::BadUrl`] for `url`, redacted, and `why`.
+fn bad_url(url: &str, why: &str) -> StoreError {
+    StoreError::BadUrl {
+        url: redact_store_url(url),
+        why: why.to_string(),
+    }
+}
+
+/// The refusal of a URL of a store that this build left out.
+#[cfg(any(not(feature = "sqlite"), not(feature = "postgres")))]
+fn left_out(url: &str, store: &str, feature: &str) -> StoreError {
+    bad_url(
+        url,
+        &format!(
+            "this build has no {store} store: shardik-persistence was built without its \
+             `{feature}` feature"
+        ),
+    )
+}
+
+/// Opens the SQLite store of `url`, `sqlite:PATH` (`rest` is what follows the colon).
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(url: &str, rest: &str) -> Result<Arc<dyn Store>, StoreError> {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(bad_url(url, "no file path after sqlite:"));
+    }
+    Ok(Arc::new(crate::SqliteStore::open(path).await?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(url: &str, _rest: &str) -> Result<Arc<dyn Store>, StoreError> {
+    Err(left_out(url, "SQLite", "sqlite"))
+}
+
+/// Opens the PostgreSQL store of `url`.
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(crate::PostgresStore::connect(url).await?))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    Err(left_out(url, "PostgreSQL", "postgres"))
 }
 
 /// `url` with any password in it replaced by `***`, for messages and logs: the password of
@@ -45,5 +85,5 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 /// `password` parameter (`?password=…`, or `password=…` in PostgreSQL's `key=value` form).
 /// [`StoreError::BadUrl`] carries the URL redacted so already.
 pub fn redact_store_url(url: &str) -> String {
-    crate::postgres::redact(url)
+    crate::store_url::redact(url)
 }

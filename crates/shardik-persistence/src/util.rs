@@ -1,8 +1,6 @@
 //! Small helpers the SQL stores share: number conversions (SQL integers are signed 64-bit, the
 //! trait's numbers are `u64`) and error descriptions that keep their causes.
 
-use std::error::Error;
-
 use crate::StoreError;
 
 /// A bound of a range query as a SQL integer: numbers past `i64::MAX` can never be stored, so a
@@ -32,8 +30,10 @@ pub(crate) fn from_sql(value: i64, what: &str) -> Result<u64, StoreError> {
 }
 
 /// An error with its chain of causes, as one line (drivers often put the useful part, such as
-/// "connection refused", in a source rather than in the error's own message).
-pub(crate) fn describe(error: &dyn Error) -> String {
+/// "connection refused", in a source rather than in the error's own message). Only the
+/// PostgreSQL driver's errors need it.
+#[cfg(feature = "postgres")]
+pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

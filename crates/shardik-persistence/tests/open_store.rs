@@ -1,6 +1,7 @@
 //! Opening stores by URL: each accepted form opens its store; anything else is a bad URL that
 //! says what is accepted.
 
+#[cfg(feature = "postgres")]
 mod common;
 
 use shardik_persistence::{StoreError, conformance, open_store};
@@ -12,6 +13,7 @@ async fn memory_opens_a_memory_store() {
     store.close().await.unwrap();
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_opens_a_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -26,6 +28,7 @@ async fn sqlite_opens_a_file() {
     }
 }
 
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_and_postgresql_open_a_postgres_store() {
     let url = common::fresh_database().await;
@@ -38,6 +41,7 @@ async fn postgres_and_postgresql_open_a_postgres_store() {
     store.close().await.unwrap();
 }
 
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn an_unreachable_postgres_url_is_unavailable() {
     let port = common::closed_port();
@@ -91,6 +95,42 @@ async fn a_bad_url_never_shows_its_password() {
                 assert!(!shown.contains("hunter2"), "{shown}");
                 assert!(!why.contains("hunter2"), "{why}");
                 assert_eq!(shown, shardik_persistence::redact_store_url(url));
+            }
+            other => panic!("{url:?}: expected BadUrl, got {other:?}"),
+        }
+    }
+}
+
+/// A build without SQLite refuses `sqlite:` URLs as bad, naming the feature to turn on.
+#[cfg(not(feature = "sqlite"))]
+#[tokio::test]
+async fn without_the_sqlite_feature_a_sqlite_url_is_bad_and_names_it() {
+    for url in [
+        "sqlite:/tmp/never-created.db",
+        "SQLITE:///tmp/never-created.db",
+    ] {
+        match open_store(url).await.err() {
+            Some(StoreError::BadUrl { why, .. }) => {
+                assert!(why.contains("`sqlite` feature"), "{url:?}: {why}");
+            }
+            other => panic!("{url:?}: expected BadUrl, got {other:?}"),
+        }
+    }
+}
+
+/// A build without PostgreSQL refuses `postgres://` URLs as bad, naming the feature to turn
+/// on, and still hides their passwords.
+#[cfg(not(feature = "postgres"))]
+#[tokio::test]
+async fn without_the_postgres_feature_a_postgres_url_is_bad_and_names_it() {
+    for url in [
+        "postgres://app:hunter2@db/x",
+        "postgresql://db/x?password=hunter2",
+    ] {
+        match open_store(url).await.err() {
+            Some(StoreError::BadUrl { url: shown, why }) => {
+                assert!(why.contains("`postgres` feature"), "{url:?}: {why}");
+                assert!(!shown.contains("hunter2"), "{shown}");
             }
             other => panic!("{url:?}: expected BadUrl, got {other:?}"),
         }

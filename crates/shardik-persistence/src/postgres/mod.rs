@@ -21,6 +21,7 @@ use deadpool_postgres::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use crate::store_url::redact;
 use crate::util::{bound, describe, from_sql, limit, to_sql};
 use crate::{
     AtomicWrite, Fence, LeaseAcquired, LeaseInfo, PersistenceId, Snapshot, Store, StoreError,
@@ -28,7 +29,6 @@ use crate::{
 };
 use error::{PgErr, server_name};
 use tls::StoreTls;
-pub(crate) use url::redact;
 use url::{SslMode, TlsParams};
 
 /// How long connecting to the server may take, unless the URL sets `connect_timeout`.

@@ -12,7 +12,6 @@ use serde::de::{self, Unexpected, Visitor};
 use shardik_core::membership::Address;
 
 use super::ConfigError;
-use super::cluster::ClusterSettings;
 use super::validate::invalid;
 
 /// The key of the node's identity.
@@ -21,7 +20,7 @@ pub const CANONICAL_ADDRESS_KEY: &str = "cluster.canonical-address";
 pub const BIND_ADDRESS_KEY: &str = "cluster.bind-address";
 
 /// Where a node listens and who it is, resolved from the settings (see
-/// [`ClusterSettings::node_addresses`]).
+/// [`ClusterSettings::node_addresses`](super::ClusterSettings::node_addresses)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeAddresses {
     /// Where the transport listens.
@@ -30,12 +29,16 @@ pub struct NodeAddresses {
     pub advertise: Option<Address>,
 }
 
-impl ClusterSettings {
-    /// Where this node listens and who it is: the bind address (or the canonical one), and
-    /// the canonical address when it differs. Refuses settings that give neither, or whose
-    /// identity peers could not dial (see [`check_identity`]), naming the key.
-    pub fn node_addresses(&self) -> Result<NodeAddresses, ConfigError> {
-        let (bind, advertise) = match (&self.bind_address, &self.canonical_address) {
+impl NodeAddresses {
+    /// Where this node listens and who it is, from `cluster.bind-address` and
+    /// `cluster.canonical-address`: the bind address (or the canonical one), and the canonical
+    /// address when it differs. Refuses settings that give neither, or whose identity peers
+    /// could not dial (see [`check_identity`]), naming the key.
+    pub fn resolve(
+        bind_address: Option<&Address>,
+        canonical_address: Option<&Address>,
+    ) -> Result<NodeAddresses, ConfigError> {
+        let (bind, advertise) = match (bind_address, canonical_address) {
             (None, None) => {
                 return Err(invalid(
                     BIND_ADDRESS_KEY,
@@ -44,7 +47,7 @@ impl ClusterSettings {
                      `cluster.canonical-address` alone serves as both",
                 ));
             }
-            (Some(b), c) => (b.clone(), c.clone().filter(|c| c != b)),
+            (Some(b), c) => (b.clone(), c.filter(|c| *c != b).cloned()),
             (None, Some(c)) => (c.clone(), None),
         };
         match &advertise {
@@ -104,36 +107,32 @@ pub(super) fn de_optional_address<'de, D: Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Settings;
 
-    fn with(bind: Option<&str>, canonical: Option<&str>) -> ClusterSettings {
-        let mut c = Settings::load(None).expect("defaults").cluster;
-        c.bind_address = bind.map(|b| b.parse().unwrap());
-        c.canonical_address = canonical.map(|b| b.parse().unwrap());
-        c
+    /// The addresses resolved from these values of `bind-address` and `canonical-address`.
+    fn with(bind: Option<&str>, canonical: Option<&str>) -> Result<NodeAddresses, ConfigError> {
+        let parse = |s: &str| s.parse::<Address>().unwrap();
+        NodeAddresses::resolve(bind.map(parse).as_ref(), canonical.map(parse).as_ref())
     }
 
     #[test]
     fn bind_and_canonical_addresses_resolve_as_akka_does() {
         let a = |s: &str| s.parse::<Address>().unwrap();
         assert_eq!(
-            with(Some("127.0.0.1:2552"), None).node_addresses().unwrap(),
+            with(Some("127.0.0.1:2552"), None).unwrap(),
             NodeAddresses {
                 bind: a("127.0.0.1:2552"),
                 advertise: None
             }
         );
         assert_eq!(
-            with(None, Some("pod-7.svc:2552")).node_addresses().unwrap(),
+            with(None, Some("pod-7.svc:2552")).unwrap(),
             NodeAddresses {
                 bind: a("pod-7.svc:2552"),
                 advertise: None
             }
         );
         assert_eq!(
-            with(Some("0.0.0.0:2552"), Some("pod-7.svc:2552"))
-                .node_addresses()
-                .unwrap(),
+            with(Some("0.0.0.0:2552"), Some("pod-7.svc:2552")).unwrap(),
             NodeAddresses {
                 bind: a("0.0.0.0:2552"),
                 advertise: Some(a("pod-7.svc:2552"))
@@ -161,7 +160,7 @@ mod tests {
             ),
             (None, None, BIND_ADDRESS_KEY, "\"\""),
         ] {
-            let err = with(bind, canonical).node_addresses().unwrap_err();
+            let err = with(bind, canonical).unwrap_err();
             let text = err.to_string();
             assert!(
                 text.contains(key) && text.contains(value),

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use shardik_core::membership::phi::PhiAccrualConfig;
 use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
 
+use super::addresses::{NodeAddresses, check_identity, de_optional_address};
 use super::validate::{invalid, positive_count, positive_duration};
 use super::values::{
     DOWN_REMOVAL_MARGIN_EXPECTED, de_addresses, de_down_removal_margin, de_string, de_string_set,
@@ -27,11 +28,11 @@ pub struct ClusterSettings {
     pub name: String,
     /// `canonical-address`: this node's identity, "host:port" (Akka's `canonical.hostname`
     /// and `.port`); `None` (`""`): the bind address. See [`ClusterSettings::node_addresses`].
-    #[serde(deserialize_with = "super::addresses::de_optional_address")]
+    #[serde(deserialize_with = "de_optional_address")]
     pub canonical_address: Option<Address>,
     /// `bind-address`: where the transport listens, "host:port" (Akka's `bind.hostname` and
     /// `.port`); `None` (`""`): the canonical address.
-    #[serde(deserialize_with = "super::addresses::de_optional_address")]
+    #[serde(deserialize_with = "de_optional_address")]
     pub bind_address: Option<Address>,
     /// `seed-nodes`: nodes to contact when joining.
     #[serde(deserialize_with = "de_addresses")]
@@ -95,6 +96,13 @@ pub struct ClusterSettings {
 }
 
 impl ClusterSettings {
+    /// Where this node listens and who it is (see [`NodeAddresses::resolve`]). Refuses
+    /// settings that give neither address, or whose identity peers could not dial, naming the
+    /// key.
+    pub fn node_addresses(&self) -> Result<NodeAddresses, ConfigError> {
+        NodeAddresses::resolve(self.bind_address.as_ref(), self.canonical_address.as_ref())
+    }
+
     /// The down-removal margin in force, as the reference resolves it: the configured
     /// `down-removal-margin` if set; otherwise the split-brain resolver's `stable-after` when
     /// the resolver does the downing (so that the downed side has had time to stop its shards
@@ -123,7 +131,7 @@ impl ClusterSettings {
             ));
         }
         if let Some(canonical) = &c.canonical_address {
-            super::addresses::check_identity(canonical, super::CANONICAL_ADDRESS_KEY)?;
+            check_identity(canonical, super::CANONICAL_ADDRESS_KEY)?;
         }
         positive_count("cluster.min-nr-of-members", c.min_nr_of_members)?;
         for (role, r) in &c.role {

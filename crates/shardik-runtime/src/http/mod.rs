@@ -40,9 +40,10 @@ mod serve;
 pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};
 pub use https::ClientCertificate;
 pub use observe::{REFUSAL_LOG_INTERVAL, Refusal, UNMATCHED_ROUTE};
+pub use reserve::HEALTH_CHECK_RESERVE;
 pub use serve::{
-    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HEALTH_CHECK_HEAD_TIMEOUT, HEALTH_CHECK_RESERVE,
-    HttpLimits, serve, serve_https, serve_with,
+    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, HEALTH_CHECK_HEAD_TIMEOUT, HttpLimits, serve,
+    serve_https, serve_with,
 };
 
 use std::collections::BTreeMap;

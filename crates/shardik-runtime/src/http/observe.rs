@@ -12,7 +12,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::metrics::{HTTP_REFUSED_TOTAL, HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL};
 use crate::tls::FailureReason;
@@ -140,6 +140,15 @@ const GATE: LogGate = LogGate {
 };
 
 static GATES: [LogGate; REASONS] = [GATE; REASONS];
+
+/// Counts a connection that ended in an error, if the error is a refusal of ours.
+pub(super) fn connection_ended_with(error: &hyper::Error, served: bool) {
+    if error.is_timeout() && !served {
+        refused(Refusal::HeaderTimeout);
+    } else {
+        debug!(error = %error, "management API: connection ended with an error");
+    }
+}
 
 /// Counts one refusal and logs it, or leaves it for the next line of its reason.
 pub fn refused(reason: Refusal) {

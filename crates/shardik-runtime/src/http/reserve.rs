@@ -47,9 +47,14 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
-use super::observe::{Refusal, refused};
-use super::serve::{HEALTH_CHECK_RESERVE, connection_ended_with};
+use super::observe::{Refusal, connection_ended_with, refused};
 use crate::transport::limits::{Admitted, Pending, PendingPlace};
+
+/// Connections beyond `max-connections` that may wait for their request (which must be a
+/// health check, `/alive` or `/ready`) at once; a new one pushes out the oldest. On plain HTTP
+/// only those whose first bytes had not arrived when they were accepted need a place: the
+/// others are health checks, or refused at once.
+pub const HEALTH_CHECK_RESERVE: usize = 8;
 
 /// The request lines a health check starts with (each followed by a space or `?`).
 const HEALTH_CHECK_STARTS: [&[u8]; 4] =

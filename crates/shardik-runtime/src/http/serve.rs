@@ -9,7 +9,7 @@
 //!   `GET`/`HEAD` of `/alive` or `/ready`, whose head must arrive within
 //!   [`HEALTH_CHECK_HEAD_TIMEOUT`] (or the header-read timeout if shorter), and is closed after
 //!   the answer; a request that starts as anything else answers 503 as soon as its first bytes
-//!   arrive. At most [`HEALTH_CHECK_RESERVE`] of them wait for their request at once; a new
+//!   arrive. At most [`HEALTH_CHECK_RESERVE`](super::HEALTH_CHECK_RESERVE) of them wait for their request at once; a new
 //!   one pushes out the oldest. So the listen backlog never fills and a prober gets a quick
 //!   answer even while strangers hold every ordinary slot and keep connecting.
 //! - **Body limit**: a body over `max-request-body-size` answers 413, at once when its
@@ -50,16 +50,10 @@ use tracing::debug;
 
 use super::https::{ClientCertificate, handshake};
 use super::message;
-use super::observe::{Refusal, record_request, refused};
+use super::observe::{Refusal, connection_ended_with, record_request, refused};
 use super::reserve::{AtAccept, HealthCheck, Reserve, look_at_accept};
 use crate::config::{ManagementHttpSettings, Settings};
 use crate::tls::TlsContext;
-
-/// Connections beyond `max-connections` that may wait for their request (which must be a
-/// health check, `/alive` or `/ready`) at once; a new one pushes out the oldest. On plain HTTP
-/// only those whose first bytes had not arrived when they were accepted need a place: the
-/// others are health checks, or refused at once.
-pub const HEALTH_CHECK_RESERVE: usize = 8;
 
 /// The longest a health-check connection may take to send its request head, by default
 /// ([`HttpLimits::health_check_head_timeout`]).
@@ -337,15 +331,6 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionRefused
     )
-}
-
-/// Counts a connection that ended in an error, if the error is a refusal of ours.
-pub(super) fn connection_ended_with(error: &hyper::Error, served: bool) {
-    if error.is_timeout() && !served {
-        refused(Refusal::HeaderTimeout);
-    } else {
-        debug!(error = %error, "management API: connection ended with an error");
-    }
 }
 
 /// Middleware: a body whose `Content-Length` is over the limit is refused before anyone reads

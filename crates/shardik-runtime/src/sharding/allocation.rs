@@ -14,6 +14,7 @@ use std::sync::Arc;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{AllocationSnapshot, ShardId};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::messages::Control;
 use super::strategy::AsyncShardAllocationStrategy;
@@ -21,13 +22,16 @@ use super::strategy::AsyncShardAllocationStrategy;
 /// Works out the answer to an allocation question in a task of its own and hands it back to
 /// the kind's task, whose core then places the shard. The handle is weak, so a strategy that
 /// never answers cannot keep a stopped kind's queue open.
+///
+/// Returns the task's handle; the kind's task lets it go (the answer arrives as an input),
+/// tests await it to see the task end without panicking.
 pub(crate) fn answer_allocation(
     strategy: &Arc<dyn AsyncShardAllocationStrategy>,
     control: mpsc::WeakSender<Control>,
     requester: UniqueAddress,
     shard: ShardId,
     snapshot: AllocationSnapshot<UniqueAddress>,
-) {
+) -> JoinHandle<()> {
     let future = strategy.allocate_shard(requester.clone(), shard.clone(), snapshot);
     tokio::spawn(async move {
         let answer = future.await;
@@ -41,7 +45,7 @@ pub(crate) fn answer_allocation(
                 })
                 .await;
         }
-    });
+    })
 }
 
 /// As [`answer_allocation`], for the question which shards to move.
@@ -50,14 +54,14 @@ pub(crate) fn answer_rebalance(
     control: mpsc::WeakSender<Control>,
     snapshot: AllocationSnapshot<UniqueAddress>,
     in_progress: BTreeSet<ShardId>,
-) {
+) -> JoinHandle<()> {
     let future = strategy.rebalance(snapshot, in_progress);
     tokio::spawn(async move {
         let moves = future.await;
         if let Some(control) = control.upgrade() {
             let _ = control.send(Control::RebalanceAnswered(moves)).await;
         }
-    });
+    })
 }
 
 #[cfg(test)]
@@ -150,14 +154,23 @@ mod tests {
         let weak = tx.downgrade();
         drop(tx);
         let strategy: Arc<dyn AsyncShardAllocationStrategy> = Arc::new(Highest);
-        // Must not panic nor keep anything alive.
-        answer_allocation(
+        let allocation = answer_allocation(
             &strategy,
-            weak,
+            weak.clone(),
             node(1),
             ShardId::from("1"),
             AllocationSnapshot::new(),
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let rebalance =
+            answer_rebalance(&strategy, weak, AllocationSnapshot::new(), BTreeSet::new());
+        // Each task ends once its strategy answered, without panicking (a panic in the task
+        // comes back here as a `JoinError`) and without waiting for a queue nobody reads.
+        for (question, task) in [("allocation", allocation), ("rebalance", rebalance)] {
+            match tokio::time::timeout(Duration::from_secs(5), task).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => panic!("the {question} task failed: {e}"),
+                Err(_) => panic!("the {question} task did not end"),
+            }
+        }
     }
 }

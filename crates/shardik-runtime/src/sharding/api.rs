@@ -11,7 +11,7 @@ use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
-use super::remember::{EntityRecovery, RememberSettings};
+use super::remember_settings::{EntityRecovery, RememberSettings};
 use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and

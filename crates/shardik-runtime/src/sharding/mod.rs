@@ -28,6 +28,7 @@ mod messages;
 mod outgoing;
 mod pending;
 mod remember;
+mod remember_settings;
 mod reply_to;
 mod resolve;
 mod singleton;
@@ -57,7 +58,7 @@ pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use held_back::HeldBackKind;
 pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
-pub use remember::EntityRecovery;
+pub use remember_settings::EntityRecovery;
 pub use reply_to::ReplyTo;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,

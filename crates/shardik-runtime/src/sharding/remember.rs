@@ -19,29 +19,9 @@ use shardik_persistence::{Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use super::messages::Control;
-
-/// How a shard's remembered entities are started when it starts on a node (Akka's
-/// `entity-recovery-strategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntityRecovery {
-    /// All at once.
-    All,
-    /// `entities` every `frequency`, so that a node taking over many shards does not start
-    /// every entity at the same moment.
-    ConstantRate {
-        /// How many per step.
-        entities: usize,
-        /// The time between steps.
-        frequency: Duration,
-    },
-}
-
-/// What a kind that remembers its entities needs: the store and the recovery strategy.
-#[derive(Clone)]
-pub(crate) struct RememberSettings {
-    pub store: Arc<dyn Store>,
-    pub recovery: EntityRecovery,
-}
+// The kind's task (`kind.rs`) takes the settings from here with the writer.
+use super::remember_settings::EntityRecovery;
+pub(crate) use super::remember_settings::RememberSettings;
 
 /// One change to a shard's remembered set, with the waiter of a start.
 struct Update {

@@ -28,7 +28,7 @@ use shardik_core::Instant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, Envelope, ShardId};
 
-use super::node::SimMsg;
+use super::messages::SimMsg;
 
 /// Collects sharding invariant violations; a run passes when there are none.
 #[derive(Default)]

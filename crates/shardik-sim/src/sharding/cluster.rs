@@ -28,8 +28,9 @@ use shardik_persistence::Store;
 
 use super::durable::{SnapshotTask, at_once};
 use super::entities::RememberedStore;
+use super::messages::{Output, SimMsg, Wire};
 use super::net::{Net, NetStats, Packet};
-use super::node::{Output, ShardNode, SimMsg, Wire};
+use super::node::ShardNode;
 use super::store::{Caller, SimStore, StoreOp, StoreStats};
 use super::traffic::{Ledger, TrafficConfig, entity_name};
 use crate::world::{NodeId, TimelineEntry, World, WorldConfig};

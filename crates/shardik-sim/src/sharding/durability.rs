@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use shardik_core::Instant;
 use shardik_persistence::{AtomicWrite, MemoryStore, PersistenceId, Store};
 
-use super::durable::{EventRec, at_once, recover};
+use super::durable::{at_once, recover};
+use super::messages::EventRec;
 
 /// Collects violations of the durable-entity invariants.
 #[derive(Default)]
@@ -156,7 +157,7 @@ impl DurabilityChecker {
                 .ok()
                 .flatten()
                 .filter(|snap| snap.seq >= last)
-                .and_then(|snap| super::durable::decode_state(&snap.payload).ok())
+                .and_then(|snap| super::messages::decode_state(&snap.payload).ok())
                 .is_some_and(|state| {
                     state.len() as u64 >= last
                         && &state[(first - 1) as usize..last as usize] == expected

@@ -23,7 +23,7 @@ use shardik_persistence::{
     SnapshotPlan, Store, StoreError, StoreFuture, WriteResult, persistence_id,
 };
 
-use super::node::{Output, SimMsg};
+use super::messages::{EventRec, Output, SimMsg, decode_state, encode_state};
 
 /// The manifest every event is written with: what a runtime entity writes (its storage codec
 /// and event version). The durability checker requires every stored event to keep it.
@@ -91,90 +91,6 @@ impl CrashPoints {
             restart_after: Duration::from_secs(1),
         }
     }
-}
-
-/// One event: part `part` of the `parts` events message `msg` persisted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EventRec {
-    /// The message (the ledger's id).
-    pub msg: u64,
-    /// The sending node incarnation's uid.
-    pub sender: u64,
-    /// The sender's sequence number of that message.
-    pub sender_seq: u64,
-    /// Which part, from 0.
-    pub part: u8,
-    /// Of how many.
-    pub parts: u8,
-}
-
-const EVENT_LEN: usize = 26;
-
-impl EventRec {
-    /// The events message `msg` persists: one to three, by its id.
-    pub fn for_msg(msg: &SimMsg) -> Vec<EventRec> {
-        let parts = 1 + (msg.id % 3) as u8;
-        (0..parts)
-            .map(|part| EventRec {
-                msg: msg.id,
-                sender: msg.sender.uid,
-                sender_seq: msg.seq,
-                part,
-                parts,
-            })
-            .collect()
-    }
-
-    fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.msg.to_le_bytes());
-        out.extend_from_slice(&self.sender.to_le_bytes());
-        out.extend_from_slice(&self.sender_seq.to_le_bytes());
-        out.push(self.part);
-        out.push(self.parts);
-    }
-
-    fn decode(b: &[u8]) -> Option<EventRec> {
-        if b.len() != EVENT_LEN {
-            return None;
-        }
-        Some(EventRec {
-            msg: u64::from_le_bytes(b[0..8].try_into().ok()?),
-            sender: u64::from_le_bytes(b[8..16].try_into().ok()?),
-            sender_seq: u64::from_le_bytes(b[16..24].try_into().ok()?),
-            part: b[24],
-            parts: b[25],
-        })
-    }
-
-    /// The payload of this event in the journal.
-    pub fn payload(&self) -> Bytes {
-        let mut v = Vec::with_capacity(EVENT_LEN);
-        self.encode(&mut v);
-        Bytes::from(v)
-    }
-
-    /// An event from its journal payload.
-    pub fn from_payload(b: &[u8]) -> Result<EventRec, String> {
-        Self::decode(b).ok_or_else(|| format!("an event payload of {} bytes", b.len()))
-    }
-}
-
-/// A state (the events applied, in order) as a snapshot payload.
-pub fn encode_state(state: &[EventRec]) -> Bytes {
-    let mut v = Vec::with_capacity(state.len() * EVENT_LEN);
-    for e in state {
-        e.encode(&mut v);
-    }
-    Bytes::from(v)
-}
-
-pub(crate) fn decode_state(b: &[u8]) -> Result<Vec<EventRec>, String> {
-    if b.len() % EVENT_LEN != 0 {
-        return Err(format!("a snapshot of {} bytes", b.len()));
-    }
-    b.chunks(EVENT_LEN)
-        .map(|c| EventRec::decode(c).ok_or_else(|| "a snapshot entry".to_string()))
-        .collect()
 }
 
 /// The answer of a [`MemoryStore`] call, which never waits.

@@ -20,7 +20,7 @@ use shardik_core::sharding::entities::{
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::ResolvedStrategy;
 
-use super::node::SimMsg;
+use super::messages::SimMsg;
 
 /// How the simulated entities live and what their handlers do.
 #[derive(Clone, Debug)]

@@ -6,6 +6,8 @@
 //!
 //! * [`config`]: settings, with timers short enough for tests;
 //! * [`node`]: one node's sharding layer and the entity model;
+//! * [`messages`]: what the parts exchange (client messages, their events, what nodes send
+//!   each other, what a node reports to the world);
 //! * [`net`]: the sharding network (FIFO per ordered pair of nodes);
 //! * [`traffic`]: the client generator and the ledger of every message's fate;
 //! * [`checker`]: the invariants;
@@ -24,6 +26,7 @@ pub mod config;
 pub mod durability;
 pub mod durable;
 pub mod entities;
+pub mod messages;
 pub mod net;
 pub mod node;
 pub mod store;
@@ -33,8 +36,9 @@ pub use checker::ShardingChecker;
 pub use cluster::{HostEvent, ShardingWorld};
 pub use config::{KindSpec, ShardingConfig, fast_leases, fast_membership, fast_world};
 pub use durability::DurabilityChecker;
-pub use durable::{CrashPoints, DurableSpec, EventRec};
+pub use durable::{CrashPoints, DurableSpec};
 pub use entities::EntitySpec;
-pub use node::{ShardNode, SimMsg};
+pub use messages::{EventRec, SimMsg};
+pub use node::ShardNode;
 pub use store::StoreStats;
 pub use traffic::{Ledger, SentRecord, TrafficConfig, entity_name};

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::UniqueAddress;
 
-use super::node::Wire;
+use super::messages::Wire;
 use crate::world::NodeId;
 
 /// One message in flight.

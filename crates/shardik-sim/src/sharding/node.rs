@@ -16,223 +16,23 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
 use shardik_core::sharding::{
-    AllocationChoice, Coordinator, CoordinatorEvent, DropReason, EntityId, Envelope, KindEffect,
-    KindInput, KindNode, KindNodeSettings, KindStrategy, LeaseAnswer, LeaseKey, LeaseRequest,
-    LeastShardAllocationStrategy, Protocol, Region, ShardId, ShardingView,
+    AllocationChoice, Coordinator, EntityId, Envelope, KindEffect, KindInput, KindNode,
+    KindNodeSettings, KindStrategy, LeaseAnswer, LeaseKey, LeastShardAllocationStrategy, Protocol,
+    Region, ShardId, ShardingView,
 };
 
-use shardik_persistence::{
-    AtomicWrite, Fence, MemoryStore, PersistenceId, SnapshotPlan, WriteResult,
-};
+use shardik_persistence::{Fence, MemoryStore, WriteResult};
 
 use super::config::ShardingConfig;
-use super::durable::{DurableEntities, EventRec};
+use super::durable::DurableEntities;
 use super::entities::{
     Handled, RememberedStore, SimAsk, SimCmd, SimEntities, SimHandlers, SimOutput, new_entities,
 };
+use super::messages::{Output, SimMsg, Wire};
 use shardik_core::sharding::entities::Job;
-
-/// The payload of a simulated client message: who sent it and its number in that sender's
-/// stream to the entity.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SimMsg {
-    /// Unique over the run (the ledger's key).
-    pub id: u64,
-    /// The node incarnation whose client sent it.
-    pub sender: UniqueAddress,
-    /// 1, 2, 3, … per sender, kind and entity.
-    pub seq: u64,
-}
-
-/// What travels between nodes' sharding layers.
-#[derive(Clone, Debug)]
-pub enum Wire {
-    /// A protocol message between regions and coordinators.
-    Proto(Protocol),
-    /// A client message on its way to its shard's home.
-    User(Envelope<SimMsg>),
-}
-
-/// Something a node's layer did that the world must route, check or record.
-#[derive(Clone, Debug)]
-pub enum Output {
-    /// Send to another node.
-    Send {
-        /// Entity kind.
-        kind: usize,
-        /// Destination.
-        to: UniqueAddress,
-        /// The message.
-        wire: Wire,
-    },
-    /// A message reached its entity.
-    Delivered {
-        /// Entity kind.
-        kind: usize,
-        /// The message.
-        env: Envelope<SimMsg>,
-    },
-    /// An entity started.
-    EntityStarted {
-        /// Entity kind.
-        kind: usize,
-        /// The entity's shard.
-        shard: ShardId,
-        /// The entity.
-        entity: EntityId,
-    },
-    /// A client command was handled by its entity.
-    Handled {
-        /// Entity kind.
-        kind: usize,
-        /// The command's number.
-        msg: u64,
-        /// The entity.
-        entity: EntityId,
-    },
-    /// A client command reached its entity's queue but was answered with an error instead of
-    /// being handled.
-    Unhandled {
-        /// Entity kind.
-        kind: usize,
-        /// The command's number.
-        msg: u64,
-        /// Why.
-        why: String,
-    },
-    /// A timer reached another incarnation of its entity than the one that set it.
-    StrayTick {
-        /// Entity kind.
-        kind: usize,
-        /// The entity.
-        entity: EntityId,
-        /// The incarnation that set the timer.
-        set_by: u64,
-        /// The incarnation that got it.
-        got: u64,
-    },
-    /// An entity stopped.
-    EntityStopped {
-        /// Entity kind.
-        kind: usize,
-        /// The entity's shard.
-        shard: ShardId,
-        /// The entity.
-        entity: EntityId,
-    },
-    /// The region started hosting a shard.
-    ShardStarted {
-        /// Entity kind.
-        kind: usize,
-        /// The shard.
-        shard: ShardId,
-    },
-    /// The region stopped hosting a shard.
-    ShardStopped {
-        /// Entity kind.
-        kind: usize,
-        /// The shard.
-        shard: ShardId,
-    },
-    /// The region reported a message as not delivered.
-    Dropped {
-        /// Entity kind.
-        kind: usize,
-        /// The message.
-        env: Envelope<SimMsg>,
-        /// Why.
-        reason: DropReason,
-    },
-    /// The coordinator started (`true`) or stopped here.
-    Coordinator {
-        /// Entity kind.
-        kind: usize,
-        /// Started or stopped.
-        running: bool,
-    },
-    /// The coordinator reported something.
-    CoordinatorEvent {
-        /// Entity kind.
-        kind: usize,
-        /// What.
-        event: CoordinatorEvent,
-    },
-    /// The region stopped (shutdown complete, or stopped because the node is down).
-    RegionStopped {
-        /// Entity kind.
-        kind: usize,
-    },
-    /// The node died holding these client messages (buffered, held for a predecessor, or
-    /// waiting in or written by a durable entity that had not answered).
-    LostWithNode {
-        /// Message ids.
-        ids: Vec<u64>,
-    },
-    /// A durable entity sent a journal write to the store.
-    JournalWrite {
-        /// Names the write in the answer ([`ShardNode::write_done`]).
-        token: u64,
-        /// The events.
-        write: AtomicWrite,
-    },
-    /// A durable entity's command is committed, and the entity answered it.
-    Acked {
-        /// The entity's journal.
-        pid: PersistenceId,
-        /// The command.
-        msg: SimMsg,
-        /// The number of its first event.
-        first_seq: u64,
-        /// The number of its last event.
-        last_seq: u64,
-    },
-    /// A durable entity's command failed: its recovery or its write failed, or its shard
-    /// was stopped before it ran. The asker is told.
-    CommandFailed {
-        /// The command.
-        msg: SimMsg,
-        /// Why.
-        why: String,
-    },
-    /// A durable entity recovered its state from the store.
-    Recovered {
-        /// The entity's journal.
-        pid: PersistenceId,
-        /// The number of the last event recovered.
-        seq: u64,
-        /// The state: every event applied.
-        state: Vec<EventRec>,
-    },
-    /// A lease call to the store (answered, for acquisitions and renewals, through
-    /// [`ShardNode::lease_answered`]).
-    Lease {
-        /// Entity kind.
-        kind: usize,
-        /// The call.
-        request: LeaseRequest<LeaseKey>,
-    },
-    /// Something about a lease worth a line in the timeline.
-    LeaseNote {
-        /// Entity kind.
-        kind: usize,
-        /// What.
-        what: String,
-    },
-    /// A durable entity's write made a snapshot due.
-    SnapshotDue {
-        /// The entity's journal.
-        pid: PersistenceId,
-        /// What the snapshot does.
-        plan: SnapshotPlan,
-        /// The state at the snapshot.
-        payload: Bytes,
-    },
-}
 
 /// One kind's pieces on one node.
 struct KindState {

@@ -17,8 +17,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::action::SbrAction;
 use super::decision::Decision;
-use super::resolver::SbrAction;
 use crate::membership::address::UniqueAddress;
 use crate::time::Instant;
 

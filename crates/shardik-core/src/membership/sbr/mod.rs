@@ -5,23 +5,26 @@
 //! complementary views, reach complementary verdicts: one side downs the other, the other
 //! downs itself (or, when that cannot be guaranteed, everyone goes down).
 //!
-//! Two concerns, one file each:
+//! One concern per file:
 //! - `decision.rs`: *what* to decide. The strategies as pure functions over an [`SbrView`]
 //!   (who survives, given who is counted on which side).
 //! - `resolver.rs`: *when* to decide. [`SplitBrainResolver`], the small timer state
 //!   (stable-after, instability tracking, down-all-when-unstable) with its [`SbrSettings`].
 //! - `lease.rs`: lease-majority's lease protocol, which holds a decision back until the
-//!   lease answers ([`SbrAction`]).
+//!   lease answers.
+//! - `action.rs`: what both ask the caller to do ([`SbrAction`]).
 
+mod action;
 mod decision;
 mod lease;
 mod resolver;
 
+pub use action::SbrAction;
 pub use decision::{
     Decision, SbrView, Strategy, decide, indirectly_connected, lease_acquire_delay, nodes_to_down,
 };
 pub use lease::ReleaseWhen;
-pub use resolver::{Instability, SbrAction, SbrChange, SbrSettings, SplitBrainResolver};
+pub use resolver::{Instability, SbrChange, SbrSettings, SplitBrainResolver};
 
 #[cfg(test)]
 mod decision_tests;

@@ -5,34 +5,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use super::action::SbrAction;
 use super::decision::{
     Decision, SbrView, Strategy, counted, decide, lease_acquire_delay, nodes_to_down,
 };
 use super::lease::{LeaseGate, Outcomes, ReleaseWhen};
 use crate::membership::address::UniqueAddress;
 use crate::time::Instant;
-
-/// What the resolver asks its caller to do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SbrAction {
-    /// Down these nodes, in this order (others first, self last, since downing self may shut
-    /// this node down), because of `decision`.
-    Down {
-        /// The verdict acted on (for a lease-majority side that did not get the lease, the
-        /// reversed one).
-        decision: Decision,
-        /// The nodes to down.
-        nodes: Vec<UniqueAddress>,
-    },
-    /// Acquire the lease of lease-majority, then answer with
-    /// [`SplitBrainResolver::lease_answer`] and this `attempt`.
-    AcquireLease {
-        /// Names the request, so that a late answer to an earlier one is not mistaken for it.
-        attempt: u64,
-    },
-    /// Give the lease back.
-    ReleaseLease,
-}
 
 /// Split-brain resolver settings (`pekko.cluster.split-brain-resolver`).
 #[derive(Clone, Debug, PartialEq, Eq)]
