@@ -3,7 +3,7 @@
 
 use std::time::Instant as WallInstant;
 
-use shardik_sim::sharding::scale::{ScaleSpec, one_entity_per_shard, run};
+use shardik_sim::sharding::scale::{ScaleSpec, one_entity_per_shard, run, run_with_progress};
 
 #[test]
 fn one_entity_per_shard_names_an_entity_of_every_shard() {
@@ -74,7 +74,9 @@ fn a_thousand_nodes_with_ten_thousand_shards() {
     spec.restarts = env_or("SHARDIK_SCALE_RESTARTS", spec.restarts);
     spec.minority = env_or("SHARDIK_SCALE_MINORITY", spec.minority);
     let wall = WallInstant::now();
-    let report = run(&spec);
+    let report = run_with_progress(&spec, |line| {
+        eprintln!("{:>8.1} s wall: {line}", wall.elapsed().as_secs_f64())
+    });
     let mut json = serde_json::to_value(&report).expect("serializes");
     json["wall_s"] = wall.elapsed().as_secs_f64().into();
     json["peak_rss_bytes"] = peak_rss().into();

@@ -187,6 +187,12 @@ pub fn config(shards: u32) -> ShardingConfig {
 
 /// Runs the four phases (see the module docs).
 pub fn run(spec: &ScaleSpec) -> ScaleReport {
+    run_with_progress(spec, |_| {})
+}
+
+/// [`run`], telling `progress` what each phase measured as soon as it ends (a run of 1 000
+/// nodes takes long enough that the early phases are worth having on their own).
+pub fn run_with_progress(spec: &ScaleSpec, mut progress: impl FnMut(String)) -> ScaleReport {
     assert!(spec.nodes >= 3, "at least three nodes");
     assert!(
         spec.minority >= 1 && 2 * spec.minority < spec.nodes,
@@ -215,6 +221,7 @@ pub fn run(spec: &ScaleSpec) -> ScaleReport {
         run.s.join(id, &all[..3]);
     }
     let formed_s = run.poll_until(t0, |s| agreed(s, &all));
+    progress(format!("formed: {formed_s:?} s"));
 
     // 2. the first message to every shard
     let t0 = run.s.now();
@@ -224,6 +231,7 @@ pub fn run(spec: &ScaleSpec) -> ScaleReport {
         .filter_map(|(i, entity)| run.s.tell(i % spec.nodes, run.kind, entity))
         .collect();
     let all_homed_s = run.poll_until(t0, |s| ids.iter().all(|id| s.ledger().is_delivered(*id)));
+    progress(format!("every shard homed: {all_homed_s:?} s"));
     let per_s = spec.traffic_per_s.max(1);
     run.s.set_traffic(Some(TrafficConfig::new(
         Duration::from_millis(100),
@@ -234,11 +242,16 @@ pub fn run(spec: &ScaleSpec) -> ScaleReport {
     // 3. the rolling restart: evenly spread over the nodes after node 0
     let restarts = (1..=spec.restarts)
         .map(|i| i * (spec.nodes - spec.minority) / (spec.restarts + 1))
-        .map(|id| run.restart(id.max(1), &all))
+        .map(|id| {
+            let report = run.restart(id.max(1), &all);
+            progress(format!("restart: {report:?}"));
+            report
+        })
         .collect();
 
     // 4. the partition, then the heal
     let partition = Some(run.partition(&all));
+    progress(format!("partition: {partition:?}"));
 
     // The clients stop; what is in flight settles before the ledger is read.
     run.s.set_traffic(None);
