@@ -1,6 +1,7 @@
 //! `shardik bench`: measurements of the transport (issue 3); `bench sharding` lives in
 //! [`crate::bench_sharding`], `bench persistence` in [`crate::bench_persistence`],
-//! `bench remembered` in [`crate::bench_remembered`]. What they share (runtime choice, peer
+//! `bench remembered` in [`crate::bench_remembered`], `bench coordinator` in
+//! [`crate::bench_coordinator`]. What they share (runtime choice, peer
 //! processes, the open-loop sender, latency percentiles) is in [`crate::bench_support`].
 //!
 //! - `bench transport`: one-way throughput of user messages and request/response latency at a
@@ -70,6 +71,9 @@ enum BenchCmd {
     Remembered(crate::bench_remembered::RememberedArgs),
     /// Codecs of commands, replies and events: size, encode and decode time per codec.
     Codecs(crate::bench_codecs::CodecsArgs),
+    /// The shard coordinator alone: allocation, rebalance and re-homing time, state memory,
+    /// from 10 to 1 000 regions and 1 000 to 100 000 shards.
+    Coordinator(crate::bench_coordinator::CoordinatorArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -154,6 +158,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Persistence(a) => crate::bench_persistence::run(a),
         BenchCmd::Remembered(a) => crate::bench_remembered::run(a),
         BenchCmd::Codecs(a) => crate::bench_codecs::run(a),
+        BenchCmd::Coordinator(a) => crate::bench_coordinator::run(a),
     }
 }
 

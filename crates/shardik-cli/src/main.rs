@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_codecs;
+mod bench_coordinator;
 mod bench_frames;
 mod bench_handshake;
 mod bench_persistence;

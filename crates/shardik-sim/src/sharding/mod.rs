@@ -13,7 +13,9 @@
 //! * [`checker`]: the invariants;
 //! * [`durable`], [`store`], [`durability`]: durable entities (commands that persist events
 //!   to a store with crash points, through the runtime's journal core) and their invariants;
-//! * [`cluster`]: [`ShardingWorld`], which ties them to the membership world.
+//! * [`cluster`]: [`ShardingWorld`], which ties them to the membership world;
+//! * [`scale`]: a large cluster (1 000 nodes, 10 000 shards) through formation, a rolling
+//!   restart and a partition, timed in simulated time.
 //!
 //! [`World`]: crate::world::World
 //! [`ShardingView`]: shardik_core::sharding::ShardingView
@@ -29,6 +31,7 @@ pub mod entities;
 pub mod messages;
 pub mod net;
 pub mod node;
+pub mod scale;
 pub mod store;
 pub mod traffic;
 
