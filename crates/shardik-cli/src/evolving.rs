@@ -73,7 +73,11 @@ fn register_version<V: Version>(sharding: &Sharding, guard: &WriteGuard) -> anyh
 where
     V::Command: DeserializeOwned,
 {
-    let kind = EntityKind::<V>::new(KIND, V::create).with_codec(Cbor);
+    // Its entities keep nothing: there is no store to remember them in, whatever
+    // remember-entities says for the node's durable kinds.
+    let kind = EntityKind::<V>::new(KIND, V::create)
+        .without_remember_entities()
+        .with_codec(Cbor);
     sharding.init(kind)?;
     Ok(Router::new()
         .route("/demo/evolving/{id}", guard.protect(post(set::<V>)))

@@ -162,14 +162,8 @@ async fn run_node(
         guard
     };
     if let Some(persistence) = &persistence {
-        let mut counters = counter_kind(persistence);
-        let sharding_settings = &settings.cluster.sharding;
-        if sharding_settings.remember_entities {
-            counters = counters.with_remember_entities(
-                std::sync::Arc::clone(persistence.store()),
-                sharding_settings.entity_recovery(),
-            );
-        }
+        // Like any kind, the counters follow remember-entities in their own store.
+        let counters = counter_kind(persistence);
         sharding
             .init(counters)
             .context("cannot register the demo counters")?;

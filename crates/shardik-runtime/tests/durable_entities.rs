@@ -19,11 +19,11 @@ use shardik_runtime::persistence::{
     EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence, Retention, StateEffect,
 };
 use shardik_runtime::sharding::{
-    EntityKind, EntityRecovery, EntityTypeKey, ReplyTo, Sharding, ShardingError,
+    EntityKind, EntityRecovery, EntityTypeKey, InitError, ReplyTo, Sharding, ShardingError,
 };
 
 use common::gated_store::GatedStore;
-use common::{free_port, start_sharding_node, wait_up};
+use common::{free_port, start_sharding_node, start_sharding_node_with, wait_up};
 
 const ASK: Duration = Duration::from_secs(10);
 
@@ -93,6 +93,17 @@ const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("es-cou
 async fn one_node() -> (RunningNode, Sharding) {
     let port = free_port();
     let (node, sharding) = start_sharding_node("durable-test", port, port, &[]).await;
+    wait_up(&[&node], 1).await;
+    (node, sharding)
+}
+
+/// One node whose configuration says `remember-entities = on` with `recovery`.
+async fn one_remembering_node(recovery: EntityRecovery) -> (RunningNode, Sharding) {
+    let port = free_port();
+    let (node, sharding) = start_sharding_node_with("durable-test", port, port, &[], |c| {
+        c.remember_entities = Some(recovery);
+    })
+    .await;
     wait_up(&[&node], 1).await;
     (node, sharding)
 }
@@ -394,12 +405,32 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
 
 // Remembered entities.
 
+/// Where a kind's choice to remember its entities comes from.
+#[derive(Clone, Copy)]
+enum Remembering {
+    /// The kind's code: `with_remember_entities`.
+    InCode(EntityRecovery),
+    /// The node's configuration (`remember-entities = on`), the kind saying nothing.
+    Configured(EntityRecovery),
+}
+
+impl Remembering {
+    async fn node(self) -> (RunningNode, Sharding) {
+        match self {
+            Remembering::InCode(_) => one_node().await,
+            Remembering::Configured(recovery) => one_remembering_node(recovery).await,
+        }
+    }
+}
+
 /// Registers the event-sourced counter remembering its entities in `store`.
-fn register_remembering(sharding: &Sharding, store: &Arc<MemoryStore>, recovery: EntityRecovery) {
+fn register_remembering(sharding: &Sharding, store: &Arc<MemoryStore>, how: Remembering) {
     let persistence = Persistence::new(store.clone());
-    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default())
-        .into_kind()
-        .with_remember_entities(store.clone(), recovery);
+    let kind = EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default()).into_kind();
+    let kind = match how {
+        Remembering::InCode(recovery) => kind.with_remember_entities(store.clone(), recovery),
+        Remembering::Configured(_) => kind,
+    };
     sharding.init(kind).expect("kind registers");
 }
 
@@ -418,10 +449,10 @@ async fn running(sharding: &Sharding) -> Vec<String> {
     ids
 }
 
-async fn remembered_entities_come_back(recovery: EntityRecovery) {
+async fn remembered_entities_come_back(how: Remembering) {
     let store = Arc::new(MemoryStore::new());
-    let (first, sharding) = one_node().await;
-    register_remembering(&sharding, &store, recovery);
+    let (first, sharding) = how.node().await;
+    register_remembering(&sharding, &store, how);
     let ids = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"];
     for id in ids {
         let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
@@ -442,8 +473,8 @@ async fn remembered_entities_come_back(recovery: EntityRecovery) {
     assert_eq!(reason, shardik_core::membership::ShutdownReason::Left);
 
     // A new cluster on the same store: nobody sends anything, yet the six come back.
-    let (_second, sharding) = one_node().await;
-    register_remembering(&sharding, &store, recovery);
+    let (_second, sharding) = how.node().await;
+    register_remembering(&sharding, &store, how);
     let expected: Vec<String> = ids[..6].iter().map(|s| s.to_string()).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -514,14 +545,63 @@ async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_sto
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remembered_entities_start_again_after_a_full_restart_without_a_message() {
-    remembered_entities_come_back(EntityRecovery::All).await;
+    remembered_entities_come_back(Remembering::InCode(EntityRecovery::All)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remembered_entities_start_at_a_constant_rate_when_asked() {
-    remembered_entities_come_back(EntityRecovery::ConstantRate {
+    remembered_entities_come_back(Remembering::InCode(EntityRecovery::ConstantRate {
         entities: 2,
         frequency: Duration::from_millis(20),
-    })
+    }))
     .await;
+}
+
+/// `remember-entities = on` in the configuration reaches a kind whose code says nothing (it
+/// remembers in its own store, and starts as `entity-recovery-strategy` says), not only the
+/// binary's demo counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_remember_entities_reaches_every_kind() {
+    remembered_entities_come_back(Remembering::Configured(EntityRecovery::ConstantRate {
+        entities: 2,
+        frequency: Duration::from_millis(20),
+    }))
+    .await;
+}
+
+/// With `remember-entities = on`, a kind with no store of its own is refused at registration
+/// with what to do, and one that opts out registers and is not remembered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_with_no_store_is_refused_when_remember_entities_is_on_unless_it_opts_out() {
+    let (_node, sharding) = one_remembering_node(EntityRecovery::All).await;
+    let refused = sharding
+        .init(EntityKind::new("plain", |_| Plain))
+        .unwrap_err();
+    assert!(
+        matches!(refused, InitError::NoRememberStore(ref k) if k == "plain"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("without_remember_entities"),
+        "{refused}"
+    );
+    let plain = sharding
+        .init(EntityKind::new("plain", |_| Plain).without_remember_entities())
+        .expect("an opted-out kind registers");
+    assert_eq!(plain.entity_ref("p").ask(7, ASK).await.unwrap(), 7);
+}
+
+struct Plain;
+
+impl shardik_runtime::sharding::Entity for Plain {
+    type Command = u8;
+    type Reply = u8;
+
+    async fn handle(
+        &mut self,
+        cmd: u8,
+        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
+    ) -> u8 {
+        cmd
+    }
 }

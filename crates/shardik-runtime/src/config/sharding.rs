@@ -58,9 +58,9 @@ pub struct ShardingSettings {
     /// `handoff-mode`: what happens to messages buffered at a shard's old home during a
     /// hand-off.
     pub handoff_mode: HandOffModeSetting,
-    /// `remember-entities`: kinds registered with a store remember their running entities
-    /// (the binary's demo counters follow it; a library kind opts in with
-    /// `EntityKind::with_remember_entities`).
+    /// `remember-entities`: every kind whose code does not say otherwise remembers its running
+    /// entities in its own store (`EntityKind::with_remember_entities` and
+    /// `without_remember_entities` override it per kind).
     #[serde(deserialize_with = "super::values::de_switch")]
     pub remember_entities: bool,
     /// `entity-recovery-strategy`: `all` or `constant`.

@@ -11,7 +11,7 @@ use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
-use super::remember_settings::{EntityRecovery, RememberSettings};
+use super::remember_settings::{EntityRecovery, RememberChoice, RememberSettings};
 use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 
 /// A sharded entity: a plain Rust value addressed by id, created on its first message and
@@ -403,10 +403,11 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     pub(crate) passivation: Option<shardik_passivation::ResolvedStrategy>,
     pub(crate) allocation: KindAllocation,
     pub(crate) codec: Arc<C>,
-    pub(crate) remember: Option<RememberSettings>,
-    /// Where the kind's shard and coordinator leases live when `cluster.sharding.use-lease`
-    /// or `coordinator-singleton.use-lease` is on.
-    pub(crate) lease_store: Option<Arc<dyn shardik_persistence::Store>>,
+    pub(crate) remember: RememberChoice,
+    /// The kind's own store: where its shard and coordinator leases live when
+    /// `cluster.sharding.use-lease` or `coordinator-singleton.use-lease` is on, and its
+    /// remembered entities when `remember-entities` is on and the kind does not say otherwise.
+    pub(crate) own_store: Option<Arc<dyn shardik_persistence::Store>>,
 }
 
 impl<E: Entity> EntityKind<E, Postcard> {
@@ -430,8 +431,8 @@ impl<E: Entity> EntityKind<E, Postcard> {
             passivation: None,
             allocation: KindAllocation::Configured,
             codec: Arc::new(Postcard),
-            remember: None,
-            lease_store: None,
+            remember: RememberChoice::Configured,
+            own_store: None,
         }
     }
 }
@@ -549,12 +550,25 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
     /// after `cluster.sharding.entity-restart-backoff` unless a message does so first.
     /// Automatic passivation (idle timeout or limit) is off for such a kind, as in the
     /// reference; an entity still stops when it asks to (`ctx.passivate()`).
+    ///
+    /// Without this call a kind follows `cluster.sharding.remember-entities` (off by default):
+    /// when it is on, the kind's entities are remembered in its own store (a durable kind's,
+    /// or the one given to [`with_lease_store`](Self::with_lease_store)) and started as
+    /// `entity-recovery-strategy` says; a kind with no store of its own is then refused at
+    /// registration.
     pub fn with_remember_entities(
         mut self,
         store: Arc<dyn shardik_persistence::Store>,
         recovery: EntityRecovery,
     ) -> Self {
-        self.remember = Some(RememberSettings { store, recovery });
+        self.remember = RememberChoice::On(RememberSettings { store, recovery });
+        self
+    }
+
+    /// Never remembers the kind's entities, whatever `cluster.sharding.remember-entities`
+    /// says.
+    pub fn without_remember_entities(mut self) -> Self {
+        self.remember = RememberChoice::Off;
         self
     }
 
@@ -564,8 +578,11 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
     /// use the store the entities write to. Durable kinds (event-sourced, durable state) use
     /// their own store without being told; with leases configured, a kind that hosts shards
     /// and has no lease store is refused at registration.
+    ///
+    /// The store is also where the kind's entities are remembered when
+    /// `cluster.sharding.remember-entities` is on and the kind does not say otherwise.
     pub fn with_lease_store(mut self, store: Arc<dyn shardik_persistence::Store>) -> Self {
-        self.lease_store = Some(store);
+        self.own_store = Some(store);
         self
     }
 
@@ -582,7 +599,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             allocation: self.allocation,
             codec: Arc::new(codec),
             remember: self.remember,
-            lease_store: self.lease_store,
+            own_store: self.own_store,
         }
     }
 

@@ -59,6 +59,7 @@ pub use held_back::HeldBackKind;
 pub use keepalive::{ManagedInitError, ManagedRef};
 pub use messages::RegionState;
 pub use remember_settings::EntityRecovery;
+use remember_settings::{RememberChoice, RememberSettings};
 pub use reply_to::ReplyTo;
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
@@ -102,6 +103,9 @@ pub struct ShardingConfig {
     /// How long after a remembered entity failed its shard starts it again without a message
     /// (`entity-restart-backoff`; only for kinds that remember their entities).
     pub entity_restart_backoff: Duration,
+    /// Whether kinds remember their entities when their code does not say
+    /// (`remember-entities`), and then how a shard starts them (`entity-recovery-strategy`).
+    pub remember_entities: Option<EntityRecovery>,
     /// The coordinator's lease (`coordinator-singleton.use-lease`), with its timing; the
     /// shards' leases are `region.lease` (`use-lease`).
     pub coordinator_lease: Option<LeaseTiming>,
@@ -127,6 +131,7 @@ impl Default for ShardingConfig {
             self_roles: Default::default(),
             query_timeout: Duration::from_secs(3),
             entity_restart_backoff: Duration::from_secs(10),
+            remember_entities: None,
             coordinator_lease: None,
             cluster_name: "shardik".into(),
             self_fence_after: None,
@@ -184,6 +189,7 @@ impl ShardingConfig {
             self_roles: membership.roles.clone(),
             query_timeout: sh.shard_region_query_timeout,
             entity_restart_backoff: sh.entity_restart_backoff,
+            remember_entities: sh.remember_entities.then(|| sh.entity_recovery()),
             coordinator_lease: sh
                 .coordinator_singleton
                 .use_lease
@@ -249,6 +255,15 @@ pub enum InitError {
          EntityKind::with_lease_store (durable kinds use their own store)"
     )]
     NoLeaseStore(String),
+    /// `cluster.sharding.remember-entities` is on but the kind has no store to remember its
+    /// entities in.
+    #[error(
+        "entity kind {0:?}: cluster.sharding.remember-entities is on but the kind has no \
+         store; give it one with EntityKind::with_remember_entities (or \
+         EntityKind::with_lease_store), or opt out with EntityKind::without_remember_entities \
+         (durable kinds use their own store)"
+    )]
+    NoRememberStore(String),
 }
 
 struct KindEntry {
@@ -435,7 +450,21 @@ impl Sharding {
             (Some(r), None) => !cfg.self_roles.contains(r),
         };
         let uses_leases = cfg.region.lease.is_some() || cfg.coordinator_lease.is_some();
-        let leases = match (&kind.lease_store, uses_leases && !proxy) {
+        let remember = match &kind.remember {
+            RememberChoice::On(settings) => Some(settings.clone()),
+            RememberChoice::Off => None,
+            RememberChoice::Configured => match (cfg.remember_entities, &kind.own_store) {
+                (None, _) => None,
+                (Some(recovery), Some(store)) => Some(RememberSettings {
+                    store: Arc::clone(store),
+                    recovery,
+                }),
+                // A proxy hosts no entity: it needs no store.
+                (Some(_), None) if proxy => None,
+                (Some(_), None) => return Err(InitError::NoRememberStore(kind.name.to_string())),
+            },
+        };
+        let leases = match (&kind.own_store, uses_leases && !proxy) {
             (_, false) => None,
             (None, true) => return Err(InitError::NoLeaseStore(kind.name.to_string())),
             (Some(store), true) => {
@@ -480,7 +509,7 @@ impl Sharding {
         // remembered entities are never passivated automatically).
         let entity_settings = EntitySettings {
             passivation: kind.effective_passivation(&cfg.passivation),
-            remember: kind.remember.is_some(),
+            remember: remember.is_some(),
             restart_backoff: cfg.entity_restart_backoff,
         };
         let task = KindTask {
@@ -520,7 +549,7 @@ impl Sharding {
                 let weak: resolve::Resolver = Arc::downgrade(&self.inner) as _;
                 weak
             },
-            remember: kind.remember.clone(),
+            remember,
             leases,
             held_back: Arc::clone(&self.inner.held_back),
         };

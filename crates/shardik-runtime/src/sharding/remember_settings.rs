@@ -31,3 +31,18 @@ pub(crate) struct RememberSettings {
     pub store: Arc<dyn Store>,
     pub recovery: EntityRecovery,
 }
+
+/// Whether a kind remembers its entities: as `cluster.sharding.remember-entities` says (the
+/// default, in the kind's own store), or as its code says.
+#[derive(Clone, Default)]
+pub(crate) enum RememberChoice {
+    /// As configured: with `remember-entities = on`, in the kind's own store (a durable
+    /// kind's, or the one given to `with_lease_store`), started as
+    /// `entity-recovery-strategy` says.
+    #[default]
+    Configured,
+    /// Remembered in this store, whatever the configuration.
+    On(RememberSettings),
+    /// Not remembered, whatever the configuration.
+    Off,
+}
