@@ -216,13 +216,16 @@ impl Gossip {
         self.reachability_status(subject) == ReachabilityStatus::Reachable
     }
 
-    /// Members that some non-Down observer sees as unreachable or terminated.
+    /// Members that some non-Down observer sees as unreachable or terminated (those for which
+    /// [`is_reachable`](Self::is_reachable) is false), found in one pass over the table.
     pub fn unreachable_members(&self) -> BTreeSet<UniqueAddress> {
-        self.reachability
-            .all_unreachable_or_terminated()
-            .into_iter()
-            .filter(|n| self.members.contains_key(n) && !self.is_reachable(n))
-            .collect()
+        let mut unreachable = self.reachability.unreachable_by(|observer| {
+            self.members
+                .get(observer)
+                .is_some_and(|m| m.status != MemberStatus::Down)
+        });
+        unreachable.retain(|n| self.members.contains_key(n));
+        unreachable
     }
 
     /// Whether `self_node`, holding this state, sees convergence: every Up or Leaving member
@@ -267,12 +270,16 @@ impl Gossip {
         self_node: &UniqueAddress,
         filter: impl Fn(&Member) -> bool,
     ) -> Option<UniqueAddress> {
+        // The unreachable set once, not `is_reachable` per member: each of those walks every
+        // observer row, O(members x observers) per call, and this runs for every gossip state
+        // a node takes in.
+        let unreachable = self.unreachable_members();
         let candidates: Vec<&Member> = self
             .members
             .values()
             .filter(|m| filter(m))
             .filter(|m| m.status != MemberStatus::Down)
-            .filter(|m| &m.addr == self_node || self.is_reachable(&m.addr))
+            .filter(|m| &m.addr == self_node || !unreachable.contains(&m.addr))
             .collect();
         candidates
             .iter()

@@ -102,6 +102,21 @@ impl Reachability {
         worst
     }
 
+    /// Subjects that some observer accepted by `count_observer` sees as unreachable or
+    /// terminated: what [`status_by`](Self::status_by) says is not Reachable, for every
+    /// subject at once, in one pass over the table (asking `status_by` of each member walks
+    /// every observer row per member, which is quadratic in a large cluster).
+    pub fn unreachable_by(
+        &self,
+        count_observer: impl Fn(&UniqueAddress) -> bool,
+    ) -> BTreeSet<UniqueAddress> {
+        self.observers
+            .iter()
+            .filter(|(obs, _)| count_observer(obs))
+            .flat_map(|(_, rows)| rows.subjects.keys().cloned())
+            .collect()
+    }
+
     /// Whether anyone sees `subject` as unreachable or terminated.
     pub fn is_reachable(&self, subject: &UniqueAddress) -> bool {
         self.status(subject) == ReachabilityStatus::Reachable
@@ -117,10 +132,7 @@ impl Reachability {
 
     /// Subjects that some observer sees as unreachable or terminated.
     pub fn all_unreachable_or_terminated(&self) -> BTreeSet<UniqueAddress> {
-        self.observers
-            .values()
-            .flat_map(|r| r.subjects.keys().cloned())
-            .collect()
+        self.unreachable_by(|_| true)
     }
 
     /// Subjects `observer` sees as unreachable or terminated.
