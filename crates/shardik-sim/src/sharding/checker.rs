@@ -88,7 +88,12 @@ impl ShardingChecker {
     /// (the region counted it stopped: a crash, a lost lease, a region stopping); never by a
     /// passivation or a hand-off, which stop an entity behind what is queued.
     pub fn unhandled(&mut self, now: Instant, node: &UniqueAddress, msg: u64, why: &str) {
-        let allowed = why.contains("told to fail") || why.contains("the shard was stopped");
+        // A durable entity's command fails when the store refuses its write (a newer lease
+        // holder's fence) or its recovery fails: the asker hears, nothing is half-kept.
+        let allowed = why.contains("told to fail")
+            || why.contains("the shard was stopped")
+            || why.contains("journal write refused")
+            || why.contains("recovery failed");
         if !allowed {
             self.violation(now, node, format!("command {msg} was not handled: {why}"));
         }

@@ -849,7 +849,7 @@ impl ShardingWorld {
                 }
                 let layer = self.slots[to.id].layer.as_mut().expect("current");
                 let mut out = std::mem::take(&mut self.scratch);
-                layer.write_done(token, result, &mut out);
+                layer.write_done(now, token, result, &mut out);
                 self.dispatch(to.id, &mut out);
                 self.scratch = out;
             }

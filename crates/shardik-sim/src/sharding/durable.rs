@@ -3,26 +3,30 @@
 //! ([`shardik_persistence::journaled`], the code the runtime's event-sourced entities run), and
 //! is acknowledged only once the store has committed them.
 //!
-//! This module is the node side: the entities of one node incarnation, each handling one
-//! command at a time (recovery first, then a write, then the next command), as the runtime's
-//! entity host does. The store side (writes that take time, crash points, snapshots carried
+//! This module is the node side: the handler of a durable entity's command (recovery first,
+//! then a write, finished when the store answers), run by the core's entity lifecycle, which
+//! decides, as in the runtime, that an entity handles one command at a time and that a stop
+//! waits behind the writes before it. The store side (writes that take time, crash points, snapshots carried
 //! out step by step) is [`super::store`]; the invariants are [`super::durability`].
 //!
 //! An entity's state is the list of the events it applied; each event names the message that
 //! made it and its part (`k` of `n`), so any state can be compared with the journal.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shardik_core::sharding::{EntityId, ShardId};
+use shardik_core::sharding::ShardId;
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
     AtomicWrite, Fence, JournalCursor, MemoryStore, PersistenceId, Recovery, Retention,
     SnapshotPlan, Store, StoreError, StoreFuture, WriteResult, persistence_id,
 };
 
+use shardik_core::sharding::entities::{Done, Run};
+
+use super::entities::SimLife;
 use super::messages::{EventRec, Output, SimMsg, decode_state, encode_state};
 
 /// The manifest every event is written with: what a runtime entity writes (its storage codec
@@ -135,49 +139,51 @@ pub fn recover(
     }
 }
 
-/// One durable entity incarnation.
-struct DurableEntity {
-    shard: ShardId,
-    /// Where its journal stands (`None`: not recovered; a failed command resets it).
-    journal: Option<JournalCursor>,
-    /// The events applied.
-    state: Vec<EventRec>,
-    /// Commands waiting their turn.
-    queue: VecDeque<SimMsg>,
-    /// The command whose write is at the store (its token).
-    writing: Option<u64>,
-}
-
-/// A write at the store, and whose it is.
+/// A client command's write at the store: the handler that started it, waiting for the
+/// store's answer.
 struct InFlight {
-    kind: usize,
-    entity: EntityId,
+    run: Run<SimLife>,
     msg: SimMsg,
     first_seq: u64,
     events: Vec<EventRec>,
-    /// The entity was force-stopped meanwhile: the handler still answers, nothing is kept.
+    /// The entity was force-stopped meanwhile: the write still answers its asker, and the
+    /// lifecycle (which no longer has the entity) is not told.
     orphan: bool,
 }
 
-/// The durable entities of one node incarnation.
-pub(crate) struct DurableEntities {
+/// The journal side of one durable kind's handlers on one node incarnation: a client
+/// command's handler recovers its entity if it has to, starts one journal write, and finishes
+/// when the store answers it. Which command runs when, and what waits behind it, is the
+/// core's entity lifecycle, as for the runtime's event-sourced entities.
+pub(crate) struct DurableJournal {
     store: Arc<MemoryStore>,
     retention: Option<Retention>,
-    kinds: Vec<String>,
-    entities: BTreeMap<(usize, EntityId), DurableEntity>,
+    /// The kind's name (the persistence ids' prefix).
+    kind: String,
+    /// The kind's number, in the high bits of its write tokens (the node routes the store's
+    /// answers by it).
+    token_base: u64,
     writes: BTreeMap<u64, InFlight>,
     next_token: u64,
     /// The lease fences of shards that run under a lease here: their writes carry them.
-    fences: BTreeMap<(usize, ShardId), Fence>,
+    fences: BTreeMap<ShardId, Fence>,
 }
 
-impl DurableEntities {
-    pub(crate) fn new(store: Arc<MemoryStore>, spec: &DurableSpec, kinds: Vec<String>) -> Self {
-        DurableEntities {
+/// How many bits of a write token number the write within its kind.
+const TOKEN_BITS: u32 = 48;
+
+/// The kind a write token belongs to.
+pub(crate) fn token_kind(token: u64) -> usize {
+    (token >> TOKEN_BITS) as usize
+}
+
+impl DurableJournal {
+    pub(crate) fn new(store: Arc<MemoryStore>, spec: &DurableSpec, kind: &str, k: usize) -> Self {
+        DurableJournal {
             store,
             retention: spec.retention,
-            kinds,
-            entities: BTreeMap::new(),
+            kind: kind.to_string(),
+            token_base: (k as u64) << TOKEN_BITS,
             writes: BTreeMap::new(),
             next_token: 1,
             fences: BTreeMap::new(),
@@ -185,198 +191,154 @@ impl DurableEntities {
     }
 
     /// The writes of `shard`'s entities carry `fence` from now on (`None`: no lease).
-    pub(crate) fn set_fence(&mut self, kind: usize, shard: &ShardId, fence: Option<Fence>) {
+    pub(crate) fn set_fence(&mut self, shard: &ShardId, fence: Option<Fence>) {
         match fence {
-            Some(f) => self.fences.insert((kind, shard.clone()), f),
-            None => self.fences.remove(&(kind, shard.clone())),
+            Some(f) => self.fences.insert(shard.clone(), f),
+            None => self.fences.remove(shard),
         };
     }
 
-    /// A command reached its entity (created if it does not run).
-    pub(crate) fn deliver(
+    /// Runs client command `msg`'s handler: recovers the entity first if this incarnation
+    /// has not, then sends its write. Finished at once only when the recovery fails (the
+    /// command fails and the incarnation ends, as in the runtime: the next one recovers
+    /// again).
+    pub(crate) fn start(
         &mut self,
-        kind: usize,
-        shard: &ShardId,
-        entity: &EntityId,
+        mut run: Run<SimLife>,
         msg: SimMsg,
         out: &mut Vec<Output>,
-    ) {
-        let e = self
-            .entities
-            .entry((kind, entity.clone()))
-            .or_insert_with(|| DurableEntity {
-                shard: shard.clone(),
-                journal: None,
-                state: Vec::new(),
-                queue: VecDeque::new(),
-                writing: None,
-            });
-        e.queue.push_back(msg);
-        self.advance(kind, entity, out);
-    }
-
-    /// Runs the entity's next command, unless one is at the store.
-    fn advance(&mut self, kind: usize, entity: &EntityId, out: &mut Vec<Output>) {
-        let pid = persistence_id(&self.kinds[kind], entity);
-        let snapshots = self.retention.is_some();
-        let Some(e) = self.entities.get_mut(&(kind, entity.clone())) else {
-            return;
-        };
-        while e.writing.is_none() {
-            let Some(msg) = e.queue.pop_front() else {
-                return;
-            };
-            if e.journal.is_none() {
-                match recover(&self.store, &pid, snapshots) {
-                    Ok((cursor, state)) => {
-                        out.push(Output::Recovered {
-                            pid: pid.clone(),
-                            seq: cursor.seq(),
-                            state: state.clone(),
-                        });
-                        e.state = state;
-                        e.journal = Some(cursor);
-                    }
-                    Err(why) => {
-                        // As the runtime: the command fails and the incarnation is dropped;
-                        // the next command recovers again.
-                        e.state.clear();
-                        out.push(Output::CommandFailed {
-                            msg,
-                            why: format!("recovery failed: {why}"),
-                        });
-                        continue;
-                    }
+    ) -> Option<Done<SimLife>> {
+        let pid = persistence_id(&self.kind, &run.id);
+        let journal = match run.entity.journal.take() {
+            Some(journal) => journal,
+            None => match recover(&self.store, &pid, self.retention.is_some()) {
+                Ok((cursor, state)) => {
+                    out.push(Output::Recovered {
+                        pid: pid.clone(),
+                        seq: cursor.seq(),
+                        state: state.clone(),
+                    });
+                    run.entity.state = state;
+                    cursor
                 }
-            }
-            let journal = e.journal.as_ref().expect("recovered above");
-            let events = EventRec::for_msg(&msg);
-            let manifest = std::sync::Arc::from(EVENT_MANIFEST);
-            let mut write: AtomicWrite = journal.next_write(
-                &manifest,
-                events.iter().map(|ev| (ev.payload(), Vec::new())),
-            );
-            write.fence = self.fences.get(&(kind, e.shard.clone())).cloned();
-            let token = self.next_token;
-            self.next_token += 1;
-            e.writing = Some(token);
-            self.writes.insert(
-                token,
-                InFlight {
-                    kind,
-                    entity: entity.clone(),
-                    msg,
-                    first_seq: journal.seq() + 1,
-                    events,
-                    orphan: false,
-                },
-            );
-            out.push(Output::JournalWrite { token, write });
-        }
+                Err(why) => return Some(finish(run, Err(format!("recovery failed: {why}")))),
+            },
+        };
+        let events = EventRec::for_msg(&msg);
+        let manifest = std::sync::Arc::from(EVENT_MANIFEST);
+        let mut write: AtomicWrite = journal.next_write(
+            &manifest,
+            events.iter().map(|ev| (ev.payload(), Vec::new())),
+        );
+        write.fence = self.fences.get(&run.shard).cloned();
+        let first_seq = journal.seq() + 1;
+        run.entity.journal = Some(journal);
+        let token = self.token_base | self.next_token;
+        self.next_token += 1;
+        self.writes.insert(
+            token,
+            InFlight {
+                run,
+                msg,
+                first_seq,
+                events,
+                orphan: false,
+            },
+        );
+        out.push(Output::JournalWrite { token, write });
+        None
     }
 
-    /// The store answered write `token`.
-    pub(crate) fn write_done(&mut self, token: u64, result: WriteResult, out: &mut Vec<Output>) {
-        let Some(w) = self.writes.remove(&token) else {
-            return;
-        };
-        let pid = persistence_id(&self.kinds[w.kind], &w.entity);
+    /// The store answered write `token`: the handler that sent it finishes, unless its entity
+    /// was force-stopped meanwhile (then only its asker hears).
+    pub(crate) fn write_done(
+        &mut self,
+        token: u64,
+        result: WriteResult,
+        out: &mut Vec<Output>,
+    ) -> Option<Done<SimLife>> {
+        let w = self.writes.remove(&token)?;
+        let pid = persistence_id(&self.kind, &w.run.id);
         let last_seq = w.first_seq + w.events.len() as u64 - 1;
-        match (&result, w.orphan) {
-            (Ok(()), true) => out.push(Output::Acked {
-                pid,
-                msg: w.msg,
-                first_seq: w.first_seq,
-                last_seq,
-            }),
-            (Ok(()), false) => {
-                let e = self
-                    .entities
-                    .get_mut(&(w.kind, w.entity.clone()))
-                    .expect("a live write's entity runs");
-                e.writing = None;
-                let journal = e.journal.as_mut().expect("recovered before writing");
-                let plan = journal.written(w.events.len(), self.retention.as_ref());
-                e.state.extend_from_slice(&w.events);
+        match result {
+            Ok(()) => {
                 out.push(Output::Acked {
                     pid: pid.clone(),
-                    msg: w.msg,
+                    msg: w.msg.clone(),
                     first_seq: w.first_seq,
                     last_seq,
                 });
+                if w.orphan {
+                    return None;
+                }
+                let mut run = w.run;
+                let journal = run
+                    .entity
+                    .journal
+                    .as_mut()
+                    .expect("recovered before writing");
+                let plan = journal.written(w.events.len(), self.retention.as_ref());
+                run.entity.state.extend_from_slice(&w.events);
                 if let Some(plan) = plan {
                     out.push(Output::SnapshotDue {
                         pid,
                         plan,
-                        payload: encode_state(&e.state),
+                        payload: encode_state(&run.entity.state),
                     });
                 }
-                self.advance(w.kind, &w.entity, out);
+                Some(finish(run, Ok(Some(w.msg.id))))
             }
-            (Err(refused), orphan) => {
-                out.push(Output::CommandFailed {
-                    msg: w.msg,
-                    why: format!("journal write refused: {refused}"),
-                });
-                if !orphan {
-                    let e = self
-                        .entities
-                        .get_mut(&(w.kind, w.entity.clone()))
-                        .expect("a live write's entity runs");
-                    e.writing = None;
-                    e.journal = None;
-                    e.state.clear();
-                    self.advance(w.kind, &w.entity, out);
+            Err(refused) => {
+                let why = format!("journal write refused: {refused}");
+                if w.orphan {
+                    out.push(Output::CommandFailed { msg: w.msg, why });
+                    return None;
                 }
+                Some(finish(w.run, Err(why)))
             }
         }
     }
 
-    /// Whether an entity of `shard` has a command running or waiting (a stop waits for it,
-    /// as the runtime queues a stop behind the commands before it).
-    pub(crate) fn busy(&self, kind: usize, shard: &ShardId) -> bool {
-        self.entities.iter().any(|((k, _), e)| {
-            *k == kind && e.shard == *shard && (e.writing.is_some() || !e.queue.is_empty())
-        })
-    }
-
-    /// The entities of `shard` stop. `forced`: commands still waiting are answered with a
-    /// failure, and a write at the store still answers its asker (as the runtime's host does
-    /// when a shard is stopped under it); otherwise nothing may be waiting ([`busy`]).
-    ///
-    /// [`busy`]: Self::busy
-    pub(crate) fn stop_shard(&mut self, kind: usize, shard: &ShardId, out: &mut Vec<Output>) {
-        let ids: Vec<EntityId> = self
-            .entities
-            .iter()
-            .filter(|((k, _), e)| *k == kind && e.shard == *shard)
-            .map(|((_, id), _)| id.clone())
-            .collect();
-        for id in ids {
-            let e = self.entities.remove(&(kind, id)).expect("listed above");
-            for msg in e.queue {
-                out.push(Output::CommandFailed {
-                    msg,
-                    why: "the shard was stopped before this command ran".into(),
-                });
-            }
-            if let Some(token) = e.writing {
-                if let Some(w) = self.writes.get_mut(&token) {
-                    w.orphan = true;
-                }
+    /// `shard`'s entities were force-stopped: their writes at the store still answer their
+    /// askers, but no longer complete a handler.
+    pub(crate) fn orphan_shard(&mut self, shard: &ShardId) {
+        for w in self.writes.values_mut() {
+            if w.run.shard == *shard {
+                w.orphan = true;
             }
         }
     }
 
-    /// The node died: every command waiting or at the store dies with it.
+    /// The node died: the commands whose writes were at the store die with it.
     pub(crate) fn kill(&mut self) -> Vec<u64> {
-        let mut ids: Vec<u64> = self.writes.values().map(|w| w.msg.id).collect();
-        for e in self.entities.values() {
-            ids.extend(e.queue.iter().map(|m| m.id));
-        }
-        self.entities.clear();
-        self.writes.clear();
-        ids
+        std::mem::take(&mut self.writes)
+            .into_values()
+            .map(|w| w.msg.id)
+            .collect()
+    }
+}
+
+/// The handler of `run` finishes with `outcome`: a failure ends the incarnation.
+fn finish(run: Run<SimLife>, outcome: Result<Option<u64>, String>) -> Done<SimLife> {
+    let Run {
+        shard,
+        id,
+        entity,
+        job,
+        was_stop,
+        ..
+    } = run;
+    Done {
+        shard,
+        id,
+        entity: outcome.is_ok().then_some(entity),
+        reply: job.reply,
+        outcome,
+        passivate: false,
+        was_stop,
+        from_context: job.from_context,
+        requests: Vec::new(),
+        unrecorded: false,
     }
 }
 

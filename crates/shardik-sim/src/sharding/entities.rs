@@ -20,7 +20,10 @@ use shardik_core::sharding::entities::{
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::ResolvedStrategy;
 
-use super::messages::SimMsg;
+use shardik_persistence::{Fence, JournalCursor, WriteResult};
+
+use super::durable::DurableJournal;
+use super::messages::{EventRec, Output, SimMsg};
 
 /// How the simulated entities live and what their handlers do.
 #[derive(Clone, Debug)]
@@ -68,6 +71,10 @@ impl EntitySpec {
 pub struct SimEntity {
     /// Unique over the run: tells incarnations apart.
     incarnation: u64,
+    /// A durable entity's place in its journal (`None`: not recovered yet).
+    pub(crate) journal: Option<JournalCursor>,
+    /// A durable entity's state: the events it applied.
+    pub(crate) state: Vec<EventRec>,
 }
 
 /// What a simulated entity is told.
@@ -114,6 +121,8 @@ pub type SimOutput = entities::Output<SimLife>;
 pub fn new_entities(spec: &EntitySpec, counter: Arc<AtomicU64>, now: Instant) -> SimEntities {
     let factory = Arc::new(move |_: &str| SimEntity {
         incarnation: counter.fetch_add(1, Ordering::Relaxed),
+        journal: None,
+        state: Vec::new(),
     });
     let stop = Arc::new(|| SimCmd::Stop);
     SimEntities::new(&spec.settings(), factory, Some(stop), now)
@@ -157,11 +166,21 @@ pub struct SimHandlers {
     next: u64,
     /// What the handlers did, for the node to report.
     pub handled: Vec<Handled>,
+    /// A durable kind's journal: its client commands persist before they are answered.
+    durable: Option<DurableJournal>,
+    /// What the durable handlers asked of the world (writes, snapshots, acknowledgements).
+    pub durable_out: Vec<Output>,
 }
 
 impl SimHandlers {
-    /// Handlers as `spec` says; the stop message takes `stop_time`.
-    pub fn new(spec: &EntitySpec, stop_time: Duration, now: Instant) -> Self {
+    /// Handlers as `spec` says; the stop message takes `stop_time`. With `durable`, client
+    /// commands persist through it and finish when the store answers.
+    pub(crate) fn new(
+        spec: &EntitySpec,
+        stop_time: Duration,
+        durable: Option<DurableJournal>,
+        now: Instant,
+    ) -> Self {
         SimHandlers {
             spec: spec.clone(),
             stop_time,
@@ -169,6 +188,28 @@ impl SimHandlers {
             held: BTreeMap::new(),
             next: 0,
             handled: Vec::new(),
+            durable,
+            durable_out: Vec::new(),
+        }
+    }
+
+    /// The writes of `shard`'s durable entities carry `fence` from now on.
+    pub(crate) fn set_fence(&mut self, shard: &ShardId, fence: Option<Fence>) {
+        if let Some(d) = self.durable.as_mut() {
+            d.set_fence(shard, fence);
+        }
+    }
+
+    /// The store answered write `token`: the handler that sent it, if it still counts.
+    pub(crate) fn write_done(&mut self, token: u64, result: WriteResult) -> Option<Done<SimLife>> {
+        let d = self.durable.as_mut()?;
+        d.write_done(token, result, &mut self.durable_out)
+    }
+
+    /// `shard`'s entities were force-stopped: their writes no longer complete a handler.
+    pub(crate) fn orphan_shard(&mut self, shard: &ShardId) {
+        if let Some(d) = self.durable.as_mut() {
+            d.orphan_shard(shard);
         }
     }
 
@@ -189,13 +230,18 @@ impl SimHandlers {
 
     /// Drops every running handler (the node died): the client commands they held.
     pub fn kill(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.held)
+        let mut lost: Vec<u64> = std::mem::take(&mut self.held)
             .into_values()
             .filter_map(|run| match run.job.cmd {
                 SimCmd::Client(msg) => Some(msg.id),
                 _ => None,
             })
-            .collect()
+            .collect();
+        if let Some(d) = self.durable.as_mut() {
+            lost.extend(d.kill());
+        }
+        self.durable_out.clear();
+        lost
     }
 
     fn handle(&mut self, run: Run<SimLife>) -> Done<SimLife> {
@@ -264,6 +310,20 @@ impl SimHandlers {
 
 impl Runner<SimLife> for SimHandlers {
     fn run(&mut self, run: Run<SimLife>) -> Option<Done<SimLife>> {
+        if let (Some(journal), SimCmd::Client(msg)) = (self.durable.as_mut(), &run.job.cmd) {
+            let msg = msg.clone();
+            if run.record_first {
+                self.handled.push(Handled::Remembered {
+                    shard: run.shard.clone(),
+                    entity: run.id.clone(),
+                });
+            }
+            self.handled.push(Handled::Command {
+                msg: msg.id,
+                entity: run.id.clone(),
+            });
+            return journal.start(run, msg, &mut self.durable_out);
+        }
         let takes = match run.job.cmd {
             SimCmd::Client(_) => self.spec.handle_time,
             SimCmd::Tick { .. } => Duration::ZERO,

@@ -27,7 +27,7 @@ use shardik_core::sharding::{
 use shardik_persistence::{Fence, MemoryStore, WriteResult};
 
 use super::config::ShardingConfig;
-use super::durable::DurableEntities;
+use super::durable::{DurableJournal, token_kind};
 use super::entities::{
     Handled, RememberedStore, SimAsk, SimCmd, SimEntities, SimHandlers, SimOutput, new_entities,
 };
@@ -44,9 +44,6 @@ struct KindState {
     life: SimEntities,
     /// …and their handlers.
     handlers: SimHandlers,
-    /// Shards whose entities have stopped while a durable entity of theirs still writes: the
-    /// region hears so once the writes are over (checked again at the instant given).
-    awaiting_durable: BTreeMap<ShardId, Instant>,
     /// Loads of remembered sets under way: when each ends, and what it read.
     loads: Vec<(Instant, ShardId, Vec<EntityId>)>,
     /// Whether the remembered shards have asked for their homes (at the first membership).
@@ -61,8 +58,6 @@ pub struct ShardNode {
     /// Client messages inside this node's regions (routed here, not yet delivered, forwarded
     /// or dropped): what a crash would take with it.
     holding: BTreeSet<u64>,
-    /// The durable entities, when the entities persist.
-    durable: Option<DurableEntities>,
     /// Where remembered entities are kept (shared by every node).
     remembered: RememberedStore,
     effects: Vec<KindEffect<SimMsg>>,
@@ -82,17 +77,11 @@ impl ShardNode {
         incarnations: Arc<AtomicU64>,
         now: Instant,
     ) -> Self {
-        let durable = cfg.durable.as_ref().zip(store).map(|(spec, store)| {
-            DurableEntities::new(
-                store,
-                spec,
-                cfg.kinds.iter().map(|k| k.name.clone()).collect(),
-            )
-        });
         let kinds = cfg
             .kinds
             .iter()
-            .map(|k| {
+            .enumerate()
+            .map(|(i, k)| {
                 let settings = KindNodeSettings {
                     region: cfg.region.clone(),
                     coordinator: cfg.coordinator.clone(),
@@ -114,8 +103,18 @@ impl ShardNode {
                     started,
                     node: KindNode::new(me.clone(), settings, allocation, now),
                     life: new_entities(&cfg.entities, Arc::clone(&incarnations), now),
-                    handlers: SimHandlers::new(&cfg.entities, cfg.entity_stop_delay, now),
-                    awaiting_durable: BTreeMap::new(),
+                    handlers: SimHandlers::new(
+                        &cfg.entities,
+                        cfg.entity_stop_delay,
+                        // Durable entities persist each client command before answering it.
+                        cfg.durable
+                            .as_ref()
+                            .zip(store.as_ref())
+                            .map(|(spec, store)| {
+                                DurableJournal::new(Arc::clone(store), spec, &k.name, i)
+                            }),
+                        now,
+                    ),
                     loads: Vec::new(),
                     asked_homes: false,
                 }
@@ -126,7 +125,6 @@ impl ShardNode {
             cfg: cfg.clone(),
             kinds,
             holding: BTreeSet::new(),
-            durable,
             remembered,
             effects: Vec::new(),
             life_out: Vec::new(),
@@ -301,7 +299,6 @@ impl ShardNode {
                     st.node.poll_timeout(),
                     st.life.poll_timeout(),
                     st.handlers.next_due(),
-                    st.awaiting_durable.values().min().copied(),
                     st.loads.iter().map(|(at, ..)| *at).min(),
                 ]
             })
@@ -310,7 +307,7 @@ impl ShardNode {
     }
 
     /// Runs what is due at `now`: handlers finishing, the entities' own timers and restarts,
-    /// loads of remembered sets, shards whose durable writes are over, then each kind's timers.
+    /// loads of remembered sets, then each kind's timers.
     pub fn timer(&mut self, now: Instant, out: &mut Vec<Output>) {
         for k in 0..self.kinds.len() {
             if !self.kinds[k].started {
@@ -346,16 +343,6 @@ impl ShardNode {
                     self.kinds[k].life.load_ended(&shard);
                 }
             }
-            let due: Vec<ShardId> = self.kinds[k]
-                .awaiting_durable
-                .iter()
-                .filter(|(_, at)| **at <= now)
-                .map(|(s, _)| s.clone())
-                .collect();
-            for shard in due {
-                self.kinds[k].awaiting_durable.remove(&shard);
-                self.entities_stopped(now, k, shard, out);
-            }
             if self.kinds[k].node.poll_timeout().is_some_and(|t| t <= now) {
                 let mut effects = std::mem::take(&mut self.effects);
                 self.kinds[k].node.handle_timeout(now, &mut effects);
@@ -365,18 +352,9 @@ impl ShardNode {
         }
     }
 
-    /// Every entity of `shard` has stopped: the region hears so, once no durable entity of
-    /// the shard still writes (a stop waits behind the commands before it, and their writes).
+    /// Every entity of `shard` has stopped (a durable one after the writes queued before its
+    /// stop): the region hears so.
     fn entities_stopped(&mut self, now: Instant, k: usize, shard: ShardId, out: &mut Vec<Output>) {
-        if self.durable.as_ref().is_some_and(|d| d.busy(k, &shard)) {
-            self.kinds[k]
-                .awaiting_durable
-                .insert(shard, now + Duration::from_millis(5));
-            return;
-        }
-        if let Some(d) = self.durable.as_mut() {
-            d.stop_shard(k, &shard, out);
-        }
         self.input(now, k, KindInput::EntitiesStopped(shard), out);
     }
 
@@ -392,6 +370,7 @@ impl ShardNode {
         let st = &mut self.kinds[k];
         st.handlers.now = now;
         f(st, &mut life_out);
+        out.append(&mut st.handlers.durable_out);
         for handled in st.handlers.handled.drain(..) {
             match handled {
                 Handled::Command { msg, entity } => out.push(Output::Handled {
@@ -463,16 +442,28 @@ impl ShardNode {
         }
     }
 
-    /// The store answered a durable entity's write.
-    pub fn write_done(&mut self, token: u64, result: WriteResult, out: &mut Vec<Output>) {
-        if let Some(d) = self.durable.as_mut() {
-            d.write_done(token, result, out);
+    /// The store answered a durable entity's write at `now`: its handler finishes.
+    pub fn write_done(
+        &mut self,
+        now: Instant,
+        token: u64,
+        result: WriteResult,
+        out: &mut Vec<Output>,
+    ) {
+        let k = token_kind(token);
+        if k >= self.kinds.len() {
+            return;
         }
+        self.life(k, now, out, |st, out| {
+            if let Some(done) = st.handlers.write_done(token, result) {
+                st.life.completed(now, done, &mut st.handlers, out);
+            }
+        });
     }
 
     /// The node died (crashed or shut down): every entity, shard and coordinator is gone.
     pub fn kill(&mut self, out: &mut Vec<Output>) {
-        let mut lost: Vec<u64> = self.durable.as_mut().map(|d| d.kill()).unwrap_or_default();
+        let mut lost: Vec<u64> = Vec::new();
         let now = self.kinds.first().map_or(Instant::ZERO, |k| k.handlers.now);
         for k in 0..self.kinds.len() {
             // What was running or waiting in an entity dies with the node.
@@ -486,7 +477,6 @@ impl ShardNode {
                 }
             }
             let st = &mut self.kinds[k];
-            st.awaiting_durable.clear();
             st.loads.clear();
             for shard in st.node.region().hosted_shards() {
                 out.push(Output::ShardStopped {
@@ -521,10 +511,7 @@ impl ShardNode {
     }
 
     fn force_stop(&mut self, k: usize, now: Instant, shard: &ShardId, out: &mut Vec<Output>) {
-        if let Some(d) = self.durable.as_mut() {
-            d.stop_shard(k, shard, out);
-        }
-        self.kinds[k].awaiting_durable.remove(shard);
+        self.kinds[k].handlers.orphan_shard(shard);
         self.life(k, now, out, |st, out| {
             st.life.force_stop_shard(now, shard, &mut st.handlers, out)
         });
@@ -564,9 +551,6 @@ impl ShardNode {
                         env: env.clone(),
                     });
                     let Envelope { entity, shard, msg } = env;
-                    if let Some(d) = self.durable.as_mut() {
-                        d.deliver(k, &shard, &entity, msg.clone(), out);
-                    }
                     let job = Job::new(SimCmd::Client(msg.clone()), SimAsk(Some(msg.id)));
                     self.life(k, now, out, |st, out| {
                         st.life
@@ -615,18 +599,16 @@ impl ShardNode {
                 KindEffect::Lease(request) => out.push(Output::Lease { kind: k, request }),
                 KindEffect::ShardLeased { shard, token } => {
                     let scope = self.lease_name(k, &LeaseKey::Shard(shard.clone()));
-                    if let Some(d) = self.durable.as_mut() {
-                        d.set_fence(k, &shard, Some(Fence::new(scope, token)));
-                    }
+                    self.kinds[k]
+                        .handlers
+                        .set_fence(&shard, Some(Fence::new(scope, token)));
                     out.push(Output::LeaseNote {
                         kind: k,
                         what: format!("shard {shard} leased, token {token}"),
                     });
                 }
                 KindEffect::ShardLeaseLost { shard, reason } => {
-                    if let Some(d) = self.durable.as_mut() {
-                        d.set_fence(k, &shard, None);
-                    }
+                    self.kinds[k].handlers.set_fence(&shard, None);
                     out.push(Output::LeaseNote {
                         kind: k,
                         what: format!("shard {shard} lease lost ({})", reason.as_str()),
