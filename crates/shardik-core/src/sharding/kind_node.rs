@@ -138,6 +138,24 @@ pub enum KindInput<M> {
     },
 }
 
+/// Where [`KindNode::route`] sent a message: most go straight to their entity or to their
+/// shard's known home, which the driver does at once; the rest are effects.
+#[derive(Debug, PartialEq)]
+pub enum Routed<M> {
+    /// Deliver it to its entity here now (its shard runs here).
+    Deliver(Envelope<M>),
+    /// Send it to its shard's home, another node, now.
+    Forward {
+        /// The home.
+        to: UniqueAddress,
+        /// The message.
+        env: Envelope<M>,
+    },
+    /// Routing did something else (buffered it, asked for a home, held it for a
+    /// predecessor, dropped it): the effects pushed to `out` say what.
+    Effects,
+}
+
 /// What a [`KindNode`] asks its driver to do.
 #[derive(Debug, PartialEq)]
 pub enum KindEffect<M> {
@@ -359,6 +377,33 @@ impl<M> KindNode<M> {
     /// calling [`handle`](Self::handle), which is the hot path of a proxy.
     pub fn forwards_at_once(&self, shard: &ShardId) -> Option<&UniqueAddress> {
         self.region.forwards_at_once(shard)
+    }
+
+    /// Routes one message (`from`: the node it came from, `None` for a local sender): the one
+    /// routing decision every driver takes. Its common answers come back as [`Routed`] with
+    /// no effect built (the hot path: a shard that runs here, or, from a local sender, a
+    /// home known elsewhere with nothing waiting here); anything else is
+    /// [`KindInput::Route`]'s handling, with its effects pushed to `out`.
+    pub fn route(
+        &mut self,
+        now: Instant,
+        from: Option<UniqueAddress>,
+        env: Envelope<M>,
+        out: &mut Vec<KindEffect<M>>,
+    ) -> Routed<M> {
+        if self.region.delivers_at_once(&env.shard) {
+            return Routed::Deliver(env);
+        }
+        if from.is_none() {
+            if let Some(home) = self.region.forwards_at_once(&env.shard) {
+                return Routed::Forward {
+                    to: home.clone(),
+                    env,
+                };
+            }
+        }
+        self.handle(now, KindInput::Route { from, env }, out);
+        Routed::Effects
     }
 
     /// Feeds one input; effects are pushed to `out`.

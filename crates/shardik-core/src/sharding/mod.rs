@@ -39,7 +39,7 @@ pub use allocation::{
 };
 pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
 pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};
-pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey};
+pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey, Routed};
 pub use lease::{
     LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming,
 };

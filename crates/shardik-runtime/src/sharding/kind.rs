@@ -14,7 +14,7 @@ use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
     CoordinatorEvent, CoordinatorSettings, DropReason, EntityId, Envelope, KindEffect, KindInput,
-    KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, ShardId,
+    KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, Routed, ShardId,
 };
 use shardik_wire::{
     EnvelopeBatch, IdCache, ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope,
@@ -268,23 +268,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         st.effects = out;
     }
 
-    /// Routes one message. Most are for shards that run here (delivered) or, from a local
-    /// sender, for shards whose home elsewhere is known (forwarded): both skip the round trip
-    /// through the core's effects, when the core says that is all routing would do.
+    /// Routes one message: the core decides once ([`KindNode::route`]); a delivery or a
+    /// forward to a known home (most messages) is carried out at once, with no effect built.
     fn route(&mut self, st: &mut State<E>, from: Option<UniqueAddress>, env: Envelope<Payload<E>>) {
-        if st.node.delivers_at_once(&env.shard) {
-            self.deliver(st, env);
-        } else if let Some(home) = from
-            .is_none()
-            .then(|| st.node.forwards_at_once(&env.shard))
-            .flatten()
-        {
-            // A proxy's common case: the home is known, nothing waits for the shard here.
-            let home = home.clone();
-            self.forward(st, &home, env);
-        } else {
-            self.input(st, KindInput::Route { from, env });
+        let now = self.now(st);
+        let mut out = std::mem::take(&mut st.effects);
+        match st.node.route(now, from, env, &mut out) {
+            Routed::Deliver(env) => self.deliver(st, env),
+            Routed::Forward { to, env } => self.forward(st, &to, env),
+            Routed::Effects => self.apply_effects(st, &mut out),
         }
+        st.effects = out;
     }
 
     fn membership_changed(&mut self, st: &mut State<E>) {
@@ -348,6 +342,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 let shard = st.shard_ids.get(env.shard);
                 let entity = self.entities.entity_id(env.entity_id);
                 let reply_to = env.ask_id.map(|id| (from.clone(), id));
+                // `KindNode::route`'s first answer, asked before the envelope is built so that
+                // a delivery decodes straight from the frame.
                 if st.node.delivers_at_once(&shard) {
                     match self.codec.decode::<E::Command>(env.payload) {
                         Ok(cmd) => self.deliver_job(st, shard, entity, remote_job(cmd, reply_to)),

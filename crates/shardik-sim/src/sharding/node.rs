@@ -21,7 +21,7 @@ use shardik_core::membership::{Member, UniqueAddress};
 use shardik_core::sharding::{
     AllocationChoice, Coordinator, EntityId, Envelope, KindEffect, KindInput, KindNode,
     KindNodeSettings, KindStrategy, LeaseAnswer, LeaseKey, LeastShardAllocationStrategy, Protocol,
-    Region, ShardId, ShardingView,
+    Region, Routed, ShardId, ShardingView,
 };
 
 use shardik_persistence::{Fence, MemoryStore, WriteResult};
@@ -230,7 +230,27 @@ impl ShardNode {
             self.me
         );
         self.holding.insert(env.msg.id);
-        self.input(now, kind, KindInput::Route { from: None, env }, out);
+        self.route(now, kind, None, env, out);
+    }
+
+    /// Routes `env` through kind `k`'s node as the runtime does ([`KindNode::route`]: a
+    /// delivery or a forward to a known home answered at once, the rest as effects).
+    fn route(
+        &mut self,
+        now: Instant,
+        k: usize,
+        from: Option<UniqueAddress>,
+        env: Envelope<SimMsg>,
+        out: &mut Vec<Output>,
+    ) {
+        let mut effects = std::mem::take(&mut self.effects);
+        match self.kinds[k].node.route(now, from, env, &mut effects) {
+            Routed::Deliver(env) => effects.push(KindEffect::Deliver(env)),
+            Routed::Forward { to, env } => effects.push(KindEffect::Forward { to, env }),
+            Routed::Effects => {}
+        }
+        self.apply(now, k, &mut effects, out);
+        self.effects = effects;
     }
 
     /// A message from node `from` arrived.
@@ -246,20 +266,19 @@ impl ShardNode {
             self.kind_not_started(from, kind, wire, out);
             return;
         }
-        let input = match wire {
+        match wire {
             Wire::User(env) => {
                 self.holding.insert(env.msg.id);
-                KindInput::Route {
-                    from: Some(from.clone()),
-                    env,
-                }
+                self.route(now, kind, Some(from.clone()), env, out);
             }
-            Wire::Proto(msg) => KindInput::Protocol {
-                from: from.clone(),
-                msg,
-            },
-        };
-        self.input(now, kind, input, out);
+            Wire::Proto(msg) => {
+                let input = KindInput::Protocol {
+                    from: from.clone(),
+                    msg,
+                };
+                self.input(now, kind, input, out);
+            }
+        }
     }
 
     /// What a node that never started `kind` does with a message of it: answers the
