@@ -1,0 +1,145 @@
+//! What the kind's task reports about itself: drop counters, warnings about silent regions,
+//! the coordinator's events in the log, and the kind's gauges.
+
+use super::*;
+
+impl<E: Entity, C: Codec> KindTask<E, C> {
+    pub(super) fn count_drop(&self, reason: &'static str) {
+        metrics::counter!(m::SHARDING_DROPPED_TOTAL, "kind" => self.name.to_string(), "reason" => reason)
+            .increment(1);
+    }
+
+    /// The coordinator here has waited too long for `silent` members: a warning (the core
+    /// spaces these out with a doubling interval), the gauge and `/ready`'s list.
+    pub(super) fn warn_unheard(&self, st: &mut State<E>, silent: &[(UniqueAddress, Duration)]) {
+        let members: Vec<String> = silent
+            .iter()
+            .map(|(m, waited)| {
+                format!(
+                    "{} (for {})",
+                    m.address,
+                    humantime::format_duration(round_secs(*waited))
+                )
+            })
+            .collect();
+        warn!(
+            kind = %self.name,
+            members = %members.join(", "),
+            "the coordinator of entity kind {} allocates no new shard until these members' \
+             regions register or their nodes say they never started the kind: {}. A member \
+             whose application never calls sharding().init for {} and runs an older shardik \
+             cannot say so; start the kind there, or remove the member. Shards already placed \
+             keep working",
+            self.name,
+            members.join(", "),
+            self.name
+        );
+        st.gauges.unheard.set(silent.len() as f64);
+        self.held_back.set(&self.name, silent);
+    }
+
+    /// Allocation no longer waits here (the state is complete, or the coordinator left).
+    pub(super) fn allocation_proceeds(&self, st: &mut State<E>) {
+        st.gauges.unheard.set(0.0);
+        if self.held_back.clear(&self.name) {
+            info!(kind = %self.name, "the coordinator no longer waits for silent members");
+        }
+    }
+
+    pub(super) fn publish_gauges(&self, st: &mut State<E>) {
+        let g = &st.gauges;
+        if st.delivered > 0 {
+            g.delivered.increment(std::mem::take(&mut st.delivered));
+        }
+        g.entities.set(self.entities.active_entities() as f64);
+        g.shards
+            .set(exact_len(st.node.region().hosted_shards()) as f64);
+        g.buffered.set(st.node.region().buffered() as f64);
+    }
+}
+
+/// The kind's metric handles, registered once: a turn of the task's loop publishes them, and
+/// looking them up by name and label every turn cost more than a small turn's work.
+pub(super) struct KindGauges {
+    delivered: metrics::Counter,
+    entities: metrics::Gauge,
+    shards: metrics::Gauge,
+    buffered: metrics::Gauge,
+    unheard: metrics::Gauge,
+}
+
+impl KindGauges {
+    pub(super) fn new(kind: &str) -> Self {
+        KindGauges {
+            delivered: metrics::counter!(m::SHARDING_DELIVERED_TOTAL, "kind" => kind.to_string()),
+            entities: metrics::gauge!(m::SHARDING_ENTITIES, "kind" => kind.to_string()),
+            shards: metrics::gauge!(m::SHARDING_SHARDS, "kind" => kind.to_string()),
+            buffered: metrics::gauge!(m::SHARDING_BUFFERED, "kind" => kind.to_string()),
+            unheard: metrics::gauge!(m::SHARDING_UNHEARD_REGIONS, "kind" => kind.to_string()),
+        }
+    }
+}
+
+/// How many items `it` yields: O(1) when it knows exactly (the keys of a map), else counted.
+/// Gauges are published every turn of the loop, so walking every hosted shard for them is
+/// a cost per message when messages come one at a time.
+pub(super) fn exact_len(it: impl Iterator) -> usize {
+    match it.size_hint() {
+        (lo, Some(hi)) if lo == hi => lo,
+        _ => it.count(),
+    }
+}
+
+/// `d` to whole seconds, for log lines.
+pub(super) fn round_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs())
+}
+
+pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
+    match ev {
+        CoordinatorEvent::State(e) => debug!(%kind, event = ?e, "coordinator state"),
+        CoordinatorEvent::ConflictingClaim {
+            shard,
+            home,
+            claimant,
+        } => {
+            warn!(%kind, %shard, %home, %claimant, "two regions claim one shard; keeping the first")
+        }
+        CoordinatorEvent::RegistrationRefused(r) => {
+            debug!(%kind, region = %r, "registration refused: not a member in a registrable status")
+        }
+        CoordinatorEvent::StateComplete | CoordinatorEvent::RegionsUnheard(_) => {}
+        CoordinatorEvent::KindNotStarted(member) => info!(
+            %kind,
+            member = %member.address,
+            "member {} has not started entity kind {kind}: it counts as hosting none of its \
+             shards, and gets some once it calls sharding().init for {kind}",
+            member.address
+        ),
+        CoordinatorEvent::HandOffStarted {
+            shard,
+            from,
+            rebalance,
+        } => info!(%kind, %shard, from = %from.address, rebalance, "hand-off started"),
+        CoordinatorEvent::PreparingForShutdown => info!(
+            %kind,
+            "the cluster is preparing for a full shutdown: no shard of {kind} is rebalanced or \
+             handed off any more, and the shards of a node that stops stay stopped"
+        ),
+        CoordinatorEvent::ShardsRetired { region, shards } => info!(
+            %kind,
+            region = %region.address,
+            shards,
+            "{shards} shards of {kind} stopped with the region on {} and get no new home \
+             while the cluster prepares for a full shutdown",
+            region.address
+        ),
+        CoordinatorEvent::HandOffDone { shard, ok } => {
+            if *ok {
+                info!(%kind, %shard, "hand-off done")
+            } else {
+                warn!(%kind, %shard, "hand-off timed out; the shard stays where it was")
+            }
+        }
+    }
+}
