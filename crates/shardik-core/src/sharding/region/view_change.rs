@@ -1,0 +1,74 @@
+//! Following the membership view: a coordinator that moved or went away, homes on nodes that
+//! are gone, markers that will never come from them, and this node downed or removed.
+
+use std::time::Duration;
+
+use super::{Hosted, Region, RegionEffect};
+use crate::Instant;
+use crate::membership::MemberStatus;
+use crate::sharding::view::ShardingView;
+
+impl<M> Region<M> {
+    /// Applies a new membership view: re-registers when the coordinator moved, forgets homes
+    /// on nodes that are gone, stops waiting for markers from them, and stops the region when
+    /// this node is downed or removed.
+    pub fn view_changed(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        if self.stopped {
+            return;
+        }
+        if matches!(
+            view.self_status(),
+            Some(MemberStatus::Down | MemberStatus::Removed)
+        ) || (view.self_status().is_none() && self.registration.coordinator.is_some())
+        {
+            self.stop(out);
+            return;
+        }
+        let expected = view.coordinator_node().cloned();
+        let coordinator_gone = self
+            .registration
+            .coordinator
+            .as_ref()
+            .is_some_and(|c| !view.may_be_alive(c) || Some(c) != expected.as_ref());
+        if coordinator_gone || expected != self.registration.expected {
+            self.registration.expected = expected;
+            if coordinator_gone || self.registration.coordinator.is_none() {
+                self.registration.coordinator = None;
+                self.registration.backoff =
+                    (self.settings.retry_interval / 8).max(Duration::from_millis(100));
+                self.registration.next_attempt = Some(now);
+            }
+        }
+        self.homes.retain(|_, home| view.may_be_alive(home));
+        let mut finished = Vec::new();
+        let mut released = Vec::new();
+        for (shard, state) in self.hosted.iter_mut() {
+            match state {
+                Hosted::HandingOff {
+                    awaiting_drains, ..
+                } => {
+                    awaiting_drains.retain(|n| view.may_be_alive(n));
+                    finished.push(shard.clone());
+                }
+                Hosted::AwaitingPredecessor { predecessor, .. }
+                    if !view.may_be_alive(predecessor) =>
+                {
+                    released.push(shard.clone());
+                }
+                _ => {}
+            }
+        }
+        for shard in released {
+            self.release_held(&shard, out);
+        }
+        for shard in finished {
+            self.maybe_finish_hand_off(&shard, out);
+        }
+        self.maybe_register(now, view, out);
+    }
+}
