@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 use shardik_core::sharding::Protocol;
 use tracing::{debug, info, warn};
 
+use super::api::ShardingError;
+use super::inner::Inner;
 use super::messages::Control;
 use super::pending::PendingAsks;
-use super::{Inner, Sharding, ShardingError};
 use crate::log_limit::LogLimit;
 use crate::metrics as m;
 use crate::transport::{Backpressure, InboundUser, UserConnection, UserSink};
@@ -114,10 +115,9 @@ impl Dispatcher {
                 let inner = self.inner.upgrade()?;
                 let (kind, to) = (frame.kind.clone(), from.clone());
                 tokio::spawn(async move {
-                    let sharding = Sharding { inner };
-                    let timeout = sharding.inner.config.query_timeout;
-                    let shards = sharding
-                        .region_stats(&kind, timeout)
+                    let timeout = inner.config.query_timeout;
+                    let shards = inner
+                        .query(&kind, Control::Stats, timeout)
                         .await
                         .unwrap_or_default();
                     let reply = shardik_wire::ShardingFrame {
@@ -130,8 +130,7 @@ impl Dispatcher {
                                 .collect(),
                         }),
                     };
-                    sharding
-                        .inner
+                    inner
                         .sender
                         .send(&to.address, shardik_wire::encode_sharding(&reply))
                         .await;

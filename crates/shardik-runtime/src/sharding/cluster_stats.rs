@@ -1,0 +1,126 @@
+//! Entities per shard per region over the whole cluster, for one kind
+//! ([`Sharding::cluster_stats`]): every member that may host the kind is asked, and those
+//! that do not answer in time are listed.
+
+use std::time::Duration;
+
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::ShardId;
+use shardik_wire::ShardingBody;
+use tokio::sync::mpsc;
+
+use super::handle::Sharding;
+
+/// Entities per shard per region over the cluster, for one entity kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterShardingStats {
+    /// Each region that answered (by node `host:port`) with its shards and entity counts.
+    pub regions: std::collections::BTreeMap<String, Vec<(ShardId, u32)>>,
+    /// Nodes expected to host the kind that did not answer in time.
+    pub failed: Vec<String>,
+}
+
+impl Sharding {
+    /// Entities per shard per region of `kind` over the whole cluster: every member that may
+    /// host the kind (Up, WeaklyUp or Leaving, with the kind's role) is asked; those that do
+    /// not answer within `timeout` are listed in `failed`, never silently left out.
+    pub async fn cluster_stats(
+        &self,
+        kind: &str,
+        timeout: Duration,
+    ) -> Option<ClusterShardingStats> {
+        let role = self
+            .inner
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(kind)?
+            .role
+            .clone();
+        // Which members hold the kind's shards is the sharding view's decision (with the
+        // kind's own role), not this function's.
+        let snapshot = self.inner.node.snapshot();
+        let mut view = shardik_core::sharding::ShardingView::new(
+            self.inner.self_node.clone(),
+            role,
+            Duration::ZERO,
+        );
+        view.update(
+            shardik_core::Instant::ZERO,
+            snapshot.members.iter().cloned(),
+            snapshot
+                .unreachable
+                .iter()
+                .map(|u| u.node.clone())
+                .collect(),
+        );
+        let targets: Vec<UniqueAddress> = view.members_holding_shards().cloned().collect();
+        let id = self
+            .inner
+            .next_stats_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let request_id = std::num::NonZeroU64::new(id).unwrap_or(std::num::NonZeroU64::MIN);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        self.inner
+            .stats_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let mut out = ClusterShardingStats::default();
+        let mut waiting: std::collections::BTreeSet<UniqueAddress> =
+            std::collections::BTreeSet::new();
+        for t in &targets {
+            if *t == self.inner.self_node {
+                continue;
+            }
+            let frame = shardik_wire::ShardingFrame {
+                kind: kind.into(),
+                body: ShardingBody::StatsRequest { request_id },
+            };
+            if self
+                .inner
+                .sender
+                .send(&t.address, shardik_wire::encode_sharding(&frame))
+                .await
+            {
+                waiting.insert(t.clone());
+            } else {
+                out.failed.push(t.address.to_string());
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        if targets.contains(&self.inner.self_node) {
+            match self.region_stats(kind, timeout).await {
+                Some(shards) => {
+                    out.regions.insert(
+                        self.inner.self_node.address.to_string(),
+                        shards
+                            .into_iter()
+                            .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
+                            .collect(),
+                    );
+                }
+                None => out.failed.push(self.inner.self_node.address.to_string()),
+            }
+        }
+        while !waiting.is_empty() {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((from, shards))) => {
+                    if waiting.remove(&from) {
+                        out.regions.insert(from.address.to_string(), shards);
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.inner
+            .stats_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        out.failed
+            .extend(waiting.into_iter().map(|n| n.address.to_string()));
+        out.failed.sort();
+        Some(out)
+    }
+}

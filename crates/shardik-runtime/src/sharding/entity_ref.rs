@@ -1,0 +1,397 @@
+//! The ways to reach entities: [`EntityRegion`], a node's region (or proxy) of one kind, and
+//! [`EntityRef`], the address of one entity, which may travel inside messages.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shardik_core::sharding::{ShardId, shard_number_for};
+use tokio::sync::{mpsc, oneshot};
+
+use super::api::{Codec, Entity, ShardExtractor, ShardingError, StatusReply, TellError};
+use super::local_queue;
+use super::messages::{Control, LocalMsg, LocalReply, RefIds, RegionState};
+use super::pending::ReplyEndpoint;
+use super::reply_to::{self, ReplyTo};
+use super::resolve;
+
+/// Shard ids for entity ids: the fixed hash (with the decimal ids pre-rendered, so routing
+/// does not allocate) or a custom extractor.
+#[derive(Clone)]
+pub(super) struct ShardIds {
+    number_of_shards: std::num::NonZeroU32,
+    rendered: Arc<[ShardId]>,
+    extractor: Option<ShardExtractor>,
+}
+
+impl ShardIds {
+    pub(super) fn new(number_of_shards: u32, extractor: Option<ShardExtractor>) -> Self {
+        let n = std::num::NonZeroU32::new(number_of_shards).unwrap_or(std::num::NonZeroU32::MIN);
+        // Pre-render up to 65 536 ids; beyond that, render per message.
+        let rendered: Arc<[ShardId]> = if extractor.is_none() && n.get() <= 65_536 {
+            (0..n.get()).map(|i| ShardId::from(i.to_string())).collect()
+        } else {
+            Arc::from(Vec::new())
+        };
+        ShardIds {
+            number_of_shards: n,
+            rendered,
+            extractor,
+        }
+    }
+
+    fn shard_of(&self, entity: &str) -> ShardId {
+        if let Some(x) = &self.extractor {
+            return x(entity);
+        }
+        let i = shard_number_for(entity, self.number_of_shards) as usize;
+        match self.rendered.get(i) {
+            Some(s) => s.clone(),
+            None => ShardId::from(i.to_string()),
+        }
+    }
+}
+
+/// A node's region (or proxy) for one entity kind: the way to reach its entities.
+pub struct EntityRegion<E: Entity> {
+    pub(super) name: Arc<str>,
+    pub(super) local: local_queue::Sender<LocalMsg<E>>,
+    pub(super) control: mpsc::Sender<Control>,
+    pub(super) shards: ShardIds,
+    /// The node's asks and answers, for `ask_with`.
+    pub(super) replies: Arc<ReplyEndpoint>,
+}
+
+impl<E: Entity> Clone for EntityRegion<E> {
+    fn clone(&self) -> Self {
+        EntityRegion {
+            name: self.name.clone(),
+            local: self.local.clone(),
+            control: self.control.clone(),
+            shards: self.shards.clone(),
+            replies: Arc::clone(&self.replies),
+        }
+    }
+}
+
+impl<E: Entity> std::fmt::Debug for EntityRegion<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntityRegion")
+            .field("kind", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Entity> EntityRegion<E> {
+    /// The kind's name.
+    pub fn kind(&self) -> &str {
+        &self.name
+    }
+
+    /// A reference to the entity `id` (cheap; nothing is created until a message arrives).
+    pub fn entity_ref(&self, id: &str) -> EntityRef<E> {
+        EntityRef {
+            region: self.clone(),
+            ids: Arc::new(RefIds::new(self.shards.shard_of(id), id.into())),
+        }
+    }
+
+    /// The shard of entity `id`.
+    pub fn shard_of(&self, id: &str) -> ShardId {
+        self.shards.shard_of(id)
+    }
+
+    /// Sends `cmd` to entity `id`, waiting while the region's queue is full.
+    pub async fn tell(&self, id: &str, cmd: E::Command) -> Result<(), TellError> {
+        self.entity_ref(id).tell(cmd).await
+    }
+
+    /// Sends `cmd` to entity `id`, failing at once when the region's queue is full.
+    pub fn try_tell(&self, id: &str, cmd: E::Command) -> Result<(), TellError> {
+        self.entity_ref(id).try_tell(cmd)
+    }
+
+    /// This node's region state: hosted shards and their entity ids.
+    pub async fn state(&self, timeout: Duration) -> Option<RegionState> {
+        let (tx, rx) = oneshot::channel();
+        self.control.send(Control::State(tx)).await.ok()?;
+        tokio::time::timeout(timeout, rx).await.ok()?.ok()
+    }
+}
+
+/// The address of one entity.
+///
+/// An `EntityRef` may travel inside a command or a reply, to an entity or an asker on any
+/// node: it is encoded as its kind's name and the entity's id, and decoded into a reference
+/// through the receiving node's region (or proxy) of that kind, so it is usable there at once
+/// (`tell`, `ask`). The receiving node must have registered the kind with the same entity type;
+/// otherwise, or when decoded outside a node's sharding (by hand, say), decoding fails with a
+/// codec error, and the message is dropped as undecodable.
+pub struct EntityRef<E: Entity> {
+    region: EntityRegion<E>,
+    ids: Arc<RefIds>,
+}
+
+impl<E: Entity> Clone for EntityRef<E> {
+    fn clone(&self) -> Self {
+        EntityRef {
+            region: self.region.clone(),
+            ids: Arc::clone(&self.ids),
+        }
+    }
+}
+
+impl<E: Entity> std::fmt::Debug for EntityRef<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntityRef")
+            .field("kind", &self.region.name)
+            .field("id", &self.ids.id)
+            .finish()
+    }
+}
+
+impl<E: Entity> serde::Serialize for EntityRef<E> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&*self.region.name, &*self.ids.id).serialize(serializer)
+    }
+}
+
+impl<'de, E: Entity> serde::Deserialize<'de> for EntityRef<E> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let (kind, id): (String, String) = serde::Deserialize::deserialize(deserializer)?;
+        resolve::resolve(&kind, |region| {
+            region
+                .downcast_ref::<EntityRegion<E>>()
+                .map(|r| r.entity_ref(&id))
+        })
+        .map_err(|e| match e {
+            resolve::ResolveError::NoSharding => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: an EntityRef can only be decoded by a node's sharding"
+            )),
+            resolve::ResolveError::UnknownKind => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: {}",
+                ShardingError::NotInitialized(kind.clone())
+            )),
+            resolve::ResolveError::WrongType => D::Error::custom(format!(
+                "EntityRef to {kind:?}/{id:?}: entity kind {kind:?} is registered here with another entity type"
+            )),
+        })
+    }
+}
+
+impl<E: Entity> EntityRef<E> {
+    /// The entity's kind.
+    pub fn kind(&self) -> &str {
+        &self.region.name
+    }
+
+    /// The entity's id.
+    pub fn id(&self) -> &str {
+        &self.ids.id
+    }
+
+    fn msg(&self, cmd: E::Command, reply: Option<LocalReply<E::Reply>>) -> LocalMsg<E> {
+        LocalMsg {
+            ids: Arc::clone(&self.ids),
+            cmd,
+            reply,
+        }
+    }
+
+    /// Sends `cmd` without waiting for an answer. Fails at once with
+    /// [`TellError::BufferFull`] when the region's queue is full.
+    pub fn try_tell(&self, cmd: E::Command) -> Result<(), TellError> {
+        self.region
+            .local
+            .try_send(self.msg(cmd, None))
+            .map_err(|e| match e {
+                local_queue::TrySendError::Full(_) => TellError::BufferFull,
+                local_queue::TrySendError::Closed(_) => TellError::RegionStopped,
+            })
+    }
+
+    /// Sends `cmd` without waiting for an answer, but waiting while the region's queue is
+    /// full: the back-pressure a steady sender wants. It fails only when the
+    /// region has stopped.
+    pub async fn tell(&self, cmd: E::Command) -> Result<(), TellError> {
+        self.region
+            .local
+            .send(self.msg(cmd, None))
+            .await
+            .map_err(|_| TellError::RegionStopped)
+    }
+
+    /// As [`ask`](Self::ask), for an entity that answers with a [`StatusReply`] (Akka's
+    /// `askWithStatus`): a success gives its value, a refusal is
+    /// [`ShardingError::Refused`].
+    pub async fn ask_status<T>(
+        &self,
+        cmd: E::Command,
+        timeout: Duration,
+    ) -> Result<T, ShardingError>
+    where
+        E: Entity<Reply = StatusReply<T>>,
+    {
+        self.ask(cmd, timeout)
+            .await?
+            .into_result()
+            .map_err(ShardingError::Refused)
+    }
+
+    /// Sends the command `make` builds around a [`ReplyTo`] and waits at most `timeout` for
+    /// the answer the entity sends through it (Akka's `ask(replyTo => Cmd(.., replyTo))`): each
+    /// command can have its own reply type. The command goes as a tell, so the entity's own
+    /// `Reply` is not used for it; an entity that never answers, or fails while handling the
+    /// command, makes the ask time out.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use shardik_runtime::sharding::{Entity, EntityContext, EntityRef, ReplyTo};
+    /// # #[derive(Serialize, Deserialize)]
+    /// # enum AccountCmd { Balance(ReplyTo<u64>) }
+    /// # struct Account;
+    /// # impl Entity for Account {
+    /// #     type Command = AccountCmd;
+    /// #     type Reply = ();
+    /// #     async fn handle(&mut self, cmd: AccountCmd, _: &mut EntityContext<Self>) {}
+    /// # }
+    /// # async fn example(account: EntityRef<Account>) -> Result<(), shardik_runtime::sharding::ShardingError> {
+    /// let balance: u64 = account
+    ///     .ask_with(AccountCmd::Balance, Duration::from_secs(5))
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn ask_with<R, C>(
+        &self,
+        make: impl FnOnce(ReplyTo<R, C>) -> E::Command,
+        timeout: Duration,
+    ) -> Result<R, ShardingError>
+    where
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        C: Codec + Default,
+    {
+        if timeout.is_zero() {
+            return Err(ShardingError::InvalidTimeout);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        let slot: reply_to::AnswerSlot<R> = Arc::new(Mutex::new(Some(tx)));
+        // Registered with the node's waiting asks in case the command, and the ReplyTo inside
+        // it, travel to another node: the answer then comes back encoded, by ask id.
+        let remote_slot = Arc::clone(&slot);
+        let ask_id = self
+            .region
+            .replies
+            .pending()
+            .register(deadline, move |answer| {
+                let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
+                reply_to::fill(&remote_slot, answer);
+            });
+        let reply_to = ReplyTo::local(
+            Arc::clone(&self.region.name),
+            ask_id,
+            slot,
+            Arc::clone(&self.region.replies),
+        );
+        let sent = tokio::time::timeout_at(
+            deadline,
+            self.region.local.send(self.msg(make(reply_to), None)),
+        )
+        .await;
+        let outcome = match sent {
+            Ok(Ok(())) => match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(answer)) => answer,
+                // No answer in time (the slot also closes when the expired entry is swept).
+                Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
+            },
+            Ok(Err(_)) => Err(ShardingError::RegionStopped),
+            Err(_) => Err(ShardingError::Timeout(timeout)),
+        };
+        self.region.replies.pending().forget(ask_id.get());
+        outcome
+    }
+
+    /// Sends `cmd` and waits at most `timeout` for the entity's reply.
+    pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
+        if timeout.is_zero() {
+            return Err(ShardingError::InvalidTimeout);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (tx, rx) = oneshot::channel();
+        let msg = self.msg(cmd, Some(LocalReply { tx, deadline }));
+        // Usually the region's queue has room: no timer is needed to wait for it.
+        match self.region.local.try_send(msg) {
+            Ok(()) => {}
+            Err(local_queue::TrySendError::Closed(_)) => return Err(ShardingError::RegionStopped),
+            Err(local_queue::TrySendError::Full(msg)) => {
+                match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return Err(ShardingError::RegionStopped),
+                    Err(_) => return Err(ShardingError::Timeout(timeout)),
+                }
+            }
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ShardingError::ShardUnavailable(
+                "the request was lost with its shard (node failure or force stop)".into(),
+            )),
+            Err(_) => Err(ShardingError::Timeout(timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod not_initialized_tests {
+    use std::sync::Arc;
+
+    use super::resolve::{RegionResolver, Resolver, decoding_with};
+    use super::*;
+    use crate::sharding::EntityContext;
+
+    /// A node on which no kind was ever initialised.
+    struct NoKinds;
+
+    impl RegionResolver for NoKinds {
+        fn with_region(
+            &self,
+            _kind: &str,
+            f: &mut dyn FnMut(Option<&(dyn std::any::Any + Send + Sync)>),
+        ) {
+            f(None)
+        }
+
+        fn reply_endpoint(&self) -> Arc<ReplyEndpoint> {
+            unreachable!("decoding an EntityRef never answers an ask")
+        }
+    }
+
+    struct Ponger;
+
+    impl Entity for Ponger {
+        type Command = u32;
+        type Reply = u32;
+        async fn handle(&mut self, cmd: u32, _: &mut EntityContext<Self>) -> u32 {
+            cmd
+        }
+    }
+
+    #[test]
+    fn an_entity_ref_to_a_kind_never_initialised_here_says_to_call_init() {
+        let node: Arc<dyn RegionResolver> = Arc::new(NoKinds);
+        let resolver: Resolver = Arc::downgrade(&node);
+        let err = decoding_with(&resolver, || {
+            serde_json::from_str::<EntityRef<Ponger>>(r#"["ponger","p-1"]"#)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("EntityRef to \"ponger\"/\"p-1\"")
+                && err.contains("never initialised on this node")
+                && err.contains("sharding().init(EntityKind::new(\"ponger\""),
+            "{err}"
+        );
+    }
+}
