@@ -26,7 +26,7 @@ use shardik_persistence::{
 
 use shardik_core::sharding::entities::{Done, Run};
 
-use super::entities::SimLife;
+use super::life::SimLife;
 use super::messages::{EventRec, Output, SimMsg, decode_state, encode_state};
 
 /// The manifest every event is written with: what a runtime entity writes (its storage codec

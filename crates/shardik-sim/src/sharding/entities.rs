@@ -15,15 +15,16 @@ use std::time::Duration;
 
 use shardik_core::Instant;
 use shardik_core::sharding::entities::{
-    self, ContextRequest, Done, EntitySettings, Lifecycle, Run, Runner, TimerCommand,
+    self, ContextRequest, Done, EntitySettings, Run, Runner, TimerCommand,
 };
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_passivation::ResolvedStrategy;
 
-use shardik_persistence::{Fence, JournalCursor, WriteResult};
+use shardik_persistence::{Fence, WriteResult};
 
 use super::durable::DurableJournal;
-use super::messages::{EventRec, Output, SimMsg};
+pub use super::life::{SimAsk, SimCmd, SimEntity, SimLife};
+use super::messages::Output;
 
 /// How the simulated entities live and what their handlers do.
 #[derive(Clone, Debug)]
@@ -65,51 +66,6 @@ impl EntitySpec {
             restart_backoff: self.restart_backoff,
         }
     }
-}
-
-/// One incarnation of a simulated entity.
-pub struct SimEntity {
-    /// Unique over the run: tells incarnations apart.
-    incarnation: u64,
-    /// A durable entity's place in its journal (`None`: not recovered yet).
-    pub(crate) journal: Option<JournalCursor>,
-    /// A durable entity's state: the events it applied.
-    pub(crate) state: Vec<EventRec>,
-}
-
-/// What a simulated entity is told.
-pub enum SimCmd {
-    /// A client's command.
-    Client(SimMsg),
-    /// A timer the incarnation `incarnation` set.
-    Tick {
-        /// Who set it.
-        incarnation: u64,
-    },
-    /// The kind's stop message.
-    Stop,
-}
-
-/// Who waits for a reply: the client command's number, or nobody.
-pub struct SimAsk(pub Option<u64>);
-
-impl entities::Asker for SimAsk {
-    fn nobody() -> Self {
-        SimAsk(None)
-    }
-    fn waits(&self) -> bool {
-        self.0.is_some()
-    }
-}
-
-/// The simulated entity kind's types.
-pub struct SimLife;
-
-impl Lifecycle for SimLife {
-    type Entity = SimEntity;
-    type Command = SimCmd;
-    type Reply = u64;
-    type Asker = SimAsk;
 }
 
 /// The lifecycle of one kind's simulated entities on one node.

@@ -28,6 +28,7 @@ pub mod config;
 pub mod durability;
 pub mod durable;
 pub mod entities;
+mod life;
 pub mod messages;
 pub mod net;
 pub mod node;
