@@ -23,7 +23,9 @@ use shardik_runtime::sharding::{
 };
 
 use common::gated_store::GatedStore;
-use common::{free_port, start_sharding_node, start_sharding_node_with, wait_up};
+use common::{
+    Echo, free_port, running_entities, start_sharding_node, start_sharding_node_with, wait_up,
+};
 
 const ASK: Duration = Duration::from_secs(10);
 
@@ -434,21 +436,6 @@ fn register_remembering(sharding: &Sharding, store: &Arc<MemoryStore>, how: Reme
     sharding.init(kind).expect("kind registers");
 }
 
-/// The entity ids the node's region of the counter kind runs, sorted.
-async fn running(sharding: &Sharding) -> Vec<String> {
-    let state = sharding
-        .region_state("es-counter", ASK)
-        .await
-        .expect("the region answers");
-    let mut ids: Vec<String> = state
-        .shards
-        .into_iter()
-        .flat_map(|(_, ids)| ids.into_iter().map(|id| id.to_string()))
-        .collect();
-    ids.sort();
-    ids
-}
-
 async fn remembered_entities_come_back(how: Remembering) {
     let store = Arc::new(MemoryStore::new());
     let (first, sharding) = how.node().await;
@@ -478,7 +465,7 @@ async fn remembered_entities_come_back(how: Remembering) {
     let expected: Vec<String> = ids[..6].iter().map(|s| s.to_string()).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let now_running = running(&sharding).await;
+        let now_running = running_entities(&sharding, "es-counter").await;
         if now_running == expected {
             break;
         }
@@ -519,7 +506,7 @@ async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_sto
     // p's command starts p's shard (whose load now waits), then p passivates.
     assert_eq!(passivate(&sharding, "p", 1).await, 1);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !running(&sharding).await.is_empty() {
+    while !running_entities(&sharding, "es-counter").await.is_empty() {
         assert!(tokio::time::Instant::now() < deadline, "p did not stop");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -535,7 +522,7 @@ async fn an_entity_passivated_while_its_shard_loads_its_remembered_set_stays_sto
     }
     for _ in 0..30 {
         assert_eq!(
-            running(&sharding).await,
+            running_entities(&sharding, "es-counter").await,
             Vec::<String>::new(),
             "p was started again"
         );
@@ -575,7 +562,7 @@ async fn the_configured_remember_entities_reaches_every_kind() {
 async fn a_kind_with_no_store_is_refused_when_remember_entities_is_on_unless_it_opts_out() {
     let (_node, sharding) = one_remembering_node(EntityRecovery::All).await;
     let refused = sharding
-        .init(EntityKind::new("plain", |_| Plain))
+        .init(EntityKind::new("plain", |_| Echo))
         .unwrap_err();
     assert!(
         matches!(refused, InitError::NoRememberStore(ref k) if k == "plain"),
@@ -586,22 +573,7 @@ async fn a_kind_with_no_store_is_refused_when_remember_entities_is_on_unless_it_
         "{refused}"
     );
     let plain = sharding
-        .init(EntityKind::new("plain", |_| Plain).without_remember_entities())
+        .init(EntityKind::new("plain", |_| Echo).without_remember_entities())
         .expect("an opted-out kind registers");
     assert_eq!(plain.entity_ref("p").ask(7, ASK).await.unwrap(), 7);
-}
-
-struct Plain;
-
-impl shardik_runtime::sharding::Entity for Plain {
-    type Command = u8;
-    type Reply = u8;
-
-    async fn handle(
-        &mut self,
-        cmd: u8,
-        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
-    ) -> u8 {
-        cmd
-    }
 }

@@ -23,7 +23,7 @@ use shardik_runtime::sharding::{
 };
 
 use common::gated_store::GatedStore;
-use common::{free_port, start_sharding_node_with, wait_up};
+use common::{Echo, free_port, running_entities, start_sharding_node_with, wait_up};
 
 const CLUSTER: &str = "lease-test";
 const SHARDS: u32 = 10;
@@ -164,21 +164,6 @@ async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entiti
     );
 }
 
-/// The entity ids the node's counter region runs, sorted.
-async fn running(sharding: &Sharding) -> Vec<String> {
-    let state = sharding
-        .region_state(COUNTER.name(), ASK)
-        .await
-        .expect("the region answers");
-    let mut ids: Vec<String> = state
-        .shards
-        .into_iter()
-        .flat_map(|(_, ids)| ids.into_iter().map(|id| id.to_string()))
-        .collect();
-    ids.sort();
-    ids
-}
-
 /// Remembered entities start without a message once their shard's lease is held: after the
 /// whole cluster stopped and started again, they run again (and still under the lease).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,7 +188,7 @@ async fn remembered_entities_start_again_under_their_shards_leases() {
     let (second, sharding, store) = leased_node_remembering(&dir, true).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let now_running = running(&sharding).await;
+        let now_running = running_entities(&sharding, COUNTER.name()).await;
         if now_running == ids {
             break;
         }
@@ -265,26 +250,11 @@ async fn a_kind_without_a_lease_store_is_refused_when_leases_are_on() {
         c.region.lease = Some(timing());
     })
     .await;
-    let plain = EntityKind::new("plain", |_| Plain);
+    let plain = EntityKind::new("plain", |_| Echo);
     let refused = sharding.init(plain).unwrap_err();
     assert!(matches!(refused, InitError::NoLeaseStore(ref k) if k == "plain"));
     assert!(
         refused.to_string().contains("with_lease_store"),
         "{refused}"
     );
-}
-
-struct Plain;
-
-impl shardik_runtime::sharding::Entity for Plain {
-    type Command = u8;
-    type Reply = u8;
-
-    async fn handle(
-        &mut self,
-        cmd: u8,
-        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
-    ) -> u8 {
-        cmd
-    }
 }

@@ -133,3 +133,38 @@ pub async fn wait_up(nodes: &[&shardik_runtime::node::RunningNode], n: usize) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The entity ids the region of `kind` runs on this node, sorted (asked of the region, not of
+/// the entities).
+pub async fn running_entities(
+    sharding: &shardik_runtime::sharding::Sharding,
+    kind: &str,
+) -> Vec<String> {
+    let state = sharding
+        .region_state(kind, Duration::from_secs(10))
+        .await
+        .expect("the region answers");
+    let mut ids: Vec<String> = state
+        .shards
+        .into_iter()
+        .flat_map(|(_, ids)| ids.into_iter().map(|id| id.to_string()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// An entity with no store and no behaviour: it answers each command with the command.
+pub struct Echo;
+
+impl shardik_runtime::sharding::Entity for Echo {
+    type Command = u8;
+    type Reply = u8;
+
+    async fn handle(
+        &mut self,
+        cmd: u8,
+        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
+    ) -> u8 {
+        cmd
+    }
+}
