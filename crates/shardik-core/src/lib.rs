@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod lease;
 pub mod membership;
 pub mod sharding;
 pub mod time;

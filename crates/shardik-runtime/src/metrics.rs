@@ -100,8 +100,8 @@ pub const JOURNAL_WRITES_TOTAL: &str = "shardik_journal_writes_total";
 /// Journal batches sent to the store (counter); writes / batches is the mean batch size.
 pub const JOURNAL_BATCHES_TOTAL: &str = "shardik_journal_batches_total";
 
-/// Leases taken by this node (counter): each grant answering `Lease::acquire` while the lease
-/// was not held here.
+/// Leases taken by this node (counter): each grant of an acquisition (made while the lease was
+/// not held here: a holder that still counts on its lease answers without asking the store).
 pub const LEASE_ACQUISITIONS_TOTAL: &str = "shardik_lease_acquisitions_total";
 /// Leases this node held and lost (counter; label `reason` = `refused`: the store says it is no
 /// longer ours, `expired`: no renewal succeeded before it would expire).

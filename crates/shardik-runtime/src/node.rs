@@ -487,7 +487,9 @@ impl Driver {
                     });
                 }
                 Effect::Shutdown(reason) => stopped = Some(reason),
-                Effect::Sbr(action) => self.sbr_lease.carry_out(action),
+                Effect::Sbr(action) => self.sbr_lease.report(&action),
+                Effect::SbrLease(request) => self.sbr_lease.call(request),
+                Effect::SbrLeaseLost(reason) => self.sbr_lease.lost(reason),
             }
             i += 1;
         }

@@ -1,40 +1,47 @@
-//! The split-brain resolver's side effects on a running node: its lease-majority lease
-//! calls, carried out with a [`Lease`] on the node's store, and the logs and metrics of its
-//! decisions.
+//! The split-brain resolver's side effects on a running node: the store calls of its
+//! lease-majority lease, and the logs and metrics of its decisions.
 //!
-//! The membership core decides; this module only does what it asks
-//! ([`Effect::Sbr`](shardik_core::membership::Effect::Sbr)) and reports back:
-//! - [`SbrAction::AcquireLease`] is `Lease::acquire` (answered at once, without a store call,
-//!   while this node's handle still holds the lease; otherwise one store call bounded by
-//!   `coordination.lease.lease-operation-timeout`), answered to the core as
-//!   [`Input::SbrLeaseAnswer`]. A refusal, an error and a timeout are all "not granted": the
-//!   core then downs its own side. While held, the lease is renewed in the background.
-//! - [`SbrAction::ReleaseLease`] is `Lease::release`.
-//! - [`SbrAction::Down`] is a decision the core has carried out: it is logged and counted.
+//! The membership core decides, lease timing included: its lease holder (a `LeaseKeeper`,
+//! `shardik_core::membership` `node/sbr_lease.rs`) answers the resolver at once while it holds
+//! the lease, asks for one acquisition otherwise, renews on its timers and knows when the lease
+//! is lost. This module only carries out what it emits:
+//! - [`Effect::SbrLease`]: one call on the store (acquire as this node's
+//!   [`owner_for`](crate::lease::owner_for) name, renew, release), each bounded by
+//!   `coordination.lease.lease-operation-timeout`; the answers of acquisitions and renewals go
+//!   back to the core as [`Input::SbrLeaseAnswered`] (a timeout or an error is
+//!   [`LeaseAnswer::Failed`]).
+//! - [`Effect::SbrLeaseLost`]: logged and counted.
+//! - [`Effect::Sbr`]: a decision the core has carried out, logged and counted.
 //!
 //! Calls run one at a time, in order, on a task of their own, so the driver never waits for
-//! the store and a release is never overtaken by a later acquire.
+//! the store and a release is never overtaken by a later acquisition (the core relies on it).
 //!
-//! When the node stops, the lease is *not* released: the renewals stop and it expires after
-//! `heartbeat-timeout`. Releasing early could hand it to a side this node's cluster has just
-//! downed, which would then survive too.
+//! When the node stops, the lease is *not* released: the core's renewals stop and it expires
+//! after `heartbeat-timeout`. Releasing early could hand it to a side this node's cluster has
+//! just downed, which would then survive too.
+//!
+//! [`Effect::SbrLease`]: shardik_core::membership::Effect::SbrLease
+//! [`Effect::SbrLeaseLost`]: shardik_core::membership::Effect::SbrLeaseLost
+//! [`Effect::Sbr`]: shardik_core::membership::Effect::Sbr
 
 use std::sync::Arc;
 
-use shardik_core::membership::Input;
-use shardik_core::membership::UniqueAddress;
+use shardik_core::lease::{LeaseAnswer, LeaseCall, LeaseLoss, LeaseRequest};
 use shardik_core::membership::sbr::SbrAction;
-use shardik_persistence::Store;
+use shardik_core::membership::{Input, UniqueAddress};
+use shardik_persistence::{LeaseAcquired, Store};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::config::{LeaseSettings, Settings};
-use crate::lease::{Lease, LeaseError};
-use crate::metrics::{SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL};
+use crate::config::{ConfigError, LeaseSettings, Settings};
+use crate::metrics::{
+    LEASE_ACQUISITIONS_TOTAL, LEASE_LOSSES_TOTAL, LEASE_RENEWAL_FAILURES_TOTAL,
+    SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL,
+};
 
-/// How many lease calls may wait for the worker. The resolver has at most one decision
-/// waiting for the lease and one release outstanding, so this is never reached in practice;
-/// it bounds the queue all the same.
+/// How many lease calls may wait for the worker. The core has at most one acquisition or
+/// renewal out and a release or two behind it, so this is never reached in practice; it
+/// bounds the queue all the same.
 const QUEUE: usize = 16;
 
 /// What a node needs to keep the lease-majority lease.
@@ -45,7 +52,8 @@ pub struct SbrLeaseOptions {
     pub store: Arc<dyn Store>,
     /// The lease's name, the same on every node (`lease-majority.lease-name`).
     pub name: String,
-    /// Its time-to-live, renewal interval and call timeout (`coordination.lease.*`).
+    /// Its time-to-live and call timeout (`coordination.lease.*`; the renewal interval is the
+    /// core's business).
     pub settings: LeaseSettings,
 }
 
@@ -70,53 +78,63 @@ impl SbrLeaseOptions {
     }
 }
 
-enum Call {
-    Acquire { attempt: u64 },
-    Release,
+/// Where the worker makes its calls.
+struct Target {
+    store: Arc<dyn Store>,
+    name: String,
+    owner: String,
+    settings: LeaseSettings,
 }
 
 /// Carries out the resolver's effects for one node: owned by the node's driver.
 pub struct SbrLease {
-    /// To the worker that makes the lease calls; `None` without a lease.
-    calls: Option<mpsc::Sender<Call>>,
-    /// Answers for the driver to feed to the core (also used for the refusals made here).
+    /// To the worker that makes the store calls; `None` without a lease.
+    calls: Option<mpsc::Sender<LeaseRequest<()>>>,
+    /// Answers for the driver to feed to the core (also used for the failures made here).
     answers_tx: mpsc::Sender<Input>,
     answers_rx: Option<mpsc::Receiver<Input>>,
-    lease: Option<Lease>,
+    /// The lease's name, for logs (`None` without a lease).
+    name: Option<String>,
 }
 
 impl std::fmt::Debug for SbrLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SbrLease")
-            .field("lease", &self.lease)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
 impl SbrLease {
-    /// The effects' executor for `node`, with the lease of `options` if given (taken for
-    /// [`Lease::owner_for`] the node). Without options, every lease request is refused with
-    /// an error in the log: a resolver configured for lease-majority without a lease can
-    /// only down its own side. Must be called inside a tokio runtime.
+    /// The effects' executor for `node`, with the lease of `options` if given (taken as
+    /// [`owner_for`](crate::lease::owner_for) the node). Without options, every acquisition
+    /// fails with an error in the log: a resolver configured for lease-majority without a
+    /// lease can only down its own side. Must be called inside a tokio runtime.
     ///
     /// Errors: lease settings that cannot keep a lease.
     pub fn start(
         options: Option<SbrLeaseOptions>,
         node: &UniqueAddress,
-    ) -> Result<Self, LeaseError> {
+    ) -> Result<Self, ConfigError> {
         let (answers_tx, answers_rx) = mpsc::channel(QUEUE);
         let mut this = SbrLease {
             calls: None,
             answers_tx,
             answers_rx: Some(answers_rx),
-            lease: None,
+            name: None,
         };
         if let Some(o) = options {
-            let lease = Lease::new(o.store, o.name, Lease::owner_for(node), o.settings)?;
+            o.settings.validate()?;
             let (calls_tx, calls_rx) = mpsc::channel(QUEUE);
-            tokio::spawn(work(lease.clone(), calls_rx, this.answers_tx.clone()));
+            this.name = Some(o.name.clone());
+            let target = Target {
+                store: o.store,
+                name: o.name,
+                owner: crate::lease::owner_for(node),
+                settings: o.settings,
+            };
+            tokio::spawn(work(target, calls_rx, this.answers_tx.clone()));
             this.calls = Some(calls_tx);
-            this.lease = Some(lease);
         }
         Ok(this)
     }
@@ -128,111 +146,181 @@ impl SbrLease {
         self.answers_rx.take()
     }
 
-    /// The lease handle, if this node has one (for inspection: status, token).
-    pub fn lease(&self) -> Option<&Lease> {
-        self.lease.as_ref()
+    /// The lease's name in the store, if this node has one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
-    /// Carries out one effect of the resolver (never blocks).
-    pub fn carry_out(&mut self, action: SbrAction) {
-        match action {
-            SbrAction::Down { decision, nodes } => {
-                metrics::counter!(SBR_DECISIONS_TOTAL, "decision" => decision.as_str())
-                    .increment(1);
-                let list: Vec<String> = nodes.iter().map(|n| n.address.to_string()).collect();
-                warn!(
-                    event = "split-brain-resolver",
-                    decision = decision.as_str(),
-                    nodes = %list.join(", "),
-                    "split-brain resolver: {}, downing {}",
-                    decision.as_str(),
-                    list.join(", ")
-                );
-            }
-            SbrAction::AcquireLease { attempt } => self.call(Call::Acquire { attempt }),
-            SbrAction::ReleaseLease => self.call(Call::Release),
+    /// Reports a decision of the resolver ([`Effect::Sbr`]); its lease requests never reach
+    /// the driver (the core's holder turns them into [`call`](Self::call)s).
+    ///
+    /// [`Effect::Sbr`]: shardik_core::membership::Effect::Sbr
+    pub fn report(&self, action: &SbrAction) {
+        if let SbrAction::Down { decision, nodes } = action {
+            metrics::counter!(SBR_DECISIONS_TOTAL, "decision" => decision.as_str()).increment(1);
+            let list: Vec<String> = nodes.iter().map(|n| n.address.to_string()).collect();
+            warn!(
+                event = "split-brain-resolver",
+                decision = decision.as_str(),
+                nodes = %list.join(", "),
+                "split-brain resolver: {}, downing {}",
+                decision.as_str(),
+                list.join(", ")
+            );
         }
     }
 
-    fn call(&mut self, call: Call) {
-        let attempt = match &call {
-            Call::Acquire { attempt } => Some(*attempt),
-            Call::Release => None,
-        };
+    /// The core's holder lost the lease ([`Effect::SbrLeaseLost`]): logged and counted.
+    ///
+    /// [`Effect::SbrLeaseLost`]: shardik_core::membership::Effect::SbrLeaseLost
+    pub fn lost(&self, reason: LeaseLoss) {
+        metrics::counter!(LEASE_LOSSES_TOTAL, "reason" => reason.as_str()).increment(1);
+        warn!(
+            lease = self.name.as_deref().unwrap_or(""),
+            reason = reason.as_str(),
+            "split-brain resolver: lease lost; this node no longer counts on it"
+        );
+    }
+
+    /// Queues one store call of the core's holder ([`Effect::SbrLease`]); never blocks.
+    ///
+    /// [`Effect::SbrLease`]: shardik_core::membership::Effect::SbrLease
+    pub fn call(&self, request: LeaseRequest<()>) {
         let Some(calls) = &self.calls else {
-            if let Some(attempt) = attempt {
+            if request.call == LeaseCall::Acquire {
                 error!(
                     "split-brain resolver: lease-majority has no lease to acquire (set \
                      cluster.split-brain-resolver.lease-majority.lease-implementation = \
                      \"store\"); this side downs itself"
                 );
-                self.refuse(attempt);
+                self.fail(request, "no lease is configured".into());
             }
             return;
         };
-        if calls.try_send(call).is_err() {
-            // Only if the worker is gone or hopelessly behind: either way no lease now.
+        if let Err(e) = calls.try_send(request) {
+            // Only if the worker is gone or hopelessly behind: either way no answer from it.
             error!("split-brain resolver: its lease calls cannot be queued");
-            if let Some(attempt) = attempt {
-                self.refuse(attempt);
-            }
+            self.fail(e.into_inner(), "the lease calls cannot be queued".into());
         }
     }
 
-    fn refuse(&self, attempt: u64) {
-        metrics::counter!(SBR_LEASE_REQUESTS_TOTAL, "result" => "failed").increment(1);
-        let answer = Input::SbrLeaseAnswer {
-            attempt,
-            granted: false,
+    /// Answers an acquisition or renewal that was never made with a failure.
+    fn fail(&self, request: LeaseRequest<()>, why: String) {
+        if let LeaseCall::Release { .. } = request.call {
+            return;
+        }
+        if request.call == LeaseCall::Acquire {
+            metrics::counter!(SBR_LEASE_REQUESTS_TOTAL, "result" => "failed").increment(1);
+        }
+        let answer = Input::SbrLeaseAnswered {
+            id: request.id,
+            answer: LeaseAnswer::Failed(why),
         };
         if self.answers_tx.try_send(answer).is_err() {
-            // The core counts an unanswered request as refused once its timeout passes.
+            // The core counts an unanswered call as failed once its timeout passes.
             warn!(
-                "split-brain resolver: a lease refusal could not be queued; the request times out instead"
+                "split-brain resolver: a lease failure could not be queued; the call times out instead"
             );
         }
     }
 }
 
-/// The worker: one lease call at a time, each answered to the core.
-async fn work(lease: Lease, mut calls: mpsc::Receiver<Call>, answers: mpsc::Sender<Input>) {
-    while let Some(call) = calls.recv().await {
-        match call {
-            Call::Acquire { attempt } => {
-                let granted = acquire(&lease).await;
-                let answer = Input::SbrLeaseAnswer { attempt, granted };
-                if answers.send(answer).await.is_err() {
-                    return; // The driver stopped.
-                }
+/// The worker: one store call at a time, each answered to the core (releases are not).
+async fn work(
+    target: Target,
+    mut calls: mpsc::Receiver<LeaseRequest<()>>,
+    answers: mpsc::Sender<Input>,
+) {
+    while let Some(request) = calls.recv().await {
+        let answer = match request.call {
+            LeaseCall::Acquire => acquire(&target).await,
+            LeaseCall::Renew { token } => renew(&target, token).await,
+            LeaseCall::Release { token } => {
+                release(&target, token).await;
+                continue;
             }
-            Call::Release => match lease.release().await {
-                Ok(released) => {
-                    info!(lease = %lease.name(), released, "split-brain resolver: lease given back")
-                }
-                Err(e) => {
-                    warn!(lease = %lease.name(), error = %e, "split-brain resolver: giving the lease back failed; it expires by itself")
-                }
-            },
+        };
+        let input = Input::SbrLeaseAnswered {
+            id: request.id,
+            answer,
+        };
+        if answers.send(input).await.is_err() {
+            return; // The driver stopped.
         }
     }
 }
 
 /// One acquisition, logged and counted by result.
-async fn acquire(lease: &Lease) -> bool {
-    let (granted, result) = match lease.acquire().await {
-        Ok(true) => {
-            info!(lease = %lease.name(), token = ?lease.token(), "split-brain resolver: lease acquired; this side survives");
-            (true, "granted")
+async fn acquire(t: &Target) -> LeaseAnswer {
+    let limit = t.settings.lease_operation_timeout;
+    let call = t
+        .store
+        .acquire_lease(&t.name, &t.owner, t.settings.heartbeat_timeout);
+    let (answer, result) = match tokio::time::timeout(limit, call).await {
+        Ok(Ok(LeaseAcquired::Granted(grant))) => {
+            metrics::counter!(LEASE_ACQUISITIONS_TOTAL).increment(1);
+            info!(lease = %t.name, token = grant.token, "split-brain resolver: lease acquired");
+            (LeaseAnswer::Granted { token: grant.token }, "granted")
         }
-        Ok(false) => {
-            warn!(lease = %lease.name(), "split-brain resolver: the lease is held by another node; this side downs itself");
-            (false, "refused")
+        Ok(Ok(LeaseAcquired::HeldByOther { owner, time_left })) => {
+            warn!(lease = %t.name, holder = %owner, ?time_left, "split-brain resolver: the lease is held by another node; this side downs itself");
+            (LeaseAnswer::HeldByOther, "refused")
         }
-        Err(e) => {
-            warn!(lease = %lease.name(), error = %e, "split-brain resolver: the lease could not be acquired; this side downs itself");
-            (false, "failed")
+        Ok(Err(e)) => {
+            warn!(lease = %t.name, error = %e, "split-brain resolver: the lease could not be acquired; this side downs itself");
+            (
+                LeaseAnswer::Failed(format!("acquiring {}: {e}", t.name)),
+                "failed",
+            )
+        }
+        Err(_) => {
+            warn!(lease = %t.name, timeout = ?limit, "split-brain resolver: the store did not answer the lease acquisition in time; this side downs itself");
+            let why = format!(
+                "acquiring {}: the store did not answer within {limit:?}",
+                t.name
+            );
+            (LeaseAnswer::Failed(why), "failed")
         }
     };
     metrics::counter!(SBR_LEASE_REQUESTS_TOTAL, "result" => result).increment(1);
-    granted
+    answer
+}
+
+/// One renewal; a failed one is counted and logged (the core keeps the lease until its
+/// deadline and tries again sooner).
+async fn renew(t: &Target, token: u64) -> LeaseAnswer {
+    let limit = t.settings.lease_operation_timeout;
+    let call = t
+        .store
+        .renew_lease(&t.name, &t.owner, token, t.settings.heartbeat_timeout);
+    let failed = |why: String| {
+        metrics::counter!(LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
+        warn!(lease = %t.name, error = %why, "split-brain resolver: lease renewal failed; retrying");
+        LeaseAnswer::Failed(why)
+    };
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(true)) => LeaseAnswer::Renewed,
+        Ok(Ok(false)) => LeaseAnswer::Refused,
+        Ok(Err(e)) => failed(format!("renewing {}: {e}", t.name)),
+        Err(_) => failed(format!(
+            "renewing {}: the store did not answer within {limit:?}",
+            t.name
+        )),
+    }
+}
+
+/// One release; a failure is only logged (the lease expires by itself).
+async fn release(t: &Target, token: u64) {
+    let limit = t.settings.lease_operation_timeout;
+    match tokio::time::timeout(limit, t.store.release_lease(&t.name, &t.owner, token)).await {
+        Ok(Ok(released)) => {
+            info!(lease = %t.name, token, released, "split-brain resolver: lease given back")
+        }
+        Ok(Err(e)) => {
+            warn!(lease = %t.name, error = %e, "split-brain resolver: giving the lease back failed; it expires by itself")
+        }
+        Err(_) => {
+            warn!(lease = %t.name, timeout = ?limit, "split-brain resolver: giving the lease back was not answered in time; it expires by itself")
+        }
+    }
 }

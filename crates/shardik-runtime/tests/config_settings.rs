@@ -224,6 +224,8 @@ fn strategies_map_onto_the_core() {
                 acquire_lease_delay_for_minority: Duration::from_secs(2),
                 release_after: Duration::from_secs(40),
                 lease_operation_timeout: Duration::from_secs(5),
+                lease_ttl: Duration::from_secs(120),
+                lease_renew_interval: Duration::from_secs(12),
             },
         ),
         (
@@ -577,7 +579,8 @@ fn lease_majority_settings_reach_the_resolver_and_name_the_lease() {
                 [cluster.split-brain-resolver]\nactive-strategy = \"lease-majority\"\n\
                 [cluster.split-brain-resolver.lease-majority]\nlease-implementation = \"store\"\n\
                 role = \"backend\"\nacquire-lease-delay-for-minority = \"3s\"\nrelease-after = \"1m\"\n\
-                [coordination.lease]\nlease-operation-timeout = \"2s\"";
+                [coordination.lease]\nlease-operation-timeout = \"2s\"\n\
+                heartbeat-timeout = \"30s\"\nheartbeat-interval = \"3s\"";
     let s = Settings::from_toml_str(toml).unwrap();
     assert!(s.sbr_needs_lease());
     assert_eq!(s.sbr_lease_name(), "orders-shardik-sbr");
@@ -588,6 +591,8 @@ fn lease_majority_settings_reach_the_resolver_and_name_the_lease() {
             acquire_lease_delay_for_minority: Duration::from_secs(3),
             release_after: Duration::from_secs(60),
             lease_operation_timeout: Duration::from_secs(2),
+            lease_ttl: Duration::from_secs(30),
+            lease_renew_interval: Duration::from_secs(3),
         }
     );
     let s = Settings::load_with_env(

@@ -122,7 +122,7 @@ async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entiti
     // The shard's lease is this node's, in the store the journal is in.
     let name = lease_name("c-1");
     let info = store.read_lease(&name).await.unwrap().expect("taken");
-    let owner = shardik_runtime::lease::Lease::owner_for(&node.self_node);
+    let owner = shardik_runtime::lease::owner_for(&node.self_node);
     assert_eq!(info.holder(), Some(owner.as_str()), "{info:?}");
     // Still held well past its time-to-live: it is renewed in the background.
     tokio::time::sleep(timing().ttl + Duration::from_secs(1)).await;
@@ -198,7 +198,7 @@ async fn remembered_entities_start_again_under_their_shards_leases() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let owner = shardik_runtime::lease::Lease::owner_for(&second.self_node);
+    let owner = shardik_runtime::lease::owner_for(&second.self_node);
     for id in ids {
         let lease = store.read_lease(&lease_name(id)).await.unwrap();
         assert_eq!(

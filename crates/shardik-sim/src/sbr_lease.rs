@@ -1,20 +1,25 @@
 //! The split-brain resolver's lease (lease-majority) in the simulated world: one real
 //! [`MemoryStore`] whose lease clock is the world's virtual time, reached from every live node
 //! whatever the partitions (the store is elsewhere, as a database is), each call taking a
-//! latency each way. What a call does once it reaches the store is the store's own code; the
-//! model adds when, and whether, it gets there, and the holder's side of the runtime's
-//! `Lease` handle:
+//! latency each way.
 //!
-//! * an acquire is answered at once, with no store call, while the node's handle still counts
-//!   on the lease (its own deadline: the send time of its last successful acquire or renewal,
-//!   plus the time-to-live, minus the operation timeout);
-//! * a holder renews every `heartbeat-interval`, and stops counting on the lease when a
-//!   renewal is refused or none succeeded by its deadline;
-//! * an answer that comes later than the operation timeout after its request counts as a
-//!   failure, as the runtime's timeout makes it;
+//! Only the world's side is here. The holder's side (when to acquire, renew and release, until
+//! when a grant counts, what a late answer means) is the node's membership core, the same
+//! `LeaseKeeper` the runtime drives: this model executes the [`LeaseRequest`]s it emits
+//! ([`Effect::SbrLease`]) and hands the store's answers back ([`Input::SbrLeaseAnswered`]).
+//! What it adds is when, and whether, a call gets there:
+//!
+//! * one node's calls reach the store in the order they were made, as the runtime's one
+//!   worker per node makes them (the core relies on a release never being overtaken);
 //! * a call whose node crashed before it reached the store reaches it or not, by a coin (it
 //!   may have left before the crash); answers to a crashed node are lost; a paused node gets
-//!   them, and renews, when its pause ends.
+//!   them when its pause ends.
+//!
+//! A call's timeout (`lease-operation-timeout`) is the core's: an answer that comes later is
+//! handed over all the same, and the core ignores it or gives a late grant back.
+//!
+//! [`Effect::SbrLease`]: shardik_core::membership::Effect::SbrLease
+//! [`Input::SbrLeaseAnswered`]: shardik_core::membership::Input::SbrLeaseAnswered
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,36 +29,28 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
-use shardik_core::membership::sbr::SbrAction;
+use shardik_core::lease::{LeaseAnswer, LeaseCall, LeaseRequest};
+use shardik_core::membership::sbr::{SbrAction, Strategy};
 use shardik_core::membership::{Input, UniqueAddress};
 use shardik_persistence::{LeaseAcquired, LeaseInfo, MemoryStore, Store, StoreError, StoreFuture};
 
 use crate::node_id::NodeId;
 
-/// The lease's settings in the model (`coordination.lease.*`, and the store's distance).
+/// The lease's place in the world: its name and how far the store is.
 #[derive(Clone, Debug)]
 pub struct SbrLeaseConfig {
     /// The lease's name.
     pub name: String,
     /// One-way latency to the store, drawn uniformly from this range.
     pub latency: (Duration, Duration),
-    /// `heartbeat-timeout`: the time-to-live.
-    pub heartbeat_timeout: Duration,
-    /// `heartbeat-interval`: how often the holder renews.
-    pub heartbeat_interval: Duration,
-    /// `lease-operation-timeout`: a call answered later than this after it was sent failed.
-    pub lease_operation_timeout: Duration,
 }
 
 impl Default for SbrLeaseConfig {
-    /// The reference's lease timings (120 s, 12 s, 5 s), 1–10 ms to the store.
+    /// 1–10 ms to the store.
     fn default() -> Self {
         SbrLeaseConfig {
             name: "shardik-shardik-sbr".to_string(),
             latency: (Duration::from_millis(1), Duration::from_millis(10)),
-            heartbeat_timeout: Duration::from_secs(120),
-            heartbeat_interval: Duration::from_secs(12),
-            lease_operation_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -65,9 +62,22 @@ pub struct Caller {
     pub id: NodeId,
     /// The incarnation (the lease's owner is its `address#uid`).
     pub node: UniqueAddress,
+    /// The lease's time-to-live its settings ask the store for
+    /// (`coordination.lease.heartbeat-timeout`).
+    pub ttl: Duration,
 }
 
 impl Caller {
+    /// `node` in slot `id`, asking for the time-to-live of `strategy` (none but
+    /// lease-majority takes the lease).
+    pub fn new(id: NodeId, node: UniqueAddress, strategy: Option<&Strategy>) -> Self {
+        let ttl = match strategy {
+            Some(Strategy::LeaseMajority { lease_ttl, .. }) => *lease_ttl,
+            _ => Duration::ZERO,
+        };
+        Caller { id, node, ttl }
+    }
+
     fn owner(&self) -> String {
         self.node.to_string()
     }
@@ -86,71 +96,38 @@ pub enum Liveness {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// An acquire reaches the store.
-    Acquire {
+    /// A call reaches the store.
+    Call {
         from: Caller,
-        attempt: u64,
-        sent: Instant,
+        request: LeaseRequest<()>,
     },
-    /// An acquire's answer (the token granted, if any) reaches its node.
+    /// The store's answer to call `id` reaches its node.
     Answer {
         to: Caller,
-        attempt: u64,
-        token: Option<u64>,
-        sent: Instant,
+        id: u64,
+        answer: LeaseAnswer,
     },
-    /// The holder's renewal timer fires.
-    RenewDue { holder: Caller, token: u64 },
-    /// A renewal reaches the store.
-    Renew {
-        from: Caller,
-        token: u64,
-        sent: Instant,
-    },
-    /// A renewal's answer reaches its node.
-    Renewed {
-        to: Caller,
-        token: u64,
-        ok: bool,
-        sent: Instant,
-    },
-    /// A release reaches the store.
-    Release { from: Caller, token: u64 },
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Delivery {
-    Now,
-    Later,
-    Never,
-}
-
-/// What a holder's handle knows.
-#[derive(Clone, Debug)]
-struct Holding {
-    token: u64,
-    /// Until when it counts on the lease.
-    deadline: Instant,
 }
 
 /// What the model saw over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SbrLeaseStats {
-    /// Acquire requests made by nodes.
+    /// Acquisitions that went to the store (an acquisition the holder answered itself, while
+    /// it held the lease, never comes here).
     pub requests: u64,
-    /// Of those, answered from the holder's own check, without a store call.
-    pub answered_by_holder: u64,
     /// Grants the store made (new tenures and the same owner's re-grants).
     pub granted: u64,
     /// Acquires the store refused (another owner held the lease).
     pub refused: u64,
-    /// Acquires that failed: the store errored, or the answer came after the timeout.
+    /// Calls the store failed.
     pub failed: u64,
     /// Releases that reached the store and freed the lease.
     pub released: u64,
     /// Renewals that kept the lease.
     pub renewed: u64,
-    /// Leases a holder stopped counting on (refused renewal or its deadline passed).
+    /// Renewals the store refused (the lease was no longer the caller's).
+    pub renewals_refused: u64,
+    /// Leases a holder reported lost (a refused renewal, or its deadline passed).
     pub lost: u64,
     /// Calls of crashed nodes that never reached the store.
     pub lost_in_crash: u64,
@@ -171,14 +148,15 @@ pub struct Grant {
     pub token: u64,
 }
 
-/// The lease, its store, the calls on their way and the holders' handles.
+/// The lease's store and the calls on their way to and from it.
 pub struct SbrLeaseModel {
     cfg: SbrLeaseConfig,
     store: MemoryStore,
     clock: Arc<AtomicU64>,
     ops: BTreeMap<(Instant, u64), Op>,
     seq: u64,
-    holding: BTreeMap<Caller, Holding>,
+    /// When each caller's last call reaches the store: the next one gets there no earlier.
+    last_arrival: BTreeMap<Caller, Instant>,
     rng: ChaCha8Rng,
     stats: SbrLeaseStats,
     grants: Vec<Grant>,
@@ -197,7 +175,7 @@ impl SbrLeaseModel {
             clock,
             ops: BTreeMap::new(),
             seq: 0,
-            holding: BTreeMap::new(),
+            last_arrival: BTreeMap::new(),
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5b2_1ea5e),
             stats: SbrLeaseStats::default(),
             grants: Vec::new(),
@@ -222,66 +200,36 @@ impl SbrLeaseModel {
             .flatten()
     }
 
-    /// The token slot `id`'s handle holds now, if it counts on the lease.
-    pub fn held_by(&self, id: NodeId, now: Instant) -> Option<u64> {
-        self.holding
-            .iter()
-            .find(|(c, h)| c.id == id && h.deadline > now)
-            .map(|(_, h)| h.token)
-    }
-
-    /// A node's resolver asked for something (an [`Effect::Sbr`] of the core).
+    /// A node's resolver acted ([`Effect::Sbr`]): counted by decision.
     ///
     /// [`Effect::Sbr`]: shardik_core::membership::Effect::Sbr
-    pub fn request(&mut self, now: Instant, from: Caller, action: SbrAction) {
-        match action {
-            SbrAction::Down { decision, .. } => {
-                *self.stats.decisions.entry(decision.as_str()).or_default() += 1;
-            }
-            SbrAction::AcquireLease { attempt } => {
-                self.stats.requests += 1;
-                match self.holding.get(&from) {
-                    Some(h) if h.deadline > now => {
-                        // The handle's own check: no store call.
-                        self.stats.answered_by_holder += 1;
-                        let token = Some(h.token);
-                        self.schedule(
-                            now,
-                            Op::Answer {
-                                to: from,
-                                attempt,
-                                token,
-                                sent: now,
-                            },
-                        );
-                    }
-                    _ => {
-                        let at = now + self.latency();
-                        self.schedule(
-                            at,
-                            Op::Acquire {
-                                from,
-                                attempt,
-                                sent: now,
-                            },
-                        );
-                    }
-                }
-            }
-            SbrAction::ReleaseLease => {
-                // The handle lets go at once; the store hears of it a latency later.
-                if let Some(h) = self.holding.remove(&from) {
-                    let at = now + self.latency();
-                    self.schedule(
-                        at,
-                        Op::Release {
-                            from,
-                            token: h.token,
-                        },
-                    );
-                }
-            }
+    pub fn decided(&mut self, action: &SbrAction) {
+        if let SbrAction::Down { decision, .. } = action {
+            *self.stats.decisions.entry(decision.as_str()).or_default() += 1;
         }
+    }
+
+    /// A node's holder reported its lease lost ([`Effect::SbrLeaseLost`]).
+    ///
+    /// [`Effect::SbrLeaseLost`]: shardik_core::membership::Effect::SbrLeaseLost
+    pub fn lost(&mut self) {
+        self.stats.lost += 1;
+    }
+
+    /// A node's holder makes a call on the store ([`Effect::SbrLease`]): it gets there a
+    /// latency later, after that node's earlier calls.
+    ///
+    /// [`Effect::SbrLease`]: shardik_core::membership::Effect::SbrLease
+    pub fn call(&mut self, now: Instant, from: Caller, request: LeaseRequest<()>) {
+        if request.call == LeaseCall::Acquire {
+            self.stats.requests += 1;
+        }
+        let mut at = now + self.latency();
+        if let Some(last) = self.last_arrival.get(&from) {
+            at = at.max(*last);
+        }
+        self.last_arrival.insert(from.clone(), at);
+        self.schedule(at, Op::Call { from, request });
     }
 
     /// When the next call reaches the store or a node.
@@ -316,193 +264,86 @@ impl SbrLeaseModel {
         inputs: &mut Vec<(NodeId, Input)>,
     ) {
         match op {
-            Op::Acquire {
-                from,
-                attempt,
-                sent,
-            } => {
+            Op::Call { from, request } => {
                 if !self.reaches_store(&from, live) {
                     return;
                 }
-                let answer = at_once(self.store.acquire_lease(
-                    &self.cfg.name,
-                    &from.owner(),
-                    self.cfg.heartbeat_timeout,
-                ));
-                let token = match answer {
-                    Ok(LeaseAcquired::Granted(g)) => {
-                        self.stats.granted += 1;
-                        self.grants.push(Grant {
-                            at: now,
-                            owner: from.owner(),
-                            token: g.token,
-                        });
-                        Some(g.token)
-                    }
-                    Ok(LeaseAcquired::HeldByOther { .. }) => {
-                        self.stats.refused += 1;
-                        None
-                    }
-                    Err(_) => {
-                        self.stats.failed += 1;
-                        None
-                    }
+                let Some(answer) = self.execute(now, &from, request.call) else {
+                    return; // A release: not answered.
                 };
                 let at = now + self.latency();
+                let id = request.id;
                 self.schedule(
                     at,
                     Op::Answer {
                         to: from,
-                        attempt,
-                        token,
-                        sent,
+                        id,
+                        answer,
                     },
                 );
             }
-            Op::Answer {
-                to,
-                attempt,
-                token,
-                sent,
-            } => {
-                if !self.delivered(now, &to, live, |to| Op::Answer {
-                    to,
-                    attempt,
-                    token,
-                    sent,
-                }) {
-                    return;
+            Op::Answer { to, id, answer } => match live(&to) {
+                Liveness::Paused(until) if until > now => {
+                    self.schedule(until, Op::Answer { to, id, answer });
                 }
-                let deadline = sent + self.counted_for();
-                let in_time = now.saturating_duration_since(sent)
-                    <= self.cfg.lease_operation_timeout
-                    && deadline > now;
-                let granted = match token {
-                    Some(token) if in_time => {
-                        let renew_at = sent + self.cfg.heartbeat_interval;
-                        self.holding.insert(to.clone(), Holding { token, deadline });
-                        self.schedule(
-                            renew_at,
-                            Op::RenewDue {
-                                holder: to.clone(),
-                                token,
-                            },
-                        );
-                        true
-                    }
-                    Some(_) => {
-                        self.stats.failed += 1;
-                        false
-                    }
-                    None => false,
-                };
-                inputs.push((to.id, Input::SbrLeaseAnswer { attempt, granted }));
-            }
-            Op::RenewDue { holder, token } => {
-                match self.delivery(now, &holder, live, |holder| Op::RenewDue { holder, token }) {
-                    Delivery::Now => {}
-                    Delivery::Later => return,
-                    Delivery::Never => {
-                        // A crashed process renews nothing; its lease expires in the store.
-                        self.holding.remove(&holder);
-                        return;
-                    }
+                Liveness::Alive | Liveness::Paused(_) => {
+                    inputs.push((to.id, Input::SbrLeaseAnswered { id, answer }));
                 }
-                let Some(h) = self.holding.get(&holder) else {
-                    return; // Released meanwhile.
-                };
-                if h.token != token {
-                    return; // A timer of an earlier tenure.
-                }
-                if now >= h.deadline {
-                    self.lose(&holder);
-                    return;
-                }
-                let at = now + self.latency();
-                self.schedule(
-                    at,
-                    Op::Renew {
-                        from: holder,
-                        token,
-                        sent: now,
-                    },
-                );
-            }
-            Op::Renew { from, token, sent } => {
-                if !self.reaches_store(&from, live) {
-                    return;
-                }
-                let ok = at_once(self.store.renew_lease(
-                    &self.cfg.name,
-                    &from.owner(),
-                    token,
-                    self.cfg.heartbeat_timeout,
-                ))
-                .unwrap_or(false);
-                let at = now + self.latency();
-                self.schedule(
-                    at,
-                    Op::Renewed {
-                        to: from,
-                        token,
-                        ok,
-                        sent,
-                    },
-                );
-            }
-            Op::Renewed {
-                to,
-                token,
-                ok,
-                sent,
-            } => {
-                if !self.delivered(now, &to, live, |to| Op::Renewed {
-                    to,
-                    token,
-                    ok,
-                    sent,
-                }) {
-                    return;
-                }
-                let counted_for = self.counted_for();
-                let interval = self.cfg.heartbeat_interval;
-                let Some(h) = self.holding.get_mut(&to).filter(|h| h.token == token) else {
-                    return;
-                };
-                if !ok || now >= h.deadline {
-                    self.lose(&to);
-                    return;
-                }
-                self.stats.renewed += 1;
-                h.deadline = sent + counted_for;
-                self.schedule(sent + interval, Op::RenewDue { holder: to, token });
-            }
-            Op::Release { from, token } => {
-                if !self.reaches_store(&from, live) {
-                    return;
-                }
-                let released = at_once(self.store.release_lease(
-                    &self.cfg.name,
-                    &from.owner(),
-                    token,
-                ));
-                if released == Ok(true) {
-                    self.stats.released += 1;
-                }
-            }
+                Liveness::Gone => self.stats.answers_to_the_dead += 1,
+            },
         }
     }
 
-    /// How long after sending a successful request the holder counts on the lease.
-    fn counted_for(&self) -> Duration {
-        self.cfg
-            .heartbeat_timeout
-            .saturating_sub(self.cfg.lease_operation_timeout)
-    }
-
-    fn lose(&mut self, holder: &Caller) {
-        if self.holding.remove(holder).is_some() {
-            self.stats.lost += 1;
+    /// The store's own code carries `call` out; `None` for a release, which is not answered.
+    fn execute(&mut self, now: Instant, from: &Caller, call: LeaseCall) -> Option<LeaseAnswer> {
+        let name = &self.cfg.name;
+        let owner = from.owner();
+        match call {
+            LeaseCall::Acquire => {
+                let answer = match at_once(self.store.acquire_lease(name, &owner, from.ttl)) {
+                    Ok(LeaseAcquired::Granted(g)) => {
+                        self.stats.granted += 1;
+                        self.grants.push(Grant {
+                            at: now,
+                            owner,
+                            token: g.token,
+                        });
+                        LeaseAnswer::Granted { token: g.token }
+                    }
+                    Ok(LeaseAcquired::HeldByOther { .. }) => {
+                        self.stats.refused += 1;
+                        LeaseAnswer::HeldByOther
+                    }
+                    Err(e) => {
+                        self.stats.failed += 1;
+                        LeaseAnswer::Failed(e.to_string())
+                    }
+                };
+                Some(answer)
+            }
+            LeaseCall::Renew { token } => {
+                let answer = match at_once(self.store.renew_lease(name, &owner, token, from.ttl)) {
+                    Ok(true) => {
+                        self.stats.renewed += 1;
+                        LeaseAnswer::Renewed
+                    }
+                    Ok(false) => {
+                        self.stats.renewals_refused += 1;
+                        LeaseAnswer::Refused
+                    }
+                    Err(e) => {
+                        self.stats.failed += 1;
+                        LeaseAnswer::Failed(e.to_string())
+                    }
+                };
+                Some(answer)
+            }
+            LeaseCall::Release { token } => {
+                if at_once(self.store.release_lease(name, &owner, token)) == Ok(true) {
+                    self.stats.released += 1;
+                }
+                None
+            }
         }
     }
 
@@ -514,39 +355,6 @@ impl SbrLeaseModel {
         }
         self.stats.lost_in_crash += 1;
         false
-    }
-
-    /// Whether something reaching `to` is handled now.
-    fn delivered(
-        &mut self,
-        now: Instant,
-        to: &Caller,
-        live: &impl Fn(&Caller) -> Liveness,
-        again: impl FnOnce(Caller) -> Op,
-    ) -> bool {
-        self.delivery(now, to, live, again) == Delivery::Now
-    }
-
-    /// When something reaching `to` is handled: now; when its pause ends (rescheduled with
-    /// `again`); or never, for a node that is gone.
-    fn delivery(
-        &mut self,
-        now: Instant,
-        to: &Caller,
-        live: &impl Fn(&Caller) -> Liveness,
-        again: impl FnOnce(Caller) -> Op,
-    ) -> Delivery {
-        match live(to) {
-            Liveness::Paused(until) if until > now => {
-                self.schedule(until, again(to.clone()));
-                Delivery::Later
-            }
-            Liveness::Alive | Liveness::Paused(_) => Delivery::Now,
-            Liveness::Gone => {
-                self.stats.answers_to_the_dead += 1;
-                Delivery::Never
-            }
-        }
     }
 
     fn schedule(&mut self, at: Instant, op: Op) {

@@ -606,11 +606,20 @@ impl World {
                     if self.cfg.record_events {
                         self.note(Some(id), format!("resolver: {action:?}"));
                     }
-                    let caller = Caller {
-                        id,
-                        node: self.nodes[id].core.self_node().clone(),
-                    };
-                    self.sbr_lease.request(self.now, caller, action);
+                    self.sbr_lease.decided(&action);
+                }
+                Effect::SbrLease(request) => {
+                    if self.cfg.record_events {
+                        self.note(Some(id), format!("lease call: {request:?}"));
+                    }
+                    let core = &self.nodes[id].core;
+                    let strategy = core.config().downing.as_ref().map(|d| &d.strategy);
+                    let caller = Caller::new(id, core.self_node().clone(), strategy);
+                    self.sbr_lease.call(self.now, caller, request);
+                }
+                Effect::SbrLeaseLost(reason) => {
+                    self.note(Some(id), format!("lease lost: {}", reason.as_str()));
+                    self.sbr_lease.lost();
                 }
                 Effect::Shutdown(reason) => {
                     self.note(Some(id), format!("shutdown: {reason:?}"));

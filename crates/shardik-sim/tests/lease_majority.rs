@@ -1,5 +1,6 @@
 //! The lease-majority split-brain strategy in deterministic simulation, with its lease in one
-//! store every node reaches (`shardik_sim::sbr_lease`): the side that gets the lease survives
+//! store every node reaches (`shardik_sim::sbr_lease`), held by each node's core as on a
+//! running node (its `LeaseKeeper`): the side that gets the lease survives
 //! and the other downs itself; a minority whose majority is gone gets the lease; and over
 //! random partitions, reshapes, pauses and crashes, two clusters never both survive.
 
@@ -17,6 +18,8 @@ fn lease_majority() -> Strategy {
         acquire_lease_delay_for_minority: Duration::from_secs(2),
         release_after: Duration::from_secs(40),
         lease_operation_timeout: Duration::from_secs(5),
+        lease_ttl: Duration::from_secs(120),
+        lease_renew_interval: Duration::from_secs(12),
     }
 }
 
@@ -83,8 +86,9 @@ fn a_3_2_partition_leaves_the_side_that_got_the_lease() {
         assert_eq!(lease.stats().refused, 1, "seed {seed}: {:?}", lease.stats());
         assert_eq!(lease.stats().decisions.get("down-unreachable"), Some(&1));
         assert_eq!(lease.stats().decisions.get("down-reachable"), Some(&1));
+        // The winner's core holds what the store says, and keeps it by renewing.
         assert_eq!(
-            lease.held_by(0, w.now()),
+            w.core(0).sbr_lease_token(w.now()),
             w.sbr_lease().read(w.now()).map(|l| l.token)
         );
         // Once 3 and 4 are removed, the lease is kept 40 s more, then given back.
@@ -92,7 +96,11 @@ fn a_3_2_partition_leaves_the_side_that_got_the_lease() {
         assert_eq!(w.sbr_lease().stats().released, 1, "seed {seed}");
         let info = w.sbr_lease().read(w.now()).expect("the lease exists");
         assert_eq!(info.holder(), None, "seed {seed}: released");
-        assert_eq!(w.sbr_lease().held_by(0, w.now()), None);
+        assert_eq!(w.core(0).sbr_lease_token(w.now()), None);
+        assert!(
+            w.sbr_lease().stats().renewed > 0,
+            "seed {seed}: renewed while held"
+        );
         assert_clean(&w, seed);
     }
 }

@@ -35,11 +35,11 @@ use crate::membership::{Member, MemberStatus, UniqueAddress};
 use super::allocation::AllocationSnapshot;
 use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
 use super::fence::{FenceChange, SelfFence};
-use super::lease::{LeaseAnswer, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, Region, RegionEffect, RegionSettings};
 use super::shard_id::ShardId;
 use super::view::ShardingView;
+use crate::lease::{LeaseAnswer, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use strategy::{AllocationChoice, DeferredState, KindStrategy, Question};
 
 /// Settings of one kind on one node.

@@ -24,7 +24,6 @@ pub mod entities;
 pub mod fence;
 mod id_map;
 pub mod kind_node;
-pub mod lease;
 pub mod protocol;
 pub mod region;
 pub mod shard_id;
@@ -33,6 +32,10 @@ pub mod view;
 #[cfg(test)]
 mod testkit;
 
+/// The lease holder's side lives in [`crate::lease`], shared with the split-brain resolver.
+pub use crate::lease::{
+    LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming,
+};
 pub use allocation::{
     AllocationSettings, AllocationSnapshot, LeastShardAllocationStrategy, RegionEntry,
     ShardAllocationStrategy, ThresholdShardAllocationStrategy,
@@ -40,9 +43,6 @@ pub use allocation::{
 pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
 pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};
 pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey, Routed};
-pub use lease::{
-    LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming,
-};
 pub use protocol::Protocol;
 pub use region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
 pub use shard_id::{EntityId, ShardId, ShardIdError, shard_id_for, shard_number_for};

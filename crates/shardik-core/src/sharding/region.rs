@@ -54,9 +54,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use crate::Instant;
+use crate::lease::{LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use crate::membership::UniqueAddress;
 
-use super::lease::{LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use super::protocol::Protocol;
 use super::shard_id::{EntityId, ShardId};
 

@@ -15,10 +15,10 @@ use super::allocation::LeastShardAllocationStrategy;
 use super::coordinator::{Coordinator, CoordinatorSettings};
 use super::kind_node::strategy::{AllocationChoice, KindStrategy};
 use super::kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey};
-use super::lease::{LeaseAnswer, LeaseCall, LeaseTiming};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, HandOffMode, Region, RegionSettings};
 use super::shard_id::{EntityId, ShardId, shard_id_for};
+use crate::lease::{LeaseAnswer, LeaseCall, LeaseTiming};
 
 /// A test message: who sent it and its sequence number for that sender.
 pub(crate) type Msg = (UniqueAddress, u64);

@@ -1,5 +1,5 @@
 //! `coordination.*`: leases (Akka's `akka.coordination.lease`), kept in the node's store
-//! (`persistence.store`) and handed out by [`crate::lease::Lease`].
+//! (`persistence.store`) and held by the cores' `LeaseKeeper` (see [`crate::lease`]).
 
 use std::time::Duration;
 

@@ -306,6 +306,8 @@ impl Settings {
                 acquire_lease_delay_for_minority: s.lease_majority.acquire_lease_delay_for_minority,
                 release_after: s.lease_majority.release_after,
                 lease_operation_timeout: self.coordination.lease.lease_operation_timeout,
+                lease_ttl: self.coordination.lease.heartbeat_timeout,
+                lease_renew_interval: self.coordination.lease.heartbeat_interval,
             },
         };
         let down_all_when_unstable = match s.down_all_when_unstable {

@@ -71,7 +71,7 @@ impl KindLeases {
             kind: kind.into(),
             // Address and uid: a restarted node is a new owner, never mistaking its
             // predecessor's tenure for its own.
-            owner: crate::lease::Lease::owner_for(node).into(),
+            owner: crate::lease::owner_for(node).into(),
             operation_timeout,
             ttl,
             health,

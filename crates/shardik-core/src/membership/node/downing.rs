@@ -1,6 +1,8 @@
-//! Downing: marking members Down, by command or by the split-brain resolver.
+//! Downing: marking members Down, by command or by the split-brain resolver, whose
+//! lease-majority lease requests go through the lease's holder (`sbr_lease.rs`).
 
 use super::{Effect, Membership};
+use crate::lease::LeaseAnswer;
 use crate::membership::address::UniqueAddress;
 use crate::membership::events::ClusterEvent;
 use crate::membership::gossip::Gossip;
@@ -66,39 +68,79 @@ impl Membership {
         }
     }
 
-    /// The answer to the resolver's lease request `attempt`.
-    pub(super) fn sbr_lease_answer(
+    /// The store answered the lease call `id` (`sbr_lease.rs`); an acquisition's outcome
+    /// goes on to the resolver.
+    pub(super) fn sbr_lease_answered(
         &mut self,
         now: Instant,
-        attempt: u64,
-        granted: bool,
+        id: u64,
+        answer: LeaseAnswer,
         out: &mut Vec<Effect>,
     ) {
-        let Some(sbr) = self.sbr.as_mut() else {
-            // No resolver, so nothing asked: a grant would be somebody's mistake; give it back.
-            if granted {
-                out.push(Effect::Sbr(SbrAction::ReleaseLease));
-            }
+        // Without lease-majority nothing was asked: nothing to hear.
+        let Some(lease) = self.sbr_lease.as_mut() else {
             return;
         };
+        let outcome = lease.answered(now, id, answer, out);
+        self.sbr_lease_outcome(now, outcome, out);
+    }
+
+    /// Runs the lease's timers (renewals, deadlines, an acquisition not answered in time).
+    pub(super) fn sbr_lease_timeout(&mut self, now: Instant, out: &mut Vec<Effect>) {
+        let Some(lease) = self.sbr_lease.as_mut() else {
+            return;
+        };
+        if lease.poll_timeout().is_some_and(|t| t <= now) {
+            let outcome = lease.handle_timeout(now, out);
+            self.sbr_lease_outcome(now, outcome, out);
+        }
+    }
+
+    /// Tells the resolver whether its lease request `attempt` was granted.
+    fn sbr_lease_outcome(
+        &mut self,
+        now: Instant,
+        outcome: Option<(u64, bool)>,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some((attempt, granted)) = outcome else {
+            return;
+        };
+        let Some(sbr) = self.sbr.as_mut() else { return };
         let action = sbr.lease_answer(now, attempt, granted);
         self.carry_out_sbr(now, action, out);
     }
 
-    /// Downs what the resolver decided (and reports it), or passes its lease calls on.
+    /// Downs what the resolver decided (and reports it), or hands its lease requests to the
+    /// lease's holder, which answers at once while it holds the lease.
     fn carry_out_sbr(&mut self, now: Instant, action: Option<SbrAction>, out: &mut Vec<Effect>) {
         let Some(action) = action else { return };
-        if let SbrAction::Down { nodes, .. } = &action {
-            let nodes = nodes.clone();
-            out.push(Effect::Sbr(action));
-            for n in nodes {
-                if self.is_stopped() {
-                    break;
+        match action {
+            SbrAction::Down { ref nodes, .. } => {
+                let nodes = nodes.clone();
+                out.push(Effect::Sbr(action));
+                for n in nodes {
+                    if self.is_stopped() {
+                        break;
+                    }
+                    self.downing(now, &n, out);
                 }
-                self.downing(now, &n, out);
             }
-        } else {
-            out.push(Effect::Sbr(action));
+            SbrAction::AcquireLease { attempt } => {
+                let at_once = match self.sbr_lease.as_mut() {
+                    Some(lease) => lease.acquire(now, attempt, out),
+                    // Only lease-majority asks, and it always has a holder.
+                    None => Some(false),
+                };
+                if let Some(granted) = at_once {
+                    self.sbr_lease_outcome(now, Some((attempt, granted)), out);
+                }
+            }
+            SbrAction::ReleaseLease => {
+                if let Some(lease) = self.sbr_lease.as_mut() {
+                    lease.release(out);
+                }
+            }
         }
     }
 

@@ -17,6 +17,7 @@
 //! configuration), `exchange.rs` (gossip
 //! exchange and state replacement), `leader.rs` (leader actions), `failure_detection.rs`
 //! (heartbeats, reachability verdicts), `downing.rs` (downing, split-brain resolver),
+//! `sbr_lease.rs` (the holder of lease-majority's lease, a `LeaseKeeper`),
 //! `exiting.rs` (leave, exit, removal of this node), `not_known.rs` (telling a stranger it
 //! is not known here, and joining again when told so), `seed_aliases.rs` (seeds named by
 //! another name or address than the identity of the node that answers there),
@@ -36,6 +37,9 @@ mod join_compat;
 mod joining;
 mod leader;
 mod not_known;
+mod sbr_lease;
+#[cfg(test)]
+mod sbr_lease_tests;
 mod seed_aliases;
 mod senders;
 #[cfg(test)]
@@ -57,6 +61,7 @@ use super::member::{Member, MemberStatus};
 use super::messages::{JoinConfig, Message};
 use super::ring::HeartbeatSenderState;
 use super::sbr::{SbrAction, SplitBrainResolver};
+use crate::lease::{LeaseAnswer, LeaseLoss, LeaseRequest};
 use crate::time::Instant;
 
 /// An input to the membership core.
@@ -77,14 +82,14 @@ pub enum Input {
     },
     /// A local command (from the API, the management routes or the runtime).
     Command(Command),
-    /// The answer to [`Effect::Sbr`]`(`[`SbrAction::AcquireLease`]`)`: whether the
-    /// split-brain resolver's lease was granted. A refusal, a failed call and a call that
-    /// timed out are all `granted: false`.
-    SbrLeaseAnswer {
-        /// The `attempt` of the request answered.
-        attempt: u64,
-        /// Whether this node holds the lease now.
-        granted: bool,
+    /// The store's answer to [`Effect::SbrLease`], a call on lease-majority's lease
+    /// (`sbr_lease.rs`). A call that failed or took longer than `lease-operation-timeout` is
+    /// [`LeaseAnswer::Failed`] (an answer that comes later than that counts as one anyway).
+    SbrLeaseAnswered {
+        /// The `id` of the request answered.
+        id: u64,
+        /// What the store said.
+        answer: LeaseAnswer,
     },
     /// The runtime dialled `dialled` and the node that accepted the connection is `node`
     /// (its handshake reply named it). Told whenever that differs from `dialled`: a seed named
@@ -257,12 +262,18 @@ pub enum Effect {
         /// Whether it was refused.
         refused: bool,
     },
-    /// The split-brain resolver acted or needs its lease. [`SbrAction::Down`] reports a
-    /// decision the core has already carried out (for logs and metrics);
-    /// [`SbrAction::AcquireLease`] asks the runtime to acquire the lease-majority lease and
-    /// answer with [`Input::SbrLeaseAnswer`] (within `lease-operation-timeout`: the core counts
-    /// a later answer as a refusal); [`SbrAction::ReleaseLease`] asks it to give it back.
+    /// The split-brain resolver acted: always an [`SbrAction::Down`], a decision the core has
+    /// already carried out (for logs and metrics). Its lease calls are
+    /// [`Effect::SbrLease`]s.
     Sbr(SbrAction),
+    /// A call on lease-majority's lease for the driver to make on the store, as this node
+    /// (its `address#uid`), each bounded by `lease-operation-timeout`; acquisitions and
+    /// renewals are answered with [`Input::SbrLeaseAnswered`] quoting the request's `id`, a
+    /// release is not answered. Calls must reach the store in the order they are emitted.
+    SbrLease(LeaseRequest<()>),
+    /// lease-majority's lease, held by this node, is lost: a renewal was refused, or none
+    /// succeeded before the holder's deadline (for logs and metrics).
+    SbrLeaseLost(LeaseLoss),
     /// This node has asked to join for `waited` (at least `seed-node-timeout`) and is not a
     /// member yet: log it (WARN) with what is known of each seed. Repeated with back-off
     /// while it lasts (`unanswered_seeds.rs`).
@@ -365,6 +376,8 @@ pub struct Membership {
     gossip_generation: u64,
     derived: Derived,
     sbr: Option<SplitBrainResolver>,
+    /// lease-majority's lease (`sbr_lease.rs`); `None` under the other strategies.
+    sbr_lease: Option<sbr_lease::SbrLeaseHolder>,
     timers: Timers,
     unconverged_leader_ticks: u32,
     stats: MembershipStats,
@@ -402,6 +415,10 @@ impl Membership {
             cfg.failure_detector.phi.clone(),
         );
         let sbr = cfg.downing.clone().map(|s| SplitBrainResolver::new(s, now));
+        let sbr_lease = cfg
+            .downing
+            .as_ref()
+            .and_then(|s| sbr_lease::SbrLeaseHolder::for_strategy(&s.strategy));
         let join_config = JoinConfig {
             cluster_name: cfg.cluster_name.clone(),
             must_match: cfg.join_compat.values(),
@@ -424,6 +441,7 @@ impl Membership {
             gossip_generation: 1,
             derived: Derived::default(),
             sbr,
+            sbr_lease,
             timers: Timers::default(),
             unconverged_leader_ticks: 0,
             stats: MembershipStats::default(),
@@ -498,6 +516,11 @@ impl Membership {
         matches!(self.phase, Phase::Member)
     }
 
+    /// The token of lease-majority's lease if this node holds it and counts on it at `now`.
+    pub fn sbr_lease_token(&self, now: Instant) -> Option<u64> {
+        self.sbr_lease.as_ref().and_then(|l| l.held(now))
+    }
+
     /// Counters.
     pub fn stats(&self) -> &MembershipStats {
         &self.stats
@@ -526,6 +549,7 @@ impl Membership {
             t.heartbeat,
             t.join,
             self.first_heartbeat_due.first().map(|(i, _)| *i),
+            self.sbr_lease.as_ref().and_then(|l| l.poll_timeout()),
         ]
         .into_iter()
         .flatten()
@@ -544,9 +568,7 @@ impl Membership {
                 from,
                 received_at,
             } => self.handle_message(now, msg, &from, received_at, out),
-            Input::SbrLeaseAnswer { attempt, granted } => {
-                self.sbr_lease_answer(now, attempt, granted, out)
-            }
+            Input::SbrLeaseAnswered { id, answer } => self.sbr_lease_answered(now, id, answer, out),
             Input::PeerIdentified { dialled, node } => {
                 self.peer_identified(now, dialled, node, out)
             }
@@ -555,6 +577,12 @@ impl Membership {
 
     /// Fires every timer that is due at `now`.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Effect>) {
+        if self.is_stopped() {
+            return;
+        }
+        // First the lease's timers: an acquisition not answered in time is the resolver's
+        // answer before its own deadline for it, due at the same instant, is checked.
+        self.sbr_lease_timeout(now, out);
         if self.is_stopped() {
             return;
         }

@@ -5,11 +5,11 @@ use crate::membership::address::Address;
 use crate::membership::member::NOT_YET_UP;
 use crate::membership::messages::ConfigCheck;
 use crate::membership::vclock::VectorClock;
-fn addr(port: u16) -> UniqueAddress {
+pub(super) fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)
 }
 
-fn t(ms: u64) -> Instant {
+pub(super) fn t(ms: u64) -> Instant {
     Instant::from_millis(ms)
 }
 
@@ -19,7 +19,7 @@ fn member_of_two(other: &UniqueAddress) -> Membership {
 }
 
 /// [`member_of_two`] with these settings.
-fn member_of_two_with(cfg: MembershipConfig, other: &UniqueAddress) -> Membership {
+pub(super) fn member_of_two_with(cfg: MembershipConfig, other: &UniqueAddress) -> Membership {
     let me = addr(1);
     let mut node = Membership::new(cfg, me.clone(), 1, t(0));
     let mut g = Gossip::default();
@@ -465,92 +465,6 @@ fn a_joiner_that_asks_a_member_holding_its_tombstone_is_quarantined_and_stops() 
             .any(|e| matches!(e, Effect::Shutdown(ShutdownReason::Removed)))
     );
     assert!(node.is_stopped());
-}
-
-mod lease_majority {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::membership::sbr::{Decision, SbrAction, SbrSettings, Strategy};
-
-    /// A member of a two-node cluster under lease-majority (stable-after 2 s) whose peer
-    /// never answers, run until its resolver asks for the lease. Returns the node and the
-    /// request's attempt.
-    fn asking_for_the_lease(other: &UniqueAddress) -> (Membership, u64, Instant) {
-        let cfg = MembershipConfig {
-            downing: Some(SbrSettings::new(
-                Strategy::LeaseMajority {
-                    role: None,
-                    acquire_lease_delay_for_minority: Duration::from_secs(2),
-                    release_after: Duration::from_secs(40),
-                    lease_operation_timeout: Duration::from_secs(5),
-                },
-                Duration::from_secs(2),
-            )),
-            ..MembershipConfig::default()
-        };
-        let mut node = member_of_two_with(cfg, other);
-        let mut out = Vec::new();
-        while let Some(at) = node.poll_timeout() {
-            assert!(at < t(60_000), "no lease request within a minute");
-            node.handle_timeout(at, &mut out);
-            for e in out.drain(..) {
-                if let Effect::Sbr(SbrAction::AcquireLease { attempt }) = e {
-                    return (node, attempt, at);
-                }
-                assert!(!matches!(e, Effect::Sbr(SbrAction::Down { .. })), "{e:?}");
-            }
-        }
-        panic!("the node stopped");
-    }
-
-    fn answer(node: &mut Membership, at: Instant, attempt: u64, granted: bool) -> Vec<Effect> {
-        let mut out = Vec::new();
-        node.handle(at, Input::SbrLeaseAnswer { attempt, granted }, &mut out);
-        out
-    }
-
-    #[test]
-    fn granted_the_node_downs_its_silent_peer() {
-        let other = addr(2);
-        let (mut node, attempt, at) = asking_for_the_lease(&other);
-        assert_eq!(
-            node.gossip().member(&other).map(|m| m.status),
-            Some(MemberStatus::Up),
-            "nothing is downed before the lease answers"
-        );
-        let out = answer(&mut node, at, attempt, true);
-        assert!(out.iter().any(|e| matches!(
-            e,
-            Effect::Sbr(SbrAction::Down { decision: Decision::DownUnreachable, nodes })
-                if nodes == &vec![other.clone()]
-        )));
-        assert_eq!(
-            node.gossip().member(&other).map(|m| m.status),
-            Some(MemberStatus::Down)
-        );
-        assert!(!node.is_stopped());
-    }
-
-    #[test]
-    fn refused_the_node_downs_itself_and_stops() {
-        let other = addr(2);
-        let (mut node, attempt, at) = asking_for_the_lease(&other);
-        // An answer to another request changes nothing.
-        assert!(answer(&mut node, at, attempt + 1, false).is_empty());
-        let out = answer(&mut node, at, attempt, false);
-        let me = node.self_node().clone();
-        assert!(out.iter().any(|e| matches!(
-            e,
-            Effect::Sbr(SbrAction::Down { decision: Decision::DownReachable, nodes })
-                if nodes == &vec![me.clone()]
-        )));
-        assert!(
-            out.iter()
-                .any(|e| matches!(e, Effect::Shutdown(ShutdownReason::Downed)))
-        );
-        assert!(node.is_stopped());
-    }
 }
 
 /// Delivers `msg` as sent by the peer `from` (whatever the message names).

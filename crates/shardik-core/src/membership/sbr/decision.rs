@@ -57,6 +57,12 @@ pub enum Strategy {
         /// (`coordination.lease.lease-operation-timeout`, default 5 s): a lease that never
         /// answers must not keep the resolver waiting for ever.
         lease_operation_timeout: Duration,
+        /// How long a grant or renewal of the lease lasts in the store
+        /// (`coordination.lease.heartbeat-timeout`, default 120 s).
+        lease_ttl: Duration,
+        /// How often the holder renews it (`coordination.lease.heartbeat-interval`, default
+        /// 12 s).
+        lease_renew_interval: Duration,
     },
 }
 

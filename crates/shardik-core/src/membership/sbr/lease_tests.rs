@@ -21,6 +21,8 @@ fn lease_majority() -> Strategy {
         acquire_lease_delay_for_minority: Duration::from_secs(2),
         release_after: Duration::from_secs(40),
         lease_operation_timeout: Duration::from_secs(5),
+        lease_ttl: Duration::from_secs(120),
+        lease_renew_interval: Duration::from_secs(12),
     }
 }
 

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::Instant;
+use crate::lease::LeaseTiming;
 use crate::sharding::kind_node::LeaseKey;
-use crate::sharding::lease::LeaseTiming;
 use crate::sharding::region::{DropReason, HandOffMode};
 use crate::sharding::shard_id::{ShardId, shard_id_for};
 use crate::sharding::testkit::{Net, StoredLease, node};

@@ -3,8 +3,8 @@
 
 use super::{Buffered, DropReason, Hosted, Region, RegionEffect};
 use crate::Instant;
+use crate::lease::{LeaseAnswer, LeaseEvent};
 use crate::membership::UniqueAddress;
-use crate::sharding::lease::{LeaseAnswer, LeaseEvent};
 use crate::sharding::shard_id::ShardId;
 use crate::sharding::view::ShardingView;
 

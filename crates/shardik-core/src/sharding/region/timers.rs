@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::{Hosted, Region, RegionEffect};
 use crate::Instant;
-use crate::sharding::lease::LeaseKeeper;
+use crate::lease::LeaseKeeper;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
 use crate::sharding::view::ShardingView;

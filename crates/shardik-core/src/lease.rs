@@ -1,10 +1,12 @@
 //! The holder's side of leases, I/O free: when to acquire, renew and release a lease, until
-//! when a held lease may be counted on, and what a late or lost answer means (Akka's `Lease`
-//! as used by sharding: `use-lease`, the coordinator's lease).
+//! when a held lease may be counted on, and what a late or lost answer means (Akka's `Lease`).
+//! One keeper type serves every lease a node holds: sharding's shard and coordinator leases
+//! (`use-lease`, inside the region and the kind node) and the split-brain resolver's
+//! lease-majority lease (`membership/node/sbr_lease.rs`).
 //!
 //! The store that keeps the leases (and judges expiry by its own clock) is the driver's
 //! business: a [`LeaseKeeper`] emits [`LeaseRequest`]s and hears their [`LeaseAnswer`]s. What
-//! it decides is the timing, the same rules as the runtime's `Lease` handle:
+//! it decides is the timing:
 //!
 //! * a lease is counted on only until its *deadline*: the instant the request that granted or
 //!   last renewed it was **sent**, plus the time-to-live, minus the operation timeout. The
@@ -15,11 +17,13 @@
 //!   operation timeout) is tried again after the interval or half the time left, whichever is
 //!   shorter; a refused one, or a deadline reached without a renewal, loses the lease;
 //! * an acquisition that fails (held by another owner, an error, no answer in time) is tried
-//!   again after `retry_interval` (the reference's `lease-retry-interval`);
+//!   again after `retry_interval` (the reference's `lease-retry-interval`), unless its user
+//!   gives the lease up ([`LeaseKeeper::give_up`]), as the split-brain resolver's holder does;
 //! * an answer to a request the keeper no longer waits for is ignored, except a grant, which is
 //!   given back at once (nobody here wants it, and it would block others until it expires).
 //!
-//! Keys are whatever the user of the keeper leases: shards in a region, the coordinator.
+//! Keys are whatever the user of the keeper leases: shards in a region, the coordinator, or
+//! `()` for a single lease.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
