@@ -118,8 +118,9 @@ pub const SELF_FENCES_TOTAL: &str = "shardik_sharding_self_fences_total";
 /// `down-unreachable`, `down-reachable`, `down-all`, `down-indirectly-connected`,
 /// `reverse-down-indirectly-connected`).
 pub const SBR_DECISIONS_TOTAL: &str = "shardik_sbr_decisions_total";
-/// Lease-majority's requests for its lease (counter; label `result` = `granted`, `refused`:
-/// another node holds it, `failed`: the store failed or did not answer in time).
+/// Lease-majority's acquisitions of its lease that went to the store (counter; label `result` =
+/// `granted`, `refused`: another node holds it, `failed`: the store failed or did not answer in
+/// time). A request the node's holder answers itself, while it holds the lease, is not counted.
 pub const SBR_LEASE_REQUESTS_TOTAL: &str = "shardik_sbr_lease_requests_total";
 
 /// Management API requests answered (counter; labels `route` = the matched route template such
