@@ -10,6 +10,7 @@
 
 pub mod lease;
 pub mod membership;
+pub mod node;
 pub mod sharding;
 pub mod time;
 
