@@ -11,6 +11,7 @@ use std::time::Duration;
 use shardik_core::membership::{
     Address, ClusterEvent, CommandError, Member, MemberStatus, UniqueAddress,
 };
+use shardik_core::node::ClusterView;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::exit::ExitTasks;
@@ -113,22 +114,35 @@ pub struct NodeHandle {
     commands: mpsc::Sender<ControlCommand>,
     exit_tasks: ExitTasks,
     events: broadcast::Sender<ClusterEvent>,
+    /// The membership the entity kinds act on, as the node core gives it.
+    view: watch::Receiver<Arc<ClusterView>>,
 }
 
 /// Cluster events kept for a subscriber that reads slowly.
 pub const EVENT_BUFFER: usize = 1024;
 
 impl NodeHandle {
-    /// A handle from the driver's channels.
+    /// A handle from the driver's channels (with no entity-kind view: for an edge that serves
+    /// only the snapshot and the commands, such as the management API in tests).
     pub fn new(
         snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
         commands: mpsc::Sender<ControlCommand>,
+    ) -> Self {
+        Self::with_view(snapshot, commands, watch::channel(Arc::default()).1)
+    }
+
+    /// A handle from the driver's channels, with the view the kinds act on.
+    pub(crate) fn with_view(
+        snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
+        commands: mpsc::Sender<ControlCommand>,
+        view: watch::Receiver<Arc<ClusterView>>,
     ) -> Self {
         NodeHandle {
             snapshot,
             commands,
             exit_tasks: ExitTasks::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
+            view,
         }
     }
 
@@ -151,6 +165,13 @@ impl NodeHandle {
     /// it, on every way of leaving (see [`crate::exit`]).
     pub fn exit_tasks(&self) -> &ExitTasks {
         &self.exit_tasks
+    }
+
+    /// A receiver of the membership the entity kinds act on
+    /// ([`NodeCore::take_view`](shardik_core::node::NodeCore::take_view)); it wakes on every
+    /// change, and reports an error once the node has stopped.
+    pub fn cluster_view(&self) -> watch::Receiver<Arc<ClusterView>> {
+        self.view.clone()
     }
 
     /// The latest snapshot.

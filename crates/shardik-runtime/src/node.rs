@@ -13,6 +13,7 @@ use shardik_core::membership::{
     Address, ClusterEvent, Command, CommandError, DropReason, Effect, Gossip, Input, MemberStatus,
     Membership, MembershipConfig, Message, ShutdownReason, UniqueAddress,
 };
+use shardik_core::node::{ClusterView, NodeCore, Overdue};
 use shardik_wire::{DecodeLimits, LocalIdentity};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
@@ -174,19 +175,22 @@ pub async fn start_with_sbr_lease(
     let user_sender = transport.user_sender();
     let user_inbound = transport.user_inbound();
     let epoch = TokioInstant::now();
-    let core = Membership::new(
+    let core = NodeCore::new(
         opts.membership.clone(),
         self_node.clone(),
         uid ^ 0x9e37_79b9_7f4a_7c15,
         CoreInstant::ZERO,
+        opts.leave_timeout,
     );
     let (snapshot_tx, snapshot_rx) =
         watch::channel(Arc::new(MembershipSnapshot::not_joined(self_node.clone())));
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
     let (stop_tx, stop_rx) = mpsc::channel(4);
-    let handle = NodeHandle::new(snapshot_rx, cmd_tx);
+    let (view_tx, view_rx) = watch::channel(Arc::new(ClusterView::default()));
+    let handle = NodeHandle::with_view(snapshot_rx, cmd_tx, view_rx);
     let (exit_done_tx, exit_done_rx) = mpsc::channel(1);
     let mut driver = Driver {
+        view_tx,
         events: handle.events().clone(),
         exit_tasks: handle.exit_tasks().clone(),
         exit_done: exit_done_tx,
@@ -196,7 +200,6 @@ pub async fn start_with_sbr_lease(
         snapshot_tx,
         last_published: None,
         effects: Vec::new(),
-        leave_timeout: opts.leave_timeout,
         user_sender: user_sender.clone(),
         sbr_lease,
         identified: Arc::clone(&identified),
@@ -224,13 +227,15 @@ pub async fn start_with_sbr_lease(
 }
 
 struct Driver {
-    core: Membership,
+    core: NodeCore,
+    /// Where the view the kinds act on is published (dropped when the node stops, which is
+    /// how the kinds learn it).
+    view_tx: watch::Sender<Arc<ClusterView>>,
     transport: Transport,
     epoch: TokioInstant,
     snapshot_tx: watch::Sender<Arc<MembershipSnapshot>>,
     last_published: Option<Arc<Gossip>>,
     effects: Vec<Effect>,
-    leave_timeout: Duration,
     user_sender: UserSender,
     /// Run when this node becomes Exiting, before it confirms.
     exit_tasks: ExitTasks,
@@ -269,7 +274,6 @@ impl Driver {
         sbr_answers: Option<mpsc::Receiver<Input>>,
     ) -> ShutdownReason {
         let mut sbr_answers = sbr_answers.unwrap_or_else(|| mpsc::channel(1).1);
-        let mut leave_deadline: Option<TokioInstant> = None;
         loop {
             let next = self.core.poll_timeout().map(|t| self.tokio_instant(t));
             let timer = async {
@@ -278,30 +282,21 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
-            let leave_expired = async {
-                match leave_deadline {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
-                }
-            };
             let identified = Arc::clone(&self.identified);
             tokio::select! {
                 biased;
-                req = stop.recv() => match req {
-                    Some(StopRequest::Leave) if leave_deadline.is_none() && self.core.is_member() => {
-                        info!("leaving the cluster gracefully");
-                        leave_deadline = Some(TokioInstant::now() + self.leave_timeout);
-                        let me = self.core.self_node().address.clone();
-                        self.command(Command::Leave(me));
-                    }
-                    _ => {
+                req = stop.recv() => {
+                    let now = self.now();
+                    let mut out = std::mem::take(&mut self.effects);
+                    // The core bounds the leave by the leave timeout, or stops at once (a
+                    // second request, or before this node is a member).
+                    let stops = req != Some(StopRequest::Leave) || self.core.leave(now, &mut out);
+                    self.effects = out;
+                    if stops {
                         info!("stopping now");
                         return ShutdownReason::Left;
                     }
-                },
-                _ = leave_expired => {
-                    warn!(timeout = ?self.leave_timeout, "graceful leave did not complete in time; stopping");
-                    return ShutdownReason::Left;
+                    info!("leaving the cluster gracefully");
                 }
                 _ = identified.changed() => self.take_identified(),
                 Some(msg) = inbound.recv() => {
@@ -325,14 +320,15 @@ impl Driver {
                     info!("exit tasks done: confirming Exiting");
                     let now = self.now();
                     let mut out = std::mem::take(&mut self.effects);
-                    self.core.handle(now, Input::Command(Command::ExitingCompleted), &mut out);
+                    self.core.exit_tasks_done(now, &mut out);
                     self.effects = out;
                 }
                 _ = timer => {
                     let now = self.now();
                     let mut out = std::mem::take(&mut self.effects);
-                    self.core.handle_timeout(now, &mut out);
+                    let overdue = self.core.handle_timeout(now, &mut out);
                     self.effects = out;
+                    self.log_overdue(overdue);
                 }
             }
             let stopped = self.apply_effects(None);
@@ -365,7 +361,7 @@ impl Driver {
     /// Once a member, closes the lanes to aliases learnt while joining (the core only ever
     /// sends to members' identities from then on), unless an alias is a member's address.
     fn forget_aliases(&mut self) {
-        if self.aliases.is_empty() || !self.core.is_member() {
+        if self.aliases.is_empty() || !self.core.membership().is_member() {
             return;
         }
         let members = &self.core.gossip().members;
@@ -472,17 +468,15 @@ impl Driver {
                 Effect::SelfExiting if self.exit_tasks.is_empty() => {
                     info!("this node is Exiting; no exit tasks");
                     let now = self.now();
-                    self.core
-                        .handle(now, Input::Command(Command::ExitingCompleted), &mut effects);
+                    self.core.exit_tasks_done(now, &mut effects);
                 }
                 Effect::SelfExiting => {
                     // However the leave was asked for, the exit tasks (shard hand-off) run
                     // before the exit is confirmed; gossip goes on meanwhile.
                     info!(tasks = ?self.exit_tasks.names(), "this node is Exiting: running exit tasks");
                     let (tasks, done) = (self.exit_tasks.clone(), self.exit_done.clone());
-                    let limit = self.leave_timeout;
                     tokio::spawn(async move {
-                        tasks.run(limit).await;
+                        tasks.run().await;
                         let _ = done.send(()).await;
                     });
                 }
@@ -516,8 +510,12 @@ impl Driver {
         self.transport.send(&to, Outgoing::Membership(msg));
     }
 
-    /// Publishes a new snapshot when the state changed since the last one.
+    /// Publishes a new snapshot, and the view the kinds act on, when the state changed since
+    /// the last one.
     fn publish(&mut self) {
+        if let Some(view) = self.core.take_view() {
+            self.view_tx.send_replace(Arc::new(view));
+        }
         let g = self.core.gossip();
         if self
             .last_published
@@ -527,7 +525,7 @@ impl Driver {
             return;
         }
         self.last_published = Some(Arc::clone(g));
-        let snapshot = snapshot_of(&self.core);
+        let snapshot = snapshot_of(self.core.membership());
         for status in MemberStatus::ALL {
             let n = snapshot
                 .members
@@ -542,17 +540,34 @@ impl Driver {
             .members()
             .set(snapshot.members.iter().map(|m| m.addr.clone()));
         let now = self.now();
-        for (node, _) in self.core.heartbeat_state().fd().iter() {
-            let phi = self.core.heartbeat_state().fd().phi(node, now);
+        let fd = self.core.membership().heartbeat_state().fd();
+        for (node, _) in fd.iter() {
+            let phi = fd.phi(node, now);
             metrics::gauge!(m::PHI, "node" => node.address.to_string()).set(phi);
         }
         let _ = self.snapshot_tx.send(Arc::new(snapshot));
     }
 }
 
-/// Counts and logs (WARN, at most one line per outcome per 10 s: anyone can send a `Join`) a
-/// joiner whose configuration differs from this member's.
 impl Driver {
+    /// Says which of the node core's deadlines passed (the core has acted on it already).
+    fn log_overdue(&self, overdue: Option<Overdue>) {
+        let timeout = self.core.leave_timeout();
+        match overdue {
+            Some(Overdue::Leave) => {
+                warn!(
+                    ?timeout,
+                    "graceful leave did not complete in time; stopping"
+                )
+            }
+            Some(Overdue::ExitTasks) => warn!(
+                ?timeout,
+                "exit tasks did not finish within the leave timeout; confirming Exiting anyway"
+            ),
+            None => {}
+        }
+    }
+
     /// This node has not got in through its seeds after `waited`: say so, with why each seed
     /// did not let it in as far as the transport knows (the core repeats it with back-off).
     fn log_unanswered_seeds(&self, seeds: &[Address], attempts: u32, waited: Duration) {
@@ -576,6 +591,8 @@ impl Driver {
     }
 }
 
+/// Counts and logs (WARN, at most one line per outcome per 10 s: anyone can send a `Join`) a
+/// joiner whose configuration differs from this member's.
 fn log_join_incompatible(
     joiner: &UniqueAddress,
     via: &'static str,

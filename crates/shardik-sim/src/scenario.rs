@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use shardik_core::Instant;
-use shardik_core::membership::{Command, MemberStatus};
+use shardik_core::membership::MemberStatus;
 
 use crate::world::{NodeId, World, WorldConfig};
 
@@ -200,7 +200,7 @@ fn churn(world: &mut World, nodes: usize, seed: u64) -> (Option<Instant>, Instan
                 let (a, b) = all.split_at(cut);
                 world.partition(&[a, b]);
             }
-            _ => world.command(victim, Command::Leave(World::address_of(victim))),
+            _ => world.leave(victim),
         }
         world.run_for(Duration::from_millis(rng.random_range(1000..15_000)));
         world.heal();

@@ -12,6 +12,7 @@ use shardik_core::membership::{
     Address, ClusterEvent, Command, Effect, Input, Member, MemberStatus, Membership,
     MembershipConfig, Message, ShutdownReason, UniqueAddress,
 };
+use shardik_core::node::{ClusterView, NodeCore};
 
 use crate::checker::Checker;
 use crate::sbr_lease::{Caller, Liveness, SbrLeaseConfig, SbrLeaseModel};
@@ -40,6 +41,9 @@ pub struct WorldConfig {
     /// pointing at node slot N) instead of its address, so that every join goes through the
     /// identification of aliases (see [`World::add_alias`]).
     pub seed_aliases: bool,
+    /// How long a leave a node asks for itself ([`World::leave`]), and its exit tasks, may
+    /// take (the runtime's leave timeout, 60 s by default).
+    pub leave_timeout: Duration,
 }
 
 impl WorldConfig {
@@ -54,6 +58,7 @@ impl WorldConfig {
             check_states: true,
             sbr_lease: SbrLeaseConfig::default(),
             seed_aliases: false,
+            leave_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -70,7 +75,7 @@ pub struct TimelineEntry {
 }
 
 struct SimNode {
-    core: Membership,
+    core: NodeCore,
     address: Address,
     alive: bool,
     paused_until: Option<Instant>,
@@ -234,11 +239,12 @@ impl World {
         let id = self.nodes.len();
         let address = Self::address_of(id);
         let uid = self.rng.random::<u64>();
-        let core = Membership::new(
+        let core = NodeCore::new(
             cfg,
             UniqueAddress::new(address.clone(), uid),
             self.rng.random(),
             self.now,
+            self.cfg.leave_timeout,
         );
         self.nodes.push(SimNode {
             core,
@@ -307,7 +313,7 @@ impl World {
 
     /// Restarts slot `id` as a new incarnation (same address, new uid), not yet joined.
     pub fn restart(&mut self, id: NodeId) {
-        let cfg = self.nodes[id].core.config().clone();
+        let cfg = self.nodes[id].core.membership().config().clone();
         self.restart_with(id, cfg);
     }
 
@@ -319,7 +325,8 @@ impl World {
         let uid = self.rng.random::<u64>();
         let seed = self.rng.random();
         let n = &mut self.nodes[id];
-        n.core = Membership::new(cfg, UniqueAddress::new(address, uid), seed, self.now);
+        let me = UniqueAddress::new(address, uid);
+        n.core = NodeCore::new(cfg, me, seed, self.now, self.cfg.leave_timeout);
         n.alive = true;
         n.paused_until = None;
         n.incarnation += 1;
@@ -331,7 +338,7 @@ impl World {
 
     /// The core of node `id`.
     pub fn core(&self, id: NodeId) -> &Membership {
-        &self.nodes[id].core
+        self.nodes[id].core.membership()
     }
 
     /// Whether node `id` runs (not crashed, not shut down).
@@ -406,9 +413,35 @@ impl World {
 
     /// Node `id`'s exit tasks are done: it confirms it is Exiting and shuts down.
     pub fn confirm_exit(&mut self, id: NodeId) {
-        if self.exiting.remove(&id) {
-            self.command(id, Command::ExitingCompleted);
+        if self.exiting.remove(&id) && self.nodes[id].alive {
+            self.note(Some(id), "exit tasks done".to_string());
+            let mut out = std::mem::take(&mut self.effects);
+            self.nodes[id].core.exit_tasks_done(self.now, &mut out);
+            self.apply_effects(id, &mut out);
+            self.effects = out;
+            self.reschedule(id);
         }
+    }
+
+    /// Node `id` asks to leave the cluster itself (its process is told to stop), as the
+    /// runtime's stop request does: bounded by the leave timeout; a second request, or one
+    /// before the node is a member, stops it at once.
+    pub fn leave(&mut self, id: NodeId) {
+        if !self.nodes[id].alive {
+            return;
+        }
+        self.note(Some(id), "leave asked for".to_string());
+        let mut out = std::mem::take(&mut self.effects);
+        self.nodes[id].core.leave(self.now, &mut out);
+        self.apply_effects(id, &mut out);
+        self.effects = out;
+        self.reschedule(id);
+    }
+
+    /// The membership node `id`'s entity kinds should act on, when it changed since the last
+    /// call ([`NodeCore::take_view`]).
+    pub fn take_view(&mut self, id: NodeId) -> Option<ClusterView> {
+        self.nodes[id].core.take_view()
     }
 
     /// Sends a local command to node `id` now.
@@ -595,11 +628,7 @@ impl World {
                     // No exit tasks in a membership-only world: confirm at once.
                     let now = self.now;
                     let mut more = Vec::new();
-                    self.nodes[id].core.handle(
-                        now,
-                        Input::Command(Command::ExitingCompleted),
-                        &mut more,
-                    );
+                    self.nodes[id].core.exit_tasks_done(now, &mut more);
                     self.apply_effects(id, &mut more);
                 }
                 Effect::Sbr(action) => {
@@ -613,7 +642,12 @@ impl World {
                         self.note(Some(id), format!("lease call: {request:?}"));
                     }
                     let core = &self.nodes[id].core;
-                    let strategy = core.config().downing.as_ref().map(|d| &d.strategy);
+                    let strategy = core
+                        .membership()
+                        .config()
+                        .downing
+                        .as_ref()
+                        .map(|d| &d.strategy);
                     let caller = Caller::new(id, core.self_node().clone(), strategy);
                     self.sbr_lease.call(self.now, caller, request);
                 }
@@ -737,12 +771,18 @@ impl World {
                 continue;
             }
             let mut out = std::mem::take(&mut self.effects);
-            self.nodes[id].core.handle_timeout(now, &mut out);
+            let overdue = self.nodes[id].core.handle_timeout(now, &mut out);
+            if let Some(overdue) = overdue {
+                // The node core gave up waiting (it stopped, or confirmed Exiting itself).
+                self.exiting.remove(&id);
+                self.note(Some(id), format!("overdue: {overdue:?}"));
+            }
             self.apply_effects(id, &mut out);
             self.effects = out;
             self.reschedule(id);
             if self.cfg.check_states {
-                self.checker.check_node(now, id, &self.nodes[id].core);
+                self.checker
+                    .check_node(now, id, self.nodes[id].core.membership());
             }
         }
         true
@@ -768,7 +808,8 @@ impl World {
             self.effects = out;
             self.reschedule(id);
             if self.cfg.check_states {
-                self.checker.check_node(now, id, &self.nodes[id].core);
+                self.checker
+                    .check_node(now, id, self.nodes[id].core.membership());
             }
         }
     }
@@ -803,7 +844,8 @@ impl World {
         self.effects = out;
         self.reschedule(i.to);
         if self.cfg.check_states {
-            self.checker.check_node(now, i.to, &self.nodes[i.to].core);
+            self.checker
+                .check_node(now, i.to, self.nodes[i.to].core.membership());
         }
     }
 
@@ -848,7 +890,8 @@ impl World {
         self.effects = out;
         self.reschedule(to);
         if self.cfg.check_states {
-            self.checker.check_node(now, to, &self.nodes[to].core);
+            self.checker
+                .check_node(now, to, self.nodes[to].core.membership());
         }
     }
 
@@ -909,7 +952,7 @@ impl World {
         let alive: Vec<&SimNode> = self
             .nodes
             .iter()
-            .filter(|n| n.alive && n.core.is_member())
+            .filter(|n| n.alive && n.core.membership().is_member())
             .collect();
         let Some(first) = alive.first() else {
             return false;
@@ -923,10 +966,12 @@ impl World {
                 .collect()
         };
         let v0 = view(first);
-        let l0 = first.core.leader();
-        alive
-            .iter()
-            .all(|n| n.core.is_converged() && view(n) == v0 && n.core.leader() == l0)
+        let l0 = first.core.membership().leader();
+        alive.iter().all(|n| {
+            n.core.membership().is_converged()
+                && view(n) == v0
+                && n.core.membership().leader() == l0
+        })
     }
 
     /// Whether every node in `ids` is alive, converged, and sees exactly `ids` as members, all Up.
@@ -935,7 +980,7 @@ impl World {
         ids.iter().all(|&i| {
             let n = &self.nodes[i];
             n.alive
-                && n.core.is_member()
+                && n.core.membership().is_member()
                 && n.core.gossip().members.len() == want.len()
                 && n.core
                     .gossip()
@@ -950,7 +995,7 @@ impl World {
         let target = self.nodes[subject].core.self_node().clone();
         self.nodes
             .iter()
-            .filter(|n| n.alive && n.core.is_member())
+            .filter(|n| n.alive && n.core.membership().is_member())
             .all(|n| {
                 n.core
                     .gossip()

@@ -74,7 +74,7 @@ fn leader_leaving_hands_leadership_on() {
     for seed in 1..=5 {
         let mut w = world(seed);
         form_cluster(&mut w, 5).expect("formed");
-        w.command(0, Command::Leave(World::address_of(0)));
+        w.leave(0);
         let rest = ids(1..5);
         let t = w.run_until_pred(Duration::from_secs(30), |w| w.all_up(&rest));
         assert!(t.is_some(), "seed {seed}: leader not removed");
@@ -392,7 +392,7 @@ fn a_joiner_whose_only_member_leaves_gracefully_carries_the_cluster_on() {
         w.join(a, &[0]);
         let joined = w.run_until_pred(Duration::from_secs(10), |w| w.core(a).is_member());
         assert!(joined.is_some(), "seed {seed}: not welcomed");
-        w.command(0, Command::Leave(World::address_of(0)));
+        w.leave(0);
         let up = w.run_until_pred(Duration::from_secs(60), |w| {
             w.shutdown_reason(0).is_some() && w.all_up(&[a])
         });

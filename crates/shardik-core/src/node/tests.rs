@@ -36,13 +36,7 @@ fn two_members_with(cfg: MembershipConfig) -> [NodeCore; 2] {
     let g = Arc::new(g);
     [a, b].map(|n| {
         let seed = n.uid;
-        let mut core = NodeCore::new(
-            cfg.clone(),
-            n,
-            seed,
-            Instant::ZERO,
-            LEAVE_TIMEOUT,
-        );
+        let mut core = NodeCore::new(cfg.clone(), n, seed, Instant::ZERO, LEAVE_TIMEOUT);
         core.start_as_member(Instant::ZERO, Arc::clone(&g));
         core
     })

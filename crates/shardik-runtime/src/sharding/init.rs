@@ -135,7 +135,7 @@ impl Sharding {
             pending: self.inner.pending.clone(),
             local: local_rx,
             control: control_rx,
-            membership: self.inner.node.watch(),
+            membership: self.inner.node.cluster_view(),
             allocation: kind.allocation.clone(),
             control_back: control_tx.downgrade(),
             resolver: {

@@ -39,9 +39,9 @@ use super::pending::PendingAsks;
 use super::remember::{self, RememberSettings, RememberWriter};
 use super::resolve::{Resolver, decoding_with};
 use super::strategy::KindAllocation;
-use crate::handle::MembershipSnapshot;
 use crate::metrics as m;
 use crate::transport::UserSender;
+use shardik_core::node::ClusterView;
 
 mod effects;
 mod frames;
@@ -84,7 +84,7 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub pending: PendingAsks,
     pub local: super::local_queue::Receiver<LocalMsg<E>>,
     pub control: mpsc::Receiver<Control>,
-    pub membership: watch::Receiver<Arc<MembershipSnapshot>>,
+    pub membership: watch::Receiver<Arc<ClusterView>>,
     /// How the kind's coordinator places shards.
     pub allocation: KindAllocation,
     /// The way back to this task for answers of an asynchronous strategy (weak, so that a
@@ -295,14 +295,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     fn membership_changed(&mut self, st: &mut State<E>) {
-        let snap = self.membership.borrow_and_update().clone();
-        let unreachable = snap.unreachable.iter().map(|u| u.node.clone()).collect();
-        let members = snap.members.clone();
+        let view = self.membership.borrow_and_update().clone();
         self.input(
             st,
             KindInput::Membership {
-                members,
-                unreachable,
+                members: view.members.clone(),
+                unreachable: view.unreachable.clone(),
             },
         );
     }

@@ -5,7 +5,7 @@
 //! bursts) are taken in time order; on a tie membership goes first. After every step each
 //! node's layer is brought up to date with its membership core: a new incarnation gets a fresh
 //! layer, a node that died (crash, or shutdown after being downed or leaving) loses its
-//! entities and shards at that instant, and a changed gossip state is fed to the views.
+//! entities and shards at that instant, and the view the node core gives when its state changed is fed to the kinds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
-use shardik_core::membership::{Command, Gossip, MemberStatus, MembershipConfig, UniqueAddress};
+use shardik_core::membership::{MemberStatus, MembershipConfig, UniqueAddress};
 use shardik_core::sharding::{
     CoordinatorEvent, EntityId, Envelope, LeaseAnswer, LeaseCall, ShardId, shard_id_for,
 };
@@ -60,8 +60,6 @@ struct Slot {
     uid: Option<UniqueAddress>,
     /// The layer, while that incarnation runs.
     layer: Option<ShardNode>,
-    /// The gossip state last fed to the layer's views.
-    gossip: Option<Arc<Gossip>>,
 }
 
 /// A membership world whose nodes also run sharding.
@@ -231,18 +229,17 @@ impl ShardingWorld {
         self.world.heal();
     }
 
-    /// Leaves gracefully, as every way of leaving does in the runtime: the node asks the
-    /// membership to leave; each kind's region sees its node Leaving and hands its shards off;
-    /// the node confirms Exiting once every region has stopped (or the shutdown timeout
-    /// stopped them). Meant for members: the `Leave` of a node that is not (yet) a member
-    /// fails.
+    /// Leaves gracefully, as the runtime's node does when its process is told to stop
+    /// ([`World::leave`]): the node asks the membership to leave; each kind's region sees its
+    /// node Leaving and hands its shards off; the node confirms Exiting once every region has
+    /// stopped (or the shutdown timeout stopped them). A node that is not a member yet stops
+    /// at once.
     pub fn leave(&mut self, id: NodeId) {
         if self.node(id).is_none() {
             return;
         }
         self.note(Some(id), "graceful leave".to_string());
-        self.world
-            .command(id, Command::Leave(World::address_of(id)));
+        self.world.leave(id);
         self.sync();
     }
 
@@ -572,7 +569,6 @@ impl ShardingWorld {
                 self.by_node.insert(uid.clone(), id);
                 let slot = &mut self.slots[id];
                 slot.uid = Some(uid.clone());
-                slot.gossip = None;
                 let store = self.store.as_ref().map(|s| s.store.clone());
                 let (remembered, incarnations) =
                     (self.remembered.clone(), Arc::clone(&self.incarnations));
@@ -588,19 +584,15 @@ impl ShardingWorld {
                 self.kill(id, &why);
                 continue;
             }
-            let gossip = self.world.core(id).gossip();
-            let slot = &mut self.slots[id];
-            let Some(layer) = slot.layer.as_mut() else {
+            let Some(layer) = self.slots[id].layer.as_mut() else {
                 continue;
             };
-            if slot.gossip.as_ref().is_some_and(|g| Arc::ptr_eq(g, gossip)) {
+            // The same view the runtime's kinds act on, taken when the state changed.
+            let Some(view) = self.world.take_view(id) else {
                 continue;
-            }
-            slot.gossip = Some(gossip.clone());
-            let members: Vec<_> = gossip.members.values().cloned().collect();
-            let unreachable = gossip.unreachable_members();
+            };
             let mut out = std::mem::take(&mut self.scratch);
-            layer.membership_changed(now, &members, &unreachable, &mut out);
+            layer.membership_changed(now, &view.members, &view.unreachable, &mut out);
             self.dispatch(id, &mut out);
             self.scratch = out;
         }
