@@ -456,7 +456,7 @@ impl BenchNode {
         })
         .await
         .with_context(|| format!("cannot start a node on {bind}"))?;
-        let config = ShardingConfig::from_settings(&settings);
+        let config = settings.node_settings().sharding;
         let sharding = Sharding::start(&running, config.clone())?;
         Ok(BenchNode {
             running,

@@ -12,6 +12,7 @@ use std::time::Duration;
 use shardik_core::membership::{
     Address, ClusterEvent, JoinConfigCompatChecker, ShutdownReason, UniqueAddress,
 };
+use shardik_core::node::NodeSettings;
 use shardik_persistence::Store;
 use tokio::sync::broadcast;
 
@@ -21,7 +22,7 @@ use crate::http::WriteGuard;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
 use crate::process::ManagementServer;
 use crate::sbr_lease::SbrLeaseOptions;
-use crate::sharding::{Sharding, ShardingConfig};
+use crate::sharding::Sharding;
 use crate::transport::TransportConfig;
 
 /// A running cluster node with sharding attached.
@@ -374,7 +375,11 @@ impl NodeBuilder {
             .unwrap_or_else(|| addresses.bind.clone());
         let bootstrap =
             crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?;
-        let mut membership = self.settings.membership_config();
+        // The one mapping from configuration to what the node runs with (the simulator's too).
+        let NodeSettings {
+            mut membership,
+            sharding,
+        } = self.settings.node_settings();
         membership
             .join_compat
             .checkers
@@ -398,7 +403,7 @@ impl NodeBuilder {
         if let Some(bootstrap) = bootstrap {
             bootstrap.start(running.handle.clone());
         }
-        let sharding = Sharding::start(&running, ShardingConfig::from_settings(&self.settings))
+        let sharding = Sharding::start(&running, sharding)
             .expect("a node just started has its user traffic untaken");
         let management =
             management.map(|bound| bound.serve(&self.settings, &running, &sharding, metrics));

@@ -64,7 +64,6 @@
 pub mod bootstrap;
 mod cbor;
 mod cluster_node;
-pub mod config;
 pub mod discovery;
 pub mod exit;
 pub mod handle;
@@ -82,6 +81,9 @@ pub mod sbr_lease;
 pub mod sharding;
 pub mod tls;
 pub mod transport;
+
+/// The node's configuration (`shardik-config`), where it always was: `shardik_runtime::config`.
+pub use shardik_config as config;
 
 pub use cluster_node::{NoManagementApi, Node, NodeBuilder};
 pub use member_up::StoppedBeforeUp;

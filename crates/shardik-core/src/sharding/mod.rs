@@ -25,6 +25,7 @@ pub mod fence;
 mod id_map;
 pub mod kind_node;
 pub mod protocol;
+mod recovery;
 pub mod region;
 pub mod shard_id;
 pub mod view;
@@ -44,6 +45,7 @@ pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, Coordina
 pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};
 pub use kind_node::{KindEffect, KindInput, KindNode, KindNodeSettings, LeaseKey, Routed};
 pub use protocol::Protocol;
+pub use recovery::EntityRecovery;
 pub use region::{DropReason, Envelope, HandOffMode, Region, RegionEffect, RegionSettings};
 pub use shard_id::{EntityId, ShardId, ShardIdError, shard_id_for, shard_number_for};
 pub use view::ShardingView;

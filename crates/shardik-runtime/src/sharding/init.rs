@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use shardik_core::sharding::RegionSettings;
 use shardik_core::sharding::entities::EntitySettings;
 use tokio::sync::mpsc;
 
@@ -12,7 +11,7 @@ use super::entity_ref::{EntityRegion, ShardIds};
 use super::handle::Sharding;
 use super::init_error::InitError;
 use super::inner::KindEntry;
-use super::kind::{KindSettings, KindTask};
+use super::kind::KindTask;
 use super::remember_settings::{RememberChoice, RememberSettings};
 use super::{handlers, leases, local_queue, resolve};
 
@@ -27,7 +26,7 @@ impl Sharding {
             return Err(InitError::InvalidName(kind.name.to_string()));
         }
         let cfg = &self.inner.config;
-        let role = kind.role.clone().or_else(|| cfg.role.clone());
+        let role = cfg.kind_role(kind.role.as_deref());
         let snapshot = self.inner.node.snapshot();
         let self_roles = snapshot
             .members
@@ -102,28 +101,14 @@ impl Sharding {
         // remembered entities are never passivated automatically).
         let entity_settings = EntitySettings {
             passivation: kind.effective_passivation(&cfg.passivation),
-            remember: remember.is_some(),
-            restart_backoff: cfg.entity_restart_backoff,
+            ..cfg.entity_settings(remember.is_some())
         };
         let task = KindTask {
             name: kind.name.clone(),
             me: self.inner.self_node.clone(),
             codec: Arc::clone(&kind.codec),
-            settings: KindSettings {
-                region: RegionSettings {
-                    // A proxy never hosts a shard, so it never takes a lease.
-                    lease: cfg.region.lease.filter(|_| !proxy),
-                    ..cfg.region.clone()
-                },
-                coordinator_lease: cfg.coordinator_lease.filter(|_| !proxy),
-                self_fence_after: cfg.self_fence_after,
-                coordinator: cfg.coordinator.clone(),
-                allocation: cfg.allocation,
-                down_removal_margin: cfg.down_removal_margin,
-                shutdown_timeout: cfg.shutdown_timeout,
-                proxy,
-                role,
-            },
+            settings: cfg.kind_node_settings(role, proxy),
+            configured_allocation: cfg.allocation,
             entities: handlers::Entities::new(
                 &entity_settings,
                 Arc::clone(&kind.factory),

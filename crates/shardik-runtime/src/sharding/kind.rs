@@ -19,8 +19,8 @@ use futures_util::StreamExt;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
-    CoordinatorEvent, CoordinatorSettings, DropReason, EntityId, Envelope, KindEffect, KindInput,
-    KindNode, KindNodeSettings, LeaseKey, Protocol, RegionSettings, Routed, ShardId,
+    AllocationSettings, CoordinatorEvent, DropReason, EntityId, Envelope, KindEffect, KindInput,
+    KindNode, KindNodeSettings, LeaseKey, Protocol, Routed, ShardId,
 };
 use shardik_wire::{
     EnvelopeBatch, IdCache, ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, WireEnvelope,
@@ -50,24 +50,6 @@ mod observe;
 use frames::remote_job;
 use observe::{KindGauges, log_coordinator_event};
 
-/// Settings of one kind's task.
-#[derive(Clone)]
-pub(crate) struct KindSettings {
-    pub region: RegionSettings,
-    pub coordinator: CoordinatorSettings,
-    pub allocation: shardik_core::sharding::AllocationSettings,
-    pub down_removal_margin: Duration,
-    /// How long the hand-off on leaving may take.
-    pub shutdown_timeout: Duration,
-    pub proxy: bool,
-    pub role: Option<String>,
-    /// The coordinator's lease (`coordinator-singleton.use-lease`); the shards' is
-    /// `region.lease`.
-    pub coordinator_lease: Option<shardik_core::sharding::LeaseTiming>,
-    /// See [`super::ShardingConfig::self_fence_after`].
-    pub self_fence_after: Option<Duration>,
-}
-
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
 const CONTROL_BATCH: usize = 256;
 
@@ -75,7 +57,11 @@ pub(crate) struct KindTask<E: Entity, C: Codec> {
     pub name: Arc<str>,
     pub me: UniqueAddress,
     pub codec: Arc<C>,
-    pub settings: KindSettings,
+    /// The kind's node settings: the node's sharding defaults applied to this kind
+    /// ([`ShardingSettings::kind_node_settings`](shardik_core::node::ShardingSettings::kind_node_settings)).
+    pub settings: KindNodeSettings,
+    /// The configured allocation strategy, for a kind whose code brings none.
+    pub configured_allocation: AllocationSettings,
     /// The kind's entities: what runs when (the core's lifecycle)…
     pub entities: Entities<E>,
     /// …and what runs it.
@@ -144,17 +130,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         let epoch = TokioInstant::now();
         let node = KindNode::new(
             self.me.clone(),
-            KindNodeSettings {
-                region: self.settings.region.clone(),
-                coordinator: self.settings.coordinator.clone(),
-                role: self.settings.role.clone(),
-                proxy: self.settings.proxy,
-                down_removal_margin: self.settings.down_removal_margin,
-                shutdown_timeout: self.settings.shutdown_timeout,
-                coordinator_lease: self.settings.coordinator_lease,
-                self_fence_after: self.settings.self_fence_after,
-            },
-            self.allocation.choice(self.settings.allocation),
+            self.settings.clone(),
+            self.allocation.choice(self.configured_allocation),
             CoreInstant::ZERO,
         );
         let mut st = State {

@@ -4,26 +4,12 @@
 //! Kept apart from `remember.rs`, which runs the remembering and talks to the kind's task:
 //! the public API (`api.rs`) names these settings without depending on the task's messages.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use shardik_persistence::Store;
+use std::sync::Arc;
 
-/// How a shard's remembered entities are started when it starts on a node (Akka's
-/// `entity-recovery-strategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntityRecovery {
-    /// All at once.
-    All,
-    /// `entities` every `frequency`, so that a node taking over many shards does not start
-    /// every entity at the same moment.
-    ConstantRate {
-        /// How many per step.
-        entities: usize,
-        /// The time between steps.
-        frequency: Duration,
-    },
-}
+/// How a shard's remembered entities are started; the type lives in the core, where the
+/// node's settings name it.
+pub use shardik_core::sharding::EntityRecovery;
 
 /// What a kind that remembers its entities needs: the store and the recovery strategy.
 #[derive(Clone)]

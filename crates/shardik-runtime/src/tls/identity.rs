@@ -17,15 +17,8 @@ pub fn cluster_uri(trust_domain: &str, cluster_name: &str) -> String {
     format!("spiffe://{trust_domain}/cluster/{cluster_name}")
 }
 
-/// Whether `s` is a SPIFFE trust domain (the host part of a `spiffe://` URI): lower-case ASCII
-/// letters, digits, `.`, `-` and `_`.
-pub fn is_trust_domain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 255
-        && s.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'_')
-        })
-}
+/// The rule lives with the configuration, which checks `transport.tls.trust-domain` with it.
+pub use crate::config::is_trust_domain;
 
 /// Whether `name` can be the cluster segment of [`cluster_uri`]: ASCII letters, digits, `.`,
 /// `-` and `_` (what `cluster.name` allows, and a valid URI path segment).

@@ -124,12 +124,12 @@ pub struct ConstantRateSettings {
 
 impl ShardingSettings {
     /// How remembered entities start, from `entity-recovery-strategy` and its block.
-    pub fn entity_recovery(&self) -> crate::sharding::EntityRecovery {
+    pub fn entity_recovery(&self) -> shardik_core::sharding::EntityRecovery {
         match self.entity_recovery_strategy {
-            EntityRecoveryStrategySetting::All => crate::sharding::EntityRecovery::All,
+            EntityRecoveryStrategySetting::All => shardik_core::sharding::EntityRecovery::All,
             EntityRecoveryStrategySetting::Constant => {
                 let c = &self.entity_recovery_constant_rate_strategy;
-                crate::sharding::EntityRecovery::ConstantRate {
+                shardik_core::sharding::EntityRecovery::ConstantRate {
                     entities: c.number_of_entities,
                     frequency: c.frequency,
                 }

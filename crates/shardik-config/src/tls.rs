@@ -1,4 +1,4 @@
-//! `transport.tls.*`: mutual TLS between nodes (see [`crate::tls`] for the identity rule).
+//! `transport.tls.*`: mutual TLS between nodes (the runtime's `tls` module holds the identity rule).
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,7 +8,16 @@ use serde::Deserialize;
 use super::ConfigError;
 use super::validate::{invalid, positive_duration};
 use super::values::{de_string, de_switch};
-use crate::tls::is_trust_domain;
+
+/// Whether `s` is a SPIFFE trust domain (the host part of a `spiffe://` URI): lower-case ASCII
+/// letters, digits, `.`, `-` and `_`.
+pub fn is_trust_domain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && s.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'_')
+        })
+}
 
 /// `transport.tls.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

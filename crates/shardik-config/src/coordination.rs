@@ -1,5 +1,5 @@
 //! `coordination.*`: leases (Akka's `akka.coordination.lease`), kept in the node's store
-//! (`persistence.store`) and held by the cores' `LeaseKeeper` (see [`crate::lease`]).
+//! (`persistence.store`) and held by the cores' `LeaseKeeper` (see the runtime's `lease` module).
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ use shardik_core::membership::config::NUMBER_OF_SHARDS_JOIN_KEY;
 use shardik_core::sharding::AllocationSettings;
 use shardik_passivation::ResolvedStrategy;
 
-use crate::config::{ConfigError, HandOffModeSetting, Settings, env_var_to_key};
+use crate::{ConfigError, HandOffModeSetting, Settings, env_var_to_key};
 use shardik_core::membership::{
     Address, Command, Effect, Input, Membership, Message, ShutdownReason, UniqueAddress,
 };
@@ -460,7 +460,7 @@ fn remember_entities_and_its_recovery_strategy_are_read() {
     assert!(s.cluster.sharding.remember_entities);
     assert_eq!(
         s.cluster.sharding.entity_recovery(),
-        crate::sharding::EntityRecovery::ConstantRate {
+        shardik_core::sharding::EntityRecovery::ConstantRate {
             entities: 7,
             frequency: Duration::from_millis(250),
         }
@@ -480,7 +480,7 @@ fn entity_restart_backoff_is_read_overridden_checked_and_reaches_sharding() {
         Duration::from_millis(250)
     );
     assert_eq!(
-        crate::sharding::ShardingConfig::from_settings(&s).entity_restart_backoff,
+        s.node_settings().sharding.entity_restart_backoff,
         Duration::from_millis(250)
     );
     let vars = env(&[("SHARDIK_CLUSTER__SHARDING__ENTITY_RESTART_BACKOFF", "3s")]);

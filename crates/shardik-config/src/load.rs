@@ -50,10 +50,25 @@ impl Settings {
 
     /// The reference configuration overlaid with `toml` (no file, no environment).
     pub fn from_toml_str(toml: &str) -> Result<Settings, ConfigError> {
-        let figment = reference_figment().merge(Named {
-            inner: Toml::string(toml),
-            metadata: Metadata::named("the configuration string"),
-        });
+        Self::from_toml_layers(&[toml])
+    }
+
+    /// The reference configuration overlaid with each of `layers` in turn, a later one
+    /// winning (no file, no environment): how the simulator adds a scenario's keys on top of
+    /// its own fast timers.
+    pub fn from_toml_layers(layers: &[&str]) -> Result<Settings, ConfigError> {
+        let mut figment = reference_figment();
+        for (i, toml) in layers.iter().enumerate() {
+            let name = if layers.len() == 1 {
+                "the configuration string".to_string()
+            } else {
+                format!("configuration string {}", i + 1)
+            };
+            figment = figment.merge(Named {
+                inner: Toml::string(toml),
+                metadata: Metadata::named(name),
+            });
+        }
         finish(&figment)
     }
 

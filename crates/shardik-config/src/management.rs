@@ -56,7 +56,7 @@ pub struct ManagementHttpSettings {
 }
 
 /// `management.http.tls.*`: HTTPS on the management port, where a client certificate from the
-/// cluster's CA authorises the state-changing routes (see [`crate::http`]). Each empty file
+/// cluster's CA authorises the state-changing routes (see the runtime's `http` module). Each empty file
 /// key stands for the transport's (`transport.tls.*`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]

@@ -12,7 +12,11 @@
 //! One module per concern: `load` layers the sources with figment, `error` turns figment's
 //! errors into [`ConfigError`]s that name the key, the value and what is allowed, `values`
 //! reads the values TOML has no type for (durations, sizes, switches), `validate` runs the
-//! range checks, and one module per section holds that section's keys and rules.
+//! range checks, and one module per section holds that section's keys and rules. `node` is the
+//! one mapping from the checked settings to what a node runs with
+//! ([`Settings::node_settings`]), shared by the runtime and the simulator.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod addresses;
 mod bootstrap;
@@ -25,6 +29,7 @@ mod join_compat;
 mod load;
 mod logging;
 mod management;
+mod node;
 mod persistence;
 mod sharding;
 mod tls;
@@ -52,7 +57,7 @@ pub use downing::{
 };
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};
-pub use logging::LoggingSettings;
+pub use logging::{LogFormat, LoggingError, LoggingSettings};
 pub use management::{
     MIN_MANAGEMENT_BODY_SIZE, ManagementHttpSettings, ManagementSettings, ManagementTlsSettings,
 };
@@ -61,11 +66,11 @@ pub use sharding::{
     ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
     LeastShardAllocationStrategySettings, ShardingHealthCheckSettings, ShardingSettings,
 };
-pub use tls::TlsSettings;
+pub use tls::{TlsSettings, is_trust_domain};
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};
 
 /// The built-in configuration: every key with its default and a comment saying what it does.
-pub const REFERENCE_TOML: &str = include_str!("../reference.toml");
+pub const REFERENCE_TOML: &str = include_str!("reference.toml");
 
 /// The whole configuration of a node.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
