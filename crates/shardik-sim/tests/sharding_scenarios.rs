@@ -13,17 +13,17 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
-use shardik_core::membership::sbr::{SbrSettings, Strategy};
 use shardik_core::membership::{
     Command, MemberStatus, MembershipConfig, ReachabilityStatus, ShutdownReason,
 };
-use shardik_core::sharding::{DropReason, HandOffMode, LeaseTiming, ShardId};
+use shardik_core::sharding::{DropReason, HandOffMode, ShardId};
 use shardik_passivation::{IdleCheck, ReplacementPolicy, ResolvedStrategy};
 use shardik_persistence::Retention;
 use shardik_sim::sharding::config::FAST_STABLE_AFTER;
 use shardik_sim::sharding::{
-    CrashPoints, DurableSpec, EntitySpec, KindSpec, ShardingConfig, ShardingWorld, StoreStats,
-    TrafficConfig, entity_name, fast_leases, fast_membership, fast_world,
+    CrashPoints, DurableSpec, EntitySpec, FAST_LEASE_OVERRIDES, KindSpec, ShardingConfig,
+    ShardingWorld, StoreStats, TrafficConfig, entity_name, fast_membership, fast_settings,
+    fast_world, handoff_mode_toml,
 };
 use shardik_sim::world::{NodeId, World};
 
@@ -494,7 +494,7 @@ fn a_leave_asked_by_another_member_hands_every_shard_off_first() {
 fn min_nr_of_members_holds_allocation_back_then_spreads_over_all() {
     let seed = 3;
     let mut cfg = ShardingConfig::fast(HandOffMode::Forward);
-    cfg.coordinator.min_members = 3;
+    cfg.sharding.coordinator.min_members = 3;
     let mut s = sim(seed, cfg);
     let (first, at) = s.form_cluster(1);
     assert!(at.is_some());
@@ -715,7 +715,7 @@ fn a_3_2_partition_re_homes_the_minority_shards_only_after_the_margin() {
             .map(|e| e.at)
             .min()
             .expect("the majority removed the minority");
-        let margin = s.config().down_removal_margin;
+        let margin = s.config().sharding.down_removal_margin;
         let rehomed: Vec<_> = s
             .host_events()
             .iter()
@@ -862,10 +862,13 @@ enum Expect {
 struct Variant {
     /// Durable entities, persisting to the store.
     durable: Option<DurableSpec>,
-    /// Shards and coordinators under leases.
-    leases: Option<LeaseTiming>,
-    /// How the entities live (handling time, passivation, remembering, failures, timers).
+    /// Shards and coordinators under leases ([`FAST_LEASE_OVERRIDES`]).
+    leases: bool,
+    /// What the entities' handlers do (handling time, failures, timers).
     entities: EntitySpec,
+    /// Configuration on top of the fast settings (TOML), such as how the entities live
+    /// (passivation, remembering).
+    config: &'static str,
 }
 
 /// The random scenario, with the entities `variant` describes.
@@ -880,6 +883,7 @@ fn chaos_run(
         durable,
         leases,
         entities,
+        config,
     } = variant;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
     let mode = if seed % 2 == 0 {
@@ -887,20 +891,29 @@ fn chaos_run(
     } else {
         HandOffMode::Drop
     };
+    // The resolver's stable-after, and with it (as the runtime derives them) the down-removal
+    // margin and the self-fencing delay.
+    let stable_after = format!(
+        "[cluster.split-brain-resolver]\nstable-after = \"{}ms\"\n",
+        timing.stable_after.as_millis()
+    );
+    let mut layers = vec![handoff_mode_toml(mode), stable_after.as_str()];
+    if leases {
+        layers.push(FAST_LEASE_OVERRIDES);
+    }
+    layers.push(config);
+    let node = fast_settings(&layers).node_settings();
     let mut wcfg = world_cfg(seed);
     wcfg.check_states = false;
-    wcfg.membership.downing = Some(SbrSettings::new(
-        Strategy::KeepMajority { role: None },
-        timing.stable_after,
-    ));
-    let mut cfg = ShardingConfig::fast(mode);
-    cfg.down_removal_margin = timing.stable_after;
-    cfg.self_fence_after = timing.self_fence.then_some(timing.stable_after);
+    wcfg.membership = node.membership;
+    let mut cfg = ShardingConfig::with_sharding(node.sharding);
+    if !timing.self_fence {
+        // No key turns self-fencing off under keep-majority: the scenario that shows what the
+        // store does without it takes it away here.
+        cfg.sharding.self_fence_after = None;
+    }
     cfg.durable = durable;
     cfg.entities = entities;
-    if let Some(timing) = leases {
-        cfg = cfg.with_leases(timing);
-    }
     let mut s = ShardingWorld::new(wcfg, cfg);
     let n = rng.random_range(3..6);
     let (_, at) = s.form_cluster(n);
@@ -914,9 +927,7 @@ fn chaos_run(
             0 => s.crash(victim),
             // Under leases, pauses may outlast a lease (and the resolver): the paused node
             // wakes up holding shards whose leases others may have taken meanwhile.
-            1 if leases.is_some() => {
-                s.pause(victim, Duration::from_millis(rng.random_range(200..30_000)))
-            }
+            1 if leases => s.pause(victim, Duration::from_millis(rng.random_range(200..30_000))),
             1 => s.pause(victim, Duration::from_millis(rng.random_range(200..2500))),
             2 | 3 if slots >= 3 => {
                 let cut = rng.random_range(1..slots);
@@ -1397,10 +1408,9 @@ fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
 /// checks its lease before it delivers anything) as stopped.
 fn leased_chaos(seed: u64, settle: Settle) -> (StoreStats, usize) {
     let spec = Some(durable_spec(seed));
-    let leases = Some(fast_leases());
     let variant = Variant {
         durable: spec,
-        leases,
+        leases: true,
         ..Variant::default()
     };
     let mut s = chaos_run(seed, settle, Timing::FAST, variant, Expect::Clean);
@@ -1451,14 +1461,13 @@ fn the_known_two_copy_seeds_run_one_copy_under_leases() {
     for seed in [82, 670, 871] {
         let mut spec = durable_spec(seed);
         spec.crash_points = CrashPoints::none();
-        let leases = Some(fast_leases());
         let mut s = chaos_run(
             seed,
             Settle::Reachability,
             Timing::FIRST,
             Variant {
                 durable: Some(spec),
-                leases,
+                leases: true,
                 ..Variant::default()
             },
             Expect::Clean,
@@ -1503,35 +1512,86 @@ fn a_joiner_whose_welcomer_crashes_at_once_does_not_stay_joining() {
 /// so that failed entities restart after the back-off). In every variant a command takes 5 to
 /// 25 ms (so commands queue behind busy entities and stops behind commands), the stop message
 /// takes the configuration's stop delay, and every seventh command starts a timer.
-fn lifecycle_spec(seed: u64) -> EntitySpec {
+fn lifecycle_spec(seed: u64) -> (EntitySpec, &'static str) {
     let base = EntitySpec {
         handle_time: Duration::from_millis(5 + 10 * (seed % 3)),
         timer_every: Some(7),
         ..EntitySpec::default()
     };
     match seed % 3 {
-        0 => EntitySpec {
-            passivation: ResolvedStrategy::Idle(IdleCheck {
-                timeout_ms: 600,
-                interval_ms: 300,
-            }),
-            ..base
-        },
-        1 => EntitySpec {
-            passivation: ResolvedStrategy::Limit {
-                per_region_limit: 12,
-                policy: ReplacementPolicy::LeastRecentlyUsed,
-                idle: None,
+        0 => (base, LIFECYCLE_IDLE),
+        1 => (base, LIFECYCLE_LIMIT),
+        _ => (
+            EntitySpec {
+                fail_every: Some(13),
+                ..base
             },
-            ..base
-        },
-        _ => EntitySpec {
-            remember: true,
-            fail_every: Some(13),
-            restart_backoff: Duration::from_millis(300),
-            ..base
-        },
+            LIFECYCLE_REMEMBER,
+        ),
     }
+}
+
+/// [`lifecycle_spec`]'s idle passivation: after 600 ms idle, looked for every 300 ms.
+const LIFECYCLE_IDLE: &str = r#"
+[cluster.sharding.passivation]
+strategy = "default-idle-strategy"
+
+[cluster.sharding.passivation.default-idle-strategy.idle-entity]
+timeout = "600ms"
+interval = "300ms"
+"#;
+
+/// [`lifecycle_spec`]'s limit: 12 entities per region, the least recently used one leaving
+/// (a strategy block of its own: no admission window, no idle timeout).
+const LIFECYCLE_LIMIT: &str = r#"
+[cluster.sharding.passivation]
+strategy = "lru-12"
+
+[cluster.sharding.passivation.lru-12]
+active-entity-limit = 12
+
+[cluster.sharding.passivation.lru-12.replacement]
+policy = "least-recently-used"
+"#;
+
+/// [`lifecycle_spec`]'s remembered entities, started again 300 ms after a failure.
+const LIFECYCLE_REMEMBER: &str = r#"
+[cluster.sharding]
+remember-entities = "on"
+entity-restart-backoff = "300ms"
+"#;
+
+/// The lifecycle sweep's settings reach the simulated nodes as the strategies it was written
+/// for (they were once set by hand): the configuration, mapped as the runtime maps it.
+#[test]
+fn the_lifecycle_settings_reach_the_simulated_entities() {
+    let entities = |config: &str| {
+        let cfg = ShardingConfig::fast_with(HandOffMode::Forward, &[config]);
+        cfg.sharding.entity_settings(cfg.remembers())
+    };
+    let idle = entities(LIFECYCLE_IDLE);
+    assert_eq!(
+        idle.passivation,
+        ResolvedStrategy::Idle(IdleCheck {
+            timeout_ms: 600,
+            interval_ms: 300,
+        })
+    );
+    assert!(!idle.remember);
+    let limit = entities(LIFECYCLE_LIMIT);
+    assert_eq!(
+        limit.passivation,
+        ResolvedStrategy::Limit {
+            per_region_limit: 12,
+            policy: ReplacementPolicy::LeastRecentlyUsed,
+            idle: None,
+        }
+    );
+    let remember = entities(LIFECYCLE_REMEMBER);
+    assert!(remember.remember);
+    assert_eq!(remember.restart_backoff, Duration::from_millis(300));
+    // Without a layer of its own, a scenario's entities are never passivated automatically.
+    assert_eq!(entities("").passivation, ResolvedStrategy::Disabled);
 }
 
 /// The random scenario with entities that live by the whole lifecycle ([`lifecycle_spec`]).
@@ -1543,14 +1603,15 @@ fn lifecycle_spec(seed: u64) -> EntitySpec {
 /// again at its shard's home, after the faults and again after every node was killed and
 /// started anew.
 fn lifecycle_chaos(seed: u64) -> ShardingWorld {
-    let spec = lifecycle_spec(seed);
-    let remember = spec.remember;
+    let (spec, config) = lifecycle_spec(seed);
+    let remember = config == LIFECYCLE_REMEMBER;
     // Half the remembered seeds run their shards under leases: remembered starts and restarts
     // then wait for the lease, not only for the shard.
-    let leases = (remember && seed % 2 == 1).then(fast_leases);
+    let leases = remember && seed % 2 == 1;
     let variant = Variant {
         entities: spec,
         leases,
+        config,
         ..Variant::default()
     };
     let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, variant, Expect::Clean);

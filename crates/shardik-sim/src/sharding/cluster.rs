@@ -101,7 +101,7 @@ impl ShardingWorld {
         let seed = world.seed;
         // Leases live in the same store as the journals (where fences are checked); with
         // leases alone its calls take the default time and nothing crashes at the store.
-        let store = match (&cfg.durable, cfg.leases) {
+        let store = match (&cfg.durable, cfg.leases()) {
             (Some(spec), _) => Some(SimStore::new(spec.clone(), seed)),
             (None, Some(_)) => Some(SimStore::new(super::durable::DurableSpec::new(), seed)),
             (None, None) => None,
@@ -256,8 +256,8 @@ impl ShardingWorld {
         let sender = layer.me().clone();
         let entity: EntityId = entity.into();
         let (id, seq) = self.ledger.send(now, kind, via, &sender, &entity);
-        let shard =
-            shard_id_for(&entity, self.cfg.number_of_shards).expect("number of shards above 0");
+        let shard = shard_id_for(&entity, self.cfg.sharding.number_of_shards)
+            .expect("number of shards above 0");
         let env = Envelope {
             entity,
             shard,
@@ -654,7 +654,7 @@ impl ShardingWorld {
                 } => {
                     self.fence_stale_copies(kind, &shard);
                     self.checker.entity_started(now, kind, &me, &shard, &entity);
-                    if self.cfg.entities.remember {
+                    if self.cfg.remembers() {
                         self.ever_started.insert((kind, shard, entity));
                     }
                 }
@@ -917,7 +917,7 @@ impl ShardingWorld {
                 };
                 let name = layer.lease_name(kind, &request.key);
                 let owner = from.node.to_string();
-                let ttl = self.cfg.leases.expect("lease calls only with leases").ttl;
+                let ttl = self.cfg.leases().expect("lease calls only with leases").ttl;
                 let answer = match request.call {
                     LeaseCall::Acquire => match at_once(st.store.acquire_lease(&name, &owner, ttl))
                     {
@@ -1019,7 +1019,7 @@ impl ShardingWorld {
     /// writes carry an older fence): such copies stop counting as live before a new holder
     /// starts the shard. Copies whose node still holds the lease keep counting.
     fn fence_stale_copies(&mut self, kind: usize, shard: &ShardId) {
-        if self.cfg.leases.is_none() {
+        if self.cfg.leases().is_none() {
             return;
         }
         let now = self.now();
@@ -1105,7 +1105,7 @@ impl ShardingWorld {
     /// store and running again (after a crash, a hand-off or a full restart). Entities are
     /// never passivated when remembered, so none may be missing.
     pub fn remembered_not_running(&self, kind: usize) -> Vec<String> {
-        if !self.cfg.entities.remember {
+        if !self.cfg.remembers() {
             return Vec::new();
         }
         let hosts = self.hosts(kind);

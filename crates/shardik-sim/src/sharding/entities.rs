@@ -18,7 +18,6 @@ use shardik_core::sharding::entities::{
     self, ContextRequest, Done, EntitySettings, Run, Runner, TimerCommand,
 };
 use shardik_core::sharding::{EntityId, ShardId};
-use shardik_passivation::ResolvedStrategy;
 
 use shardik_persistence::{Fence, WriteResult};
 
@@ -26,17 +25,13 @@ use super::durable::DurableJournal;
 pub use super::life::{SimAsk, SimCmd, SimEntity, SimLife};
 use super::messages::Output;
 
-/// How the simulated entities live and what their handlers do.
-#[derive(Clone, Debug)]
+/// What the simulated entities' handlers do. How the entities live (passivation, remembering,
+/// restart back-off) is the node's configuration, as in the runtime
+/// ([`ShardingSettings::entity_settings`](shardik_core::node::ShardingSettings::entity_settings)).
+#[derive(Clone, Debug, Default)]
 pub struct EntitySpec {
     /// How long a client command takes to handle (zero: handled the moment it is delivered).
     pub handle_time: Duration,
-    /// Automatic passivation.
-    pub passivation: ResolvedStrategy,
-    /// Started entities are remembered, and start again with their shard.
-    pub remember: bool,
-    /// How long after a failure a remembered entity starts again.
-    pub restart_backoff: Duration,
     /// Every command whose number is a multiple of this fails (its incarnation ends).
     pub fail_every: Option<u64>,
     /// Every command whose number is a multiple of this starts a one-shot timer of this
@@ -44,44 +39,25 @@ pub struct EntitySpec {
     pub timer_every: Option<u64>,
 }
 
-impl Default for EntitySpec {
-    fn default() -> Self {
-        EntitySpec {
-            handle_time: Duration::ZERO,
-            passivation: ResolvedStrategy::Disabled,
-            remember: false,
-            restart_backoff: Duration::from_millis(500),
-            fail_every: None,
-            timer_every: None,
-        }
-    }
-}
-
-impl EntitySpec {
-    /// The lifecycle's settings.
-    pub fn settings(&self) -> EntitySettings {
-        EntitySettings {
-            passivation: self.passivation.clone(),
-            remember: self.remember,
-            restart_backoff: self.restart_backoff,
-        }
-    }
-}
-
 /// The lifecycle of one kind's simulated entities on one node.
 pub type SimEntities = entities::Entities<SimLife>;
 /// What that lifecycle asks for.
 pub type SimOutput = entities::Output<SimLife>;
 
-/// Makes a kind's lifecycle; incarnations are numbered by `counter`, shared over the run.
-pub fn new_entities(spec: &EntitySpec, counter: Arc<AtomicU64>, now: Instant) -> SimEntities {
+/// Makes a kind's lifecycle living by `settings`; incarnations are numbered by `counter`,
+/// shared over the run.
+pub fn new_entities(
+    settings: &EntitySettings,
+    counter: Arc<AtomicU64>,
+    now: Instant,
+) -> SimEntities {
     let factory = Arc::new(move |_: &str| SimEntity {
         incarnation: counter.fetch_add(1, Ordering::Relaxed),
         journal: None,
         state: Vec::new(),
     });
     let stop = Arc::new(|| SimCmd::Stop);
-    SimEntities::new(&spec.settings(), factory, Some(stop), now)
+    SimEntities::new(settings, factory, Some(stop), now)
 }
 
 /// What a handler did that the world checks.

@@ -4,7 +4,8 @@
 //! entities, over a sharding network with the world's latency, partitions, pauses and crashes.
 //! Simulated clients send numbered messages; a [`ShardingChecker`] watches every event.
 //!
-//! * [`config`]: settings, with timers short enough for tests;
+//! * [`config`]: settings, mapped from the shipped configuration with timers short enough for
+//!   tests;
 //! * [`node`]: one node's sharding layer and the entity model;
 //! * [`messages`]: what the parts exchange (client messages, their events, what nodes send
 //!   each other, what a node reports to the world);
@@ -38,7 +39,10 @@ pub mod traffic;
 
 pub use checker::ShardingChecker;
 pub use cluster::{HostEvent, ShardingWorld};
-pub use config::{KindSpec, ShardingConfig, fast_leases, fast_membership, fast_world};
+pub use config::{
+    FAST_LEASE_OVERRIDES, FAST_OVERRIDES, KindSpec, ShardingConfig, fast_leases, fast_membership,
+    fast_settings, fast_world, handoff_mode_toml, world_with,
+};
 pub use durability::DurabilityChecker;
 pub use durable::{CrashPoints, DurableSpec};
 pub use entities::EntitySpec;

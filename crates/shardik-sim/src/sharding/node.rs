@@ -19,9 +19,8 @@ use std::time::Duration;
 use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
 use shardik_core::sharding::{
-    AllocationChoice, Coordinator, EntityId, Envelope, KindEffect, KindInput, KindNode,
-    KindNodeSettings, KindStrategy, LeaseAnswer, LeaseKey, LeastShardAllocationStrategy, Protocol,
-    Region, Routed, ShardId, ShardingView,
+    Coordinator, EntityId, Envelope, KindEffect, KindInput, KindNode, KindNodeSettings,
+    KindStrategy, LeaseAnswer, LeaseKey, Protocol, Region, Routed, ShardId, ShardingView,
 };
 
 use shardik_persistence::{Fence, MemoryStore, WriteResult};
@@ -32,13 +31,17 @@ use super::entities::{
     Handled, RememberedStore, SimAsk, SimCmd, SimEntities, SimHandlers, SimOutput, new_entities,
 };
 use super::messages::{Output, SimMsg, Wire};
-use shardik_core::sharding::entities::Job;
+use shardik_core::sharding::entities::{EntitySettings, Job};
 
 /// One kind's pieces on one node.
 struct KindState {
     /// Whether the application on this node started the kind. When not, the kind node is
     /// never fed: the node only answers `KindNotStarted` (see [`KindSpec`](super::KindSpec)).
     started: bool,
+    /// What the kind's node was built with (the node's settings applied to the kind).
+    settings: KindNodeSettings,
+    /// How the kind's entities live (likewise).
+    entity_settings: EntitySettings,
     node: KindNode<SimMsg>,
     /// The kind's entities (the core's lifecycle)…
     life: SimEntities,
@@ -82,27 +85,23 @@ impl ShardNode {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let settings = KindNodeSettings {
-                    region: cfg.region.clone(),
-                    coordinator: cfg.coordinator.clone(),
-                    role: k.role.clone(),
-                    proxy: k.role.as_ref().is_some_and(|r| !roles.contains(r)),
-                    down_removal_margin: cfg.down_removal_margin,
-                    shutdown_timeout: cfg.shutdown_timeout,
-                    coordinator_lease: cfg.leases,
-                    self_fence_after: cfg.self_fence_after,
-                };
-                let allocation = AllocationChoice::Immediate(Box::new(|| {
-                    Box::new(LeastShardAllocationStrategy::new(20, 0.1))
-                }));
+                // The node's sharding defaults applied to this kind, as the runtime applies
+                // them (a kind's own role wins over the configured one).
+                let role = cfg.sharding.kind_role(k.role.as_deref());
+                let proxy = role.as_ref().is_some_and(|r| !roles.contains(r));
+                let settings = cfg.sharding.kind_node_settings(role, proxy);
+                let entity_settings = cfg.sharding.entity_settings(cfg.remembers());
+                let allocation = cfg.sharding.allocation_choice();
                 let started = k
                     .not_started_with_role
                     .as_ref()
                     .is_none_or(|r| !roles.contains(r));
                 KindState {
                     started,
-                    node: KindNode::new(me.clone(), settings, allocation, now),
-                    life: new_entities(&cfg.entities, Arc::clone(&incarnations), now),
+                    node: KindNode::new(me.clone(), settings.clone(), allocation, now),
+                    life: new_entities(&entity_settings, Arc::clone(&incarnations), now),
+                    settings,
+                    entity_settings,
                     handlers: SimHandlers::new(
                         &cfg.entities,
                         cfg.entity_stop_delay,
@@ -134,6 +133,17 @@ impl ShardNode {
     /// This node incarnation.
     pub fn me(&self) -> &UniqueAddress {
         &self.me
+    }
+
+    /// What kind `kind`'s node was built with: the configuration's sharding defaults as the
+    /// runtime applies them to a kind.
+    pub fn kind_settings(&self, kind: usize) -> &KindNodeSettings {
+        &self.kinds[kind].settings
+    }
+
+    /// How kind `kind`'s entities live (passivation, remembering, restart back-off).
+    pub fn entity_settings(&self, kind: usize) -> &EntitySettings {
+        &self.kinds[kind].entity_settings
     }
 
     /// Kind `kind`'s region.
@@ -206,7 +216,7 @@ impl ShardNode {
             self.input(now, k, input, out);
             // As the runtime does once its store answers: the shards with remembered entities
             // ask for a home, so that their entities run again without a message.
-            if self.cfg.entities.remember && !self.kinds[k].asked_homes {
+            if self.cfg.remembers() && !self.kinds[k].asked_homes {
                 self.kinds[k].asked_homes = true;
                 for shard in self.remembered.shards(k) {
                     self.input(now, k, KindInput::WantHome(shard), out);
@@ -577,7 +587,7 @@ impl ShardNode {
                     });
                 }
                 KindEffect::ShardStarted(shard) => {
-                    if self.cfg.entities.remember {
+                    if self.cfg.remembers() {
                         // The load reads the store now and starts what it read a moment
                         // later: an entity passivated meanwhile must not start again.
                         self.kinds[k].life.load_started(&shard);

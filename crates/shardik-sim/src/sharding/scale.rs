@@ -179,8 +179,8 @@ impl ScaleReport {
 /// The sharding settings of the run: [`ShardingConfig::fast`] with `shards` shards, and no
 /// timeline (it would hold millions of lines).
 pub fn config(shards: u32) -> ShardingConfig {
-    let mut cfg = ShardingConfig::fast(HandOffMode::Forward);
-    cfg.number_of_shards = shards;
+    let shards = format!("[cluster.sharding]\nnumber-of-shards = {shards}\n");
+    let mut cfg = ShardingConfig::fast_with(HandOffMode::Forward, &[&shards]);
     cfg.record_events = false;
     cfg
 }
