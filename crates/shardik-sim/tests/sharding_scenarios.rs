@@ -494,6 +494,8 @@ fn a_leave_asked_by_another_member_hands_every_shard_off_first() {
 fn min_nr_of_members_holds_allocation_back_then_spreads_over_all() {
     let seed = 3;
     let mut cfg = ShardingConfig::fast(HandOffMode::Forward);
+    // Set on the coordinator alone: the key (`min-nr-of-members`) would also hold the members
+    // back from Up, which this test needs them to reach.
     cfg.sharding.coordinator.min_members = 3;
     let mut s = sim(seed, cfg);
     let (first, at) = s.form_cluster(1);
