@@ -79,7 +79,7 @@ impl Node {
             bind: None,
             advertise: None,
             seeds: None,
-            leave_timeout: Duration::from_secs(60),
+            leave_timeout: shardik_core::node::DEFAULT_LEAVE_TIMEOUT,
             store: None,
             join_checkers: Vec::new(),
             management: false,

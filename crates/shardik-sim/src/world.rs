@@ -58,7 +58,7 @@ impl WorldConfig {
             check_states: true,
             sbr_lease: SbrLeaseConfig::default(),
             seed_aliases: false,
-            leave_timeout: Duration::from_secs(60),
+            leave_timeout: shardik_core::node::DEFAULT_LEAVE_TIMEOUT,
         }
     }
 }

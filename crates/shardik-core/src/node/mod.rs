@@ -7,5 +7,5 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use node_core::{ClusterView, NodeCore, Overdue};
+pub use node_core::{ClusterView, DEFAULT_LEAVE_TIMEOUT, NodeCore, Overdue};
 pub use settings::*;

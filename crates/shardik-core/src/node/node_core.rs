@@ -46,6 +46,10 @@ pub enum Overdue {
     ExitTasks,
 }
 
+/// How long a graceful leave, and the exit tasks within it, may take unless the node is told
+/// otherwise (the runtime's `NodeBuilder::leave_timeout`, the simulator's `WorldConfig`).
+pub const DEFAULT_LEAVE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// One node's I/O-free core: the membership state machine (with the split-brain resolver
 /// and its lease, which live inside it) and the rules that tie it to the layers above and to
 /// the process:
