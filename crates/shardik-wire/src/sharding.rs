@@ -442,7 +442,7 @@ fn reply_to_pb(r: &WireReply) -> pb::Reply {
     pb::Reply {
         ask_id: r.ask_id,
         result: Some(match &r.result {
-            // A refcount, not a copy: the generated type holds `Bytes` (see build.rs).
+            // A refcount, not a copy: the generated type holds `Bytes` (tests/generated_code.rs).
             Ok(payload) => R::Payload(payload.clone()),
             Err(e) => R::Error(pb::ReplyError {
                 kind: e.kind.to_pb() as i32,
