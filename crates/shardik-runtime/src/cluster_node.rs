@@ -18,9 +18,11 @@ use tokio::sync::broadcast;
 
 use crate::config::Settings;
 use crate::handle::NodeHandle;
+#[cfg(feature = "management")]
+use crate::http::ManagementServer;
+#[cfg(feature = "management")]
 use crate::http::WriteGuard;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
-use crate::process::ManagementServer;
 use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::Sharding;
 use crate::transport::TransportConfig;
@@ -29,7 +31,8 @@ use crate::transport::TransportConfig;
 pub struct Node {
     running: RunningNode,
     sharding: Sharding,
-    /// Served when the builder asked for it ([`NodeBuilder::management`]).
+    /// Served when the builder asked for it (`NodeBuilder::management`).
+    #[cfg(feature = "management")]
     management: Option<ManagementServer>,
 }
 
@@ -50,8 +53,11 @@ pub struct NodeBuilder {
     leave_timeout: Duration,
     store: Option<Arc<dyn Store>>,
     join_checkers: Vec<Arc<dyn JoinConfigCompatChecker>>,
+    #[cfg(feature = "management")]
     management: bool,
+    #[cfg(feature = "metrics")]
     metrics: bool,
+    #[cfg(feature = "logging")]
     logging: bool,
 }
 
@@ -64,9 +70,6 @@ impl std::fmt::Debug for NodeBuilder {
             .field("leave_timeout", &self.leave_timeout)
             .field("store", &self.store.as_ref().map(|_| "given"))
             .field("join_checkers", &self.join_checkers)
-            .field("management", &self.management)
-            .field("metrics", &self.metrics)
-            .field("logging", &self.logging)
             .finish_non_exhaustive()
     }
 }
@@ -82,8 +85,11 @@ impl Node {
             leave_timeout: shardik_core::node::DEFAULT_LEAVE_TIMEOUT,
             store: None,
             join_checkers: Vec::new(),
+            #[cfg(feature = "management")]
             management: false,
+            #[cfg(feature = "metrics")]
             metrics: false,
+            #[cfg(feature = "logging")]
             logging: false,
         }
     }
@@ -134,6 +140,7 @@ impl Node {
     /// management API, if it serves one.
     pub async fn wait(self) -> ShutdownReason {
         let reason = self.running.finished.await.unwrap_or(ShutdownReason::Left);
+        #[cfg(feature = "management")]
         if let Some(management) = self.management {
             management.shut_down().await;
         }
@@ -161,15 +168,12 @@ impl Node {
     /// # }
     /// ```
     pub async fn run_until_signal(self) -> ShutdownReason {
-        let Node {
-            running,
-            management,
-            ..
-        } = self;
-        let finished = async { running.finished.await.unwrap_or(ShutdownReason::Left) };
-        let reason = crate::process::until_signal_or_stop(running.stop.clone(), finished).await;
+        let finished = async { self.running.finished.await.unwrap_or(ShutdownReason::Left) };
+        let reason =
+            crate::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
         crate::process::log_shutdown(&reason);
-        if let Some(management) = management {
+        #[cfg(feature = "management")]
+        if let Some(management) = self.management {
             management.shut_down().await;
         }
         reason
@@ -184,6 +188,7 @@ impl Node {
     /// As [`axum::Router::merge`] does: when `routes` has a fallback of its own after an earlier
     /// call's routes had one, or names a path and method an earlier call already gave. This is
     /// the program's own wiring, checked once at start, never anything from the network.
+    #[cfg(feature = "management")]
     pub fn merge_routes(&self, routes: axum::Router) -> Result<(), NoManagementApi> {
         let management = self.management.as_ref().ok_or(NoManagementApi)?;
         management.app_routes.merge(routes);
@@ -194,6 +199,7 @@ impl Node {
     /// certificate rules), for the application's own routes to apply the same rules
     /// ([`WriteGuard::protect`](crate::http::WriteGuard::protect)); `None` without
     /// [`NodeBuilder::management`].
+    #[cfg(feature = "management")]
     pub fn write_guard(&self) -> Option<&WriteGuard> {
         self.management.as_ref().map(|m| &m.guard)
     }
@@ -206,6 +212,7 @@ impl Node {
 }
 
 /// [`Node::merge_routes`] on a node built without [`NodeBuilder::management`].
+#[cfg(feature = "management")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
     "this node serves no management API: call NodeBuilder::management() to serve routes on \
@@ -299,12 +306,14 @@ impl NodeBuilder {
 
     /// Sets up logging from `logging.format` and `logging.level` when the node starts (to
     /// standard error; a subscriber the program installed already stays).
+    #[cfg(feature = "logging")]
     pub fn logging(mut self) -> Self {
         self.logging = true;
         self
     }
 
     /// Records the node's metrics (Prometheus), served on `/metrics` by the management API.
+    #[cfg(feature = "metrics")]
     pub fn metrics(mut self) -> Self {
         self.metrics = true;
         self
@@ -316,6 +325,7 @@ impl NodeBuilder {
     /// so that an address in use or a bad token or TLS file stops it first, and it answers
     /// from the moment `start()` returns (readiness and liveness probes, cluster bootstrap's
     /// contact-point probes). Add the application's routes with [`Node::merge_routes`].
+    #[cfg(feature = "management")]
     pub fn management(mut self) -> Self {
         self.management = true;
         self
@@ -327,11 +337,13 @@ impl NodeBuilder {
     /// `/bootstrap/seed-nodes` route, which [`crate::http::ManagementApi`] always has), since
     /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
+        #[cfg(feature = "logging")]
         if self.logging {
             let logging = &self.settings.logging;
             crate::logging::init(logging.format, &logging.level)
                 .map_err(|e| StartError::Observability(format!("cannot set up logging: {e}")))?;
         }
+        #[cfg(feature = "metrics")]
         let metrics =
             if self.metrics {
                 Some(crate::metrics::Metrics::install().map_err(|e| {
@@ -342,8 +354,11 @@ impl NodeBuilder {
             };
         // Bound before the node joins: a node that joined and then stopped would make the
         // cluster move shards twice for nothing.
+        #[cfg(not(feature = "metrics"))]
+        let metrics = None;
+        #[cfg(feature = "management")]
         let management = if self.management {
-            Some(crate::process::BoundManagement::bind(&self.settings).await?)
+            Some(crate::http::BoundManagement::bind(&self.settings).await?)
         } else {
             None
         };
@@ -368,13 +383,17 @@ impl NodeBuilder {
         // ones do.
         let mut bootstrap_settings = self.settings.clone();
         bootstrap_settings.cluster.seed_nodes = seeds.clone();
-        // Bootstrap compares and announces this node by its identity, not where it listens.
-        let identity = addresses
-            .advertise
-            .clone()
-            .unwrap_or_else(|| addresses.bind.clone());
-        let bootstrap =
-            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?;
+        #[cfg(feature = "management")]
+        let bootstrap = {
+            // Bootstrap compares and announces this node by its identity, not where it listens.
+            let identity = addresses
+                .advertise
+                .clone()
+                .unwrap_or_else(|| addresses.bind.clone());
+            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?
+        };
+        #[cfg(not(feature = "management"))]
+        refuse_bootstrap_without_management(&bootstrap_settings)?;
         // The one mapping from configuration to what the node runs with (the simulator's too).
         let NodeSettings {
             mut membership,
@@ -400,17 +419,38 @@ impl NodeBuilder {
         )
         .await?;
         // The task ends by itself once the node joined or stopped.
+        #[cfg(feature = "management")]
         if let Some(bootstrap) = bootstrap {
             bootstrap.start(running.handle.clone());
         }
         let sharding = Sharding::start(&running, sharding)
             .expect("a node just started has its user traffic untaken");
+        #[cfg(feature = "management")]
         let management =
             management.map(|bound| bound.serve(&self.settings, &running, &sharding, metrics));
+        #[cfg(not(feature = "management"))]
+        let _: Option<std::convert::Infallible> = metrics;
         Ok(Node {
             running,
             sharding,
+            #[cfg(feature = "management")]
             management,
         })
     }
+}
+
+/// Cluster bootstrap finds its peers through their management APIs, which a build without the
+/// `management` feature has none of: a node configured for it (a discovery method and no seed
+/// nodes) stops at start, saying so, instead of waiting for peers it can never find.
+#[cfg(not(feature = "management"))]
+fn refuse_bootstrap_without_management(settings: &Settings) -> Result<(), StartError> {
+    if settings.cluster.seed_nodes.is_empty()
+        && settings.discovery.method != crate::config::DiscoveryMethod::Off
+    {
+        return Err(StartError::FeatureMissing {
+            what: "cluster bootstrap (discovery.method set, no seed nodes)",
+            feature: "management",
+        });
+    }
+    Ok(())
 }

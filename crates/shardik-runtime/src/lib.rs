@@ -61,6 +61,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "management")]
 pub mod bootstrap;
 mod cbor;
 mod cluster_node;
@@ -68,9 +69,11 @@ pub mod discovery;
 pub mod exit;
 pub mod handle;
 pub mod health;
+#[cfg(feature = "management")]
 pub mod http;
 pub mod lease;
 pub mod log_limit;
+#[cfg(feature = "logging")]
 pub mod logging;
 pub mod member_up;
 pub mod metrics;
@@ -85,7 +88,9 @@ pub mod transport;
 /// The node's configuration (`shardik-config`), where it always was: `shardik_runtime::config`.
 pub use shardik_config as config;
 
-pub use cluster_node::{NoManagementApi, Node, NodeBuilder};
+#[cfg(feature = "management")]
+pub use cluster_node::NoManagementApi;
+pub use cluster_node::{Node, NodeBuilder};
 pub use member_up::StoppedBeforeUp;
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -4,9 +4,11 @@
 //! so recording costs nothing when no recorder is installed. The exporter is
 //! metrics-exporter-prometheus without its own HTTP server: our management API serves it.
 
+#[cfg(feature = "metrics")]
 use std::sync::OnceLock;
 
 use metrics::Unit;
+#[cfg(feature = "metrics")]
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Members by status (gauge; label `status` = `Up`, `Joining`, …).
@@ -205,13 +207,16 @@ pub enum MetricsError {
 }
 
 /// Entry point for installing the process-wide recorder.
+#[cfg(feature = "metrics")]
 pub struct Metrics;
 
 /// The outcome of the one installation attempt per process. `metrics` allows a single global
 /// recorder for the life of the process, so every later call (a second node in a test, say)
 /// shares the first one's recorder instead of failing.
+#[cfg(feature = "metrics")]
 static INSTALLED: OnceLock<Result<MetricsHandle, MetricsError>> = OnceLock::new();
 
+#[cfg(feature = "metrics")]
 impl Metrics {
     /// Installs the Prometheus recorder as the process-wide recorder (once; later calls return
     /// a handle to the same recorder) and registers the metric descriptions.
@@ -232,15 +237,25 @@ impl Metrics {
 }
 
 /// A handle that renders the installed recorder's metrics.
+#[cfg(feature = "metrics")]
 #[derive(Clone, Debug)]
 pub struct MetricsHandle {
     inner: PrometheusHandle,
 }
 
+/// Without the `metrics` feature there is no recorder to render, so no handle can exist: the
+/// management API's `/metrics` then answers that metrics are not recorded.
+#[cfg(not(feature = "metrics"))]
+#[derive(Clone, Debug)]
+pub enum MetricsHandle {}
+
 impl MetricsHandle {
     /// The current metrics in the Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
-        self.inner.render()
+        #[cfg(feature = "metrics")]
+        return self.inner.render();
+        #[cfg(not(feature = "metrics"))]
+        match *self {}
     }
 }
 

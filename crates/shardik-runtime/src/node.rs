@@ -64,8 +64,18 @@ pub enum StartError {
     Tls(#[from] crate::tls::TlsError),
     /// Cluster bootstrap cannot run (its discovery method or its HTTPS client cannot be set
     /// up; the message says which key).
+    #[cfg(feature = "management")]
     #[error("cluster bootstrap: {0}")]
     Bootstrap(#[from] crate::bootstrap::BootstrapError),
+    /// The configuration asks for something this build of shardik leaves out: turn on the
+    /// named cargo feature of the `shardik` crate (or change the configuration).
+    #[error("{what} needs shardik's `{feature}` feature, which this build leaves out")]
+    FeatureMissing {
+        /// What the configuration asks for.
+        what: &'static str,
+        /// The cargo feature that builds it.
+        feature: &'static str,
+    },
     /// The node's identity is not an address peers can reach (an unspecified address such as
     /// `0.0.0.0`, or port 0); the message names the key to set.
     #[error(transparent)]

@@ -7,6 +7,7 @@
 //! text), the port if the method knows it, and the IP address if it resolved one.
 
 mod config;
+#[cfg(feature = "dns")]
 mod dns;
 
 use std::fmt;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use crate::config::{DiscoveryMethod, Settings};
 
 pub use config::ConfigDiscovery;
+#[cfg(feature = "dns")]
 pub use dns::DnsDiscovery;
 
 /// What to look up (Akka's `Lookup`).
@@ -126,6 +128,7 @@ pub enum ServiceDiscovery {
     /// `discovery.method = "config"`.
     Config(ConfigDiscovery),
     /// `discovery.method = "dns"` (boxed: the resolver is large, and there is one per node).
+    #[cfg(feature = "dns")]
     Dns(Box<DnsDiscovery>),
 }
 
@@ -145,10 +148,20 @@ impl ServiceDiscovery {
             DiscoveryMethod::Config => {
                 Some(ServiceDiscovery::Config(ConfigDiscovery::new(&d.config)))
             }
+            #[cfg(feature = "dns")]
             DiscoveryMethod::Dns => Some(ServiceDiscovery::Dns(Box::new(DnsDiscovery::new(
                 &d.dns.nameserver_addrs(),
                 lookup_interval,
             )?))),
+            #[cfg(not(feature = "dns"))]
+            DiscoveryMethod::Dns => {
+                let _ = lookup_interval;
+                return Err(DiscoveryError::Setup(
+                    "discovery.method = \"dns\" needs shardik's `dns` feature, which this build \
+                     leaves out"
+                        .into(),
+                ));
+            }
         })
     }
 
@@ -158,8 +171,12 @@ impl ServiceDiscovery {
         lookup: &Lookup,
         timeout: Duration,
     ) -> Result<Vec<ResolvedTarget>, DiscoveryError> {
+        // Only a DNS lookup can take time; the configured list answers at once.
+        #[cfg(not(feature = "dns"))]
+        let _ = timeout;
         match self {
             ServiceDiscovery::Config(c) => c.lookup(lookup),
+            #[cfg(feature = "dns")]
             ServiceDiscovery::Dns(d) => {
                 match tokio::time::timeout(timeout, d.lookup(lookup)).await {
                     Ok(result) => result,

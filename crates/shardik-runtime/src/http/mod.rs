@@ -33,12 +33,14 @@
 
 mod guard;
 mod https;
+mod management_server;
 mod observe;
 mod reserve;
 mod serve;
 
 pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};
 pub use https::ClientCertificate;
+pub(crate) use management_server::{BoundManagement, ManagementServer};
 pub use observe::{REFUSAL_LOG_INTERVAL, Refusal, UNMATCHED_ROUTE};
 pub use reserve::HEALTH_CHECK_RESERVE;
 pub use serve::{
