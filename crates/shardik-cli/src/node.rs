@@ -126,7 +126,7 @@ async fn run_node(
         let url = settings.persistence.store_url();
         // The URL may hold a password: logs and errors show it redacted.
         let shown = shardik_persistence::redact_store_url(&url);
-        let persistence = Persistence::open(&url)
+        let persistence = Persistence::from_settings(&settings)
             .await
             .with_context(|| format!("cannot open the store {shown}"))?;
         info!(store = %shown, "store opened");

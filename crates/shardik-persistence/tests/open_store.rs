@@ -28,6 +28,27 @@ async fn sqlite_opens_a_file() {
     }
 }
 
+/// A path in a directory that does not exist is refused, naming it, and nothing is created:
+/// a typo must not give a new, empty store.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_sqlite_path_in_a_missing_directory_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("sub");
+    let url = format!("sqlite:{}", missing.join("bank.db").display());
+    match open_store(&url).await {
+        Err(StoreError::Unavailable(why)) => {
+            assert!(why.contains("does not exist"), "{why}");
+            assert!(why.contains(&missing.display().to_string()), "{why}");
+        }
+        other => panic!(
+            "{url}: expected Unavailable, got {:?}",
+            other.map(|_| "a store")
+        ),
+    }
+    assert!(!dir.path().join("no-such-dir").exists());
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_and_postgresql_open_a_postgres_store() {

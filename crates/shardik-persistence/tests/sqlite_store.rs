@@ -129,6 +129,8 @@ async fn concurrent_appends_are_all_answered() {
 #[tokio::test]
 async fn what_was_written_is_there_after_reopening() {
     let dir = temp_dir();
+    // The store creates its file, not directories (a mistyped path must be an error).
+    std::fs::create_dir_all(dir.path().join("nested").join("dirs")).unwrap();
     let path = dir.path().join("nested").join("dirs").join("kept.db");
     let store = SqliteStore::open(&path).await.unwrap();
     store

@@ -292,13 +292,15 @@ impl NodeBuilder {
             Some(store) => Arc::clone(store),
             None => {
                 let url = self.settings.persistence.store_url();
-                shardik_persistence::open_store(&url).await.map_err(|e| {
-                    let url = shardik_persistence::redact_store_url(&url);
-                    StartError::SbrLease(format!(
-                        "the store {url} (persistence.store), which keeps the lease of \
+                crate::persistence::open_configured_store(&self.settings)
+                    .await
+                    .map_err(|e| {
+                        let url = shardik_persistence::redact_store_url(&url);
+                        StartError::SbrLease(format!(
+                            "the store {url} (persistence.store), which keeps the lease of \
                          lease-majority, cannot be opened: {e}"
-                    ))
-                })?
+                        ))
+                    })?
             }
         };
         Ok(Some(SbrLeaseOptions::from_settings(&self.settings, store)))

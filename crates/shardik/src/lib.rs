@@ -2,8 +2,8 @@
 //!
 //! You address a stateful object (a user, a cart, a device) by id; the cluster decides which
 //! machine runs it, keeps at most one live copy, moves it when machines join or leave, and
-//! passivates idle ones to bound memory. Add this crate alone (`cargo add shardik`): it
-//! re-exports what an application writes against, durable entities included ([`persistence`]).
+//! passivates idle ones to bound memory. Add this crate alone: it re-exports what an
+//! application writes against, durable entities included ([`persistence`]).
 //! The layers underneath are reachable as [`runtime`] (tokio transport, node driver,
 //! configuration, management API) and [`core`] (the I/O-free protocol state machines).
 //!
@@ -78,6 +78,21 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! The defaults are what a first program needs; the rest is opt-in, so that a program compiles
+//! only what it uses. Configuration that needs a feature left out stops the node at start with
+//! an error naming the feature.
+//!
+//! - `sqlite` (default): `sqlite:PATH` stores, the default `persistence.store`.
+//! - `logging` (default): `NodeBuilder::logging`, text or JSON lines on stderr.
+//! - `postgres`: `postgres://` stores.
+//! - `management`: `NodeBuilder::management`, the management HTTP API (Akka Management's
+//!   routes, health checks, the application's routes beside them) and cluster bootstrap.
+//! - `metrics`: `NodeBuilder::metrics`, Prometheus metrics on the management API's `/metrics`.
+//! - `dns`: discovery over DNS records for cluster bootstrap.
+//! - `full`: all of the above.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -81,7 +81,12 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = match &args.store {
         Some(url) => url.clone(),
         None if settings.persistence.store.is_empty() => {
-            let file = PathBuf::from(&settings.persistence.data_dir).join("shopping-cart.db");
+            // The data directory is the one a store may be created in (SQLite paths elsewhere
+            // must exist, so that a typo is an error).
+            let dir = PathBuf::from(&settings.persistence.data_dir);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+            let file = dir.join("shopping-cart.db");
             format!("sqlite:{}", file.display())
         }
         None => settings.persistence.store.clone(),

@@ -67,13 +67,14 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens the database at `path`, creating the file and its parent directory when missing,
-    /// and creating or migrating its schema.
+    /// Opens the database at `path`, creating the file when missing (its directory must
+    /// exist: a typo in a path must not quietly give an empty store), and creating or migrating
+    /// its schema.
     ///
     /// Errors: [`StoreError::Corrupt`] for a file that is not a sound SQLite database (it is
     /// left exactly as it was), [`StoreError::SchemaTooNew`] for a schema written by a newer
-    /// shardik (nothing is changed), [`StoreError::Unavailable`] when the file or its directory
-    /// cannot be created, opened or written.
+    /// shardik (nothing is changed), [`StoreError::Unavailable`] when the directory does not
+    /// exist or the file cannot be created, opened or written.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path: Arc<Path> = Arc::from(path.as_ref());
         let opening = Arc::clone(&path);
@@ -88,14 +89,18 @@ impl SqliteStore {
     }
 
     fn open_blocking(path: Arc<Path>) -> Result<Self, StoreError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                StoreError::Unavailable(format!(
-                    "cannot create the directory {} for {}: {e}",
-                    parent.display(),
-                    path.display()
-                ))
-            })?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+            && !parent.is_dir()
+        {
+            // Creating it would turn a mistyped path into a new, empty store that looks
+            // healthy; the configured data directory is created by whoever configured it
+            // (`persistence.data-dir`, by the node).
+            return Err(StoreError::Unavailable(format!(
+                "the directory {} of the SQLite store {} does not exist: check the path, or \
+                 create the directory first",
+                parent.display(),
+                path.display()
+            )));
         }
         schema::check_existing_file(&path)?;
         let writer_conn = connect(&path)?;
