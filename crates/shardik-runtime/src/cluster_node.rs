@@ -15,6 +15,7 @@ use shardik_core::membership::{
 use shardik_core::node::NodeSettings;
 use shardik_persistence::Store;
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use crate::config::Settings;
 use crate::handle::NodeHandle;
@@ -345,6 +346,14 @@ impl NodeBuilder {
             crate::logging::init(logging.format, &logging.level)
                 .map_err(|e| StartError::Observability(format!("cannot set up logging: {e}")))?;
         }
+        // Every task of the node runs in this span (crate::task::spawn), so each log line names
+        // its node, also with several nodes in one process. Made after the subscriber above
+        // exists, and at ERROR level so that no filter that lets any line through drops it.
+        let span = tracing::error_span!("node", node = tracing::field::Empty);
+        self.start_in(span.clone()).instrument(span).await
+    }
+
+    async fn start_in(self, span: tracing::Span) -> Result<Node, StartError> {
         #[cfg(feature = "metrics")]
         let metrics =
             if self.metrics {
@@ -372,6 +381,12 @@ impl NodeBuilder {
             cluster.canonical_address = Some(advertise.clone());
         }
         let addresses = cluster.node_addresses()?;
+        let identity = addresses
+            .advertise
+            .as_ref()
+            .unwrap_or(&addresses.bind)
+            .to_string();
+        span.record("node", tracing::field::display(&identity));
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
         let sbr_lease = self.sbr_lease().await?;

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use tracing::info;
+use tracing::debug;
 
 /// The future of one exit task.
 pub type ExitFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -52,7 +52,7 @@ impl ExitTasks {
     pub async fn run(&self) {
         let tasks: Vec<(String, Task)> = self.lock().clone();
         for (name, task) in tasks {
-            info!(task = %name, "running exit task");
+            debug!(task = %name, "running exit task");
             task().await;
         }
     }

@@ -82,6 +82,7 @@ pub mod persistence;
 pub mod process;
 pub mod sbr_lease;
 pub mod sharding;
+mod task;
 pub mod tls;
 pub mod transport;
 

@@ -82,7 +82,7 @@ impl NodeHandle {
     /// starts leaving or is downed, before it was Up. Must be called within a Tokio runtime.
     pub fn on_member_up(&self, callback: impl FnOnce() + Send + 'static) {
         let handle = self.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             if handle.wait_until_up().await.is_ok() {
                 callback();
             }

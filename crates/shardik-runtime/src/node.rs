@@ -217,7 +217,7 @@ pub async fn start_with_sbr_lease(
     };
     info!(node = %self_node, bind = %bind, "node started");
     let seeds = opts.seeds.clone();
-    let finished = tokio::spawn(async move {
+    let finished = crate::task::spawn(async move {
         if !seeds.is_empty() {
             driver.command(Command::JoinSeedNodes(seeds));
         }
@@ -485,7 +485,7 @@ impl Driver {
                     // before the exit is confirmed; gossip goes on meanwhile.
                     info!(tasks = ?self.exit_tasks.names(), "this node is Exiting: running exit tasks");
                     let (tasks, done) = (self.exit_tasks.clone(), self.exit_done.clone());
-                    tokio::spawn(async move {
+                    crate::task::spawn(async move {
                         tasks.run().await;
                         let _ = done.send(()).await;
                     });

@@ -25,7 +25,7 @@ pub(crate) async fn until_signal_or_stop(
     stop: mpsc::Sender<StopRequest>,
     finished: impl Future<Output = ShutdownReason>,
 ) -> ShutdownReason {
-    let signals = tokio::spawn(leave_on_signal(stop));
+    let signals = crate::task::spawn(leave_on_signal(stop));
     let reason = finished.await;
     signals.abort();
     reason

@@ -133,7 +133,7 @@ impl SbrLease {
                 owner: crate::lease::owner_for(node),
                 settings: o.settings,
             };
-            tokio::spawn(work(target, calls_rx, this.answers_tx.clone()));
+            crate::task::spawn(work(target, calls_rx, this.answers_tx.clone()));
             this.calls = Some(calls_tx);
         }
         Ok(this)

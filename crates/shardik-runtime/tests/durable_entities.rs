@@ -4,6 +4,7 @@
 //! another node, snapshots and retention, answers only after the write, a second writer
 //! refused, recovery that refuses a gap, durable state by revision, events by tag, and
 //! remembered entities that start again after a full restart without a message.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The version-1 journal fixture recovered under version 2 from PostgreSQL: its events,
 //! manifests included, loaded into a fresh database of the server `scripts/with-postgres`
 //! started, then the same checks as over SQLite (`event_evolution.rs`).
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 mod evolution;

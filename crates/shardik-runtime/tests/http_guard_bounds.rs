@@ -3,6 +3,7 @@
 //! its reserve for `/alive` and `/ready`, and the request and refusal metrics. A fake node (a
 //! snapshot of two members and a command responder that accepts everything) stands behind
 //! the API.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

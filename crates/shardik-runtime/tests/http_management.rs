@@ -1,6 +1,7 @@
 //! The management HTTP API over a fake node (a watch channel holding a snapshot of three
 //! members, one unreachable, and a command responder that records what it was asked), and
 //! over real nodes with sharding for readiness and joining.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -5,6 +5,7 @@
 //! files stop the start with the key and file named. A fake node (a snapshot of two members and
 //! a command responder that counts what reaches it) stands behind the API, which is built from
 //! `Settings` as `shardik node` builds it.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! `Node::wait_until_up` and `Node::on_member_up` (Akka's `registerOnMemberUp`): they resolve,
 //! or run, once the node is Up, and fail, or never run, when it stops before.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

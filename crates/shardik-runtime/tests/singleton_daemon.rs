@@ -1,6 +1,7 @@
 //! The cluster singleton and the sharded daemon process on real nodes in one process, over
 //! loopback TCP: where they run, that they start without a user message, and that they move
 //! when a node leaves.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Mutual TLS between nodes over real loopback TCP: the identity rule (CA, validity, cluster
 //! URI SAN, host names), rotation of the files, and the start-up errors.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 mod common;
 

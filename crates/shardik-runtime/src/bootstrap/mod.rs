@@ -91,7 +91,7 @@ impl ClusterBootstrap {
     /// Runs bootstrap for the node behind `handle` in a task of its own, which ends once the
     /// node joined a cluster (through bootstrap or otherwise) or stopped.
     pub fn start(self, handle: NodeHandle) -> JoinHandle<()> {
-        tokio::spawn(self.runner.run(handle))
+        crate::task::spawn(self.runner.run(handle))
     }
 }
 

@@ -83,14 +83,14 @@ impl BoundManagement {
         };
         let https = self.tls.is_some();
         let task = match self.tls {
-            Some(tls) => tokio::spawn(http::serve_https(
+            Some(tls) => crate::task::spawn(http::serve_https(
                 self.listener,
                 router,
                 self.limits,
                 tls,
                 stopped,
             )),
-            None => tokio::spawn(http::serve_with(
+            None => crate::task::spawn(http::serve_with(
                 self.listener,
                 router,
                 self.limits,

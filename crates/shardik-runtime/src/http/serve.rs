@@ -202,7 +202,7 @@ async fn serve_listener(
                 None => match look_at_accept(stream) {
                     Ok(AtAccept::Take(stream, first)) => {
                         let waiting = reserve.admit();
-                        tokio::spawn(health.serve(stream, first, waiting));
+                        crate::task::spawn(health.serve(stream, first, waiting));
                     }
                     Ok(AtAccept::Refused) => continue,
                     Err(e) => {
@@ -215,7 +215,7 @@ async fn serve_listener(
                     // within the same head timeout and may be pushed out meanwhile.
                     let mut waiting = reserve.admit();
                     let tls = tls.clone();
-                    tokio::spawn(async move {
+                    crate::task::spawn(async move {
                         let timeout = health
                             .deadline
                             .saturating_duration_since(tokio::time::Instant::now());
@@ -243,7 +243,7 @@ async fn serve_listener(
             watcher: graceful.watcher(),
         };
         let tls = tls.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             match tls {
                 None => connection.serve(stream, None).await,
                 Some(tls) => {

@@ -435,7 +435,7 @@ impl<B: EventSourcedEntity> EventSourced<B> {
             }
         };
         let store = Arc::clone(self.shared.persistence.store());
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let seq = plan.seq;
             if let Err(e) = store.save_snapshot(&pid, Snapshot { seq, payload }).await {
                 tracing::warn!(%pid, seq, error = %e, "snapshot not saved");

@@ -31,7 +31,7 @@ impl JournalWriter {
     /// last handle is dropped.
     pub(crate) fn spawn(store: Arc<dyn Store>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(store, rx));
+        crate::task::spawn(run(store, rx));
         JournalWriter { tx }
     }
 

@@ -33,7 +33,7 @@ pub(crate) fn answer_allocation(
     snapshot: AllocationSnapshot<UniqueAddress>,
 ) -> JoinHandle<()> {
     let future = strategy.allocate_shard(requester.clone(), shard.clone(), snapshot);
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let answer = future.await;
         if let Some(control) = control.upgrade() {
             // A closed queue means the kind stopped: nobody waits for the answer.
@@ -56,7 +56,7 @@ pub(crate) fn answer_rebalance(
     in_progress: BTreeSet<ShardId>,
 ) -> JoinHandle<()> {
     let future = strategy.rebalance(snapshot, in_progress);
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let moves = future.await;
         if let Some(control) = control.upgrade() {
             let _ = control.send(Control::RebalanceAnswered(moves)).await;

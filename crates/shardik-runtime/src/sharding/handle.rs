@@ -96,6 +96,8 @@ impl Sharding {
             lease_health: Arc::default(),
             held_back: Arc::default(),
             next_stats_request: std::sync::atomic::AtomicU64::new(1),
+            // Sharding starts inside the node's start, in its span.
+            span: tracing::Span::current(),
         });
         // Frames are dispatched by the connections' readers from now on; what the queue
         // holds already (sent before sharding started) is dispatched by a task of its own.
@@ -104,7 +106,7 @@ impl Sharding {
             pending: inner.pending.clone(),
         };
         user_inbound.install(Arc::new(sink));
-        tokio::spawn(inbound::drain_queue(
+        crate::task::spawn(inbound::drain_queue(
             inbound::Dispatcher::new(Arc::downgrade(&inner), inner.pending.clone()),
             user_messages,
         ));

@@ -114,7 +114,7 @@ impl Dispatcher {
                 // Answered from a task of its own, so a slow region never stalls the reader.
                 let inner = self.inner.upgrade()?;
                 let (kind, to) = (frame.kind.clone(), from.clone());
-                tokio::spawn(async move {
+                crate::task::spawn(async move {
                     let timeout = inner.config.query_timeout;
                     let shards = inner
                         .query(&kind, Control::Stats, timeout)
@@ -292,7 +292,7 @@ fn send_soon(inner: &Arc<Inner>, to: &UniqueAddress, payload: Bytes) {
     if let Err(payload) = inner.sender.try_send(&to.address, payload) {
         let inner = Arc::clone(inner);
         let to = to.address.clone();
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             inner.sender.send(&to, payload).await;
         });
     }

@@ -22,6 +22,8 @@ impl Sharding {
         &self,
         kind: EntityKind<E, C>,
     ) -> Result<EntityRegion<E>, InitError> {
+        // Called from the application's task: the kind's tasks spawned here belong to the node.
+        let _node_span = self.inner.span.clone().entered();
         if kind.name.is_empty() || kind.name.len() > 255 {
             return Err(InitError::InvalidName(kind.name.to_string()));
         }
@@ -131,7 +133,7 @@ impl Sharding {
             leases,
             held_back: Arc::clone(&self.inner.held_back),
         };
-        tokio::spawn(task.run());
+        crate::task::spawn(task.run());
         Ok(region)
     }
 }

@@ -44,6 +44,9 @@ pub(super) struct Inner {
     pub(super) replies: Arc<ReplyEndpoint>,
     pub(super) stats_waiters: Mutex<HashMap<u64, mpsc::UnboundedSender<StatsAnswer>>>,
     pub(super) next_stats_request: std::sync::atomic::AtomicU64,
+    /// The node's span (`node{node=...}`), entered where the application calls in (`init`),
+    /// so that the tasks spawned there log under the node's name as well.
+    pub(super) span: tracing::Span,
 }
 
 impl resolve::RegionResolver for Inner {

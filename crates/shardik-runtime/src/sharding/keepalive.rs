@@ -216,7 +216,7 @@ fn spawn_keep_alive<E: Entity>(
     ids: impl Fn() -> Box<dyn Iterator<Item = String> + Send> + Send + 'static,
     interval: Duration,
 ) {
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

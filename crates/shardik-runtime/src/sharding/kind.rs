@@ -48,7 +48,7 @@ mod frames;
 mod observe;
 
 use frames::remote_job;
-use observe::{KindGauges, log_coordinator_event};
+use observe::{HandOffRounds, KindGauges, log_coordinator_event};
 
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
 const CONTROL_BATCH: usize = 256;
@@ -97,6 +97,8 @@ struct State<E: Entity> {
     /// its own.
     shard_ids: IdCache,
     gauges: KindGauges,
+    /// The coordinator's hand-offs, told in the log as rounds rather than shard by shard.
+    handoffs: HandOffRounds,
     effects: Vec<KindEffect<Payload<E>>>,
     host_out: Vec<HostOutput<E>>,
     shutdown_waiters: Vec<oneshot::Sender<()>>,
@@ -119,7 +121,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 Arc::clone(&remember.store),
             ));
             if !self.settings.proxy {
-                tokio::spawn(remember::load_shards(
+                crate::task::spawn(remember::load_shards(
                     self.name.clone(),
                     remember.clone(),
                     self.settings.region.retry_interval,
@@ -146,6 +148,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             shutdown_done: false,
             delivered: 0,
             gauges: KindGauges::new(&self.name),
+            handoffs: HandOffRounds::default(),
             turn_clock: None,
             coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
         };

@@ -106,7 +106,7 @@ impl KindLeases {
         let owner = Arc::clone(&self.owner);
         let limit = self.operation_timeout;
         let ttl = self.ttl;
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let LeaseRequest { key, id, call } = request;
             let answer = match call {
                 LeaseCall::Acquire => {

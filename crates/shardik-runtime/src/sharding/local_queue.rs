@@ -296,7 +296,7 @@ mod tests {
         let (tx, mut rx) = channel(4);
         let tx2 = tx.clone();
         tx2.try_send(1).unwrap();
-        let waiter = tokio::spawn(async move {
+        let waiter = crate::task::spawn(async move {
             let mut buf = Vec::new();
             let mut counts = Vec::new();
             loop {
@@ -326,7 +326,7 @@ mod tests {
             tx.try_send(i).unwrap();
         }
         let tx2 = tx.clone();
-        let mut sender = tokio::spawn(async move { tx2.send(8).await.is_ok() });
+        let mut sender = crate::task::spawn(async move { tx2.send(8).await.is_ok() });
         // One thread: the sender runs now, finds the queue full and waits.
         tokio::task::yield_now().await;
         let mut buf = Vec::new();
@@ -354,7 +354,7 @@ mod tests {
             tx.try_send(i).unwrap();
         }
         let spinner_tx = tx.clone();
-        let spinner = tokio::spawn(async move {
+        let spinner = crate::task::spawn(async move {
             loop {
                 match spinner_tx.try_send(0) {
                     Ok(()) => {}
@@ -364,7 +364,7 @@ mod tests {
             }
         });
         let waiter_tx = tx.clone();
-        let waiter = tokio::spawn(async move { waiter_tx.send(1000).await.is_ok() });
+        let waiter = crate::task::spawn(async move { waiter_tx.send(1000).await.is_ok() });
         let mut buf = Vec::new();
         let mut drains = 0;
         while !waiter.is_finished() {
@@ -386,7 +386,7 @@ mod tests {
         let mut tasks = Vec::new();
         for s in 0..SENDERS {
             let tx = tx.clone();
-            tasks.push(tokio::spawn(async move {
+            tasks.push(crate::task::spawn(async move {
                 for i in 0..EACH {
                     if i % 2 == 0 {
                         tx.send((s, i)).await.unwrap();

@@ -189,7 +189,7 @@ impl ReplyEndpoint {
             return;
         }
         let waiting = Arc::clone(&self.waiting);
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             if !sender.send(&to, payload).await {
                 metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "reply-undeliverable")
                     .increment(1);

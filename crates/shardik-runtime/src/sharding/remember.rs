@@ -45,7 +45,7 @@ impl RememberWriter {
     /// command), not the network, so it is bounded by the entities of the node.
     pub fn spawn(kind: Arc<str>, store: Arc<dyn Store>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(kind, store, rx));
+        crate::task::spawn(run(kind, store, rx));
         RememberWriter { tx }
     }
 

@@ -125,7 +125,7 @@ fn admit(stream: TcpStream, peer: std::net::SocketAddr, shared: &Arc<Shared>, tx
     }
     let _ = stream.set_nodelay(true);
     let (shared, tx) = (Arc::clone(shared), tx.clone());
-    tokio::spawn(async move {
+    crate::task::spawn(async move {
         let _slot = slot;
         if let Err(reason) = serve_connection(stream, &shared, tx, admitted).await {
             debug!(%peer, %reason, "inbound connection closed");

@@ -279,7 +279,7 @@ impl Transport {
             tls_failures: crate::tls::HandshakeFailureLog::new(TLS_FAILURE_LOG_INTERVAL),
             connect_errors: Default::default(),
         });
-        tokio::spawn(inbound::accept_loop(
+        crate::task::spawn(inbound::accept_loop(
             listener,
             Arc::clone(&shared),
             inbound::Sinks {
@@ -702,7 +702,7 @@ mod tests {
         let to = b.identity().address.clone();
         let sender = a.user_sender();
         const N: u32 = 20_000;
-        let produce = tokio::spawn(async move {
+        let produce = crate::task::spawn(async move {
             let payload = |i: u32| {
                 let mut p = i.to_be_bytes().to_vec();
                 p.resize(1024, 0xab);

@@ -100,7 +100,7 @@ impl PeerQueue {
             frames_out: metrics::counter!(m::TRANSPORT_FRAMES_TOTAL, "direction" => "out", "lane" => lane.as_str()),
             bytes_out: metrics::counter!(m::TRANSPORT_BYTES_TOTAL, "direction" => "out", "lane" => lane.as_str()),
         });
-        tokio::spawn(writer(Arc::clone(&peer_lane), shared));
+        crate::task::spawn(writer(Arc::clone(&peer_lane), shared));
         PeerQueue { lane: peer_lane }
     }
 
@@ -270,7 +270,7 @@ impl PeerLane {
                         }
                     }
                     Err(e) => {
-                        info!(to = %self.to, lane = self.lane.as_str(), error = %e, "connection lost; reconnecting");
+                        log_connection_lost(&self.to, self.lane.as_str(), &e, st.frames);
                         metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
                             .increment(st.frames as u64);
                         st.buf.clear();
@@ -345,7 +345,7 @@ impl PeerLane {
                 self.bytes_out.increment(bytes as u64);
             }
             WriteOutcome::Failed(e) => {
-                info!(%to, lane = name, error = %e, "connection lost; reconnecting");
+                log_connection_lost(to, name, &e, frames);
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
                     .increment(frames as u64);
                 forget_stream(&mut st, stream);
@@ -818,6 +818,17 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// A connection that broke. Peers close connections as a matter of course (a node that leaves
+/// or stops, an idle lane), so that alone is DEBUG; messages it took down with it are drops,
+/// which are counted and told at INFO with their number.
+fn log_connection_lost(to: &Address, lane: &str, error: &std::io::Error, dropped: usize) {
+    if dropped == 0 {
+        debug!(%to, lane, %error, "connection closed; reconnecting when there is something to send");
+    } else {
+        info!(%to, lane, %error, dropped, "connection lost with {dropped} messages unsent (counted as dropped); reconnecting");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -944,7 +955,7 @@ mod tests {
     async fn frames_leave_in_the_order_they_were_pushed_whoever_writes_them() {
         let (lane, peer) = lane_and_peer().await;
         let (got_tx, mut got) = watch::channel(0);
-        let reader = tokio::spawn(read_numbers(peer, 6, got_tx));
+        let reader = crate::task::spawn(read_numbers(peer, 6, got_tx));
 
         // An idle, connected lane: the sender writes itself, and the socket takes only part
         // of a large frame; its tail waits in the lane.

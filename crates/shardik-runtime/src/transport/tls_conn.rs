@@ -234,7 +234,7 @@ mod tests {
         let ctx = context(dir.path());
         let (conn, mut server) = pair(&ctx).await;
         let payload: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-        let reader = tokio::spawn(async move {
+        let reader = crate::task::spawn(async move {
             let mut got = vec![0u8; 1_000_000];
             server.read_exact(&mut got).await.unwrap();
             (got, server)

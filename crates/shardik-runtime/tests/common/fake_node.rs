@@ -1,4 +1,5 @@
 //! The membership a fake node shows the management API in the HTTP tests.
+#![allow(clippy::disallowed_methods)] // tests spawn plainly: no node span to keep (src/task.rs)
 
 use shardik_core::membership::{Address, Member, MemberStatus, UniqueAddress};
 use shardik_runtime::MembershipSnapshot;

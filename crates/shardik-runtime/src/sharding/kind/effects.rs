@@ -19,7 +19,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     debug!(kind = %self.name, %shard, "shard started here");
                     if let Some(remember) = &self.remember {
                         self.entities.load_started(&shard);
-                        tokio::spawn(remember::load_and_start(
+                        crate::task::spawn(remember::load_and_start(
                             self.name.clone(),
                             shard,
                             remember.clone(),
@@ -106,6 +106,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 KindEffect::CoordinatorRunning(false) => {
                     info!(kind = %self.name, "this node no longer runs the coordinator");
+                    // Hand-offs it started are no longer its to report.
+                    st.handoffs = HandOffRounds::default();
                     self.allocation_proceeds(st);
                 }
                 KindEffect::Coordinator(CoordinatorEvent::RegionsUnheard(silent)) => {
@@ -115,7 +117,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     info!(kind = %self.name, "coordinator heard from every region: allocating");
                     self.allocation_proceeds(st);
                 }
-                KindEffect::Coordinator(ev) => log_coordinator_event(&self.name, &ev),
+                KindEffect::Coordinator(ev) => {
+                    log_coordinator_event(&self.name, &ev, &mut st.handoffs)
+                }
                 KindEffect::CoordinatorNodeLacksKind(node) => {
                     if st.coordinator_lacks_kind_log.check().is_some() {
                         warn!(

@@ -62,7 +62,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                                 result,
                             }),
                         };
-                        tokio::spawn(async move {
+                        crate::task::spawn(async move {
                             sender.send(&node.address, encode_sharding(&frame)).await;
                         });
                     })

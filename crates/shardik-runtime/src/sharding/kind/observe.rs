@@ -95,7 +95,75 @@ pub(super) fn round_secs(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs())
 }
 
-pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
+/// The hand-offs the coordinator here has in flight, told as rounds: one INFO line when the
+/// first starts and one when the last ends, with counts, and each shard at DEBUG. A leaving
+/// node with the default 1,000 shards used to write two INFO lines per shard.
+#[derive(Default)]
+pub(super) struct HandOffRounds {
+    in_flight: usize,
+    round: Option<HandOffRound>,
+}
+
+struct HandOffRound {
+    started: TokioInstant,
+    shards: usize,
+    timed_out: usize,
+    rebalance: bool,
+    from: std::collections::BTreeSet<String>,
+}
+
+impl HandOffRounds {
+    fn started(&mut self, kind: &str, from: &UniqueAddress, rebalance: bool) {
+        self.in_flight += 1;
+        let round = self.round.get_or_insert_with(|| {
+            info!(
+                %kind, from = %from.address, rebalance,
+                "handing off shards of {kind} (from {}{})",
+                from.address,
+                if rebalance { ", rebalance" } else { "" }
+            );
+            HandOffRound {
+                started: TokioInstant::now(),
+                shards: 0,
+                timed_out: 0,
+                rebalance,
+                from: Default::default(),
+            }
+        });
+        round.shards += 1;
+        round.rebalance |= rebalance;
+        round.from.insert(from.address.to_string());
+    }
+
+    fn done(&mut self, kind: &str, ok: bool) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(round) = &mut self.round {
+            round.timed_out += usize::from(!ok);
+        }
+        if self.in_flight > 0 {
+            return;
+        }
+        let Some(round) = self.round.take() else {
+            return;
+        };
+        let from: Vec<&str> = round.from.iter().map(String::as_str).collect();
+        info!(
+            %kind,
+            shards = round.shards,
+            timed_out = round.timed_out,
+            rebalance = round.rebalance,
+            from = %from.join(","),
+            took = ?round.started.elapsed(),
+            "handed off {} shards of {kind} from {} in {:.1?} ({} timed out and stayed)",
+            round.shards,
+            from.join(", "),
+            round.started.elapsed(),
+            round.timed_out
+        );
+    }
+}
+
+pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent, rounds: &mut HandOffRounds) {
     match ev {
         CoordinatorEvent::State(e) => debug!(%kind, event = ?e, "coordinator state"),
         CoordinatorEvent::ConflictingClaim {
@@ -120,7 +188,10 @@ pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
             shard,
             from,
             rebalance,
-        } => info!(%kind, %shard, from = %from.address, rebalance, "hand-off started"),
+        } => {
+            debug!(%kind, %shard, from = %from.address, rebalance, "hand-off started");
+            rounds.started(kind, from, *rebalance);
+        }
         CoordinatorEvent::PreparingForShutdown => info!(
             %kind,
             "the cluster is preparing for a full shutdown: no shard of {kind} is rebalanced or \
@@ -136,10 +207,11 @@ pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent) {
         ),
         CoordinatorEvent::HandOffDone { shard, ok } => {
             if *ok {
-                info!(%kind, %shard, "hand-off done")
+                debug!(%kind, %shard, "hand-off done")
             } else {
                 warn!(%kind, %shard, "hand-off timed out; the shard stays where it was")
             }
+            rounds.done(kind, *ok);
         }
     }
 }
