@@ -299,7 +299,7 @@ impl NodeBuilder {
                         let url = shardik_persistence::redact_store_url(&url);
                         StartError::SbrLease(format!(
                             "the store {url} (persistence.store), which keeps the lease of \
-                         lease-majority, cannot be opened: {e}"
+                             lease-majority, cannot be opened: {e}"
                         ))
                     })?
             }
@@ -363,10 +363,10 @@ impl NodeBuilder {
             } else {
                 None
             };
-        // Bound before the node joins: a node that joined and then stopped would make the
-        // cluster move shards twice for nothing.
         #[cfg(not(feature = "metrics"))]
         let metrics = None;
+        // Bound before the node joins: a node that joined and then stopped would make the
+        // cluster move shards twice for nothing.
         #[cfg(feature = "management")]
         let management = if self.management {
             Some(crate::http::BoundManagement::bind(&self.settings).await?)
@@ -381,11 +381,12 @@ impl NodeBuilder {
             cluster.canonical_address = Some(advertise.clone());
         }
         let addresses = cluster.node_addresses()?;
+        // This node's identity (where peers reach it, not where it listens): what its log lines
+        // name, and what bootstrap compares and announces.
         let identity = addresses
             .advertise
-            .as_ref()
-            .unwrap_or(&addresses.bind)
-            .to_string();
+            .clone()
+            .unwrap_or_else(|| addresses.bind.clone());
         span.record("node", tracing::field::display(&identity));
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
@@ -401,14 +402,8 @@ impl NodeBuilder {
         let mut bootstrap_settings = self.settings.clone();
         bootstrap_settings.cluster.seed_nodes = seeds.clone();
         #[cfg(feature = "management")]
-        let bootstrap = {
-            // Bootstrap compares and announces this node by its identity, not where it listens.
-            let identity = addresses
-                .advertise
-                .clone()
-                .unwrap_or_else(|| addresses.bind.clone());
-            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?
-        };
+        let bootstrap =
+            crate::bootstrap::ClusterBootstrap::from_settings(&bootstrap_settings, identity)?;
         #[cfg(not(feature = "management"))]
         refuse_bootstrap_without_management(&bootstrap_settings)?;
         // The one mapping from configuration to what the node runs with (the simulator's too).

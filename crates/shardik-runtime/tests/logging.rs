@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -27,26 +25,6 @@ impl Entity for Touched {
 
 const TOUCHED: EntityTypeKey<Touched> = EntityTypeKey::new("touched");
 
-/// Everything the subscriber writes, kept for the assertions.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 fn fast_settings() -> Settings {
     let mut settings = Settings::load_with_env(None, &[]).unwrap();
     settings.cluster.seed_node_timeout = Duration::from_millis(300);
@@ -58,7 +36,7 @@ fn fast_settings() -> Settings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lines_name_their_node_and_a_leave_of_many_shards_is_a_few_info_lines() {
-    let captured = Captured::default();
+    let captured = common::LogSink::default();
     let writer = captured.clone();
     tracing_subscriber::fmt()
         .with_env_filter("info")

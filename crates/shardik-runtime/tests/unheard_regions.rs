@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -49,23 +48,10 @@ fn captured_log() -> &'static Arc<Mutex<Vec<u8>>> {
         tracing_subscriber::fmt()
             .with_ansi(false)
             .with_max_level(tracing::Level::INFO)
-            .with_writer(move || Sink(Arc::clone(&sink)))
+            .with_writer(move || common::LogSink(Arc::clone(&sink)))
             .init();
         log
     })
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn log_lines(level: &str, needle: &str) -> Vec<String> {

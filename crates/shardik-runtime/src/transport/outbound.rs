@@ -270,9 +270,7 @@ impl PeerLane {
                         }
                     }
                     Err(e) => {
-                        log_connection_lost(&self.to, self.lane.as_str(), &e, st.frames);
-                        metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
-                            .increment(st.frames as u64);
+                        connection_lost(&self.to, self.lane.as_str(), &e, st.frames);
                         st.buf.clear();
                         st.frames = 0;
                         st.stream = None;
@@ -345,9 +343,7 @@ impl PeerLane {
                 self.bytes_out.increment(bytes as u64);
             }
             WriteOutcome::Failed(e) => {
-                log_connection_lost(to, name, &e, frames);
-                metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
-                    .increment(frames as u64);
+                connection_lost(to, name, &e, frames);
                 forget_stream(&mut st, stream);
             }
             WriteOutcome::Stalled => {
@@ -818,10 +814,12 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// A connection that broke. Peers close connections as a matter of course (a node that leaves
-/// or stops, an idle lane), so that alone is DEBUG; messages it took down with it are drops,
-/// which are counted and told at INFO with their number.
-fn log_connection_lost(to: &Address, lane: &str, error: &std::io::Error, dropped: usize) {
+/// A connection that broke, taking `dropped` messages with it. Peers close connections as a
+/// matter of course (a node that leaves or stops, an idle lane), so that alone is DEBUG; the
+/// messages it took down are drops, counted and told at INFO with their number.
+fn connection_lost(to: &Address, lane: &str, error: &std::io::Error, dropped: usize) {
+    metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
+        .increment(dropped as u64);
     if dropped == 0 {
         debug!(%to, lane, %error, "connection closed; reconnecting when there is something to send");
     } else {

@@ -168,3 +168,26 @@ impl shardik_runtime::sharding::Entity for Echo {
         cmd
     }
 }
+
+/// A log destination that keeps what a `tracing_subscriber::fmt` writer gives it, for tests
+/// that assert on log lines: `.with_writer(move || sink.clone())`.
+#[derive(Clone, Default)]
+pub struct LogSink(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogSink {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -146,18 +146,20 @@ impl HandOffRounds {
         let Some(round) = self.round.take() else {
             return;
         };
-        let from: Vec<&str> = round.from.iter().map(String::as_str).collect();
+        let from = round
+            .from
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let took = round.started.elapsed();
         info!(
             %kind,
             shards = round.shards,
             timed_out = round.timed_out,
             rebalance = round.rebalance,
-            from = %from.join(","),
-            took = ?round.started.elapsed(),
-            "handed off {} shards of {kind} from {} in {:.1?} ({} timed out and stayed)",
+            "handed off {} shards of {kind} from {from} in {took:.1?} ({} timed out and stayed)",
             round.shards,
-            from.join(", "),
-            round.started.elapsed(),
             round.timed_out
         );
     }
