@@ -143,7 +143,11 @@ pub async fn contend_for_lease<S: Store + ?Sized>(
             tenures.extend(held.take());
         }
     }
-    if let Some(tenure) = held {
+    if let Some(mut tenure) = held {
+        // As for any release: counted on no longer from the moment it is sent. (Keeping the
+        // last renewal's end here made a contender of another process, still racing, look
+        // like a second holder for up to the time-to-live.)
+        tenure.until_us = tenure.until_us.min(now_us());
         let _ = store.release_lease(lease, owner, tenure.token).await;
         tenures.push(tenure);
     }
