@@ -11,7 +11,6 @@ use anyhow::Context;
 use clap::Args;
 use shardik_core::membership::Address;
 use shardik_runtime::config::Settings;
-use shardik_runtime::persistence::Persistence;
 use shardik_runtime::{Node, logging};
 
 use crate::counter::{counter_kind, counter_routes, counters_not_started_routes};
@@ -120,20 +119,6 @@ async fn run_node(
     demo_counters: bool,
     demo_evolving: Option<EvolvingVersion>,
 ) -> anyhow::Result<ExitCode> {
-    // The store is opened before the node joins, so that a store that cannot be reached,
-    // parsed or read stops the process at startup with the cause, before it is a member.
-    let persistence = if demo_counters {
-        let url = settings.persistence.store_url();
-        // The URL may hold a password: logs and errors show it redacted.
-        let shown = shardik_persistence::redact_store_url(&url);
-        let persistence = Persistence::from_settings(&settings)
-            .await
-            .with_context(|| format!("cannot open the store {shown}"))?;
-        info!(store = %shown, "store opened");
-        Some(persistence)
-    } else {
-        None
-    };
     // The settings carry `--advertise` (cluster.canonical-address) and `--management`
     // (management.http.*) too; the management port is bound, and its token and TLS files
     // read, before the node joins.
@@ -141,14 +126,29 @@ async fn run_node(
         .bind(bind.clone())
         .metrics()
         .management();
-    if let Some(persistence) = &persistence {
-        // One store per process: the resolver's lease (lease-majority) lives there too.
-        builder = builder.store(std::sync::Arc::clone(persistence.store()));
+    if demo_counters {
+        // The node's store (persistence.store) is opened before the node joins, so that a
+        // store that cannot be reached, parsed or read stops the process at startup with the
+        // cause, before it is a member. The resolver's lease (lease-majority) lives there too.
+        builder = builder.persistence();
     }
     let node = builder
         .start()
         .await
         .with_context(|| format!("cannot start the node on {bind}"))?;
+    let persistence = if demo_counters {
+        // Opened at start: this only hands it over. The URL may hold a password: logs show it
+        // redacted.
+        let shown = shardik_persistence::redact_store_url(&settings.persistence.store_url());
+        let persistence = node
+            .persistence()
+            .await
+            .with_context(|| format!("cannot open the store {shown}"))?;
+        info!(store = %shown, "store opened");
+        Some(persistence)
+    } else {
+        None
+    };
     let guard = node
         .write_guard()
         .expect("the builder was asked for the management API")

@@ -13,7 +13,7 @@ use shardik_core::membership::{
     Address, ClusterEvent, JoinConfigCompatChecker, ShutdownReason, UniqueAddress,
 };
 use shardik_core::node::NodeSettings;
-use shardik_persistence::Store;
+use shardik_persistence::{Store, StoreError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
@@ -24,6 +24,7 @@ use crate::http::ManagementServer;
 #[cfg(feature = "management")]
 use crate::http::WriteGuard;
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
+use crate::persistence::Persistence;
 use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::Sharding;
 use crate::transport::TransportConfig;
@@ -32,6 +33,9 @@ use crate::transport::TransportConfig;
 pub struct Node {
     running: RunningNode,
     sharding: Sharding,
+    /// Where the node's entities are kept: the builder's store, or `persistence.store` opened
+    /// on first use.
+    persistence: NodePersistence,
     /// Served when the builder asked for it (`NodeBuilder::management`).
     #[cfg(feature = "management")]
     management: Option<ManagementServer>,
@@ -45,6 +49,22 @@ impl std::fmt::Debug for Node {
     }
 }
 
+/// The node's store, opened once: given to the builder, or opened from the configuration the
+/// first time it is needed (a node whose entities persist nothing never opens a file).
+struct NodePersistence {
+    settings: Settings,
+    opened: tokio::sync::OnceCell<Persistence>,
+}
+
+impl NodePersistence {
+    async fn get(&self) -> Result<Persistence, StoreError> {
+        self.opened
+            .get_or_try_init(|| Persistence::from_settings(&self.settings))
+            .await
+            .cloned()
+    }
+}
+
 /// Builds a [`Node`] over [`Settings`].
 pub struct NodeBuilder {
     settings: Settings,
@@ -53,6 +73,7 @@ pub struct NodeBuilder {
     seeds: Option<Vec<Address>>,
     leave_timeout: Duration,
     store: Option<Arc<dyn Store>>,
+    open_store_at_start: bool,
     join_checkers: Vec<Arc<dyn JoinConfigCompatChecker>>,
     #[cfg(feature = "management")]
     management: bool,
@@ -85,6 +106,7 @@ impl Node {
             seeds: None,
             leave_timeout: shardik_core::node::DEFAULT_LEAVE_TIMEOUT,
             store: None,
+            open_store_at_start: false,
             join_checkers: Vec::new(),
             #[cfg(feature = "management")]
             management: false,
@@ -108,6 +130,19 @@ impl Node {
     /// Sharding on this node: register entity kinds, look up entity references.
     pub fn sharding(&self) -> &Sharding {
         &self.sharding
+    }
+
+    /// The node's persistence: where its durable entities (event sourced, durable state) and
+    /// remembered entities are kept unless the code hands a kind another one. It is the store
+    /// given to [`NodeBuilder::store`], or else the one `persistence.store` names (by default
+    /// `sqlite:{persistence.data-dir}/shardik.db`, creating `data-dir` if missing), opened on
+    /// the first call; later calls share it (one store, one journal writer per node).
+    ///
+    /// Errors when the configured store cannot be opened (a path in a directory that does not
+    /// exist, a server that does not answer, a store whose feature was left out); a later call
+    /// tries again.
+    pub async fn persistence(&self) -> Result<Persistence, StoreError> {
+        self.persistence.get().await
     }
 
     /// Resolves once this node is Up, or fails when it stops (or starts leaving, or is
@@ -251,11 +286,20 @@ impl NodeBuilder {
         self
     }
 
-    /// The node's store (`Persistence::store`), for what the node itself keeps there: the
-    /// split-brain resolver's lease under lease-majority. Without it, a node that needs the
-    /// lease opens `persistence.store` on its own.
+    /// The node's store, instead of the one `persistence.store` names: where
+    /// [`Node::persistence`] keeps the node's entities, and the split-brain resolver's lease
+    /// under lease-majority.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Opens the node's store ([`Node::persistence`]) when the node starts, before it joins,
+    /// so that a store that cannot be opened stops the node with [`StartError::Store`] instead
+    /// of failing the first entity after the node became a member (a node that joined and then
+    /// stopped makes the cluster move shards twice for nothing).
+    pub fn persistence(mut self) -> Self {
+        self.open_store_at_start = true;
         self
     }
 
@@ -285,23 +329,27 @@ impl NodeBuilder {
 
     /// The lease-majority lease, when the settings ask for one: in the given store, or in
     /// `persistence.store` opened here.
-    async fn sbr_lease(&self) -> Result<Option<SbrLeaseOptions>, StartError> {
+    /// The split-brain resolver's lease, when `lease-majority` needs one: kept in the node's
+    /// store, which is opened here if it was not given.
+    async fn sbr_lease(
+        &self,
+        persistence: &NodePersistence,
+    ) -> Result<Option<SbrLeaseOptions>, StartError> {
         if !self.settings.sbr_needs_lease() {
             return Ok(None);
         }
-        let store = match &self.store {
-            Some(store) => Arc::clone(store),
+        let store = match persistence.opened.get() {
+            Some(opened) => Arc::clone(opened.store()),
             None => {
                 let url = self.settings.persistence.store_url();
-                crate::persistence::open_configured_store(&self.settings)
-                    .await
-                    .map_err(|e| {
-                        let url = shardik_persistence::redact_store_url(&url);
-                        StartError::SbrLease(format!(
-                            "the store {url} (persistence.store), which keeps the lease of \
-                             lease-majority, cannot be opened: {e}"
-                        ))
-                    })?
+                persistence.get().await.map_err(|e| {
+                    let url = shardik_persistence::redact_store_url(&url);
+                    StartError::SbrLease(format!(
+                        "the store {url} (persistence.store), which keeps the lease of \
+                         lease-majority, cannot be opened: {e}"
+                    ))
+                })?;
+                Arc::clone(persistence.opened.get().expect("just opened").store())
             }
         };
         Ok(Some(SbrLeaseOptions::from_settings(&self.settings, store)))
@@ -390,7 +438,27 @@ impl NodeBuilder {
         span.record("node", tracing::field::display(&identity));
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
-        let sbr_lease = self.sbr_lease().await?;
+        let persistence = NodePersistence {
+            settings: self.settings.clone(),
+            opened: match &self.store {
+                Some(store) => {
+                    tokio::sync::OnceCell::new_with(Some(Persistence::new(Arc::clone(store))))
+                }
+                None => tokio::sync::OnceCell::new(),
+            },
+        };
+        if self.open_store_at_start {
+            persistence
+                .get()
+                .await
+                .map_err(|source| StartError::Store {
+                    store: shardik_persistence::redact_store_url(
+                        &self.settings.persistence.store_url(),
+                    ),
+                    source,
+                })?;
+        }
+        let sbr_lease = self.sbr_lease(&persistence).await?;
         let seeds = self
             .seeds
             .clone()
@@ -445,6 +513,7 @@ impl NodeBuilder {
         Ok(Node {
             running,
             sharding,
+            persistence,
             #[cfg(feature = "management")]
             management,
         })

@@ -88,6 +88,16 @@ pub enum StartError {
     /// Logging or metrics asked for with the builder cannot be set up.
     #[error("{0}")]
     Observability(String),
+    /// The node's store, opened at start because the builder asked for it
+    /// ([`NodeBuilder::persistence`](crate::NodeBuilder::persistence)), cannot be opened:
+    /// check `persistence.store` (or `persistence.data-dir` for the default SQLite file).
+    #[error("the node's store {store} (persistence.store) cannot be opened: {source}")]
+    Store {
+        /// The store's URL, with any password redacted.
+        store: String,
+        /// Why it cannot be opened.
+        source: shardik_persistence::StoreError,
+    },
 }
 
 /// A started node.

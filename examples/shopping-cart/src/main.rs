@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use shardik::persistence::Persistence;
 use shardik::{Address, Node, Settings};
 use tracing::{info, warn};
 
@@ -98,18 +97,17 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         .block_on(run_node(args, settings, store))
 }
 
-async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Result<ExitCode> {
-    // Everything that can fail for a local reason fails before the node joins (the store
-    // here; the HTTP port, token and TLS files in `start`): a node that joined and then
-    // stopped would make the cluster move shards twice for nothing.
-    let persistence = Persistence::open(&store)
-        .await
-        .with_context(|| format!("cannot open the store {store}"))?;
+async fn run_node(args: Args, mut settings: Settings, store: String) -> anyhow::Result<ExitCode> {
+    // Everything that can fail for a local reason fails before the node joins (the store, the
+    // HTTP port, token and TLS files, all in `start`): a node that joined and then stopped
+    // would make the cluster move shards twice for nothing.
+    settings.persistence.store = store.clone();
     let mut builder = Node::builder(settings)
         .bind(args.bind.clone())
         .logging()
         .metrics()
-        .management();
+        .management()
+        .persistence();
     if !args.seeds.is_empty() {
         builder = builder.seeds(args.seeds);
     }
@@ -117,6 +115,8 @@ async fn run_node(args: Args, settings: Settings, store: String) -> anyhow::Resu
         .start()
         .await
         .with_context(|| format!("cannot start the node on {}", args.bind))?;
+    // Opened by `start`: this hands it over.
+    let persistence = node.persistence().await?;
     info!(store = %store, "store opened");
     node.sharding()
         .init(cart_kind(&persistence))
