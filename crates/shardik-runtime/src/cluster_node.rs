@@ -190,8 +190,9 @@ impl Node {
     /// process with [`ShutdownReason::exit_code`].
     ///
     /// ```no_run
-    /// # async fn run(settings: shardik_runtime::config::Settings) -> Result<std::process::ExitCode, shardik_runtime::node::StartError> {
-    /// let node = shardik_runtime::Node::builder(settings)
+    /// # use shardik_runtime::facade as shardik;
+    /// # async fn run(settings: shardik::Settings) -> Result<std::process::ExitCode, shardik::StartError> {
+    /// let node = shardik::Node::builder(settings)
     ///     .logging()
     ///     .metrics()
     ///     .management()

@@ -67,6 +67,7 @@ mod cbor;
 mod cluster_node;
 pub mod discovery;
 pub mod exit;
+pub mod facade;
 pub mod handle;
 pub mod health;
 #[cfg(feature = "management")]

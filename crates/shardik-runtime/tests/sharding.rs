@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, MembershipConfig, UniqueAddress};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
-    AllocationSnapshot, AsyncShardAllocationStrategy, Entity, EntityContext, EntityKind,
+    AllocationSnapshot, AskError, AsyncShardAllocationStrategy, Entity, EntityContext, EntityKind,
     EntityRegion, EntityTypeKey, Sharding, ShardingConfig, ShardingError, StrategyFuture,
 };
 use shardik_runtime::transport::TransportConfig;
@@ -557,7 +557,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     ));
 }
 
-/// An account that refuses to go below zero, answering with a status.
+/// An account that refuses to go below zero, with a refusal of its own type.
 #[derive(Default)]
 struct Account(u64);
 
@@ -567,26 +567,34 @@ enum AccountCommand {
     Withdraw(u64),
 }
 
+/// Why an account refuses a withdrawal: a type the caller matches, carried by serde.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum AccountError {
+    Insufficient { balance: u64, asked: u64 },
+}
+
 impl Entity for Account {
     type Command = AccountCommand;
-    type Reply = shardik_runtime::sharding::StatusReply<u64>;
+    type Reply = Result<u64, AccountError>;
 
     async fn handle(&mut self, cmd: AccountCommand, _: &mut EntityContext<Self>) -> Self::Reply {
-        use shardik_runtime::sharding::StatusReply;
         match cmd {
             AccountCommand::Deposit(n) => self.0 += n,
             AccountCommand::Withdraw(n) if n > self.0 => {
-                return StatusReply::error(format!("balance {} is less than {n}", self.0));
+                return Err(AccountError::Insufficient {
+                    balance: self.0,
+                    asked: n,
+                });
             }
             AccountCommand::Withdraw(n) => self.0 -= n,
         }
-        StatusReply::success(self.0)
+        Ok(self.0)
     }
 }
 
-/// `ask_status` gives a success's value, and a refusal as `ShardingError::Refused`, across nodes.
+/// `ask_result` gives a success's value, and a refusal as the entity's own error, across nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_reply_turns_a_refusal_into_an_error() {
+async fn ask_result_gives_a_refusal_as_the_entitys_own_error() {
     const ACCOUNT: EntityTypeKey<Account> = EntityTypeKey::new("account");
     let pb = free_port();
     let a_addr = Address::new("127.0.0.1", free_port());
@@ -611,19 +619,22 @@ async fn a_status_reply_turns_a_refusal_into_an_error() {
             .entity_ref_for(ACCOUNT, &format!("acct-{i}"))
             .expect("known kind");
         let balance = account
-            .ask_status(AccountCommand::Deposit(10), Duration::from_secs(10))
+            .ask_result(AccountCommand::Deposit(10), Duration::from_secs(10))
             .await
             .expect("deposit succeeds");
         assert_eq!(balance, 10);
         let refused = account
-            .ask_status(AccountCommand::Withdraw(25), Duration::from_secs(10))
+            .ask_result(AccountCommand::Withdraw(25), Duration::from_secs(10))
             .await;
         assert_eq!(
             refused,
-            Err(ShardingError::Refused("balance 10 is less than 25".into()))
+            Err(AskError::Refused(AccountError::Insufficient {
+                balance: 10,
+                asked: 25
+            }))
         );
         let balance = account
-            .ask_status(AccountCommand::Withdraw(4), Duration::from_secs(10))
+            .ask_result(AccountCommand::Withdraw(4), Duration::from_secs(10))
             .await
             .expect("withdrawal succeeds");
         assert_eq!(balance, 6);

@@ -3,9 +3,9 @@
 //! You address a stateful object (a user, a cart, a device) by id; the cluster decides which
 //! machine runs it, keeps at most one live copy, moves it when machines join or leave, and
 //! passivates idle ones to bound memory. Add this crate alone: it re-exports what an
-//! application writes against, durable entities included ([`persistence`]).
-//! The layers underneath are reachable as [`runtime`] (tokio transport, node driver,
-//! configuration, management API) and [`core`] (the I/O-free protocol state machines).
+//! application writes against, durable entities included ([`persistence`]), and the extension
+//! points (allocation strategies, [`Codec`]s, [`persistence::Store`]s). The layers underneath
+//! are reachable through [`advanced`], without a stability promise.
 //!
 //! # Example
 //!
@@ -96,23 +96,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub use shardik_core as core;
-pub use shardik_runtime as runtime;
-/// Durable entities: event-sourced ([`persistence::EventSourcedEntity`], its
-/// [`persistence::Effect`]s and [`persistence::EventSourcedKind`]) and durable-state ones, on
-/// the store a [`persistence::Persistence`] opens (`sqlite:PATH`, `postgres://…`, `memory:`).
-/// `examples/shopping-cart` in the repository is a whole application built on them.
-pub use shardik_runtime::persistence;
+pub use shardik_runtime::facade::*;
 
-pub use shardik_core::membership::{
-    Address, ClusterEvent, Member, MemberStatus, ShutdownReason, UniqueAddress,
-};
-pub use shardik_runtime::config::Settings;
-pub use shardik_runtime::handle::NodeHandle;
-pub use shardik_runtime::sharding::{
-    AsyncShardAllocationStrategy, Cbor, ClusterSingleton, Codec, CodecError, DaemonSettings,
-    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, EntityTypeKey, InitError,
-    ManagedInitError, ManagedRef, Postcard, ReplyTo, ShardedDaemonProcess, Sharding, ShardingError,
-    SingletonRef, SingletonSettings, StatusReply, SyncEntity, TellError, WorkerRef,
-};
-pub use shardik_runtime::{Node, NodeBuilder, StoppedBeforeUp};
+/// Everything underneath the curated surface, for what it leaves out: the runtime's modules
+/// ([`advanced::runtime`]: transport, node driver, management API, metrics, TLS, bootstrap)
+/// and the I/O-free protocol cores ([`advanced::core`]). Reachable so that nothing a program
+/// needs is locked away, but **not covered by this crate's semver promise**: names here may
+/// change in any release. If you need something from here, please open an issue: it may
+/// belong in the curated surface.
+pub mod advanced {
+    pub use shardik_core as core;
+    pub use shardik_runtime as runtime;
+}

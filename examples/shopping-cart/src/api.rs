@@ -25,9 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use shardik::{Sharding, ShardingError};
+use shardik::{AskError, Sharding, ShardingError};
 
-use crate::cart::{CART, CartCommand, Summary, check_item, check_quantity};
+use crate::cart::{CART, CartCommand, CartError, Summary, check_item, check_quantity};
 
 /// The longest cart id, in bytes.
 pub const MAX_CART_ID_LEN: usize = 256;
@@ -152,14 +152,19 @@ impl Api {
             return bad_request(format!("a cart id is 1 to {MAX_CART_ID_LEN} bytes"));
         }
         let answer = match self.sharding.entity_ref_for(CART, &id) {
-            Ok(cart) => cart.ask_status(cmd, self.ask_timeout).await,
-            Err(e) => Err(e),
+            Ok(cart) => cart.ask_result(cmd, self.ask_timeout).await,
+            Err(e) => Err(AskError::Sharding(e)),
         };
         match answer {
             Ok(summary) => Json(CartAnswer { id, summary }).into_response(),
-            // A refusal's reason is the whole message; other errors say what went wrong.
-            Err(ShardingError::Refused(why)) => failure(StatusCode::CONFLICT, why),
-            Err(e) => failure(status_of(&e), e.to_string()),
+            // A malformed command is the request's fault; a refusal in the cart's state is a
+            // conflict. Either way the cart's reason is the whole message.
+            Err(AskError::Refused(why @ CartError::Invalid(_))) => {
+                failure(StatusCode::BAD_REQUEST, why.to_string())
+            }
+            Err(AskError::Refused(why)) => failure(StatusCode::CONFLICT, why.to_string()),
+            Err(AskError::Sharding(e)) => failure(status_of(&e), e.to_string()),
+            Err(e) => failure(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 }
@@ -167,7 +172,6 @@ impl Api {
 /// The HTTP status for a failed ask.
 fn status_of(e: &ShardingError) -> StatusCode {
     match e {
-        ShardingError::Refused(_) => StatusCode::CONFLICT,
         ShardingError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
         // Passing conditions of the cluster: the cart's node failed, is leaving, or has not
         // registered the kind yet; its write failed and the next command recovers it.
@@ -187,11 +191,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_are_conflicts_timeouts_are_gateway_timeouts() {
-        assert_eq!(
-            status_of(&ShardingError::Refused("checked out".into())),
-            StatusCode::CONFLICT
-        );
+    fn timeouts_are_gateway_timeouts_lost_shards_unavailable() {
         assert_eq!(
             status_of(&ShardingError::Timeout(Duration::from_secs(5))),
             StatusCode::GATEWAY_TIMEOUT

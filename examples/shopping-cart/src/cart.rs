@@ -4,9 +4,10 @@
 //! changes it) and changes only in [`apply_event`](EventSourcedEntity::apply_event), so the
 //! cart rebuilt from its journal after a crash is exactly the cart whose answers were sent. A
 //! change is answered once its event is durable in the store; a checked-out cart refuses every
-//! change. Answers are [`StatusReply`]s: asked with
-//! [`ask_status`](shardik::EntityRef::ask_status), a refusal arrives as
-//! [`ShardingError::Refused`](shardik::ShardingError::Refused) with the reason.
+//! change. Answers are `Result<Summary, CartError>`: asked with
+//! [`ask_result`](shardik::EntityRef::ask_result), a refusal arrives as
+//! [`AskError::Refused`](shardik::AskError::Refused) carrying the [`CartError`], which the
+//! HTTP API matches.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,7 +17,42 @@ use shardik::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
     Retention,
 };
-use shardik::{EntityKind, EntityTypeKey, StatusReply};
+use shardik::{EntityKind, EntityTypeKey};
+
+/// Why a cart refuses a command: the cart's own error type, carried to the asker by serde
+/// (on any node) and matched by the HTTP API. A refused command changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CartError {
+    /// The command itself is malformed (an empty item id, a zero quantity, ...).
+    Invalid(String),
+    /// The cart is checked out: it refuses every change.
+    CheckedOut,
+    /// The item is in the cart already; adjust its quantity instead.
+    AlreadyInCart(String),
+    /// The item is not in the cart.
+    NotInCart(String),
+    /// An empty cart cannot be checked out.
+    EmptyCheckout,
+}
+
+impl std::fmt::Display for CartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CartError::Invalid(why) => f.write_str(why),
+            CartError::CheckedOut => {
+                f.write_str("the cart is checked out and can no longer be changed")
+            }
+            CartError::AlreadyInCart(item) => write!(
+                f,
+                "item {item:?} is already in the cart; adjust its quantity instead"
+            ),
+            CartError::NotInCart(item) => write!(f, "item {item:?} is not in the cart"),
+            CartError::EmptyCheckout => f.write_str("an empty cart cannot be checked out"),
+        }
+    }
+}
+
+impl std::error::Error for CartError {}
 
 /// The kind's typed name; carts are stored under the persistence ids `cart|{cart id}`.
 pub const CART: EntityTypeKey<EventSourced<Cart>> = EntityTypeKey::new("cart");
@@ -149,7 +185,7 @@ impl Cart {
 
     /// Why the command would be refused on this cart, if it would be. The checks of the item
     /// and quantity come first, so that a malformed request is reported as such on any cart.
-    fn refusal(&self, cmd: &CartCommand) -> Option<String> {
+    fn refusal(&self, cmd: &CartCommand) -> Option<CartError> {
         let (item, quantity) = match cmd {
             CartCommand::AddItem { item, quantity }
             | CartCommand::AdjustQuantity { item, quantity } => (Some(item), Some(*quantity)),
@@ -157,26 +193,24 @@ impl Cart {
             CartCommand::Checkout | CartCommand::Get => (None, None),
         };
         if let Some(why) = item.and_then(|i| check_item(i).err()) {
-            return Some(why);
+            return Some(CartError::Invalid(why));
         }
         if let Some(why) = quantity.and_then(|q| check_quantity(q).err()) {
-            return Some(why);
+            return Some(CartError::Invalid(why));
         }
         if self.is_checked_out() && *cmd != CartCommand::Get {
-            return Some("the cart is checked out and can no longer be changed".into());
+            return Some(CartError::CheckedOut);
         }
         match cmd {
-            CartCommand::AddItem { item, .. } if self.items.contains_key(item) => Some(format!(
-                "item {item:?} is already in the cart; adjust its quantity instead"
-            )),
+            CartCommand::AddItem { item, .. } if self.items.contains_key(item) => {
+                Some(CartError::AlreadyInCart(item.clone()))
+            }
             CartCommand::RemoveItem { item } | CartCommand::AdjustQuantity { item, .. }
                 if !self.items.contains_key(item) =>
             {
-                Some(format!("item {item:?} is not in the cart"))
+                Some(CartError::NotInCart(item.clone()))
             }
-            CartCommand::Checkout if self.items.is_empty() => {
-                Some("an empty cart cannot be checked out".into())
-            }
+            CartCommand::Checkout if self.items.is_empty() => Some(CartError::EmptyCheckout),
             _ => None,
         }
     }
@@ -191,7 +225,7 @@ fn now_ms() -> u64 {
 impl EventSourcedEntity for Cart {
     type Command = CartCommand;
     type Event = CartEvent;
-    type Reply = StatusReply<Summary>;
+    type Reply = Result<Summary, CartError>;
 
     fn handle_command(
         &self,
@@ -200,7 +234,7 @@ impl EventSourcedEntity for Cart {
     ) -> Effect<Self> {
         let node = ctx.node().address.to_string();
         if let Some(why) = self.refusal(&cmd) {
-            return Effect::reply(StatusReply::error(why));
+            return Effect::reply(Err(why));
         }
         let event = match cmd {
             CartCommand::AddItem { item, quantity } => CartEvent::ItemAdded { item, quantity },
@@ -209,7 +243,7 @@ impl EventSourcedEntity for Cart {
             CartCommand::AdjustQuantity { item, quantity }
                 if self.items.get(&item) == Some(&quantity) =>
             {
-                return Effect::reply(StatusReply::success(self.summary(&node)));
+                return Effect::reply(Ok(self.summary(&node)));
             }
             CartCommand::AdjustQuantity { item, quantity } => {
                 CartEvent::QuantityAdjusted { item, quantity }
@@ -217,11 +251,9 @@ impl EventSourcedEntity for Cart {
             // The wall clock is read here, when deciding, and the time is recorded in the
             // event: replaying the event later must give the same cart.
             CartCommand::Checkout => CartEvent::CheckedOut { at_ms: now_ms() },
-            CartCommand::Get => return Effect::reply(StatusReply::success(self.summary(&node))),
+            CartCommand::Get => return Effect::reply(Ok(self.summary(&node))),
         };
-        Effect::persist(event, move |cart: &Self| {
-            StatusReply::success(cart.summary(&node))
-        })
+        Effect::persist(event, move |cart: &Self| Ok(cart.summary(&node)))
     }
 
     fn apply_event(&mut self, event: &CartEvent) {
@@ -265,7 +297,7 @@ mod tests {
 
     /// Runs `cmd` on `cart` as the runtime would once the events are written: the events the
     /// handler decided, and the answer made from the cart after them.
-    fn run(cart: &mut Cart, cmd: CartCommand) -> (Vec<CartEvent>, StatusReply<Summary>) {
+    fn run(cart: &mut Cart, cmd: CartCommand) -> (Vec<CartEvent>, Result<Summary, CartError>) {
         let mut ctx = EventSourcedContext::<Cart>::detached("cart-1");
         let effect = cart.handle_command(cmd, &mut ctx);
         let events = effect.events().to_vec();
@@ -295,17 +327,17 @@ mod tests {
     }
 
     /// The refusal's reason; panics on a success.
-    fn refused(reply: StatusReply<Summary>) -> String {
+    fn refused(reply: Result<Summary, CartError>) -> String {
         match reply {
-            StatusReply::Error(why) => why,
-            StatusReply::Success(s) => panic!("expected a refusal, got {s:?}"),
+            Err(why) => why.to_string(),
+            Ok(s) => panic!("expected a refusal, got {s:?}"),
         }
     }
 
-    fn success(reply: StatusReply<Summary>) -> Summary {
+    fn success(reply: Result<Summary, CartError>) -> Summary {
         match reply {
-            StatusReply::Success(s) => s,
-            StatusReply::Error(why) => panic!("expected a success, refused: {why}"),
+            Ok(s) => s,
+            Err(why) => panic!("expected a success, refused: {why}"),
         }
     }
 
@@ -342,8 +374,8 @@ mod tests {
     #[test]
     fn adjusting_and_removing_record_their_events() {
         let mut cart = Cart::default();
-        run(&mut cart, add("socks", 2));
-        run(&mut cart, add("hat", 1));
+        success(run(&mut cart, add("socks", 2)).1);
+        success(run(&mut cart, add("hat", 1)).1);
         let (events, reply) = run(&mut cart, adjust("socks", 5));
         assert_eq!(
             events,
@@ -361,7 +393,7 @@ mod tests {
     #[test]
     fn adjusting_to_the_quantity_already_there_records_nothing() {
         let mut cart = Cart::default();
-        run(&mut cart, add("socks", 2));
+        success(run(&mut cart, add("socks", 2)).1);
         let (events, reply) = run(&mut cart, adjust("socks", 2));
         assert!(events.is_empty());
         assert_eq!(success(reply).items, items(&[("socks", 2)]));
@@ -370,7 +402,7 @@ mod tests {
     #[test]
     fn get_records_nothing() {
         let mut cart = Cart::default();
-        run(&mut cart, add("socks", 2));
+        success(run(&mut cart, add("socks", 2)).1);
         let (events, reply) = run(&mut cart, CartCommand::Get);
         assert!(events.is_empty());
         assert_eq!(success(reply).items, items(&[("socks", 2)]));
@@ -379,7 +411,7 @@ mod tests {
     #[test]
     fn adding_an_item_already_there_is_refused() {
         let mut cart = Cart::default();
-        run(&mut cart, add("socks", 2));
+        success(run(&mut cart, add("socks", 2)).1);
         assert_refused(&mut cart, add("socks", 1), "already in the cart");
     }
 
@@ -394,7 +426,7 @@ mod tests {
     fn a_quantity_of_zero_is_refused() {
         let mut cart = Cart::default();
         assert_refused(&mut cart, add("socks", 0), "at least 1");
-        run(&mut cart, add("socks", 2));
+        success(run(&mut cart, add("socks", 2)).1);
         assert_refused(&mut cart, adjust("socks", 0), "at least 1");
     }
 
@@ -407,7 +439,7 @@ mod tests {
             add(&"x".repeat(MAX_ITEM_LEN + 1), 1),
             "item name",
         );
-        run(&mut cart, add(&"x".repeat(MAX_ITEM_LEN), 1));
+        success(run(&mut cart, add(&"x".repeat(MAX_ITEM_LEN), 1)).1);
     }
 
     #[test]
@@ -418,7 +450,7 @@ mod tests {
     #[test]
     fn a_checked_out_cart_refuses_every_change_but_answers_get() {
         let mut cart = Cart::default();
-        run(&mut cart, add("socks", 2));
+        success(run(&mut cart, add("socks", 2)).1);
         let (events, reply) = run(&mut cart, CartCommand::Checkout);
         assert!(matches!(events[..], [CartEvent::CheckedOut { at_ms }] if at_ms > 0));
         let summary = success(reply);

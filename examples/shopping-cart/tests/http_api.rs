@@ -212,14 +212,14 @@ async fn a_busy_cart_is_snapshotted_every_100_events_and_keeps_its_tagged_events
         item: "socks".into(),
         quantity: 1,
     };
-    cart.ask_status(add, TIMEOUT).await.unwrap();
+    cart.ask_result(add, TIMEOUT).await.unwrap();
     // Event k (k >= 2) sets the quantity to k: 150 events in all.
     for quantity in 2..=150 {
         let adjust = CartCommand::AdjustQuantity {
             item: "socks".into(),
             quantity,
         };
-        let summary = cart.ask_status(adjust, TIMEOUT).await.unwrap();
+        let summary = cart.ask_result(adjust, TIMEOUT).await.unwrap();
         assert_eq!(summary.items["socks"], quantity);
     }
 

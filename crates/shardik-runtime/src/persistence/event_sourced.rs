@@ -33,7 +33,8 @@ use crate::sharding::{
 ///
 /// ```
 /// use serde::{Deserialize, Serialize};
-/// use shardik_runtime::persistence::{Effect, EventSourcedContext, EventSourcedEntity};
+/// # use shardik_runtime::facade as shardik;
+/// use shardik::persistence::{Effect, EventSourcedContext, EventSourcedEntity};
 ///
 /// #[derive(Serialize, Deserialize)]
 /// enum Cmd { Add(u64), Get }

@@ -4,8 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::ShardAllocationStrategy;
 use shardik_core::sharding::{EntityId, ShardId};
@@ -72,7 +72,8 @@ pub trait Entity: Sized + Send + 'static {
 /// incarnation as it does there.
 ///
 /// ```
-/// use shardik_runtime::sharding::{EntityContext, SyncEntity};
+/// # use shardik_runtime::facade as shardik;
+/// use shardik::{EntityContext, SyncEntity};
 ///
 /// #[derive(Default)]
 /// struct Counter(u64);
@@ -209,7 +210,8 @@ impl<E: Entity> EntityContext<E> {
     /// passivation) is kept and goes nowhere.
     ///
     /// ```
-    /// # use shardik_runtime::sharding::{Entity, EntityContext};
+    /// # use shardik_runtime::facade as shardik;
+    /// # use shardik::{Entity, EntityContext};
     /// # struct Cart;
     /// # impl Entity for Cart {
     /// #     type Command = u32;
@@ -355,7 +357,8 @@ impl Codec for Postcard {
 /// change while messages are in flight. Which changes are safe: docs/EVOLUTION.md.
 ///
 /// ```
-/// use shardik_runtime::sharding::{Cbor, Codec};
+/// # use shardik_runtime::facade as shardik;
+/// use shardik::{Cbor, Codec};
 ///
 /// #[derive(serde::Serialize)]
 /// struct SetV1 { name: String }
@@ -666,10 +669,6 @@ pub enum ShardingError {
     /// the kind was registered with.
     #[error("entity kind {0:?} is registered with another entity type")]
     WrongEntityType(String),
-    /// The entity answered with an error ([`StatusReply::Error`], through
-    /// `EntityRef::ask_status`): the command was handled and refused.
-    #[error("refused by the entity: {0}")]
-    Refused(String),
 }
 
 /// Why a tell did not go out: the only two ways it can fail, so a caller matches exactly
@@ -709,33 +708,47 @@ impl From<TellError> for ShardingError {
     }
 }
 
-/// A reply that says whether the command succeeded (Akka's `StatusReply`): use it as an
-/// entity's `Reply` and ask with `EntityRef::ask_status`, which turns an error answer into
-/// [`ShardingError::Refused`], so that a caller handles "refused" like any other failure.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StatusReply<T> {
-    /// The command succeeded, with this value.
-    Success(T),
-    /// The command was refused, for the reason given.
-    Error(String),
+/// Why an [`EntityRef::ask_result`](super::EntityRef::ask_result) gave no success value:
+/// the entity handled the command and refused it with its own error type, or the command was
+/// not answered at all.
+///
+/// An entity whose commands can be refused answers `Result<T, E>` with an error type of its
+/// own (anything serde can carry: an enum a caller can match, not a string); `ask_result`
+/// puts the two kinds of failure side by side, so that a caller handles "refused" in the same
+/// `match` as "timed out".
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AskError<E> {
+    /// The entity handled the command and refused it: nothing changed; retrying the same
+    /// command gets the same answer until the entity's state changes.
+    Refused(E),
+    /// The command was not answered: see [`ShardingError`] for each cause and what to do.
+    Sharding(ShardingError),
 }
 
-impl<T> StatusReply<T> {
-    /// A success carrying `value`.
-    pub fn success(value: T) -> Self {
-        StatusReply::Success(value)
+impl<E> From<ShardingError> for AskError<E> {
+    fn from(e: ShardingError) -> Self {
+        AskError::Sharding(e)
     }
+}
 
-    /// A refusal saying why.
-    pub fn error(why: impl Into<String>) -> Self {
-        StatusReply::Error(why.into())
-    }
-
-    /// The value, or the reason as an error.
-    pub fn into_result(self) -> Result<T, String> {
+impl<E: std::fmt::Display> std::fmt::Display for AskError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StatusReply::Success(v) => Ok(v),
-            StatusReply::Error(e) => Err(e),
+            AskError::Refused(e) => write!(f, "refused by the entity: {e}"),
+            AskError::Sharding(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E> std::error::Error for AskError<E>
+where
+    E: std::error::Error + 'static,
+{
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AskError::Refused(e) => Some(e),
+            AskError::Sharding(e) => Some(e),
         }
     }
 }
@@ -745,7 +758,8 @@ impl<T> StatusReply<T> {
 /// through the region returned when the kind was registered.
 ///
 /// ```
-/// # use shardik_runtime::sharding::{Entity, EntityContext, EntityTypeKey};
+/// # use shardik_runtime::facade as shardik;
+/// # use shardik::{Entity, EntityContext, EntityTypeKey};
 /// # struct Cart;
 /// # impl Entity for Cart {
 /// #     type Command = u32;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use shardik_core::sharding::{ShardId, shard_number_for};
 use tokio::sync::{mpsc, oneshot};
 
-use super::api::{Codec, Entity, ShardExtractor, ShardingError, StatusReply, TellError};
+use super::api::{AskError, Codec, Entity, ShardExtractor, ShardingError, TellError};
 use super::local_queue;
 use super::messages::{Control, LocalMsg, LocalReply, RefIds, RegionState};
 use super::pending::ReplyEndpoint;
@@ -221,21 +221,51 @@ impl<E: Entity> EntityRef<E> {
             .map_err(|_| TellError::RegionStopped)
     }
 
-    /// As [`ask`](Self::ask), for an entity that answers with a [`StatusReply`] (Akka's
-    /// `askWithStatus`): a success gives its value, a refusal is
-    /// [`ShardingError::Refused`].
-    pub async fn ask_status<T>(
+    /// As [`ask`](Self::ask), for an entity that answers `Result<T, Err>` (Akka's
+    /// `askWithStatus`, with the entity's own error type): a success gives its value, a
+    /// refusal is [`AskError::Refused`] with the entity's error, and a command that was not
+    /// answered is [`AskError::Sharding`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use shardik_runtime::facade as shardik;
+    /// # use shardik::{AskError, EntityRef, SyncEntity, EntityContext};
+    /// #[derive(Debug, Serialize, Deserialize)]
+    /// enum AccountError {
+    ///     Insufficient { balance: u64 },
+    /// }
+    /// # #[derive(Serialize, Deserialize)]
+    /// # struct Withdraw(u64);
+    /// # struct Account(u64);
+    /// # impl SyncEntity for Account {
+    /// #     type Command = Withdraw;
+    /// #     type Reply = Result<u64, AccountError>;
+    /// #     fn handle(&mut self, Withdraw(n): Withdraw, _: &mut EntityContext<Self>) -> Self::Reply {
+    /// #         if n > self.0 { return Err(AccountError::Insufficient { balance: self.0 }) }
+    /// #         self.0 -= n;
+    /// #         Ok(self.0)
+    /// #     }
+    /// # }
+    /// # async fn run(account: EntityRef<Account>) {
+    /// match account.ask_result(Withdraw(25), Duration::from_secs(5)).await {
+    ///     Ok(balance) => println!("left: {balance}"),
+    ///     Err(AskError::Refused(AccountError::Insufficient { balance })) => {
+    ///         println!("only {balance} there")
+    ///     }
+    ///     Err(e) => println!("not answered: {e:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn ask_result<T, Err>(
         &self,
         cmd: E::Command,
         timeout: Duration,
-    ) -> Result<T, ShardingError>
+    ) -> Result<T, AskError<Err>>
     where
-        E: Entity<Reply = StatusReply<T>>,
+        E: Entity<Reply = Result<T, Err>>,
     {
-        self.ask(cmd, timeout)
-            .await?
-            .into_result()
-            .map_err(ShardingError::Refused)
+        self.ask(cmd, timeout).await?.map_err(AskError::Refused)
     }
 
     /// Sends the command `make` builds around a [`ReplyTo`] and waits at most `timeout` for
@@ -247,7 +277,8 @@ impl<E: Entity> EntityRef<E> {
     /// ```no_run
     /// # use std::time::Duration;
     /// # use serde::{Deserialize, Serialize};
-    /// # use shardik_runtime::sharding::{Entity, EntityContext, EntityRef, ReplyTo};
+    /// # use shardik_runtime::facade as shardik;
+    /// # use shardik::{Entity, EntityContext, EntityRef, ReplyTo};
     /// # #[derive(Serialize, Deserialize)]
     /// # enum AccountCmd { Balance(ReplyTo<u64>) }
     /// # struct Account;
@@ -256,7 +287,7 @@ impl<E: Entity> EntityRef<E> {
     /// #     type Reply = ();
     /// #     async fn handle(&mut self, cmd: AccountCmd, _: &mut EntityContext<Self>) {}
     /// # }
-    /// # async fn example(account: EntityRef<Account>) -> Result<(), shardik_runtime::sharding::ShardingError> {
+    /// # async fn example(account: EntityRef<Account>) -> Result<(), shardik::ShardingError> {
     /// let balance: u64 = account
     ///     .ask_with(AccountCmd::Balance, Duration::from_secs(5))
     ///     .await?;

@@ -50,8 +50,8 @@ mod strategy;
 
 pub(crate) use api::reply_or_panic;
 pub use api::{
-    Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey,
-    Postcard, ShardExtractor, ShardingError, StatusReply, SyncEntity, TellError,
+    AskError, Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind,
+    EntityTypeKey, Postcard, ShardExtractor, ShardingError, SyncEntity, TellError,
 };
 pub use cluster_stats::ClusterShardingStats;
 pub use config::ShardingConfig;

@@ -32,7 +32,8 @@ use super::resolve;
 ///
 /// ```
 /// # use serde::{Deserialize, Serialize};
-/// # use shardik_runtime::sharding::{Entity, EntityContext, ReplyTo};
+/// # use shardik_runtime::facade as shardik;
+/// # use shardik::{Entity, EntityContext, ReplyTo};
 /// #[derive(Serialize, Deserialize)]
 /// enum AccountCmd {
 ///     Deposit(u64),

@@ -1,0 +1,82 @@
+//! The curated public surface: what an application writes against, as the `shardik` crate
+//! re-exports it (`pub use shardik_runtime::facade::*`).
+//!
+//! Kept here, beside the code, so that the list exists once: the facade crate re-exports it
+//! whole, and the runtime's own doc examples import it under the facade's name
+//! (`# use shardik_runtime::facade as shardik;`) so that what a reader of the facade's docs
+//! sees is a path that compiles for them. Everything here is covered by the facade's semver
+//! promise; what is not here is reachable through `shardik::advanced` without one.
+//!
+//! What belongs: what the README, the examples and the doc examples use, and the extension
+//! points (allocation strategies, codecs, stores).
+
+// Starting a node, configuring it, watching the cluster.
+pub use crate::cluster_node::{Node, NodeBuilder};
+pub use crate::config::Settings;
+pub use crate::handle::NodeHandle;
+pub use crate::member_up::StoppedBeforeUp;
+pub use crate::node::StartError;
+pub use shardik_core::membership::{
+    Address, ClusterEvent, Member, MemberStatus, ShutdownReason, UniqueAddress,
+};
+
+// Entities and how to reach them.
+pub use crate::sharding::{
+    AskError, EntityContext, EntityFailure, EntityKind, EntityRecovery, EntityRef, EntityRegion,
+    EntityTypeKey, InitError, ReplyTo, Sharding, ShardingError, SyncEntity, TellError,
+};
+// Ids, and a kind's own mapping of entities to shards.
+/// What an application implements for a plain sharded entity; [`SyncEntity`] for one whose
+/// handler never awaits.
+pub use crate::sharding::Entity;
+pub use crate::sharding::{EntityId, ShardExtractor, ShardId};
+
+// Codecs (an extension point: a kind may bring its own).
+pub use crate::sharding::{Cbor, Codec, CodecError, Postcard};
+
+// Allocation strategies (an extension point).
+pub use crate::sharding::{
+    AllocationSnapshot, AsyncShardAllocationStrategy, RegionEntry, ShardAllocationStrategy,
+    StrategyFuture,
+};
+
+// One instance in the cluster, and a fixed set of workers kept alive.
+pub use crate::sharding::{
+    ClusterSingleton, DaemonSettings, ManagedInitError, ManagedRef, ShardedDaemonProcess,
+    SingletonRef, SingletonSettings, WorkerRef,
+};
+
+// Inspection.
+pub use crate::sharding::{ClusterShardingStats, RegionState};
+
+/// The management HTTP API's pieces an application's own routes use (`management` feature).
+#[cfg(feature = "management")]
+pub use crate::cluster_node::NoManagementApi;
+#[cfg(feature = "management")]
+pub use crate::http::WriteGuard;
+
+/// Durable entities: event-sourced ([`EventSourcedEntity`](persistence::EventSourcedEntity),
+/// its [`Effect`](persistence::Effect)s and [`EventSourcedKind`](persistence::EventSourcedKind))
+/// and durable-state ones ([`DurableStateEntity`](persistence::DurableStateEntity)), kept in
+/// the node's store ([`Node::persistence`]: `persistence.store`, by default a SQLite file in
+/// `persistence.data-dir`).
+pub mod persistence {
+    pub use crate::persistence::{
+        DurableState, DurableStateContext, DurableStateEntity, Effect, EventAdapterError,
+        EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind,
+        FIRST_EVENT_VERSION, JournalEvent, Persistence, StateEffect, StorageCodec,
+    };
+    pub use shardik_persistence::{MemoryStore, Retention, Store, StoreError};
+
+    /// What a store of one's own implements ([`Store`]), and what its methods take and give.
+    pub mod store {
+        /// The conformance suite a store of one's own must pass (the built-in ones do).
+        pub use shardik_persistence::conformance;
+        pub use shardik_persistence::{
+            AtomicWrite, Fence, JournalCursor, LeaseAcquired, LeaseGrant, LeaseInfo, NewEvent,
+            PersistenceId, Recovery, Snapshot, SnapshotPlan, StoreFuture, StoredEvent, StoredState,
+            TaggedEvent, WriteRefused, WriteResult, check_write, open_store, persistence_id,
+            redact_store_url,
+        };
+    }
+}
