@@ -642,7 +642,7 @@ async fn activate<E: Entity<Command = u64, Reply = u64>>(
     for r in refs {
         r.ask(0, ASK_TIMEOUT)
             .await
-            .with_context(|| format!("entity {} did not answer", r.id()))?;
+            .with_context(|| format!("entity {} did not answer", r.entity_id()))?;
     }
     Ok(())
 }
@@ -662,7 +662,10 @@ async fn verify_shares<E: Entity<Command = u64, Reply = u64>>(
         let value = r.ask(0, ASK_TIMEOUT).await?;
         let want = share(k as u64, n, messages);
         if value != want {
-            bail!("entity {} handled {value} tells, expected {want}", r.id());
+            bail!(
+                "entity {} handled {value} tells, expected {want}",
+                r.entity_id()
+            );
         }
     }
     Ok(())
@@ -1321,7 +1324,7 @@ async fn closed_loop_asks(
                     Ok(v) if v == values[e] => latencies.record(t.elapsed().as_nanos() as u64),
                     Ok(v) => bail!(
                         "entity {} answered {v}, expected {}",
-                        refs[e].id(),
+                        refs[e].entity_id(),
                         values[e]
                     ),
                     Err(_) => failed += 1,

@@ -314,7 +314,7 @@ impl Driver {
                     self.effects = out;
                     if stops {
                         info!("stopping now");
-                        return ShutdownReason::Left;
+                        return ShutdownReason::Stopped;
                     }
                     info!("leaving the cluster gracefully");
                 }

@@ -71,6 +71,10 @@ async fn leave_on_signal(stop: mpsc::Sender<StopRequest>) {
 pub(crate) fn log_shutdown(reason: &ShutdownReason) {
     match reason {
         ShutdownReason::Left => info!("left the cluster"),
+        ShutdownReason::Stopped => info!(
+            "stopped without leaving the cluster (asked before it was a member, or asked to \
+             stop at once)"
+        ),
         ShutdownReason::Downed | ShutdownReason::Removed => {
             warn!(?reason, "this node was removed from the cluster");
         }

@@ -94,7 +94,16 @@ async fn case(
     let entity = region.entity_ref(&format!("{tag}-recover"));
     fill(&entity, plan.recovery_events, plan.snapshot_every).await?;
     let snapshot_seq = match retention {
-        Some(r) => settle(store, region.kind(), entity.id(), plan.recovery_events, r).await?,
+        Some(r) => {
+            settle(
+                store,
+                region.kind(),
+                entity.entity_id(),
+                plan.recovery_events,
+                r,
+            )
+            .await?
+        }
         None => None,
     };
     let load = load_average();
@@ -107,7 +116,7 @@ async fn case(
         if value != plan.recovery_events {
             bail!(
                 "{}: recovered {value} of {} events",
-                entity.id(),
+                entity.entity_id(),
                 plan.recovery_events
             );
         }
@@ -135,10 +144,13 @@ async fn fill(entity: &Ref, events: u64, chunk: u64) -> anyhow::Result<()> {
         let value = entity
             .ask(CounterCmd::Add(count), ASK_TIMEOUT)
             .await
-            .with_context(|| format!("{}: filling the journal failed", entity.id()))?;
+            .with_context(|| format!("{}: filling the journal failed", entity.entity_id()))?;
         written += n;
         if value != written {
-            bail!("{}: counts {value} after {written} events", entity.id());
+            bail!(
+                "{}: counts {value} after {written} events",
+                entity.entity_id()
+            );
         }
     }
     Ok(())
@@ -196,7 +208,7 @@ async fn stop(sharding: &Sharding, kind: &str, entity: &Ref) -> anyhow::Result<(
         if began.elapsed() > SETTLE_LIMIT {
             bail!(
                 "{}: still running {SETTLE_LIMIT:?} after passivating",
-                entity.id()
+                entity.entity_id()
             );
         }
         tokio::time::sleep(POLL).await;

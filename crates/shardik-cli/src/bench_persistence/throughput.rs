@@ -46,7 +46,7 @@ pub(super) async fn stored_event(
         .ask(CounterCmd::Increment, ASK_TIMEOUT)
         .await
         .context("the first persisted command failed")?;
-    let pid = persistence_id(DURABLE.name(), probe.id());
+    let pid = persistence_id(DURABLE.name(), probe.entity_id());
     let mut events = store
         .read_events(&pid, 1, 1, 1)
         .await
@@ -275,7 +275,7 @@ impl Writer for EntityWriter {
     async fn warm_up(&mut self) -> anyhow::Result<()> {
         let value = self.entity.ask(CounterCmd::Get, ASK_TIMEOUT).await?;
         if value != 0 {
-            bail!("{}: a fresh entity counts {value}", self.entity.id());
+            bail!("{}: a fresh entity counts {value}", self.entity.entity_id());
         }
         Ok(())
     }
@@ -285,12 +285,12 @@ impl Writer for EntityWriter {
             .entity
             .ask(CounterCmd::Increment, ASK_TIMEOUT)
             .await
-            .with_context(|| format!("{}: increment failed", self.entity.id()))?;
+            .with_context(|| format!("{}: increment failed", self.entity.entity_id()))?;
         self.acked += 1;
         if value != self.acked {
             bail!(
                 "{}: answered {value} after {} increments",
-                self.entity.id(),
+                self.entity.entity_id(),
                 self.acked
             );
         }
@@ -315,7 +315,7 @@ async fn sharded(
         .collect();
     let (entities, run) = closed_loop(entities, duration).await?;
     for w in &entities {
-        let pid = persistence_id(DURABLE.name(), w.entity.id());
+        let pid = persistence_id(DURABLE.name(), w.entity.entity_id());
         let highest = store.highest_seq(&pid).await?;
         if highest != w.acked {
             bail!(

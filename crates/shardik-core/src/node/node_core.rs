@@ -199,7 +199,7 @@ impl NodeCore {
             self.leave_deadline = None;
             self.exit_deadline = None;
             self.stopped = true;
-            out.push(Effect::Shutdown(ShutdownReason::Left));
+            out.push(Effect::Shutdown(ShutdownReason::Stopped));
             return true;
         }
         self.leave_deadline = Some(now + self.leave_timeout);

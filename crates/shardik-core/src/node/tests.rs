@@ -208,9 +208,10 @@ fn a_second_leave_request_or_one_before_joining_stops_at_once() {
     assert!(!nodes[1].leave(Instant::ZERO, &mut out));
     out.clear();
     assert!(nodes[1].leave(at(1), &mut out));
+    // Stopped, not Left: what it had not handed off yet was not.
     assert!(matches!(
         out.as_slice(),
-        [Effect::Shutdown(ShutdownReason::Left)]
+        [Effect::Shutdown(ShutdownReason::Stopped)]
     ));
 
     let mut lonely = NodeCore::new(
@@ -223,6 +224,10 @@ fn a_second_leave_request_or_one_before_joining_stops_at_once() {
     let mut out = Vec::new();
     assert!(lonely.leave(Instant::ZERO, &mut out), "not a member yet");
     assert!(lonely.is_stopped());
+    assert!(
+        matches!(out.as_slice(), [Effect::Shutdown(ShutdownReason::Stopped)]),
+        "a node that never joined did not leave: {out:?}"
+    );
 }
 
 #[test]

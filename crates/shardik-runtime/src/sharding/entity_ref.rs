@@ -185,8 +185,9 @@ impl<E: Entity> EntityRef<E> {
         &self.region.name
     }
 
-    /// The entity's id.
-    pub fn id(&self) -> &str {
+    /// The entity's id (the same name as [`EntityContext::entity_id`](super::EntityContext::entity_id)
+    /// on the entity's side).
+    pub fn entity_id(&self) -> &str {
         &self.ids.id
     }
 

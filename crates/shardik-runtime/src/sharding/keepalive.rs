@@ -167,7 +167,7 @@ impl<E: Entity> Clone for ManagedRef<E> {
 impl<E: Entity> std::fmt::Debug for ManagedRef<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ManagedRef")
-            .field("entity", &self.inner.id())
+            .field("entity", &self.inner.entity_id())
             .finish_non_exhaustive()
     }
 }
@@ -175,7 +175,7 @@ impl<E: Entity> std::fmt::Debug for ManagedRef<E> {
 impl<E: Entity> ManagedRef<E> {
     /// The underlying entity's id.
     pub fn id(&self) -> &str {
-        self.inner.id()
+        self.inner.entity_id()
     }
 
     /// Sends `cmd` without waiting for an answer, waiting while the region's queue is full.

@@ -139,17 +139,21 @@ pub enum ShutdownReason {
     /// (they failed, and new incarnations of them asked to join): rather than lead a cluster
     /// of its own beside the one those incarnations form, it stopped. Start it again to join.
     Orphaned,
+    /// It stopped at once, without a graceful leave: it was asked to leave before it was ever
+    /// a member (there was nothing to hand off), or asked a second time while leaving (what
+    /// it had not handed off yet was not).
+    Stopped,
 }
 
 impl ShutdownReason {
     /// The exit code a process that ran only this node should end with: 0 after a graceful
-    /// leave, 3 when the cluster downed or removed it (or it stopped rather than lead a
+    /// leave or a stop it was asked for, 3 when the cluster downed or removed it (or it stopped rather than lead a
     /// cluster of its own), 4 when the cluster refused its configuration. (2 is left for a
     /// node that could not start.) A supervisor can tell "restart me" (3) from "fix my
     /// configuration" (4).
     pub fn exit_code(&self) -> u8 {
         match self {
-            ShutdownReason::Left => 0,
+            ShutdownReason::Left | ShutdownReason::Stopped => 0,
             ShutdownReason::Downed | ShutdownReason::Removed | ShutdownReason::Orphaned => 3,
             ShutdownReason::IncompatibleConfig(_) => 4,
         }
