@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use shardik_persistence::open_store;
 use shardik_runtime::metrics::{Metrics, MetricsHandle};
 use shardik_runtime::persistence::{Effect, EventSourcedContext, EventSourcedEntity, Persistence};
+use shardik_runtime::sharding::ReplyTo;
 
 use crate::bench_sharding::BenchNode;
 use crate::bench_support::{load_average, runtime};
@@ -236,30 +237,31 @@ struct BenchCounter {
 #[derive(Debug, Serialize, Deserialize)]
 enum CounterCmd {
     /// Persist one event.
-    Increment,
+    Increment(ReplyTo<u64>),
     /// Persist this many events in one atomic write (fills a journal quickly).
-    Add(u32),
+    Add(u32, ReplyTo<u64>),
     /// Read.
-    Get,
+    Get(ReplyTo<u64>),
     /// Read, then passivate: the next command starts a new incarnation, which recovers.
-    Stop,
+    Stop(ReplyTo<u64>),
 }
 
 impl EventSourcedEntity for BenchCounter {
     type Command = CounterCmd;
     type Event = Incremented;
-    type Reply = u64;
 
     fn handle_command(&self, cmd: CounterCmd, ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
         match cmd {
-            CounterCmd::Increment => Effect::persist(Incremented, |s: &Self| s.value),
-            CounterCmd::Add(n) => {
-                Effect::persist_all((0..n).map(|_| Incremented), |s: &Self| s.value)
+            CounterCmd::Increment(reply_to) => {
+                Self::persist(Incremented).then_reply(reply_to, |s| s.value)
             }
-            CounterCmd::Get => Effect::reply(self.value),
-            CounterCmd::Stop => {
+            CounterCmd::Add(n, reply_to) => {
+                Self::persist_all((0..n).map(|_| Incremented)).then_reply(reply_to, |s| s.value)
+            }
+            CounterCmd::Get(reply_to) => Effect::reply(reply_to, self.value),
+            CounterCmd::Stop(reply_to) => {
                 ctx.passivate();
-                Effect::reply(self.value)
+                Effect::reply(reply_to, self.value)
             }
         }
     }

@@ -267,11 +267,9 @@ struct Counter(u64);
 
 impl Entity for Counter {
     type Command = u64;
-    type Reply = u64;
 
-    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
+    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) {
         self.0 += add;
-        self.0
     }
 }
 

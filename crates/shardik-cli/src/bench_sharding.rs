@@ -39,13 +39,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use shardik_core::membership::{Address, MemberStatus};
 use shardik_runtime::config::Settings;
 use shardik_runtime::metrics::Metrics;
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, Sharding, ShardingConfig,
+    Entity, EntityContext, EntityKind, EntityRef, EntityRegion, ReplyTo, Sharding, ShardingConfig,
     SyncEntity, TellError,
 };
 use shardik_runtime::tls::TlsContext;
@@ -268,8 +269,9 @@ pub fn run(args: ShardingArgs) -> anyhow::Result<ExitCode> {
 // ---------------------------------------------------------------------------------------------
 // The benchmark entity.
 
-/// Told `n > 0`: adds `n`. Asked `0`: reads. The reply is the value. `P` observes handled
-/// tells; `()` observes nothing and takes no space, so `Tally<()>` is a plain u64 counter.
+/// Told [`TallyCmd::Add`]: adds. Asked [`TallyCmd::Read`]: answers the value. `P` observes
+/// handled tells; `()` observes nothing and takes no space, so `Tally<()>` is a plain u64
+/// counter.
 struct Tally<P> {
     value: u64,
     probe: P,
@@ -290,12 +292,19 @@ impl Probe for Arc<Progress> {
     }
 }
 
-impl<P: Probe> Entity for Tally<P> {
-    type Command = u64;
-    type Reply = u64;
+/// What a [`Tally`] is told (a number to add) or asked (its value). As small as a tell of a
+/// bare `u64` plus its tag: the `ReplyTo` is one pointer.
+#[derive(Serialize, Deserialize)]
+enum TallyCmd {
+    Add(u64),
+    Read(ReplyTo<u64>),
+}
 
-    async fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
-        self.add(add)
+impl<P: Probe> Entity for Tally<P> {
+    type Command = TallyCmd;
+
+    async fn handle(&mut self, cmd: TallyCmd, _ctx: &mut EntityContext<Self>) {
+        self.handle(cmd)
     }
 }
 
@@ -305,13 +314,15 @@ impl<P: Probe> Tally<P> {
         Tally { value: 0, probe }
     }
 
-    /// Adds `add` (0 is a read) and answers the total.
-    fn add(&mut self, add: u64) -> u64 {
-        if add > 0 {
-            self.value += add;
-            self.probe.told();
+    /// Adds, or answers the total.
+    fn handle(&mut self, cmd: TallyCmd) {
+        match cmd {
+            TallyCmd::Add(add) => {
+                self.value += add;
+                self.probe.told();
+            }
+            TallyCmd::Read(reply_to) => reply_to.send(self.value),
         }
-        self.value
     }
 }
 
@@ -319,11 +330,10 @@ impl<P: Probe> Tally<P> {
 struct SyncTally<P>(Tally<P>);
 
 impl<P: Probe> SyncEntity for SyncTally<P> {
-    type Command = u64;
-    type Reply = u64;
+    type Command = TallyCmd;
 
-    fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
-        self.0.add(add)
+    fn handle(&mut self, cmd: TallyCmd, _ctx: &mut EntityContext<Self>) {
+        self.0.handle(cmd)
     }
 }
 
@@ -625,7 +635,7 @@ pub fn run_peer(args: PeerArgs) -> anyhow::Result<ExitCode> {
 // Helpers.
 
 /// References to entities `<prefix>0 .. <prefix><n-1>`.
-fn entity_refs<E: Entity<Command = u64, Reply = u64>>(
+fn entity_refs<E: Entity<Command = TallyCmd>>(
     region: &EntityRegion<E>,
     prefix: &str,
     n: u64,
@@ -636,11 +646,9 @@ fn entity_refs<E: Entity<Command = u64, Reply = u64>>(
 }
 
 /// Asks every entity once (read only): creates them and allocates their shards.
-async fn activate<E: Entity<Command = u64, Reply = u64>>(
-    refs: &[EntityRef<E>],
-) -> anyhow::Result<()> {
+async fn activate<E: Entity<Command = TallyCmd>>(refs: &[EntityRef<E>]) -> anyhow::Result<()> {
     for r in refs {
-        r.ask(0, ASK_TIMEOUT)
+        r.ask(TallyCmd::Read, ASK_TIMEOUT)
             .await
             .with_context(|| format!("entity {} did not answer", r.entity_id()))?;
     }
@@ -653,13 +661,13 @@ fn share(k: u64, entities: u64, messages: u64) -> u64 {
 }
 
 /// Checks that every entity handled exactly its share of the round-robin tells.
-async fn verify_shares<E: Entity<Command = u64, Reply = u64>>(
+async fn verify_shares<E: Entity<Command = TallyCmd>>(
     refs: &[EntityRef<E>],
     messages: u64,
 ) -> anyhow::Result<()> {
     let n = refs.len() as u64;
     for (k, r) in refs.iter().enumerate() {
-        let value = r.ask(0, ASK_TIMEOUT).await?;
+        let value = r.ask(TallyCmd::Read, ASK_TIMEOUT).await?;
         let want = share(k as u64, n, messages);
         if value != want {
             bail!(
@@ -699,8 +707,8 @@ async fn produce_waiting<F: Future<Output = anyhow::Result<()>>>(
 }
 
 /// A `tell` as [`produce`] wants it: false when the region's queue is full.
-fn tell<E: Entity<Command = u64, Reply = u64>>(r: &EntityRef<E>, add: u64) -> anyhow::Result<bool> {
-    match r.try_tell(add) {
+fn tell<E: Entity<Command = TallyCmd>>(r: &EntityRef<E>, add: u64) -> anyhow::Result<bool> {
+    match r.try_tell(TallyCmd::Add(add)) {
         Ok(()) => Ok(true),
         Err(TellError::BufferFull) => Ok(false),
         Err(e) => Err(e.into()),
@@ -709,7 +717,7 @@ fn tell<E: Entity<Command = u64, Reply = u64>>(r: &EntityRef<E>, add: u64) -> an
 
 /// Tells `messages` round-robin to `refs` from one spawned producer task; returns the refs,
 /// the unix time (ns) of the first tell, how long sending took and the retries.
-async fn tell_round_robin<E: Entity<Command = u64, Reply = u64>>(
+async fn tell_round_robin<E: Entity<Command = TallyCmd>>(
     refs: Vec<EntityRef<E>>,
     messages: u64,
     mode: SendMode,
@@ -722,7 +730,10 @@ async fn tell_round_robin<E: Entity<Command = u64, Reply = u64>>(
         let retries = match mode {
             SendMode::Retry => produce(messages, |i| tell(pick(i), 1)).await?,
             SendMode::Wait => {
-                produce_waiting(messages, |i| async move { Ok(pick(i).tell(1).await?) }).await?
+                produce_waiting(messages, |i| async move {
+                    Ok(pick(i).tell(TallyCmd::Add(1)).await?)
+                })
+                .await?
             }
         };
         anyhow::Ok((refs, first, started.elapsed(), retries))
@@ -807,7 +818,7 @@ async fn local_bench(a: LocalArgs) -> anyhow::Result<()> {
 
 /// Tells through sharding to active entities of `region`, whose handlers report to
 /// `progress`; every entity's count is checked.
-async fn sharding_local<E: Entity<Command = u64, Reply = u64>>(
+async fn sharding_local<E: Entity<Command = TallyCmd>>(
     region: EntityRegion<E>,
     progress: &Progress,
     a: &LocalArgs,
@@ -1261,7 +1272,7 @@ fn entity_sizes<P: Probe>(
 
 /// One-way tells through the proxy, timed from the first tell until the peer's entities have
 /// handled the last; every entity's count is checked afterwards.
-async fn remote_tells<E: Entity<Command = u64, Reply = u64>>(
+async fn remote_tells<E: Entity<Command = TallyCmd>>(
     setup: &mut RemoteSetup,
     refs: Vec<EntityRef<E>>,
     messages: u64,
@@ -1320,7 +1331,7 @@ async fn closed_loop_asks(
             while Instant::now() < deadline {
                 let e = entity_of(slot, k, slots, refs.len());
                 let t = Instant::now();
-                match refs[e].ask(0, ASK_TIMEOUT).await {
+                match refs[e].ask(TallyCmd::Read, ASK_TIMEOUT).await {
                     Ok(v) if v == values[e] => latencies.record(t.elapsed().as_nanos() as u64),
                     Ok(v) => bail!(
                         "entity {} answered {v}, expected {}",
@@ -1376,7 +1387,7 @@ async fn ask_latency<P: Probe>(
             let r = refs[(seq % n) as usize].clone();
             tasks.push(handle.spawn(async move {
                 let asked = Instant::now();
-                let answered = r.ask(0, ASK_TIMEOUT).await.is_ok();
+                let answered = r.ask(TallyCmd::Read, ASK_TIMEOUT).await.is_ok();
                 let end = Instant::now();
                 let from_send = ((end - epoch).as_nanos() as u64).saturating_sub(sent_ns);
                 answered.then(|| ((end - asked).as_nanos() as u64, from_send))
@@ -1438,7 +1449,7 @@ async fn memory_bench(a: MemoryArgs) -> anyhow::Result<()> {
     // entity exists.
     region
         .entity_ref(&format!("m{}", a.entities - 1))
-        .ask(0, ASK_TIMEOUT)
+        .ask(TallyCmd::Read, ASK_TIMEOUT)
         .await?;
     let creation = started.elapsed();
     let live = wait_entities(&node.sharding, expected).await?;
@@ -1577,7 +1588,7 @@ async fn first_and_second<P: Probe>(
     // The region registers with its coordinator first; this ask waits for that, and its
     // shard is left out of the measurement.
     let warm = region.entity_ref("warm-up");
-    warm.ask(0, ASK_TIMEOUT).await?;
+    warm.ask(TallyCmd::Read, ASK_TIMEOUT).await?;
     let exclude = BTreeSet::from([region.shard_of("warm-up").to_string()]);
     let ids = ids_in_distinct_shards(region, "f", shards, &exclude)?;
     let (mut first, mut second) = (Latencies::new(), Latencies::new());
@@ -1585,7 +1596,7 @@ async fn first_and_second<P: Probe>(
         let r = region.entity_ref(&id);
         for samples in [&mut first, &mut second] {
             let t = Instant::now();
-            r.ask(0, ASK_TIMEOUT).await?;
+            r.ask(TallyCmd::Read, ASK_TIMEOUT).await?;
             samples.record(t.elapsed().as_nanos() as u64);
         }
     }
@@ -1607,5 +1618,10 @@ mod tests {
     #[test]
     fn a_plain_tally_is_one_u64() {
         assert_eq!(std::mem::size_of::<Tally<()>>(), 8);
+    }
+
+    #[test]
+    fn a_tally_command_is_a_u64_and_its_tag() {
+        assert_eq!(std::mem::size_of::<TallyCmd>(), 16);
     }
 }

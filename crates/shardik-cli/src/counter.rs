@@ -27,18 +27,20 @@ use shardik_runtime::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
     Retention,
 };
-use shardik_runtime::sharding::{EntityKind, EntityTypeKey, Sharding, ShardingError};
+use shardik_runtime::sharding::{EntityKind, EntityTypeKey, ReplyTo, Sharding, ShardingError};
 
 /// The kind's typed name.
 pub const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("counter");
 
-/// What a counter is told.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// What a counter is told or asked.
+#[derive(Debug, Serialize, Deserialize)]
 pub enum CounterCommand {
-    /// Add one.
+    /// Add one, answering nobody (a tell).
     Increment,
+    /// Add one, and answer the new value.
+    IncrementAndGet(ReplyTo<CounterReply>),
     /// Read.
-    Get,
+    Get(ReplyTo<CounterReply>),
 }
 
 /// What a counter records: one event per increment.
@@ -68,7 +70,6 @@ pub struct Counter {
 impl EventSourcedEntity for Counter {
     type Command = CounterCommand;
     type Event = Incremented;
-    type Reply = CounterReply;
 
     fn handle_command(
         &self,
@@ -79,16 +80,20 @@ impl EventSourcedEntity for Counter {
             .get_or_init(|| live::Incarnation::begin(ctx.node(), ctx.entity_id()));
         let node = ctx.node().address.to_string();
         match cmd {
-            CounterCommand::Increment => {
-                Effect::persist(Incremented, move |s: &Self| CounterReply {
+            CounterCommand::Increment => Self::persist(Incremented),
+            CounterCommand::IncrementAndGet(reply_to) => {
+                Self::persist(Incremented).then_reply(reply_to, move |s| CounterReply {
                     value: s.value,
                     node,
                 })
             }
-            CounterCommand::Get => Effect::reply(CounterReply {
-                value: self.value,
-                node,
-            }),
+            CounterCommand::Get(reply_to) => Effect::reply(
+                reply_to,
+                CounterReply {
+                    value: self.value,
+                    node,
+                },
+            ),
         }
     }
 
@@ -155,14 +160,18 @@ async fn live_counters(State(sharding): State<Sharding>) -> Json<live::LiveRepor
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 async fn increment(State(sharding): State<Sharding>, Path(id): Path<String>) -> Response {
-    answer(&sharding, id, CounterCommand::Increment).await
+    answer(&sharding, id, CounterCommand::IncrementAndGet).await
 }
 
 async fn read(State(sharding): State<Sharding>, Path(id): Path<String>) -> Response {
     answer(&sharding, id, CounterCommand::Get).await
 }
 
-async fn answer(sharding: &Sharding, id: String, cmd: CounterCommand) -> Response {
+async fn answer(
+    sharding: &Sharding,
+    id: String,
+    cmd: fn(ReplyTo<CounterReply>) -> CounterCommand,
+) -> Response {
     if id.is_empty() || id.len() > 256 {
         return (
             StatusCode::BAD_REQUEST,
@@ -215,7 +224,8 @@ mod tests {
             0,
             "not before its first command (recovery may replace it)"
         );
-        let _ = counter.handle_command(CounterCommand::Get, &mut ctx);
+        let (reply_to, _) = ReplyTo::detached();
+        let _ = counter.handle_command(CounterCommand::Get(reply_to), &mut ctx);
         let _ = counter.handle_command(CounterCommand::Increment, &mut ctx);
         assert_eq!(listed(), 1, "one incarnation, however many commands");
         // A snapshot of the state is a value, not an incarnation.
@@ -236,9 +246,9 @@ mod tests {
         // The kind's codec is postcard (the type says so: this fails to compile otherwise).
         let _: fn(&Persistence) -> EntityKind<EventSourced<Counter>, Postcard> = counter_kind;
         assert_eq!(Postcard.encode(&CounterCommand::Increment).unwrap(), [0]);
-        assert_eq!(
+        assert!(matches!(
             Postcard.decode::<CounterCommand>(&[0]).unwrap(),
             CounterCommand::Increment
-        );
+        ));
     }
 }

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_runtime::http::WriteGuard;
-use shardik_runtime::sharding::{Cbor, Entity, EntityKind, EntityTypeKey, Sharding};
+use shardik_runtime::sharding::{Cbor, Entity, EntityKind, EntityTypeKey, ReplyTo, Sharding};
 
 /// Which version of the demo's command type this node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -50,10 +50,12 @@ struct SetRequest {
     note: Option<String>,
 }
 
-/// One version of the demo: its entity, and how it makes its command from a request.
-trait Version: Entity<Reply: Serialize> + Send + 'static {
+/// One version of the demo: its entity, its answer, and how it makes its command from a
+/// request (the answer crosses the network as CBOR, which reads across versions).
+trait Version: Entity + Send + 'static {
     const NAME: &'static str;
-    fn command(request: SetRequest) -> Self::Command;
+    type Seen: Serialize + DeserializeOwned + Send + 'static;
+    fn command(request: SetRequest, reply_to: ReplyTo<Self::Seen, Cbor>) -> Self::Command;
     fn create(id: &str) -> Self;
 }
 
@@ -91,7 +93,11 @@ async fn set<V: Version>(
 ) -> Response {
     let key = EntityTypeKey::<V>::new(KIND);
     let reply = match sharding.entity_ref_for(key, &id) {
-        Ok(entity) => entity.ask(V::command(request), ASK_TIMEOUT).await,
+        Ok(entity) => {
+            entity
+                .ask(|reply_to| V::command(request, reply_to), ASK_TIMEOUT)
+                .await
+        }
         Err(e) => Err(e),
     };
     match reply {

@@ -13,12 +13,12 @@
 //! use serde::{Deserialize, Serialize};
 //! use shardik_runtime::Node;
 //! use shardik_runtime::config::Settings;
-//! use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey};
+//! use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo};
 //!
 //! #[derive(Serialize, Deserialize)]
 //! enum Cmd {
 //!     Add(u64),
-//!     Get,
+//!     Get(ReplyTo<u64>),
 //! }
 //!
 //! #[derive(Default)]
@@ -28,12 +28,11 @@
 //!
 //! impl Entity for Counter {
 //!     type Command = Cmd;
-//!     type Reply = u64;
-//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) -> u64 {
-//!         if let Cmd::Add(n) = cmd {
-//!             self.0 += n;
+//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) {
+//!         match cmd {
+//!             Cmd::Add(n) => self.0 += n,
+//!             Cmd::Get(reply_to) => reply_to.send(self.0),
 //!         }
-//!         self.0
 //!     }
 //! }
 //!

@@ -25,20 +25,21 @@ use shardik_runtime::sharding::{
 
 use common::gated_store::GatedStore;
 use common::{
-    Echo, free_port, running_entities, start_sharding_node, start_sharding_node_with, wait_up,
+    Echo, Echoed, free_port, running_entities, start_sharding_node, start_sharding_node_with,
+    wait_up,
 };
 
 const ASK: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Cmd {
-    Add(u64),
-    AddTwice(u64),
-    Get,
-    /// Answers through the handle, after persisting.
+    Add(u64, ReplyTo<u64>),
+    AddTwice(u64, ReplyTo<u64>),
+    Get(ReplyTo<u64>),
+    /// Answers a text, after persisting.
     AddAndTell(u64, ReplyTo<String>),
     /// Persists, answers, then stops.
-    AddAndStop(u64),
+    AddAndStop(u64, ReplyTo<u64>),
     /// Answers the address of the node it runs on.
     Where(ReplyTo<String>),
 }
@@ -55,25 +56,22 @@ struct Counter {
 impl EventSourcedEntity for Counter {
     type Command = Cmd;
     type Event = Added;
-    type Reply = u64;
 
     fn handle_command(&self, cmd: Cmd, ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
         match cmd {
-            Cmd::Add(n) => Effect::persist(Added(n), |s: &Self| s.total),
-            Cmd::AddTwice(n) => Effect::persist_all([Added(n), Added(n)], |s: &Self| s.total),
-            Cmd::Get => Effect::reply(self.total),
-            Cmd::AddAndTell(n, reply_to) => Effect::persist(Added(n), move |s: &Self| {
-                reply_to.send(format!("total {}", s.total));
-                s.total
-            }),
-            Cmd::AddAndStop(n) => {
+            Cmd::Add(n, reply_to) => Self::persist(Added(n)).then_reply(reply_to, |s| s.total),
+            Cmd::AddTwice(n, reply_to) => {
+                Self::persist_all([Added(n), Added(n)]).then_reply(reply_to, |s| s.total)
+            }
+            Cmd::Get(reply_to) => Effect::reply(reply_to, self.total),
+            Cmd::AddAndTell(n, reply_to) => {
+                Self::persist(Added(n)).then_reply(reply_to, |s| format!("total {}", s.total))
+            }
+            Cmd::AddAndStop(n, reply_to) => {
                 ctx.passivate();
-                Effect::persist(Added(n), |s: &Self| s.total)
+                Self::persist(Added(n)).then_reply(reply_to, |s| s.total)
             }
-            Cmd::Where(reply_to) => {
-                reply_to.send(ctx.node().address.to_string());
-                Effect::reply(self.total)
-            }
+            Cmd::Where(reply_to) => Effect::reply(reply_to, ctx.node().address.to_string()),
         }
     }
 
@@ -122,7 +120,7 @@ fn register(sharding: &Sharding, persistence: &Persistence, retention: Option<Re
 /// Asks the entity to stop and waits until a new incarnation answers (it recovered).
 async fn passivate(sharding: &Sharding, id: &str, add: u64) -> u64 {
     let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
-    counter.ask(Cmd::AddAndStop(add), ASK).await.unwrap()
+    counter.ask(|r| Cmd::AddAndStop(add, r), ASK).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,12 +130,9 @@ async fn state_is_rebuilt_from_the_journal_after_the_entity_stops() {
     let persistence = Persistence::new(Arc::new(store.clone()));
     register(&sharding, &persistence, None);
     let counter = sharding.entity_ref_for(COUNTER, "c1").unwrap();
-    assert_eq!(counter.ask(Cmd::Add(2), ASK).await.unwrap(), 2);
-    assert_eq!(counter.ask(Cmd::AddTwice(3), ASK).await.unwrap(), 8);
-    let told: String = counter
-        .ask_with(|r| Cmd::AddAndTell(1, r), ASK)
-        .await
-        .unwrap();
+    assert_eq!(counter.ask(|r| Cmd::Add(2, r), ASK).await.unwrap(), 2);
+    assert_eq!(counter.ask(|r| Cmd::AddTwice(3, r), ASK).await.unwrap(), 8);
+    let told: String = counter.ask(|r| Cmd::AddAndTell(1, r), ASK).await.unwrap();
     assert_eq!(told, "total 9");
     assert_eq!(passivate(&sharding, "c1", 1).await, 10);
     // A new incarnation: recovered from the five events, not from zero.
@@ -169,7 +164,7 @@ async fn snapshots_bound_recovery_and_old_ones_are_deleted() {
     register(&sharding, &persistence, Some(retention));
     let counter = sharding.entity_ref_for(COUNTER, "c2").unwrap();
     for i in 1..=35u64 {
-        assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), i);
+        assert_eq!(counter.ask(|r| Cmd::Add(1, r), ASK).await.unwrap(), i);
     }
     let pid = persistence_id("es-counter", "c2");
     // Snapshots are saved in the background: wait for the one at 30 and its clean-up.
@@ -205,7 +200,7 @@ async fn a_command_is_answered_only_after_its_events_are_written() {
     let counter = sharding.entity_ref_for(COUNTER, "c3").unwrap();
     let asked = tokio::spawn({
         let counter = counter.clone();
-        async move { counter.ask(Cmd::Add(4), ASK).await }
+        async move { counter.ask(|r| Cmd::Add(4, r), ASK).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!asked.is_finished(), "answered before the write was done");
@@ -223,7 +218,7 @@ async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote
     let persistence = Persistence::new(Arc::new(store.clone()));
     register(&sharding, &persistence, None);
     let counter = sharding.entity_ref_for(COUNTER, "c4").unwrap();
-    assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), 1);
+    assert_eq!(counter.ask(|r| Cmd::Add(1, r), ASK).await.unwrap(), 1);
     // Another live copy (as a split brain would make) writes event 2 first.
     let pid = persistence_id("es-counter", "c4");
     let rival = AtomicWrite {
@@ -238,7 +233,7 @@ async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote
     };
     assert_eq!(store.append(vec![rival]).await.unwrap(), vec![Ok(())]);
     // This copy's write of event 2 is refused: the asker is told, nothing is applied.
-    match counter.ask(Cmd::Add(5), ASK).await {
+    match counter.ask(|r| Cmd::Add(5, r), ASK).await {
         Err(ShardingError::EntityFailed(why)) => {
             assert!(why.contains("refused"), "{why}")
         }
@@ -296,10 +291,10 @@ async fn an_entity_that_moves_to_another_node_keeps_its_state() {
     let mut expected = 0;
     for n in 1..=5 {
         expected += n;
-        assert_eq!(ref_b.ask(Cmd::Add(n), ASK).await.unwrap(), expected);
+        assert_eq!(ref_b.ask(|r| Cmd::Add(n, r), ASK).await.unwrap(), expected);
     }
     // The node that hosts the counter leaves; its shards are handed to the other.
-    let host: String = ref_b.ask_with(Cmd::Where, ASK).await.unwrap();
+    let host: String = ref_b.ask(Cmd::Where, ASK).await.unwrap();
     let a_addr = a.self_node.address.to_string();
     let (leaving, staying, survivor) = if host == a_addr {
         (&a, &ref_b, &b)
@@ -313,10 +308,10 @@ async fn an_entity_that_moves_to_another_node_keeps_its_state() {
         .expect("leave asked");
     for n in 6..=8 {
         expected += n;
-        let got = staying.ask(Cmd::Add(n), ASK).await.unwrap();
+        let got = staying.ask(|r| Cmd::Add(n, r), ASK).await.unwrap();
         assert_eq!(got, expected, "no increment lost across the move");
     }
-    let now: String = staying.ask_with(Cmd::Where, ASK).await.unwrap();
+    let now: String = staying.ask(Cmd::Where, ASK).await.unwrap();
     assert_eq!(
         now,
         survivor.self_node.address.to_string(),
@@ -330,8 +325,8 @@ async fn an_entity_that_moves_to_another_node_keeps_its_state() {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum CartCmd {
-    Add(String),
-    Items,
+    Add(String, ReplyTo<Vec<String>>),
+    Items(ReplyTo<Vec<String>>),
 }
 
 #[derive(Clone, Default, Serialize, Deserialize)]
@@ -341,7 +336,6 @@ struct Cart {
 
 impl DurableStateEntity for Cart {
     type Command = CartCmd;
-    type Reply = Vec<String>;
 
     fn handle_command(
         &self,
@@ -349,12 +343,12 @@ impl DurableStateEntity for Cart {
         _ctx: &mut DurableStateContext<Self>,
     ) -> StateEffect<Self> {
         match cmd {
-            CartCmd::Add(item) => {
+            CartCmd::Add(item, reply_to) => {
                 let mut next = self.clone();
                 next.items.push(item);
-                StateEffect::persist(next, |s| s.items.clone())
+                StateEffect::persist(next).then_reply(reply_to, |s| s.items.clone())
             }
-            CartCmd::Items => StateEffect::reply(self.items.clone()),
+            CartCmd::Items(reply_to) => StateEffect::reply(reply_to, self.items.clone()),
         }
     }
 }
@@ -373,11 +367,15 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
         .unwrap();
     let cart = sharding.entity_ref_for(CART, "cart-1").unwrap();
     assert_eq!(
-        cart.ask(CartCmd::Add("apple".into()), ASK).await.unwrap(),
+        cart.ask(|r| CartCmd::Add("apple".into(), r), ASK)
+            .await
+            .unwrap(),
         ["apple"]
     );
     assert_eq!(
-        cart.ask(CartCmd::Add("pear".into()), ASK).await.unwrap(),
+        cart.ask(|r| CartCmd::Add("pear".into(), r), ASK)
+            .await
+            .unwrap(),
         ["apple", "pear"]
     );
     let pid = persistence_id("ds-cart", "cart-1");
@@ -399,7 +397,7 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
         .await
         .unwrap();
     assert_eq!(written, Ok(()));
-    match cart.ask(CartCmd::Add("fig".into()), ASK).await {
+    match cart.ask(|r| CartCmd::Add("fig".into(), r), ASK).await {
         Err(ShardingError::EntityFailed(why)) => assert!(why.contains("refused"), "{why}"),
         other => panic!("expected a refused write, got {other:?}"),
     }
@@ -444,7 +442,7 @@ async fn remembered_entities_come_back(how: Remembering) {
     let ids = ["r1", "r2", "r3", "r4", "r5", "r6", "r7"];
     for id in ids {
         let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
-        assert_eq!(counter.ask(Cmd::Add(1), ASK).await.unwrap(), 1);
+        assert_eq!(counter.ask(|r| Cmd::Add(1, r), ASK).await.unwrap(), 1);
     }
     // r7 stops by itself: it is forgotten. The others are handed off when the node leaves,
     // which keeps them remembered.
@@ -576,5 +574,12 @@ async fn a_kind_with_no_store_is_refused_when_remember_entities_is_on_unless_it_
     let plain = sharding
         .init(EntityKind::new("plain", |_| Echo).without_remember_entities())
         .expect("an opted-out kind registers");
-    assert_eq!(plain.entity_ref("p").ask(7, ASK).await.unwrap(), 7);
+    assert_eq!(
+        plain
+            .entity_ref("p")
+            .ask(|r| Echoed(7, r), ASK)
+            .await
+            .unwrap(),
+        7
+    );
 }

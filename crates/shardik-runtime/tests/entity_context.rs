@@ -1,6 +1,6 @@
 //! What an entity can do from its context, on real nodes in one process: messages to itself,
 //! timers, a receive timeout, passivation ending all of them; entity references carried
-//! inside messages from one node to another; and typed reply handles (`ask_with`), answered
+//! inside messages from one node to another; and typed reply handles (`ask`), answered
 //! on the asker's node, from another node, and after being passed on to a third entity.
 //!
 //! The nodes talk over loopback TCP, so the clock is real; the delays are chosen so that the
@@ -21,6 +21,15 @@ use shardik_runtime::sharding::{
 };
 
 const ASK: Duration = Duration::from_secs(10);
+
+/// A command to the probe entity, and, when asked, where to say it was handled.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Msg(Cmd, Option<ReplyTo<()>>);
+
+/// `cmd` as an ask: answered `()` once handled.
+fn asked(cmd: Cmd) -> impl FnOnce(ReplyTo<()>) -> Msg {
+    move |reply_to| Msg(cmd, Some(reply_to))
+}
 
 /// What the probe entity is told.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -75,27 +84,30 @@ impl Probe {
 }
 
 impl Entity for Probe {
-    type Command = Cmd;
-    type Reply = ();
+    type Command = Msg;
 
-    async fn handle(&mut self, cmd: Cmd, ctx: &mut EntityContext<Self>) {
+    async fn handle(&mut self, Msg(cmd, done): Msg, ctx: &mut EntityContext<Self>) {
         let ms = Duration::from_millis;
+        let note = |tag| Msg(Cmd::Note(tag), None);
         match cmd {
             Cmd::Note(tag) => self.record(&tag),
             Cmd::BusyThenTellSelf { ms: busy, tag } => {
                 tokio::time::sleep(ms(busy)).await;
-                ctx.tell_self(Cmd::Note(tag));
+                ctx.tell_self(note(tag));
             }
-            Cmd::Single { key, ms: d, tag } => ctx.start_single_timer(&key, Cmd::Note(tag), ms(d)),
+            Cmd::Single { key, ms: d, tag } => ctx.start_single_timer(&key, note(tag), ms(d)),
             Cmd::Repeat { key, ms: d, tag } => {
-                ctx.start_timer_with_fixed_delay(&key, Cmd::Note(tag), ms(d))
+                ctx.start_timer_with_fixed_delay(&key, note(tag), ms(d))
             }
             Cmd::Cancel(key) => ctx.cancel_timer(&key),
             Cmd::CancelAll => ctx.cancel_all_timers(),
-            Cmd::ReceiveTimeout { ms: d, tag } => ctx.set_receive_timeout(ms(d), Cmd::Note(tag)),
+            Cmd::ReceiveTimeout { ms: d, tag } => ctx.set_receive_timeout(ms(d), note(tag)),
             Cmd::ClearReceiveTimeout => ctx.cancel_receive_timeout(),
             Cmd::Passivate => ctx.passivate(),
             Cmd::Stop => self.record("stop"),
+        }
+        if let Some(done) = done {
+            done.send(());
         }
     }
 }
@@ -128,14 +140,14 @@ async fn probe_node_idle(idle: Option<Duration>) -> (RunningNode, EntityRef<Prob
                 probe.record("created");
                 probe
             })
-            .with_stop_message(|| Cmd::Stop)
+            .with_stop_message(|| Msg(Cmd::Stop, None))
             .with_idle_timeout(idle),
         )
         .expect("kind registers");
     let probe = region.entity_ref("p");
     // The first ask waits for the shard's home; after it, the entity exists.
     probe
-        .ask(Cmd::Note("ready".into()), ASK)
+        .ask(asked(Cmd::Note("ready".into())), ASK)
         .await
         .expect("answered");
     (running, probe, log)
@@ -157,16 +169,19 @@ async fn sleep_ms(ms: u64) {
 async fn a_message_to_self_comes_after_the_commands_already_queued() {
     let (_node, probe, log) = probe_node().await;
     probe
-        .tell(Cmd::BusyThenTellSelf {
-            ms: 200,
-            tag: "self".into(),
-        })
+        .tell(Msg(
+            Cmd::BusyThenTellSelf {
+                ms: 200,
+                tag: "self".into(),
+            },
+            None,
+        ))
         .await
         .unwrap();
     // These wait behind the busy handler; the message to self is queued when it returns.
-    probe.tell(Cmd::Note("a".into())).await.unwrap();
-    probe.tell(Cmd::Note("b".into())).await.unwrap();
-    probe.ask(Cmd::Note("c".into()), ASK).await.unwrap();
+    probe.tell(Msg(Cmd::Note("a".into()), None)).await.unwrap();
+    probe.tell(Msg(Cmd::Note("b".into()), None)).await.unwrap();
+    probe.ask(asked(Cmd::Note("c".into())), ASK).await.unwrap();
     sleep_ms(100).await;
     assert_eq!(
         events(&log),
@@ -183,20 +198,26 @@ async fn timers_fire_once_repeat_until_cancelled_and_restart_by_key() {
         ms,
         tag: tag.into(),
     };
-    probe.ask(single("once", 100, "once"), ASK).await.unwrap();
-    // Restarting a key replaces its timer: "first" never fires.
-    probe.ask(single("again", 150, "first"), ASK).await.unwrap();
     probe
-        .ask(single("again", 300, "second"), ASK)
+        .ask(asked(single("once", 100, "once")), ASK)
+        .await
+        .unwrap();
+    // Restarting a key replaces its timer: "first" never fires.
+    probe
+        .ask(asked(single("again", 150, "first")), ASK)
+        .await
+        .unwrap();
+    probe
+        .ask(asked(single("again", 300, "second")), ASK)
         .await
         .unwrap();
     probe
         .ask(
-            Cmd::Repeat {
+            asked(Cmd::Repeat {
                 key: "tick".into(),
                 ms: 50,
                 tag: "tick".into(),
-            },
+            }),
             ASK,
         )
         .await
@@ -208,25 +229,28 @@ async fn timers_fire_once_repeat_until_cancelled_and_restart_by_key() {
     let ticks = count(&log, "p:tick");
     assert!(ticks >= 4, "a fixed-delay timer repeats ({ticks} ticks)");
 
-    probe.ask(Cmd::Cancel("tick".into()), ASK).await.unwrap();
+    probe
+        .ask(asked(Cmd::Cancel("tick".into())), ASK)
+        .await
+        .unwrap();
     let after_cancel = count(&log, "p:tick");
     sleep_ms(400).await;
     assert_eq!(count(&log, "p:tick"), after_cancel, "no tick after cancel");
 
     // Cancelling all stops every timer, whatever its key.
-    probe.ask(single("x", 200, "x"), ASK).await.unwrap();
+    probe.ask(asked(single("x", 200, "x")), ASK).await.unwrap();
     probe
         .ask(
-            Cmd::Repeat {
+            asked(Cmd::Repeat {
                 key: "y".into(),
                 ms: 50,
                 tag: "y".into(),
-            },
+            }),
             ASK,
         )
         .await
         .unwrap();
-    probe.ask(Cmd::CancelAll, ASK).await.unwrap();
+    probe.ask(asked(Cmd::CancelAll), ASK).await.unwrap();
     let y = count(&log, "p:y");
     sleep_ms(400).await;
     assert_eq!(count(&log, "p:x"), 0);
@@ -239,17 +263,20 @@ async fn a_receive_timeout_fires_after_silence_only() {
     let (_node, probe, log) = probe_node().await;
     probe
         .ask(
-            Cmd::ReceiveTimeout {
+            asked(Cmd::ReceiveTimeout {
                 ms: 300,
                 tag: "idle".into(),
-            },
+            }),
             ASK,
         )
         .await
         .unwrap();
     // Commands every 50 ms for a second: never 300 ms of silence.
     for i in 0..20 {
-        probe.tell(Cmd::Note(format!("busy{i}"))).await.unwrap();
+        probe
+            .tell(Msg(Cmd::Note(format!("busy{i}")), None))
+            .await
+            .unwrap();
         sleep_ms(50).await;
     }
     assert_eq!(count(&log, "p:idle"), 0, "no timeout while commands arrive");
@@ -258,7 +285,10 @@ async fn a_receive_timeout_fires_after_silence_only() {
         count(&log, "p:idle") >= 1,
         "the timeout fired after silence"
     );
-    probe.ask(Cmd::ClearReceiveTimeout, ASK).await.unwrap();
+    probe
+        .ask(asked(Cmd::ClearReceiveTimeout), ASK)
+        .await
+        .unwrap();
     let idle = count(&log, "p:idle");
     sleep_ms(800).await;
     assert_eq!(count(&log, "p:idle"), idle, "cleared: no more timeouts");
@@ -281,20 +311,20 @@ async fn passivation_cancels_timers_and_they_never_recreate_the_entity() {
                 tag: key.into(),
             }
         };
-        probe.ask(cmd, ASK).await.unwrap();
+        probe.ask(asked(cmd), ASK).await.unwrap();
     }
     probe
         .ask(
-            Cmd::ReceiveTimeout {
+            asked(Cmd::ReceiveTimeout {
                 ms: 200,
                 tag: "idle".into(),
-            },
+            }),
             ASK,
         )
         .await
         .unwrap();
     sleep_ms(180).await;
-    probe.ask(Cmd::Passivate, ASK).await.unwrap();
+    probe.ask(asked(Cmd::Passivate), ASK).await.unwrap();
     sleep_ms(900).await;
     let log_now = events(&log);
     let stop = log_now
@@ -323,7 +353,10 @@ async fn passivation_cancels_timers_and_they_never_recreate_the_entity() {
     );
 
     // The next command starts a new incarnation, without the old one's timers.
-    probe.ask(Cmd::Note("back".into()), ASK).await.unwrap();
+    probe
+        .ask(asked(Cmd::Note("back".into())), ASK)
+        .await
+        .unwrap();
     let ticks = count(&log, "p:tick");
     sleep_ms(300).await;
     assert_eq!(count(&log, "p:created"), 2);
@@ -339,11 +372,11 @@ async fn an_entity_busy_only_with_its_own_timers_is_still_idle() {
     let (_node, probe, log) = probe_node_idle(Some(Duration::from_secs(1))).await;
     probe
         .ask(
-            Cmd::Repeat {
+            asked(Cmd::Repeat {
                 key: "tick".into(),
                 ms: 100,
                 tag: "tick".into(),
-            },
+            }),
             ASK,
         )
         .await
@@ -365,11 +398,14 @@ async fn an_entity_busy_only_with_its_own_timers_is_still_idle() {
 #[derive(Debug, Serialize, Deserialize)]
 enum PingerCmd {
     /// Ping the ponger `id` with this pinger's own reference, and ask it for its reference.
-    Start { ponger: String },
+    Start {
+        ponger: String,
+        reply_to: ReplyTo<()>,
+    },
     /// The ponger's answer, through the reference it was given.
     Pong { node: String },
     /// Where the pongs came from, and this pinger's node.
-    Get,
+    Get(ReplyTo<(Vec<String>, String)>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -377,7 +413,7 @@ enum PongerCmd {
     /// Answer `Pong` through `reply_to`.
     Ping { reply_to: EntityRef<Pinger> },
     /// Answer with a reference to yourself.
-    WhoAreYou,
+    WhoAreYou(ReplyTo<EntityRef<Ponger>>),
 }
 
 struct Pinger {
@@ -390,11 +426,10 @@ const PONGER: EntityTypeKey<Ponger> = EntityTypeKey::new("ponger");
 
 impl Entity for Pinger {
     type Command = PingerCmd;
-    type Reply = (Vec<String>, String);
 
-    async fn handle(&mut self, cmd: PingerCmd, ctx: &mut EntityContext<Self>) -> Self::Reply {
+    async fn handle(&mut self, cmd: PingerCmd, ctx: &mut EntityContext<Self>) {
         match cmd {
-            PingerCmd::Start { ponger } => {
+            PingerCmd::Start { ponger, reply_to } => {
                 let me = self
                     .sharding
                     .entity_ref_for(PINGER, ctx.entity_id())
@@ -411,8 +446,7 @@ impl Entity for Pinger {
                 let again = ponger
                     .ask(PongerCmd::WhoAreYou, ASK)
                     .await
-                    .expect("the ponger answers")
-                    .expect("with its reference");
+                    .expect("the ponger answers with its reference");
                 let me = self
                     .sharding
                     .entity_ref_for(PINGER, ctx.entity_id())
@@ -421,11 +455,13 @@ impl Entity for Pinger {
                     .tell(PongerCmd::Ping { reply_to: me })
                     .await
                     .expect("second ping sent");
+                reply_to.send(());
             }
             PingerCmd::Pong { node } => self.pongs.push(node),
-            PingerCmd::Get => {}
+            PingerCmd::Get(reply_to) => {
+                reply_to.send((self.pongs.clone(), ctx.node().address.to_string()))
+            }
         }
-        (self.pongs.clone(), ctx.node().address.to_string())
     }
 }
 
@@ -435,9 +471,8 @@ struct Ponger {
 
 impl Entity for Ponger {
     type Command = PongerCmd;
-    type Reply = Option<EntityRef<Ponger>>;
 
-    async fn handle(&mut self, cmd: PongerCmd, ctx: &mut EntityContext<Self>) -> Self::Reply {
+    async fn handle(&mut self, cmd: PongerCmd, ctx: &mut EntityContext<Self>) {
         match cmd {
             PongerCmd::Ping { reply_to } => {
                 assert_eq!(reply_to.kind(), "pinger");
@@ -446,9 +481,8 @@ impl Entity for Ponger {
                     .tell(PingerCmd::Pong { node })
                     .await
                     .expect("pong sent");
-                None
             }
-            PongerCmd::WhoAreYou => Some(
+            PongerCmd::WhoAreYou(reply_to) => reply_to.send(
                 self.sharding
                     .entity_ref_for(PONGER, ctx.entity_id())
                     .expect("ponger registered"),
@@ -494,8 +528,9 @@ async fn an_entity_ref_travels_to_another_node_and_the_reply_comes_back_through_
     let pinger = sharding_b.entity_ref_for(PINGER, "pinger-1").unwrap();
     pinger
         .ask(
-            PingerCmd::Start {
+            |reply_to| PingerCmd::Start {
                 ponger: "ponger-1".into(),
+                reply_to,
             },
             ASK,
         )
@@ -547,6 +582,8 @@ enum AccountCmd {
     Audit(ReplyTo<String>),
     /// Never answers.
     Ignore(ReplyTo<u64>),
+    /// Fails before answering: the handler panics.
+    Fail(ReplyTo<u64>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -570,7 +607,6 @@ const AUDITOR: EntityTypeKey<Auditor> = EntityTypeKey::new("auditor");
 
 impl Entity for Account {
     type Command = AccountCmd;
-    type Reply = ();
 
     async fn handle(&mut self, cmd: AccountCmd, ctx: &mut EntityContext<Self>) {
         match cmd {
@@ -594,13 +630,13 @@ impl Entity for Account {
                     .expect("check sent");
             }
             AccountCmd::Ignore(_) => {}
+            AccountCmd::Fail(_) => panic!("asked to fail"),
         }
     }
 }
 
 impl Entity for Auditor {
     type Command = AuditorCmd;
-    type Reply = ();
 
     async fn handle(&mut self, cmd: AuditorCmd, ctx: &mut EntityContext<Self>) {
         let AuditorCmd::Check {
@@ -643,7 +679,7 @@ async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs()
     // Asked on the account's own node: the answer is handed over without encoding.
     let on_a = sharding_a.entity_ref_for(ACCOUNT, "acc-1").unwrap();
     let balance = on_a
-        .ask_with(
+        .ask(
             |reply_to| AccountCmd::Deposit {
                 amount: 5,
                 reply_to,
@@ -658,7 +694,7 @@ async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs()
     // and the answer comes back in a reply frame.
     let from_b = sharding_b.entity_ref_for(ACCOUNT, "acc-1").unwrap();
     let balance = from_b
-        .ask_with(
+        .ask(
             |reply_to| AccountCmd::Deposit {
                 amount: 7,
                 reply_to,
@@ -669,7 +705,7 @@ async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs()
         .expect("deposit answered remotely");
     assert_eq!(balance, 12);
     let history: Vec<u64> = from_b
-        .ask_with(AccountCmd::History, ASK)
+        .ask(AccountCmd::History, ASK)
         .await
         .expect("history answered remotely");
     assert_eq!(history, vec![5, 7], "another reply type on the same entity");
@@ -678,12 +714,12 @@ async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs()
     // auditor answers its asker's own node. And from a: the auditor answers across the wire.
     let b_addr = b.self_node.address.to_string();
     let audit = from_b
-        .ask_with(AccountCmd::Audit, ASK)
+        .ask(AccountCmd::Audit, ASK)
         .await
         .expect("audit answered after two hops");
     assert_eq!(audit, format!("acc-1: 2 deposits, audited on {b_addr}"));
     let audit = on_a
-        .ask_with(AccountCmd::Audit, ASK)
+        .ask(AccountCmd::Audit, ASK)
         .await
         .expect("audit answered from b to a");
     assert_eq!(audit, format!("acc-1: 2 deposits, audited on {b_addr}"));
@@ -692,14 +728,29 @@ async fn each_command_has_its_own_reply_type_answered_wherever_the_entity_runs()
     let short = Duration::from_millis(300);
     for account in [&on_a, &from_b] {
         assert_eq!(
-            account.ask_with(AccountCmd::Ignore, short).await,
+            account.ask(AccountCmd::Ignore, short).await,
             Err(ShardingError::Timeout(short))
         );
     }
     assert_eq!(
-        on_a.ask_with(AccountCmd::History, Duration::ZERO).await,
+        on_a.ask(AccountCmd::History, Duration::ZERO).await,
         Err(ShardingError::InvalidTimeout)
     );
+
+    // One that fails before answering is reported at once, locally and from the other node
+    // (by the ask's id, in a reply frame): not a timeout.
+    for account in [&on_a, &from_b] {
+        let asked = tokio::time::Instant::now();
+        let failed = account.ask(AccountCmd::Fail, ASK).await;
+        assert!(
+            matches!(&failed, Err(ShardingError::EntityFailed(why)) if why.contains("asked to fail")),
+            "{failed:?}"
+        );
+        assert!(
+            asked.elapsed() < ASK / 2,
+            "the failure waited for the timeout"
+        );
+    }
 }
 
 #[test]

@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use shardik_persistence::{MemoryStore, Store};
 use shardik_runtime::sharding::{
-    Entity, EntityContext, EntityFailure, EntityKind, EntityRecovery, EntityRegion, Sharding,
-    ShardingError,
+    Entity, EntityContext, EntityFailure, EntityKind, EntityRecovery, EntityRegion, ReplyTo,
+    Sharding, ShardingError,
 };
 use tokio::time::Instant;
 
@@ -29,14 +29,17 @@ const FORGETFUL: &str = "restart-forgetful";
 #[derive(Debug, Serialize, Deserialize)]
 enum Cmd {
     /// Answers which incarnation of the entity this is (1 for the first).
-    Incarnation,
+    Incarnation(ReplyTo<u64>),
     /// The handler fails: this incarnation is dropped.
-    Fail,
+    Fail(ReplyTo<u64>),
     /// The handler panics: this incarnation is dropped too.
-    Panic,
+    Panic(ReplyTo<u64>),
     /// Answers, then passivates.
-    Stop,
+    Stop(ReplyTo<u64>),
 }
+
+/// A command of [`Cmd`] without its `ReplyTo`, as `ask` takes it.
+type MakeCmd = fn(ReplyTo<u64>) -> Cmd;
 
 /// How many incarnations of each entity the kind's factory has made.
 type Incarnations = Arc<Mutex<BTreeMap<String, u64>>>;
@@ -47,12 +50,10 @@ struct Probe {
 
 impl Entity for Probe {
     type Command = Cmd;
-    type Reply = u64;
 
-    async fn handle(&mut self, cmd: Cmd, ctx: &mut EntityContext<Self>) -> u64 {
-        match self.try_handle(cmd, ctx).await {
-            Ok(n) => n,
-            Err(e) => panic!("{e}"),
+    async fn handle(&mut self, cmd: Cmd, ctx: &mut EntityContext<Self>) {
+        if let Err(e) = self.try_handle(cmd, ctx).await {
+            panic!("{e}")
         }
     }
 
@@ -60,16 +61,17 @@ impl Entity for Probe {
         &mut self,
         cmd: Cmd,
         ctx: &mut EntityContext<Self>,
-    ) -> Result<u64, EntityFailure> {
+    ) -> Result<(), EntityFailure> {
         match cmd {
-            Cmd::Incarnation => Ok(self.incarnation),
-            Cmd::Fail => Err(EntityFailure("asked to fail".into())),
-            Cmd::Panic => panic!("asked to panic"),
-            Cmd::Stop => {
+            Cmd::Incarnation(reply_to) => reply_to.send(self.incarnation),
+            Cmd::Fail(_) => return Err(EntityFailure("asked to fail".into())),
+            Cmd::Panic(_) => panic!("asked to panic"),
+            Cmd::Stop(reply_to) => {
                 ctx.passivate();
-                Ok(self.incarnation)
+                reply_to.send(self.incarnation);
             }
         }
+        Ok(())
     }
 }
 
@@ -165,7 +167,7 @@ impl Setup {
     }
 }
 
-async fn fails(region: &EntityRegion<Probe>, id: &str, cmd: Cmd) {
+async fn fails(region: &EntityRegion<Probe>, id: &str, cmd: MakeCmd) {
     match region.entity_ref(id).ask(cmd, ASK).await {
         Err(ShardingError::EntityFailed(_)) => {}
         other => panic!("{id}: expected a failure, got {other:?}"),
@@ -175,7 +177,8 @@ async fn fails(region: &EntityRegion<Probe>, id: &str, cmd: Cmd) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_remembered_entity_runs_again_after_the_backoff_without_a_message() {
     let s = setup().await;
-    for (id, failure) in [("failing", Cmd::Fail), ("panicking", Cmd::Panic)] {
+    let failures: [(&str, MakeCmd); 2] = [("failing", Cmd::Fail), ("panicking", Cmd::Panic)];
+    for (id, failure) in failures {
         let entity = s.remembering.entity_ref(id);
         assert_eq!(entity.ask(Cmd::Incarnation, ASK).await.unwrap(), 1);
         let failed_at = Instant::now();

@@ -73,7 +73,7 @@ async fn regenerate_the_journal_v1_fixture() {
     evolution::register_v1(&sharding, &Persistence::new(Arc::clone(&store)));
     for (cart, command) in cart_v1::fixture_commands() {
         let cart = sharding.entity_ref_for(cart_v1::CART, cart).unwrap();
-        cart.ask(command, ASK).await.unwrap();
+        cart.ask(|r| cart_v1::Asked(command, r), ASK).await.unwrap();
     }
     store.close().await.unwrap();
     let mut wal = path.into_os_string();

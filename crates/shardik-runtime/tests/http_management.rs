@@ -914,15 +914,9 @@ struct Counter(u64);
 
 impl shardik_runtime::sharding::Entity for Counter {
     type Command = ();
-    type Reply = u64;
 
-    async fn handle(
-        &mut self,
-        _: (),
-        _: &mut shardik_runtime::sharding::EntityContext<Self>,
-    ) -> u64 {
+    async fn handle(&mut self, _: (), _: &mut shardik_runtime::sharding::EntityContext<Self>) {
         self.0 += 1;
-        self.0
     }
 }
 

@@ -9,18 +9,20 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use shardik_runtime::Node;
 use shardik_runtime::config::Settings;
-use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey};
+use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo};
 
+/// Starts the entity, and says so.
 #[derive(Serialize, Deserialize)]
-struct Touch;
+struct Touch(ReplyTo<()>);
 
 #[derive(Default)]
 struct Touched;
 
 impl Entity for Touched {
     type Command = Touch;
-    type Reply = ();
-    async fn handle(&mut self, _cmd: Touch, _ctx: &mut EntityContext<Self>) {}
+    async fn handle(&mut self, Touch(reply_to): Touch, _ctx: &mut EntityContext<Self>) {
+        reply_to.send(());
+    }
 }
 
 const TOUCHED: EntityTypeKey<Touched> = EntityTypeKey::new("touched");

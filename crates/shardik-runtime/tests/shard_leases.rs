@@ -19,7 +19,7 @@ use shardik_runtime::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
 };
 use shardik_runtime::sharding::{
-    EntityKind, EntityRecovery, EntityTypeKey, InitError, Sharding, ShardingError,
+    EntityKind, EntityRecovery, EntityTypeKey, InitError, ReplyTo, Sharding, ShardingError,
 };
 
 use common::gated_store::GatedStore;
@@ -31,7 +31,7 @@ const ASK: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Cmd {
-    Add(u64),
+    Add(u64, ReplyTo<u64>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -45,11 +45,10 @@ struct Counter {
 impl EventSourcedEntity for Counter {
     type Command = Cmd;
     type Event = Added;
-    type Reply = u64;
 
     fn handle_command(&self, cmd: Cmd, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
         match cmd {
-            Cmd::Add(n) => Effect::persist(Added(n), |s: &Self| s.total),
+            Cmd::Add(n, reply_to) => Self::persist(Added(n)).then_reply(reply_to, |s| s.total),
         }
     }
 
@@ -109,7 +108,7 @@ fn lease_name(entity: &str) -> String {
 
 async fn add(sharding: &Sharding, id: &str, n: u64) -> Result<u64, ShardingError> {
     let counter = sharding.entity_ref_for(COUNTER, id).unwrap();
-    counter.ask(Cmd::Add(n), ASK).await
+    counter.ask(|r| Cmd::Add(n, r), ASK).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,15 +13,16 @@ use shardik_core::membership::{Address, MembershipConfig, UniqueAddress};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
 use shardik_runtime::sharding::{
     AllocationSnapshot, AskError, AsyncShardAllocationStrategy, Entity, EntityContext, EntityKind,
-    EntityRegion, EntityTypeKey, Sharding, ShardingConfig, ShardingError, StrategyFuture,
+    EntityRegion, EntityTypeKey, ReplyTo, Sharding, ShardingConfig, ShardingError, StrategyFuture,
 };
 use shardik_runtime::transport::TransportConfig;
 
-/// What the test counter is told.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// What the test counter is told or asked.
+#[derive(Debug, Serialize, Deserialize)]
 enum CounterCommand {
     Increment,
-    Get,
+    IncrementAndGet(ReplyTo<CounterReply>),
+    Get(ReplyTo<CounterReply>),
 }
 
 /// The test counter's answer: its value and the node that runs it.
@@ -39,16 +40,23 @@ struct Counter {
 
 impl Entity for Counter {
     type Command = CounterCommand;
-    type Reply = CounterReply;
 
-    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext<Self>) -> CounterReply {
-        if cmd == CounterCommand::Increment {
-            self.value += 1;
-        }
-        CounterReply {
+    async fn handle(&mut self, cmd: CounterCommand, ctx: &mut EntityContext<Self>) {
+        let reply_to = match cmd {
+            CounterCommand::Increment => {
+                self.value += 1;
+                return;
+            }
+            CounterCommand::IncrementAndGet(reply_to) => {
+                self.value += 1;
+                reply_to
+            }
+            CounterCommand::Get(reply_to) => reply_to,
+        };
+        reply_to.send(CounterReply {
             value: self.value,
             node: ctx.node().address.to_string(),
-        }
+        });
     }
 }
 
@@ -136,7 +144,7 @@ async fn counters_answer_from_every_node_and_live_on_one() {
             let r = node
                 .counters
                 .entity_ref(id)
-                .ask(CounterCommand::Increment, Duration::from_secs(10))
+                .ask(CounterCommand::IncrementAndGet, Duration::from_secs(10))
                 .await
                 .expect("answered");
             assert!(r.value >= 1);
@@ -255,7 +263,7 @@ async fn active_entity_limit_bounds_live_entities(
     for i in 0..3000 {
         let r = limited
             .entity_ref(&format!("e{i}"))
-            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .ask(CounterCommand::IncrementAndGet, Duration::from_secs(10))
             .await
             .expect("every message answered");
         assert_eq!(r.value, 1, "a fresh entity each time");
@@ -383,13 +391,13 @@ async fn custom_allocation_strategies_place_the_shards() {
         };
         let r = lowest
             .entity_ref(&id)
-            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .ask(CounterCommand::IncrementAndGet, Duration::from_secs(10))
             .await
             .expect("answered");
         assert_eq!(r.node, low, "{id}: the synchronous strategy's choice");
         let r = highest
             .entity_ref(&id)
-            .ask(CounterCommand::Increment, Duration::from_secs(10))
+            .ask(CounterCommand::IncrementAndGet, Duration::from_secs(10))
             .await
             .expect("answered");
         assert_eq!(r.node, high, "{id}: the asynchronous strategy's choice");
@@ -472,7 +480,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
         .entity_ref_for(COUNTER, "by-key")
         .expect("known kind");
     let first = counter
-        .ask(CounterCommand::Increment, Duration::from_secs(10))
+        .ask(CounterCommand::IncrementAndGet, Duration::from_secs(10))
         .await
         .expect("answered");
     assert_eq!(first.value, 1);
@@ -509,8 +517,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     struct Impostor;
     impl Entity for Impostor {
         type Command = CounterCommand;
-        type Reply = CounterReply;
-        async fn handle(&mut self, _: CounterCommand, _: &mut EntityContext<Self>) -> CounterReply {
+        async fn handle(&mut self, _: CounterCommand, _: &mut EntityContext<Self>) {
             unreachable!("never registered")
         }
     }
@@ -525,7 +532,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
     // besides a full queue.
     let stopped = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            match counter.try_tell(CounterCommand::Get) {
+            match counter.try_tell(CounterCommand::Increment) {
                 Err(shardik_runtime::sharding::TellError::RegionStopped) => return,
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
@@ -537,7 +544,7 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
         "the left node's region reports itself stopped"
     );
     assert_eq!(
-        counter.tell(CounterCommand::Get).await,
+        counter.tell(CounterCommand::Increment).await,
         Err(shardik_runtime::sharding::TellError::RegionStopped)
     );
     wait_for_event(&mut events, "b removed", |ev| {
@@ -561,10 +568,13 @@ async fn a_node_from_the_builder_serves_entities_by_key_and_publishes_events() {
 #[derive(Default)]
 struct Account(u64);
 
+/// Each answered with the balance, or why not.
+type Answer = ReplyTo<Result<u64, AccountError>>;
+
 #[derive(Serialize, Deserialize)]
 enum AccountCommand {
-    Deposit(u64),
-    Withdraw(u64),
+    Deposit(u64, Answer),
+    Withdraw(u64, Answer),
 }
 
 /// Why an account refuses a withdrawal: a type the caller matches, carried by serde.
@@ -575,20 +585,25 @@ enum AccountError {
 
 impl Entity for Account {
     type Command = AccountCommand;
-    type Reply = Result<u64, AccountError>;
 
-    async fn handle(&mut self, cmd: AccountCommand, _: &mut EntityContext<Self>) -> Self::Reply {
-        match cmd {
-            AccountCommand::Deposit(n) => self.0 += n,
-            AccountCommand::Withdraw(n) if n > self.0 => {
-                return Err(AccountError::Insufficient {
+    async fn handle(&mut self, cmd: AccountCommand, _: &mut EntityContext<Self>) {
+        let reply_to = match cmd {
+            AccountCommand::Deposit(n, reply_to) => {
+                self.0 += n;
+                reply_to
+            }
+            AccountCommand::Withdraw(n, reply_to) if n > self.0 => {
+                return reply_to.send(Err(AccountError::Insufficient {
                     balance: self.0,
                     asked: n,
-                });
+                }));
             }
-            AccountCommand::Withdraw(n) => self.0 -= n,
-        }
-        Ok(self.0)
+            AccountCommand::Withdraw(n, reply_to) => {
+                self.0 -= n;
+                reply_to
+            }
+        };
+        reply_to.send(Ok(self.0));
     }
 }
 
@@ -619,12 +634,12 @@ async fn ask_result_gives_a_refusal_as_the_entitys_own_error() {
             .entity_ref_for(ACCOUNT, &format!("acct-{i}"))
             .expect("known kind");
         let balance = account
-            .ask_result(AccountCommand::Deposit(10), Duration::from_secs(10))
+            .ask_result(|r| AccountCommand::Deposit(10, r), Duration::from_secs(10))
             .await
             .expect("deposit succeeds");
         assert_eq!(balance, 10);
         let refused = account
-            .ask_result(AccountCommand::Withdraw(25), Duration::from_secs(10))
+            .ask_result(|r| AccountCommand::Withdraw(25, r), Duration::from_secs(10))
             .await;
         assert_eq!(
             refused,
@@ -634,7 +649,7 @@ async fn ask_result_gives_a_refusal_as_the_entitys_own_error() {
             }))
         );
         let balance = account
-            .ask_result(AccountCommand::Withdraw(4), Duration::from_secs(10))
+            .ask_result(|r| AccountCommand::Withdraw(4, r), Duration::from_secs(10))
             .await
             .expect("withdrawal succeeds");
         assert_eq!(balance, 6);

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, MemberStatus, MembershipConfig};
 use shardik_runtime::node::{self, NodeOptions, RunningNode, StopRequest};
 use shardik_runtime::sharding::{
-    ClusterSingleton, DaemonSettings, Entity, EntityContext, ManagedInitError,
+    ClusterSingleton, DaemonSettings, Entity, EntityContext, ManagedInitError, ReplyTo,
     ShardedDaemonProcess, Sharding, ShardingConfig, SingletonRef, SingletonSettings,
 };
 use shardik_runtime::transport::TransportConfig;
@@ -105,10 +105,11 @@ async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// What the test singleton is told.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Serialize, Deserialize)]
 enum LogCommand {
     Record(u64),
-    Where,
+    /// Answers the node that runs the singleton.
+    Where(ReplyTo<String>),
 }
 
 /// A singleton that appends what it is told to a log shared by the whole test (all nodes run
@@ -120,13 +121,12 @@ struct Logger {
 
 impl Entity for Logger {
     type Command = LogCommand;
-    type Reply = String;
 
-    async fn handle(&mut self, cmd: LogCommand, _: &mut EntityContext<Self>) -> String {
-        if let LogCommand::Record(n) = cmd {
-            self.log.lock().unwrap().push((n, self.node.clone()));
+    async fn handle(&mut self, cmd: LogCommand, _: &mut EntityContext<Self>) {
+        match cmd {
+            LogCommand::Record(n) => self.log.lock().unwrap().push((n, self.node.clone())),
+            LogCommand::Where(reply_to) => reply_to.send(self.node.clone()),
         }
-        self.node.clone()
     }
 }
 
@@ -264,12 +264,15 @@ impl Drop for Worker {
     }
 }
 
-impl Entity for Worker {
-    type Command = ();
-    type Reply = u32;
+/// Asks a worker its index.
+#[derive(Debug, Serialize, Deserialize)]
+struct WhichIndex(ReplyTo<u32>);
 
-    async fn handle(&mut self, _: (), _: &mut EntityContext<Self>) -> u32 {
-        self.index
+impl Entity for Worker {
+    type Command = WhichIndex;
+
+    async fn handle(&mut self, WhichIndex(reply_to): WhichIndex, _: &mut EntityContext<Self>) {
+        reply_to.send(self.index);
     }
 }
 
@@ -352,7 +355,7 @@ async fn daemon_workers_spread_and_restart_on_the_survivors_without_messages() {
     let survivor = if leaving == 1 { 2 } else { 1 };
     for i in 0..WORKERS {
         let r = daemons[survivor].worker(i).expect("in range");
-        assert_eq!(r.ask((), Duration::from_secs(10)).await, Ok(i));
+        assert_eq!(r.ask(WhichIndex, Duration::from_secs(10)).await, Ok(i));
     }
     assert!(daemons[0].worker(WORKERS).is_none());
 }

@@ -16,22 +16,24 @@ use common::{BOUND, counter, eventually, fast_membership, free_port, start_shard
 use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Address, MemberStatus};
 use shardik_runtime::node::{self, NodeOptions, RunningNode, StopRequest};
-use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey, Sharding};
+use shardik_runtime::sharding::{
+    Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo, Sharding,
+};
 use shardik_runtime::transport::TransportConfig;
 
 #[derive(Debug, Default)]
 struct Counter(u64);
 
+/// Adds one; the new count goes to the asker.
 #[derive(Debug, Serialize, Deserialize)]
-struct Increment;
+struct Increment(ReplyTo<u64>);
 
 impl Entity for Counter {
     type Command = Increment;
-    type Reply = u64;
 
-    async fn handle(&mut self, _: Increment, _: &mut EntityContext<Self>) -> u64 {
+    async fn handle(&mut self, Increment(reply_to): Increment, _: &mut EntityContext<Self>) {
         self.0 += 1;
-        self.0
+        reply_to.send(self.0);
     }
 }
 

@@ -21,8 +21,8 @@
 //! #[derive(Serialize, Deserialize)]
 //! enum Cmd {
 //!     Add(u64),
-//!     Get,
-//!     // A command with a reply type of its own, answered through the handle it carries.
+//!     // Asked: each command that answers carries where its answer goes, of its own type.
+//!     Get(ReplyTo<u64>),
 //!     IsEven(ReplyTo<bool>),
 //! }
 //!
@@ -31,14 +31,12 @@
 //!
 //! impl Entity for Counter {
 //!     type Command = Cmd;
-//!     type Reply = u64;
-//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) -> u64 {
+//!     async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) {
 //!         match cmd {
 //!             Cmd::Add(n) => self.0 += n,
-//!             Cmd::Get => {}
+//!             Cmd::Get(reply_to) => reply_to.send(self.0),
 //!             Cmd::IsEven(reply_to) => reply_to.send(self.0 % 2 == 0),
 //!         }
-//!         self.0
 //!     }
 //! }
 //!
@@ -69,9 +67,10 @@
 //! let counter = node.sharding().entity_ref_for(COUNTER, "counter-42")?;
 //! counter.tell(Cmd::Add(2)).await?; // waits while the region's queue is full
 //! counter.try_tell(Cmd::Add(3))?; // fails at once instead
+//! // ask builds the command around a ReplyTo and waits for what the entity sends through it.
 //! let value = counter.ask(Cmd::Get, Duration::from_secs(10)).await?;
 //! assert_eq!(value, 5);
-//! let even = counter.ask_with(Cmd::IsEven, Duration::from_secs(10)).await?;
+//! let even = counter.ask(Cmd::IsEven, Duration::from_secs(10)).await?;
 //! assert!(!even);
 //! // Hand the shards off, leave the cluster, wait until the node is out.
 //! assert_eq!(node.leave().await, shardik::ShutdownReason::Left);

@@ -8,12 +8,13 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, Node, Settings};
+use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, Node, ReplyTo, Settings};
 
 #[derive(Serialize, Deserialize)]
 enum Cmd {
     Add(u64),
-    Get,
+    // Asked: the answer goes through the ReplyTo the command carries.
+    Get(ReplyTo<u64>),
 }
 
 #[derive(Default)]
@@ -21,12 +22,11 @@ struct Counter(u64);
 
 impl Entity for Counter {
     type Command = Cmd;
-    type Reply = u64;
-    async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) -> u64 {
-        if let Cmd::Add(n) = cmd {
-            self.0 += n;
+    async fn handle(&mut self, cmd: Cmd, _ctx: &mut EntityContext<Self>) {
+        match cmd {
+            Cmd::Add(n) => self.0 += n,
+            Cmd::Get(reply_to) => reply_to.send(self.0),
         }
-        self.0
     }
 }
 

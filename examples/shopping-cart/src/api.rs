@@ -27,7 +27,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use shardik::{AskError, Sharding, ShardingError};
 
-use crate::cart::{CART, CartCommand, CartError, Summary, check_item, check_quantity};
+use crate::cart::{CART, CartCommand, CartError, CartRequest, Summary, check_item, check_quantity};
 
 /// The longest cart id, in bytes.
 pub const MAX_CART_ID_LEN: usize = 256;
@@ -152,7 +152,10 @@ impl Api {
             return bad_request(format!("a cart id is 1 to {MAX_CART_ID_LEN} bytes"));
         }
         let answer = match self.sharding.entity_ref_for(CART, &id) {
-            Ok(cart) => cart.ask_result(cmd, self.ask_timeout).await,
+            Ok(cart) => {
+                cart.ask_result(CartRequest::of(cmd), self.ask_timeout)
+                    .await
+            }
             Err(e) => Err(AskError::Sharding(e)),
         };
         match answer {

@@ -17,7 +17,7 @@ use shardik::persistence::{
     Effect, EventSourced, EventSourcedContext, EventSourcedEntity, EventSourcedKind, Persistence,
     Retention,
 };
-use shardik::{EntityKind, EntityTypeKey};
+use shardik::{EntityKind, EntityTypeKey, ReplyTo};
 
 /// Why a cart refuses a command: the cart's own error type, carried to the asker by serde
 /// (on any node) and matched by the HTTP API. A refused command changed nothing.
@@ -67,6 +67,27 @@ pub const SNAPSHOT_EVERY: u64 = 100;
 
 /// The longest item name, in bytes.
 pub const MAX_ITEM_LEN: usize = 256;
+
+/// A cart's answer: what it holds now, or why it refused.
+pub type CartAnswer = Result<Summary, CartError>;
+
+/// What a cart is sent: a command and where its answer goes. Every command of a cart is
+/// answered the same way, so the `ReplyTo` travels beside the command rather than inside each
+/// variant; [`CartRequest::of`] makes the function `ask_result` takes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct CartRequest {
+    /// What to do.
+    pub command: CartCommand,
+    /// Where the answer goes.
+    pub reply_to: ReplyTo<CartAnswer>,
+}
+
+impl CartRequest {
+    /// `command`, asked: `cart.ask_result(CartRequest::of(command), timeout)`.
+    pub fn of(command: CartCommand) -> impl FnOnce(ReplyTo<CartAnswer>) -> CartRequest {
+        move |reply_to| CartRequest { command, reply_to }
+    }
+}
 
 /// What a cart is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,18 +244,21 @@ fn now_ms() -> u64 {
 }
 
 impl EventSourcedEntity for Cart {
-    type Command = CartCommand;
+    type Command = CartRequest;
     type Event = CartEvent;
-    type Reply = Result<Summary, CartError>;
 
     fn handle_command(
         &self,
-        cmd: CartCommand,
+        request: CartRequest,
         ctx: &mut EventSourcedContext<Self>,
     ) -> Effect<Self> {
+        let CartRequest {
+            command: cmd,
+            reply_to,
+        } = request;
         let node = ctx.node().address.to_string();
         if let Some(why) = self.refusal(&cmd) {
-            return Effect::reply(Err(why));
+            return Effect::reply(reply_to, Err(why));
         }
         let event = match cmd {
             CartCommand::AddItem { item, quantity } => CartEvent::ItemAdded { item, quantity },
@@ -243,7 +267,7 @@ impl EventSourcedEntity for Cart {
             CartCommand::AdjustQuantity { item, quantity }
                 if self.items.get(&item) == Some(&quantity) =>
             {
-                return Effect::reply(Ok(self.summary(&node)));
+                return Effect::reply(reply_to, Ok(self.summary(&node)));
             }
             CartCommand::AdjustQuantity { item, quantity } => {
                 CartEvent::QuantityAdjusted { item, quantity }
@@ -251,9 +275,9 @@ impl EventSourcedEntity for Cart {
             // The wall clock is read here, when deciding, and the time is recorded in the
             // event: replaying the event later must give the same cart.
             CartCommand::Checkout => CartEvent::CheckedOut { at_ms: now_ms() },
-            CartCommand::Get => return Effect::reply(Ok(self.summary(&node))),
+            CartCommand::Get => return Effect::reply(reply_to, Ok(self.summary(&node))),
         };
-        Effect::persist(event, move |cart: &Self| Ok(cart.summary(&node)))
+        Self::persist(event).then_reply(reply_to, move |cart| Ok(cart.summary(&node)))
     }
 
     fn apply_event(&mut self, event: &CartEvent) {
@@ -297,11 +321,13 @@ mod tests {
 
     /// Runs `cmd` on `cart` as the runtime would once the events are written: the events the
     /// handler decided, and the answer made from the cart after them.
-    fn run(cart: &mut Cart, cmd: CartCommand) -> (Vec<CartEvent>, Result<Summary, CartError>) {
+    fn run(cart: &mut Cart, cmd: CartCommand) -> (Vec<CartEvent>, CartAnswer) {
         let mut ctx = EventSourcedContext::<Cart>::detached("cart-1");
-        let effect = cart.handle_command(cmd, &mut ctx);
+        let (reply_to, answer) = ReplyTo::detached();
+        let effect = cart.handle_command(CartRequest::of(cmd)(reply_to), &mut ctx);
         let events = effect.events().to_vec();
-        (events, effect.run(cart))
+        effect.run(cart);
+        (events, answer.take().expect("every command is answered"))
     }
 
     fn add(item: &str, quantity: u32) -> CartCommand {
@@ -327,14 +353,14 @@ mod tests {
     }
 
     /// The refusal's reason; panics on a success.
-    fn refused(reply: Result<Summary, CartError>) -> String {
+    fn refused(reply: CartAnswer) -> String {
         match reply {
             Err(why) => why.to_string(),
             Ok(s) => panic!("expected a refusal, got {s:?}"),
         }
     }
 
-    fn success(reply: Result<Summary, CartError>) -> Summary {
+    fn success(reply: CartAnswer) -> Summary {
         match reply {
             Ok(s) => s,
             Err(why) => panic!("expected a success, refused: {why}"),

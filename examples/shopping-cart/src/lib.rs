@@ -15,4 +15,6 @@ pub mod api;
 pub mod cart;
 pub mod load;
 
-pub use cart::{CART, Cart, CartCommand, CartEvent, Summary, cart_kind};
+pub use cart::{
+    CART, Cart, CartAnswer, CartCommand, CartError, CartEvent, CartRequest, Summary, cart_kind,
+};

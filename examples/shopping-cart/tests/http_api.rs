@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use shardik::persistence::{MemoryStore, Persistence, Store};
 use shardik::{Node, Settings};
 use shopping_cart::cart::{SNAPSHOT_EVERY, TAG};
-use shopping_cart::{CART, Cart, CartCommand, api, cart_kind};
+use shopping_cart::{CART, Cart, CartCommand, CartRequest, api, cart_kind};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -212,14 +212,19 @@ async fn a_busy_cart_is_snapshotted_every_100_events_and_keeps_its_tagged_events
         item: "socks".into(),
         quantity: 1,
     };
-    cart.ask_result(add, TIMEOUT).await.unwrap();
+    cart.ask_result(CartRequest::of(add), TIMEOUT)
+        .await
+        .unwrap();
     // Event k (k >= 2) sets the quantity to k: 150 events in all.
     for quantity in 2..=150 {
         let adjust = CartCommand::AdjustQuantity {
             item: "socks".into(),
             quantity,
         };
-        let summary = cart.ask_result(adjust, TIMEOUT).await.unwrap();
+        let summary = cart
+            .ask_result(CartRequest::of(adjust), TIMEOUT)
+            .await
+            .unwrap();
         assert_eq!(summary.items["socks"], quantity);
     }
 

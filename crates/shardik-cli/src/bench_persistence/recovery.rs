@@ -142,7 +142,7 @@ async fn fill(entity: &Ref, events: u64, chunk: u64) -> anyhow::Result<()> {
         let n = chunk.min(events - written);
         let count = u32::try_from(n).context("too many events per command")?;
         let value = entity
-            .ask(CounterCmd::Add(count), ASK_TIMEOUT)
+            .ask(|r| CounterCmd::Add(count, r), ASK_TIMEOUT)
             .await
             .with_context(|| format!("{}: filling the journal failed", entity.entity_id()))?;
         written += n;

@@ -20,8 +20,8 @@ use anyhow::bail;
 use tokio::sync::Notify;
 
 use super::{
-    ASK_TIMEOUT, Probe, Ref, Region, RemoteSetup, SendMode, closed_loop_asks, tell_round_robin,
-    unix_ns,
+    ASK_TIMEOUT, Probe, Ref, Region, RemoteSetup, SendMode, TallyCmd, closed_loop_asks,
+    tell_round_robin, unix_ns,
 };
 use crate::bench_support::{ClosedLoop, Throughput};
 use crate::bench_tls::BenchCerts;
@@ -223,7 +223,7 @@ impl Probe for Arc<Turns> {
 /// Asks every entity of `refs` once, so that the turns find them running.
 pub(super) async fn activate_turn_entities(refs: &[Ref<()>]) -> anyhow::Result<()> {
     for r in refs {
-        r.ask(0, ASK_TIMEOUT).await?;
+        r.ask(TallyCmd::Read, ASK_TIMEOUT).await?;
     }
     Ok(())
 }

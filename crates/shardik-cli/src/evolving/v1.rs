@@ -1,13 +1,17 @@
 //! Version 1 of the demo's command and reply.
 
 use serde::{Deserialize, Serialize};
-use shardik_runtime::sharding::{EntityContext, SyncEntity};
+use shardik_runtime::sharding::{Cbor, EntityContext, ReplyTo, SyncEntity};
 
 use super::{SetRequest, Version};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Command {
-    Set { name: String, value: u64 },
+    Set {
+        name: String,
+        value: u64,
+        reply_to: ReplyTo<Seen, Cbor>,
+    },
 }
 
 /// What the entity read, and where it ran.
@@ -23,27 +27,33 @@ pub struct Evolving;
 
 impl SyncEntity for Evolving {
     type Command = Command;
-    type Reply = Seen;
 
-    fn handle(&mut self, cmd: Command, ctx: &mut EntityContext<Self>) -> Seen {
-        let Command::Set { name, value } = cmd;
-        Seen {
+    fn handle(&mut self, cmd: Command, ctx: &mut EntityContext<Self>) {
+        let Command::Set {
+            name,
+            value,
+            reply_to,
+        } = cmd;
+        reply_to.send(Seen {
             host: ctx.node().address.to_string(),
             version: Self::NAME.into(),
             name,
             value,
-        }
+        });
     }
 }
 
 impl Version for Evolving {
     const NAME: &'static str = "v1";
 
+    type Seen = Seen;
+
     /// Version 1 has no note to send.
-    fn command(request: SetRequest) -> Command {
+    fn command(request: SetRequest, reply_to: ReplyTo<Seen, Cbor>) -> Command {
         Command::Set {
             name: request.name,
             value: request.value,
+            reply_to,
         }
     }
 

@@ -2,7 +2,7 @@
 //! version 1's messages still read.
 
 use serde::{Deserialize, Serialize};
-use shardik_runtime::sharding::{EntityContext, SyncEntity};
+use shardik_runtime::sharding::{Cbor, EntityContext, ReplyTo, SyncEntity};
 
 use super::{SetRequest, Version};
 
@@ -11,6 +11,7 @@ pub enum Command {
     Set {
         name: String,
         value: u64,
+        reply_to: ReplyTo<Seen, Cbor>,
         #[serde(default)]
         note: Option<String>,
     },
@@ -31,27 +32,34 @@ pub struct Evolving;
 
 impl SyncEntity for Evolving {
     type Command = Command;
-    type Reply = Seen;
 
-    fn handle(&mut self, cmd: Command, ctx: &mut EntityContext<Self>) -> Seen {
-        let Command::Set { name, value, note } = cmd;
-        Seen {
+    fn handle(&mut self, cmd: Command, ctx: &mut EntityContext<Self>) {
+        let Command::Set {
+            name,
+            value,
+            reply_to,
+            note,
+        } = cmd;
+        reply_to.send(Seen {
             host: ctx.node().address.to_string(),
             version: Self::NAME.into(),
             name,
             value,
             note,
-        }
+        });
     }
 }
 
 impl Version for Evolving {
     const NAME: &'static str = "v2";
 
-    fn command(request: SetRequest) -> Command {
+    type Seen = Seen;
+
+    fn command(request: SetRequest, reply_to: ReplyTo<Seen, Cbor>) -> Command {
         Command::Set {
             name: request.name,
             value: request.value,
+            reply_to,
             note: request.note,
         }
     }

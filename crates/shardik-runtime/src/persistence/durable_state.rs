@@ -10,20 +10,52 @@ use serde::de::DeserializeOwned;
 use shardik_persistence::{StoredState, persistence_id};
 
 use super::codec::StorageCodec;
-use super::{Persistence, ReplyFromState};
+use super::{AfterWrite, Persistence};
 use crate::sharding::{
-    Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, reply_or_panic,
+    Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
+    done_or_panic,
 };
 
 /// An entity whose whole state is stored after each change (Akka's `DurableStateBehavior`).
-/// The entity value is the state; the command handler reads it and decides.
+/// The entity value is the state; the command handler reads it and decides. Replies go
+/// through the [`ReplyTo`] a command carries, once the new state is stored
+/// ([`StateEffect::then_reply`]).
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// # use shardik_runtime::facade as shardik;
+/// use shardik::ReplyTo;
+/// use shardik::persistence::{DurableStateContext, DurableStateEntity, StateEffect};
+///
+/// #[derive(Default, Serialize, Deserialize)]
+/// struct Profile {
+///     name: String,
+/// }
+///
+/// #[derive(Serialize, Deserialize)]
+/// enum Cmd {
+///     Rename(String, ReplyTo<()>),
+///     Name(ReplyTo<String>),
+/// }
+///
+/// impl DurableStateEntity for Profile {
+///     type Command = Cmd;
+///     fn handle_command(&self, cmd: Cmd, _ctx: &mut DurableStateContext<Self>) -> StateEffect<Self> {
+///         match cmd {
+///             Cmd::Rename(name, reply_to) => {
+///                 StateEffect::persist(Profile { name }).then_reply(reply_to, |_| ())
+///             }
+///             Cmd::Name(reply_to) => StateEffect::reply(reply_to, self.name.clone()),
+///         }
+///     }
+/// }
+/// ```
 pub trait DurableStateEntity: Serialize + DeserializeOwned + Send + 'static {
-    /// What the entity is told or asked.
+    /// What the entity is told or asked (answers go through a [`ReplyTo`] inside).
     type Command: Serialize + DeserializeOwned + Send + 'static;
-    /// What it answers.
-    type Reply: Serialize + DeserializeOwned + Send + 'static;
 
-    /// Decides what `cmd` does: a new state to store, then a reply, or a reply alone.
+    /// Decides what `cmd` does: a new state to store and what to do once it is stored, or
+    /// nothing to store.
     fn handle_command(
         &self,
         cmd: Self::Command,
@@ -34,30 +66,63 @@ pub trait DurableStateEntity: Serialize + DeserializeOwned + Send + 'static {
 /// The context a durable-state command handler gets.
 pub type DurableStateContext<B> = EntityContext<DurableState<B>>;
 
-/// What a durable-state command handler decided: a new state to store and the reply to make
-/// once it is stored, or a reply alone. To stop the entity after the effect, call
-/// `ctx.passivate()` in the handler.
+/// What a durable-state command handler decided: a new state to store and what to do once it
+/// is stored (replies made from it, side effects), or nothing to store. To stop the entity
+/// after the effect, call `ctx.passivate()` in the handler. A write the store refuses or
+/// loses fails the command: nothing after it runs, and an asker waiting on the command gets
+/// [`ShardingError::EntityFailed`](crate::sharding::ShardingError::EntityFailed).
 #[must_use = "an effect does nothing unless returned from the command handler"]
 pub struct StateEffect<B: DurableStateEntity> {
     new_state: Option<B>,
-    reply: ReplyFromState<B, B::Reply>,
+    then: Vec<AfterWrite<B>>,
 }
 
 impl<B: DurableStateEntity> StateEffect<B> {
-    /// Stores `state` as the entity's new state, then answers what `reply` makes of it.
-    pub fn persist(state: B, reply: impl FnOnce(&B) -> B::Reply + Send + 'static) -> Self {
+    /// Stores `state` as the entity's new state (then what
+    /// [`then_reply`](Self::then_reply) and [`then_run`](Self::then_run) add).
+    pub fn persist(state: B) -> Self {
         StateEffect {
             new_state: Some(state),
-            reply: Box::new(reply),
+            then: Vec::new(),
         }
     }
 
-    /// Answers `reply` and stores nothing.
-    pub fn reply(reply: B::Reply) -> Self {
+    /// Stores nothing and answers nothing.
+    pub fn none() -> Self {
         StateEffect {
             new_state: None,
-            reply: Box::new(move |_| reply),
+            then: Vec::new(),
         }
+    }
+
+    /// Stores nothing and answers `answer` at once.
+    pub fn reply<R, C>(reply_to: ReplyTo<R, C>, answer: R) -> Self
+    where
+        R: Serialize + Send + 'static,
+        C: Codec + Default + 'static,
+    {
+        StateEffect::none().then_reply(reply_to, move |_| answer)
+    }
+
+    /// Once the state is stored, answers what `answer` makes of it.
+    pub fn then_reply<R, C>(
+        mut self,
+        reply_to: ReplyTo<R, C>,
+        answer: impl FnOnce(&B) -> R + Send + 'static,
+    ) -> Self
+    where
+        R: Serialize + Send + 'static,
+        C: Codec + Default + 'static,
+    {
+        self.then
+            .push(Box::new(move |state| reply_to.send(answer(state))));
+        self
+    }
+
+    /// Once the state is stored, runs `f` on it: a side effect.
+    pub fn then_run(mut self, f: impl FnOnce(&B) + Send + 'static) -> Self {
+        self.then.push(Box::new(f));
+        self
     }
 }
 
@@ -170,25 +235,28 @@ impl<B: DurableStateEntity> DurableState<B> {
 
 impl<B: DurableStateEntity> Entity for DurableState<B> {
     type Command = B::Command;
-    type Reply = B::Reply;
 
-    async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) -> B::Reply {
-        reply_or_panic(self.try_handle(cmd, ctx).await)
+    async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) {
+        done_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(
         &mut self,
         cmd: B::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> Result<B::Reply, EntityFailure> {
+    ) -> Result<(), EntityFailure> {
         if !self.loaded {
             self.load(ctx.entity_id()).await?;
         }
-        let StateEffect { new_state, reply } = self.state.handle_command(cmd, ctx);
+        let StateEffect { new_state, then } = self.state.handle_command(cmd, ctx);
         if let Some(state) = new_state {
             let fence = ctx.fence().cloned();
+            // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
             self.store(ctx.entity_id(), state, fence).await?;
         }
-        Ok(reply(&self.state))
+        for then in then {
+            then(&self.state);
+        }
+        Ok(())
     }
 }

@@ -22,62 +22,82 @@ use super::adapter::{
     JournalEvent,
 };
 use super::codec::StorageCodec;
-use super::{Persistence, ReplyFromState};
+use super::{AfterWrite, Persistence};
 use crate::sharding::{
-    Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, reply_or_panic,
+    Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
+    done_or_panic,
 };
 
 /// An entity whose state is the fold of its events (Akka's `EventSourcedBehavior`). The
 /// entity value is the state: [`handle_command`](Self::handle_command) reads it and decides,
 /// [`apply_event`](Self::apply_event) is the only place it changes.
 ///
+/// Replies go through the [`ReplyTo`] a command carries, once what the command persisted is
+/// durable: [`Effect::then_reply`] (Akka's `thenReply`). A refusal is a reply too (a
+/// `Result` with the entity's own error type), and a command that answers nothing says
+/// [`Effect::none`].
+///
 /// ```
 /// use serde::{Deserialize, Serialize};
 /// # use shardik_runtime::facade as shardik;
+/// use shardik::ReplyTo;
 /// use shardik::persistence::{Effect, EventSourcedContext, EventSourcedEntity};
 ///
 /// #[derive(Serialize, Deserialize)]
-/// enum Cmd { Add(u64), Get }
+/// enum Cmd {
+///     Add(u64, ReplyTo<u64>),
+///     Get(ReplyTo<u64>),
+///     Reset,
+/// }
 /// #[derive(Serialize, Deserialize)]
-/// struct Added(u64);
+/// enum Event {
+///     Added(u64),
+///     Reset,
+/// }
 ///
-/// #[derive(Default, Serialize, Deserialize)]
+/// #[derive(Default)]
 /// struct Counter(u64);
 ///
 /// impl EventSourcedEntity for Counter {
 ///     type Command = Cmd;
-///     type Event = Added;
-///     type Reply = u64;
+///     type Event = Event;
 ///     fn handle_command(&self, cmd: Cmd, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
 ///         match cmd {
-///             // The state's type is named: Rust cannot infer it for the closure here.
-///             Cmd::Add(n) => Effect::persist(Added(n), |state: &Self| state.0),
-///             Cmd::Get => Effect::reply(self.0),
+///             // Self::persist, not Effect::persist: with the state's type known, the reply's
+///             // closure needs no annotation.
+///             Cmd::Add(n, reply_to) => Self::persist(Event::Added(n)).then_reply(reply_to, |s| s.0),
+///             Cmd::Get(reply_to) => Effect::reply(reply_to, self.0),
+///             Cmd::Reset if self.0 == 0 => Effect::none(),
+///             Cmd::Reset => Self::persist(Event::Reset),
 ///         }
 ///     }
-///     fn apply_event(&mut self, Added(n): &Added) {
-///         self.0 += n;
+///     fn apply_event(&mut self, event: &Event) {
+///         match event {
+///             Event::Added(n) => self.0 += n,
+///             Event::Reset => self.0 = 0,
+///         }
 ///     }
 /// }
 ///
 /// // The handlers are functions of values: test them without a node or a store.
 /// let mut ctx = EventSourcedContext::<Counter>::detached("c1");
 /// let mut state = Counter::default();
-/// let effect = state.handle_command(Cmd::Add(2), &mut ctx);
+/// let (reply_to, answer) = ReplyTo::detached();
+/// let effect = state.handle_command(Cmd::Add(2, reply_to), &mut ctx);
 /// assert_eq!(effect.events().len(), 1);
-/// assert_eq!(effect.run(&mut state), 2); // applies the events, then makes the reply
+/// effect.run(&mut state); // applies the events, then replies
+/// assert_eq!(answer.take(), Some(2));
 /// ```
 pub trait EventSourcedEntity: Sized + Send + 'static {
-    /// What the entity is told or asked.
+    /// What the entity is told or asked (answers go through a [`ReplyTo`] inside).
     type Command: Serialize + DeserializeOwned + Send + 'static;
     /// What it records.
     type Event: Serialize + DeserializeOwned + Send + 'static;
-    /// What it answers.
-    type Reply: Serialize + DeserializeOwned + Send + 'static;
 
-    /// Decides what `cmd` does: events to persist, then a reply, or a reply alone. Must not
-    /// change the state (the state changes only by [`apply_event`](Self::apply_event), so that
-    /// recovery rebuilds exactly what was answered).
+    /// Decides what `cmd` does: events to persist and what to do once they are written, or
+    /// nothing to persist. Must not change the state (the state changes only by
+    /// [`apply_event`](Self::apply_event), so that recovery rebuilds exactly what was
+    /// answered).
     fn handle_command(
         &self,
         cmd: Self::Command,
@@ -91,52 +111,98 @@ pub trait EventSourcedEntity: Sized + Send + 'static {
     fn tags(&self, _event: &Self::Event) -> Vec<String> {
         Vec::new()
     }
+
+    /// [`Effect::persist`] with the state's type known, so that the closures of
+    /// [`then_reply`](Effect::then_reply) and [`then_run`](Effect::then_run) need no type
+    /// annotation (`Effect::persist(e).then_reply(r, |s| ..)` leaves Rust without the type of
+    /// `s`). Not meant to be implemented.
+    fn persist(event: Self::Event) -> Effect<Self> {
+        Effect::persist(event)
+    }
+
+    /// [`Effect::persist_all`] with the state's type known (see [`persist`](Self::persist)).
+    /// Not meant to be implemented.
+    fn persist_all(events: impl IntoIterator<Item = Self::Event>) -> Effect<Self> {
+        Effect::persist_all(events)
+    }
 }
 
 /// The context an event-sourced command handler gets: the entity's id, timers, messages to
 /// itself, passivation (see [`EntityContext`]).
 pub type EventSourcedContext<B> = EntityContext<EventSourced<B>>;
 
-/// What a command handler decided (Akka's `Effect`): events to persist and the reply to make
-/// once they are written, or a reply alone. To stop the entity after the effect, call
-/// `ctx.passivate()` in the handler (Akka's `thenStop`).
+/// What a command handler decided (Akka's `Effect`): events to persist, and what to do once
+/// they are written (replies made from the new state, side effects), in the order given. To
+/// stop the entity after the effect, call `ctx.passivate()` in the handler (Akka's
+/// `thenStop`).
 ///
-/// The reply is a function of the state after the events were applied (Akka's `thenReply`).
-/// With a [`ReplyTo`](crate::sharding::ReplyTo) in the command, send through it there and
-/// answer `()`.
+/// A write the store refuses or loses fails the command instead: nothing after it runs, and
+/// an asker waiting on the command gets
+/// [`ShardingError::EntityFailed`](crate::sharding::ShardingError::EntityFailed).
 #[must_use = "an effect does nothing unless returned from the command handler"]
 pub struct Effect<B: EventSourcedEntity> {
     events: Vec<B::Event>,
-    reply: ReplyFromState<B, B::Reply>,
+    then: Vec<AfterWrite<B>>,
 }
 
 impl<B: EventSourcedEntity> Effect<B> {
-    /// Persists `event`, then answers what `reply` makes of the new state.
-    pub fn persist(event: B::Event, reply: impl FnOnce(&B) -> B::Reply + Send + 'static) -> Self {
+    /// Persists `event` (then what [`then_reply`](Self::then_reply) and
+    /// [`then_run`](Self::then_run) add). In a command handler, `Self::persist` is the same
+    /// with the state's type known.
+    pub fn persist(event: B::Event) -> Self {
         Effect {
             events: vec![event],
-            reply: Box::new(reply),
+            then: Vec::new(),
         }
     }
 
-    /// Persists `events` atomically (all or none), in order, then answers what `reply` makes
-    /// of the new state.
-    pub fn persist_all(
-        events: impl IntoIterator<Item = B::Event>,
-        reply: impl FnOnce(&B) -> B::Reply + Send + 'static,
-    ) -> Self {
+    /// Persists `events` atomically (all or none), in order.
+    pub fn persist_all(events: impl IntoIterator<Item = B::Event>) -> Self {
         Effect {
             events: events.into_iter().collect(),
-            reply: Box::new(reply),
+            then: Vec::new(),
         }
     }
 
-    /// Answers `reply` without persisting anything.
-    pub fn reply(reply: B::Reply) -> Self {
+    /// Persists nothing and answers nothing (Akka's `Effect.none`): a command with no
+    /// `ReplyTo`, or one whose `ReplyTo` is kept to answer later.
+    pub fn none() -> Self {
         Effect {
             events: Vec::new(),
-            reply: Box::new(move |_| reply),
+            then: Vec::new(),
         }
+    }
+
+    /// Persists nothing and answers `answer` at once (Akka's `Effect.reply`).
+    pub fn reply<R, C>(reply_to: ReplyTo<R, C>, answer: R) -> Self
+    where
+        R: Serialize + Send + 'static,
+        C: Codec + Default + 'static,
+    {
+        Effect::none().then_reply(reply_to, move |_| answer)
+    }
+
+    /// Once the events are written and applied, answers what `answer` makes of the new state
+    /// (Akka's `thenReply`).
+    pub fn then_reply<R, C>(
+        mut self,
+        reply_to: ReplyTo<R, C>,
+        answer: impl FnOnce(&B) -> R + Send + 'static,
+    ) -> Self
+    where
+        R: Serialize + Send + 'static,
+        C: Codec + Default + 'static,
+    {
+        self.then
+            .push(Box::new(move |state| reply_to.send(answer(state))));
+        self
+    }
+
+    /// Once the events are written and applied, runs `f` on the new state (Akka's
+    /// `thenRun`): a side effect, such as telling another entity.
+    pub fn then_run(mut self, f: impl FnOnce(&B) + Send + 'static) -> Self {
+        self.then.push(Box::new(f));
+        self
     }
 
     /// The events this effect persists, in order (none for a reply alone).
@@ -146,12 +212,15 @@ impl<B: EventSourcedEntity> Effect<B> {
 
     /// What the runtime does once the events are written, on a state value and without a
     /// store: applies the events to `state` with [`apply_event`](EventSourcedEntity::apply_event),
-    /// then makes the reply from the result. For unit tests of command handlers.
-    pub fn run(self, state: &mut B) -> B::Reply {
+    /// then runs what comes after (replies, side effects) on the result. For unit tests of
+    /// command handlers (with [`ReplyTo::detached`]).
+    pub fn run(self, state: &mut B) {
         for event in &self.events {
             state.apply_event(event);
         }
-        (self.reply)(state)
+        for then in self.then {
+            then(state);
+        }
     }
 }
 
@@ -459,25 +528,28 @@ impl<B: EventSourcedEntity> EventSourced<B> {
 
 impl<B: EventSourcedEntity> Entity for EventSourced<B> {
     type Command = B::Command;
-    type Reply = B::Reply;
 
-    async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) -> B::Reply {
-        reply_or_panic(self.try_handle(cmd, ctx).await)
+    async fn handle(&mut self, cmd: B::Command, ctx: &mut EntityContext<Self>) {
+        done_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(
         &mut self,
         cmd: B::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> Result<B::Reply, EntityFailure> {
+    ) -> Result<(), EntityFailure> {
         if self.journal.is_none() {
             self.journal = Some(self.recover(ctx.entity_id()).await?);
         }
-        let Effect { events, reply } = self.state.handle_command(cmd, ctx);
+        let Effect { events, then } = self.state.handle_command(cmd, ctx);
         if !events.is_empty() {
             let fence = ctx.fence().cloned();
+            // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
             self.persist(events, fence).await?;
         }
-        Ok(reply(&self.state))
+        for then in then {
+            then(&self.state);
+        }
+        Ok(())
     }
 }

@@ -28,9 +28,9 @@ pub use shardik_persistence::{MemoryStore, Retention, Store, StoreError};
 
 use journal::JournalWriter;
 
-/// Makes a command's reply from the entity's state once what the command persisted is
-/// written.
-pub(crate) type ReplyFromState<B, R> = Box<dyn FnOnce(&B) -> R + Send>;
+/// What runs on the entity's state once what a command persisted is written: a reply through
+/// the command's `ReplyTo`, or a side effect.
+pub(crate) type AfterWrite<B> = Box<dyn FnOnce(&B) + Send>;
 
 /// One store and this node's journal writer over it; clones share both.
 #[derive(Clone)]

@@ -19,11 +19,21 @@ use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 ///
 /// Commands to one entity are handled one at a time, in arrival order; different entities run
 /// concurrently. An idle entity is just its value in a map: it has no task and no mailbox.
+///
+/// # Replies
+///
+/// A command that wants an answer carries a [`ReplyTo`](super::ReplyTo) of the answer's type,
+/// and the entity answers through it; [`EntityRef::ask`](super::EntityRef::ask) builds the
+/// command around one (Akka Typed's `ask(replyTo => ...)`). This is the one reply model, and
+/// it covers both cases: a command with "the" reply of the entity carries a `ReplyTo` of that
+/// type, and each command may carry its own reply type. Nothing is invented for a command
+/// that answers nothing (a tell carries no `ReplyTo`), an answer may be sent later (after a
+/// write, or once another entity answered) or by someone else (the `ReplyTo` travels), and a
+/// refusal is just a reply type such as `Result<T, MyError>`
+/// ([`EntityRef::ask_result`](super::EntityRef::ask_result)).
 pub trait Entity: Sized + Send + 'static {
     /// What the entity is told or asked.
     type Command: Serialize + DeserializeOwned + Send + 'static;
-    /// What it answers.
-    type Reply: Serialize + DeserializeOwned + Send + 'static;
 
     /// Handles one command. `ctx` names the entity and lets it ask to be passivated, send
     /// commands to itself, start timers and set a receive timeout.
@@ -31,24 +41,29 @@ pub trait Entity: Sized + Send + 'static {
         &mut self,
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> impl Future<Output = Self::Reply> + Send;
+    ) -> impl Future<Output = ()> + Send;
 
-    /// Handles one command, or fails as a whole: on `Err`, the asker gets
-    /// [`ShardingError::EntityFailed`] with the failure's text, and this incarnation of the
-    /// entity is dropped (what it did not make durable is gone; the next command starts a new
-    /// one). The runtime calls this; the default calls [`handle`](Self::handle) and never
-    /// fails. Durable entities (event sourced, durable state) fail this way when the store
-    /// refuses or loses a write.
+    /// Handles one command, or fails as a whole: on `Err`, an asker waiting on this command
+    /// gets [`ShardingError::EntityFailed`] with the failure's text (unless the entity
+    /// answered it first), and this incarnation of the entity is dropped (what it did not make
+    /// durable is gone; the next command starts a new one). The runtime calls this; the
+    /// default calls [`handle`](Self::handle) and never fails. Durable entities (event
+    /// sourced, durable state) fail this way when the store refuses or loses a write.
     fn try_handle(
         &mut self,
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> impl Future<Output = Result<Self::Reply, EntityFailure>> + Send {
-        async move { Ok(self.handle(cmd, ctx).await) }
+    ) -> impl Future<Output = Result<(), EntityFailure>> + Send {
+        async move {
+            self.handle(cmd, ctx).await;
+            Ok(())
+        }
     }
 
-    /// Whether [`handle_now`](Self::handle_now) handles every command. Set by the
-    /// implementation for [`SyncEntity`]; not meant to be set by hand.
+    /// Whether [`handle_now`](Self::handle_now) handles every command: set by the
+    /// implementation for [`SyncEntity`], so that the runtime can call a handler that never
+    /// awaits without making a future (Rust has no specialization to find that out
+    /// otherwise). Not meant to be set by hand.
     #[doc(hidden)]
     const HANDLES_NOW: bool = false;
 
@@ -59,7 +74,7 @@ pub trait Entity: Sized + Send + 'static {
         &mut self,
         cmd: Self::Command,
         _ctx: &mut EntityContext<Self>,
-    ) -> Result<Self::Reply, Self::Command> {
+    ) -> Result<(), Self::Command> {
         Err(cmd)
     }
 }
@@ -68,45 +83,51 @@ pub trait Entity: Sized + Send + 'static {
 /// memory. Implement this instead of [`Entity`] (which every `SyncEntity` then is) and each
 /// command is handled by a plain call, without making, polling and dropping a future: the
 /// local path's largest cost once the entity is found. Everything else is as for [`Entity`]:
-/// one command at a time per entity, the same [`EntityContext`], a panic fails the
-/// incarnation as it does there.
+/// one command at a time per entity, the same [`EntityContext`], answers through a
+/// [`ReplyTo`](super::ReplyTo) in the command, a panic fails the incarnation as it does there.
 ///
 /// ```
 /// # use shardik_runtime::facade as shardik;
-/// use shardik::{EntityContext, SyncEntity};
+/// use serde::{Deserialize, Serialize};
+/// use shardik::{EntityContext, ReplyTo, SyncEntity};
+///
+/// #[derive(Serialize, Deserialize)]
+/// enum CounterCmd {
+///     Add(u64),
+///     Get(ReplyTo<u64>),
+/// }
 ///
 /// #[derive(Default)]
 /// struct Counter(u64);
 ///
 /// impl SyncEntity for Counter {
-///     type Command = u64;
-///     type Reply = u64;
-///     fn handle(&mut self, add: u64, _ctx: &mut EntityContext<Self>) -> u64 {
-///         self.0 += add;
-///         self.0
+///     type Command = CounterCmd;
+///     fn handle(&mut self, cmd: CounterCmd, _ctx: &mut EntityContext<Self>) {
+///         match cmd {
+///             CounterCmd::Add(n) => self.0 += n,
+///             CounterCmd::Get(reply_to) => reply_to.send(self.0),
+///         }
 ///     }
 /// }
 /// ```
 pub trait SyncEntity: Sized + Send + 'static {
     /// What the entity is told or asked.
     type Command: Serialize + DeserializeOwned + Send + 'static;
-    /// What it answers.
-    type Reply: Serialize + DeserializeOwned + Send + 'static;
 
     /// Handles one command, at once (see [`Entity::handle`] for `ctx`).
-    fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply;
+    fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>);
 }
 
 impl<T: SyncEntity> Entity for T {
     type Command = T::Command;
-    type Reply = T::Reply;
 
     fn handle(
         &mut self,
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> impl Future<Output = Self::Reply> + Send {
-        std::future::ready(SyncEntity::handle(self, cmd, ctx))
+    ) -> impl Future<Output = ()> + Send {
+        SyncEntity::handle(self, cmd, ctx);
+        std::future::ready(())
     }
 
     const HANDLES_NOW: bool = true;
@@ -115,8 +136,9 @@ impl<T: SyncEntity> Entity for T {
         &mut self,
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> Result<Self::Reply, Self::Command> {
-        Ok(SyncEntity::handle(self, cmd, ctx))
+    ) -> Result<(), Self::Command> {
+        SyncEntity::handle(self, cmd, ctx);
+        Ok(())
     }
 }
 
@@ -125,13 +147,12 @@ impl<T: SyncEntity> Entity for T {
 #[error("{0}")]
 pub struct EntityFailure(pub String);
 
-/// The reply of a `try_handle`, for an entity whose `handle` is only its `try_handle` called
+/// What a `try_handle` came to, for an entity whose `handle` is only its `try_handle` called
 /// directly (the runtime calls `try_handle`): a failure there is a panic, which the host turns
 /// into the same `EntityFailed` answer.
-pub(crate) fn reply_or_panic<R>(handled: Result<R, EntityFailure>) -> R {
-    match handled {
-        Ok(reply) => reply,
-        Err(failure) => panic!("{failure}"),
+pub(crate) fn done_or_panic(handled: Result<(), EntityFailure>) {
+    if let Err(failure) = handled {
+        panic!("{failure}")
     }
 }
 
@@ -215,8 +236,7 @@ impl<E: Entity> EntityContext<E> {
     /// # struct Cart;
     /// # impl Entity for Cart {
     /// #     type Command = u32;
-    /// #     type Reply = u32;
-    /// #     async fn handle(&mut self, c: u32, _: &mut EntityContext<Self>) -> u32 { c }
+    /// #     async fn handle(&mut self, _: u32, _: &mut EntityContext<Self>) {}
     /// # }
     /// let ctx = EntityContext::<Cart>::detached("cart-1");
     /// assert_eq!(ctx.entity_id(), "cart-1");
@@ -763,8 +783,7 @@ where
 /// # struct Cart;
 /// # impl Entity for Cart {
 /// #     type Command = u32;
-/// #     type Reply = u32;
-/// #     async fn handle(&mut self, c: u32, _: &mut EntityContext<Self>) -> u32 { c }
+/// #     async fn handle(&mut self, _: u32, _: &mut EntityContext<Self>) {}
 /// # }
 /// const CART: EntityTypeKey<Cart> = EntityTypeKey::new("cart");
 /// assert_eq!(CART.name(), "cart");

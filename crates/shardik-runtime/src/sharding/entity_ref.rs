@@ -57,7 +57,7 @@ pub struct EntityRegion<E: Entity> {
     pub(super) local: local_queue::Sender<LocalMsg<E>>,
     pub(super) control: mpsc::Sender<Control>,
     pub(super) shards: ShardIds,
-    /// The node's asks and answers, for `ask_with`.
+    /// The node's asks and answers, for `ask`.
     pub(super) replies: Arc<ReplyEndpoint>,
 }
 
@@ -191,7 +191,7 @@ impl<E: Entity> EntityRef<E> {
         &self.ids.id
     }
 
-    fn msg(&self, cmd: E::Command, reply: Option<LocalReply<E::Reply>>) -> LocalMsg<E> {
+    fn msg(&self, cmd: E::Command, reply: Option<LocalReply>) -> LocalMsg<E> {
         LocalMsg {
             ids: Arc::clone(&self.ids),
             cmd,
@@ -222,80 +222,39 @@ impl<E: Entity> EntityRef<E> {
             .map_err(|_| TellError::RegionStopped)
     }
 
-    /// As [`ask`](Self::ask), for an entity that answers `Result<T, Err>` (Akka's
-    /// `askWithStatus`, with the entity's own error type): a success gives its value, a
-    /// refusal is [`AskError::Refused`] with the entity's error, and a command that was not
-    /// answered is [`AskError::Sharding`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # use serde::{Deserialize, Serialize};
-    /// # use shardik_runtime::facade as shardik;
-    /// # use shardik::{AskError, EntityRef, SyncEntity, EntityContext};
-    /// #[derive(Debug, Serialize, Deserialize)]
-    /// enum AccountError {
-    ///     Insufficient { balance: u64 },
-    /// }
-    /// # #[derive(Serialize, Deserialize)]
-    /// # struct Withdraw(u64);
-    /// # struct Account(u64);
-    /// # impl SyncEntity for Account {
-    /// #     type Command = Withdraw;
-    /// #     type Reply = Result<u64, AccountError>;
-    /// #     fn handle(&mut self, Withdraw(n): Withdraw, _: &mut EntityContext<Self>) -> Self::Reply {
-    /// #         if n > self.0 { return Err(AccountError::Insufficient { balance: self.0 }) }
-    /// #         self.0 -= n;
-    /// #         Ok(self.0)
-    /// #     }
-    /// # }
-    /// # async fn run(account: EntityRef<Account>) {
-    /// match account.ask_result(Withdraw(25), Duration::from_secs(5)).await {
-    ///     Ok(balance) => println!("left: {balance}"),
-    ///     Err(AskError::Refused(AccountError::Insufficient { balance })) => {
-    ///         println!("only {balance} there")
-    ///     }
-    ///     Err(e) => println!("not answered: {e:?}"),
-    /// }
-    /// # }
-    /// ```
-    pub async fn ask_result<T, Err>(
-        &self,
-        cmd: E::Command,
-        timeout: Duration,
-    ) -> Result<T, AskError<Err>>
-    where
-        E: Entity<Reply = Result<T, Err>>,
-    {
-        self.ask(cmd, timeout).await?.map_err(AskError::Refused)
-    }
-
     /// Sends the command `make` builds around a [`ReplyTo`] and waits at most `timeout` for
-    /// the answer the entity sends through it (Akka's `ask(replyTo => Cmd(.., replyTo))`): each
-    /// command can have its own reply type. The command goes as a tell, so the entity's own
-    /// `Reply` is not used for it; an entity that never answers, or fails while handling the
-    /// command, makes the ask time out.
+    /// the answer the entity sends through it (Akka's `ask(replyTo => Cmd(.., replyTo))`).
+    /// Each command has the reply type its `ReplyTo` names.
+    ///
+    /// Fails with [`ShardingError::EntityFailed`] when the entity fails while handling the
+    /// command (a panic, a durable write refused or lost) before answering, with the reason a
+    /// dropped command was dropped for (its shard's node failed, the region stopped, ...), and
+    /// with [`ShardingError::Timeout`] when no answer came in time: the entity may have handled
+    /// the command without answering (it kept the `ReplyTo` to answer later, or dropped it).
     ///
     /// ```no_run
     /// # use std::time::Duration;
     /// # use serde::{Deserialize, Serialize};
     /// # use shardik_runtime::facade as shardik;
-    /// # use shardik::{Entity, EntityContext, EntityRef, ReplyTo};
-    /// # #[derive(Serialize, Deserialize)]
-    /// # enum AccountCmd { Balance(ReplyTo<u64>) }
+    /// # use shardik::{EntityContext, EntityRef, ReplyTo, SyncEntity};
+    /// #[derive(Serialize, Deserialize)]
+    /// enum AccountCmd {
+    ///     Deposit(u64),
+    ///     Balance(ReplyTo<u64>),
+    ///     History(ReplyTo<Vec<u64>>),
+    /// }
     /// # struct Account;
-    /// # impl Entity for Account {
+    /// # impl SyncEntity for Account {
     /// #     type Command = AccountCmd;
-    /// #     type Reply = ();
-    /// #     async fn handle(&mut self, cmd: AccountCmd, _: &mut EntityContext<Self>) {}
+    /// #     fn handle(&mut self, cmd: AccountCmd, _: &mut EntityContext<Self>) {}
     /// # }
     /// # async fn example(account: EntityRef<Account>) -> Result<(), shardik::ShardingError> {
-    /// let balance: u64 = account
-    ///     .ask_with(AccountCmd::Balance, Duration::from_secs(5))
-    ///     .await?;
+    /// let balance: u64 = account.ask(AccountCmd::Balance, Duration::from_secs(5)).await?;
+    /// let history: Vec<u64> = account.ask(AccountCmd::History, Duration::from_secs(5)).await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn ask_with<R, C>(
+    pub async fn ask<R, C>(
         &self,
         make: impl FnOnce(ReplyTo<R, C>) -> E::Command,
         timeout: Duration,
@@ -308,70 +267,149 @@ impl<E: Entity> EntityRef<E> {
             return Err(ShardingError::InvalidTimeout);
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let (tx, rx) = oneshot::channel();
-        let slot: reply_to::AnswerSlot<R> = Arc::new(Mutex::new(Some(tx)));
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let slot: reply_to::AnswerSlot<R> = Arc::new(Mutex::new(Some(answer_tx)));
         // Registered with the node's waiting asks in case the command, and the ReplyTo inside
-        // it, travel to another node: the answer then comes back encoded, by ask id.
+        // it, travel to another node: the answer (or that node's report of a failure) then
+        // comes back encoded, by ask id.
         let remote_slot = Arc::clone(&slot);
-        let ask_id = self
-            .region
-            .replies
-            .pending()
-            .register(deadline, move |answer| {
-                let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
-                reply_to::fill(&remote_slot, answer);
-            });
+        let replies = &self.region.replies;
+        let ask_id = replies.pending().register(deadline, move |answer| {
+            let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
+            reply_to::fill(&remote_slot, answer);
+        });
         let reply_to = ReplyTo::local(
             Arc::clone(&self.region.name),
             ask_id,
             slot,
-            Arc::clone(&self.region.replies),
+            Arc::clone(replies),
         );
-        let sent = tokio::time::timeout_at(
-            deadline,
-            self.region.local.send(self.msg(make(reply_to), None)),
-        )
-        .await;
-        let outcome = match sent {
-            Ok(Ok(())) => match tokio::time::timeout_at(deadline, rx).await {
-                Ok(Ok(answer)) => answer,
-                // No answer in time (the slot also closes when the expired entry is swept).
-                Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
-            },
-            Ok(Err(_)) => Err(ShardingError::RegionStopped),
-            Err(_) => Err(ShardingError::Timeout(timeout)),
+        let (handled_tx, handled_rx) = oneshot::channel();
+        let msg = self.msg(
+            make(reply_to),
+            Some(LocalReply {
+                ask_id,
+                tx: handled_tx,
+            }),
+        );
+        let outcome = match self.send_for_ask(msg, deadline).await {
+            Ok(()) => answer_or_failure(answer_rx, handled_rx, deadline)
+                .await
+                .map_err(|e| e.unwrap_or(ShardingError::Timeout(timeout))),
+            Err(e) => Err(e.unwrap_or(ShardingError::Timeout(timeout))),
         };
-        self.region.replies.pending().forget(ask_id.get());
+        replies.pending().forget(ask_id.get());
         outcome
     }
 
-    /// Sends `cmd` and waits at most `timeout` for the entity's reply.
-    pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
-        if timeout.is_zero() {
-            return Err(ShardingError::InvalidTimeout);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        let (tx, rx) = oneshot::channel();
-        let msg = self.msg(cmd, Some(LocalReply { tx, deadline }));
+    /// Puts an ask's message in the region's queue, waiting for room until `deadline`
+    /// (`Err(None)`: not in time).
+    async fn send_for_ask(
+        &self,
+        msg: LocalMsg<E>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), Option<ShardingError>> {
         // Usually the region's queue has room: no timer is needed to wait for it.
         match self.region.local.try_send(msg) {
-            Ok(()) => {}
-            Err(local_queue::TrySendError::Closed(_)) => return Err(ShardingError::RegionStopped),
+            Ok(()) => Ok(()),
+            Err(local_queue::TrySendError::Closed(_)) => Err(Some(ShardingError::RegionStopped)),
             Err(local_queue::TrySendError::Full(msg)) => {
                 match tokio::time::timeout_at(deadline, self.region.local.send(msg)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return Err(ShardingError::RegionStopped),
-                    Err(_) => return Err(ShardingError::Timeout(timeout)),
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(_)) => Err(Some(ShardingError::RegionStopped)),
+                    Err(_) => Err(None),
                 }
             }
         }
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(ShardingError::ShardUnavailable(
-                "the request was lost with its shard (node failure or force stop)".into(),
-            )),
-            Err(_) => Err(ShardingError::Timeout(timeout)),
+    }
+
+    /// As [`ask`](Self::ask), for a command answered with `Result<T, Err>` (Akka's
+    /// `askWithStatus`, with the entity's own error type): a success gives its value, a
+    /// refusal is [`AskError::Refused`] with the entity's error, and a command that was not
+    /// answered is [`AskError::Sharding`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use shardik_runtime::facade as shardik;
+    /// use shardik::{AskError, EntityContext, EntityRef, ReplyTo, SyncEntity};
+    ///
+    /// #[derive(Debug, Serialize, Deserialize)]
+    /// enum AccountError {
+    ///     Insufficient { balance: u64 },
+    /// }
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// enum AccountCmd {
+    ///     Withdraw(u64, ReplyTo<Result<u64, AccountError>>),
+    /// }
+    /// # struct Account(u64);
+    /// # impl SyncEntity for Account {
+    /// #     type Command = AccountCmd;
+    /// #     fn handle(&mut self, AccountCmd::Withdraw(n, reply_to): AccountCmd, _: &mut EntityContext<Self>) {
+    /// #         if n > self.0 {
+    /// #             return reply_to.send(Err(AccountError::Insufficient { balance: self.0 }));
+    /// #         }
+    /// #         self.0 -= n;
+    /// #         reply_to.send(Ok(self.0))
+    /// #     }
+    /// # }
+    /// # async fn run(account: EntityRef<Account>) {
+    /// let withdraw = |reply_to| AccountCmd::Withdraw(25, reply_to);
+    /// match account.ask_result(withdraw, Duration::from_secs(5)).await {
+    ///     Ok(balance) => println!("left: {balance}"),
+    ///     Err(AskError::Refused(AccountError::Insufficient { balance })) => {
+    ///         println!("only {balance} there")
+    ///     }
+    ///     Err(e) => println!("not answered: {e:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub async fn ask_result<T, Err, C>(
+        &self,
+        make: impl FnOnce(ReplyTo<Result<T, Err>, C>) -> E::Command,
+        timeout: Duration,
+    ) -> Result<T, AskError<Err>>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        Err: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        C: Codec + Default,
+    {
+        self.ask(make, timeout).await?.map_err(AskError::Refused)
+    }
+}
+
+/// Waits until `deadline` for an ask's answer, giving up early when the node that took the
+/// command reports that it was not handled (`handled` says `Err`). A command handled without
+/// an answer yet leaves the ask waiting: the entity may answer later. `Err(None)`: no answer
+/// in time.
+async fn answer_or_failure<R>(
+    mut answer: oneshot::Receiver<Result<R, ShardingError>>,
+    handled: oneshot::Receiver<Result<(), ShardingError>>,
+    deadline: tokio::time::Instant,
+) -> Result<R, Option<ShardingError>> {
+    let waited = tokio::time::timeout_at(deadline, async {
+        let mut handled = std::pin::pin!(handled);
+        let mut handled_done = false;
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut answer => return answer.ok(),
+                report = &mut handled, if !handled_done => {
+                    handled_done = true;
+                    // Not handled: the reason is the answer (unless an answer came first).
+                    if let Ok(Err(e)) = report {
+                        return Some(answer.try_recv().unwrap_or(Err(e)));
+                    }
+                }
+            }
         }
+    })
+    .await;
+    match waited {
+        Ok(Some(result)) => result.map_err(Some),
+        // The slot closed without an answer (the ask's entry expired), or the time is up.
+        Ok(None) | Err(_) => Err(None),
     }
 }
 
@@ -404,10 +442,7 @@ mod not_initialized_tests {
 
     impl Entity for Ponger {
         type Command = u32;
-        type Reply = u32;
-        async fn handle(&mut self, cmd: u32, _: &mut EntityContext<Self>) -> u32 {
-            cmd
-        }
+        async fn handle(&mut self, _: u32, _: &mut EntityContext<Self>) {}
     }
 
     #[test]

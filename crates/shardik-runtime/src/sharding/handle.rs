@@ -21,6 +21,7 @@ use super::init_error::StartError;
 use super::inner::Inner;
 use super::messages::{Control, RegionState};
 use super::pending::{PendingAsks, ReplyEndpoint};
+use super::resolve;
 use crate::handle::NodeHandle;
 use crate::node::RunningNode;
 use crate::transport::{InboundUser, UserInbound, UserSender};
@@ -99,6 +100,12 @@ impl Sharding {
             // Sharding starts inside the node's start, in its span.
             span: tracing::Span::current(),
         });
+        // Answers to this node's asks may hold entity references: they decode through its
+        // regions.
+        let resolver: resolve::Resolver = Arc::downgrade(&inner) as _;
+        inner.pending.set_decoding_context(Box::new(move |decode| {
+            resolve::decoding_with(&resolver, decode)
+        }));
         // Frames are dispatched by the connections' readers from now on; what the queue
         // holds already (sent before sharding started) is dispatched by a task of its own.
         let sink = inbound::InboundSink {

@@ -41,8 +41,10 @@ pub(crate) struct Hosted<E>(PhantomData<E>);
 impl<E: Entity> Lifecycle for Hosted<E> {
     type Entity = E;
     type Command = E::Command;
-    type Reply = E::Reply;
-    type Asker = Asker<E::Reply>;
+    /// A handler's only result is that it finished: answers go through the command's
+    /// `ReplyTo`, and the asker is told only of a failure (or that the command was handled).
+    type Reply = ();
+    type Asker = Asker<()>;
 }
 
 /// A command waiting for, or being handled by, its entity.
@@ -416,10 +418,10 @@ type Outcome<R> = Result<Result<R, String>, Box<dyn std::any::Any + Send>>;
 fn completed<E: Entity>(
     entity: E,
     ctx: EntityContext<E>,
-    reply: Asker<E::Reply>,
+    reply: Asker<()>,
     from_context: bool,
     was_stop: bool,
-    result: Outcome<E::Reply>,
+    result: Outcome<()>,
 ) -> Completed<E> {
     let EntityContext {
         entity_id: id,

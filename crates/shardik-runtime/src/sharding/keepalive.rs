@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use shardik_passivation::ResolvedStrategy;
 
 use super::api::{
-    Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError, reply_or_panic,
+    Codec, Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError,
+    done_or_panic,
 };
-use super::{EntityRef, EntityRegion, InitError, Sharding};
+use super::{EntityRef, EntityRegion, InitError, ReplyTo, Sharding};
 
 /// The settings a singleton and a daemon process share.
 pub(crate) struct ManagedOptions<C> {
@@ -81,55 +82,49 @@ pub(crate) enum Managed<C> {
     User(C),
 }
 
-/// A managed entity's answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) enum ManagedReply<R> {
-    /// The answer to a keep-alive.
-    Alive,
-    /// The user entity's answer.
-    User(R),
-    /// The entity id names no managed entity (only a misbehaving peer sends such ids).
-    NoSuchEntity,
-}
-
 /// The user entity inside; `None` for an id that names none (a daemon index out of range),
-/// which answers [`ManagedReply::NoSuchEntity`] and stops at once.
+/// which fails every user command (its asker gets `EntityFailed`) and stops at once.
 pub(crate) struct ManagedEntity<E> {
     pub(crate) inner: Option<E>,
 }
 
 impl<E: Entity> Entity for ManagedEntity<E> {
     type Command = Managed<E::Command>;
-    type Reply = ManagedReply<E::Reply>;
 
-    async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) -> Self::Reply {
-        reply_or_panic(self.try_handle(cmd, ctx).await)
+    async fn handle(&mut self, cmd: Self::Command, ctx: &mut EntityContext<Self>) {
+        done_or_panic(self.try_handle(cmd, ctx).await)
     }
 
     async fn try_handle(
         &mut self,
         cmd: Self::Command,
         ctx: &mut EntityContext<Self>,
-    ) -> Result<Self::Reply, EntityFailure> {
+    ) -> Result<(), EntityFailure> {
         let Some(inner) = self.inner.as_mut() else {
             // Passivation is off for managed kinds: without this, every bogus id a peer sends
             // would stay in memory.
             ctx.passivate();
-            return Ok(ManagedReply::NoSuchEntity);
+            return match cmd {
+                Managed::KeepAlive => Ok(()),
+                Managed::User(_) => Err(EntityFailure(format!(
+                    "{} names no entity of this kind",
+                    ctx.entity_id()
+                ))),
+            };
         };
         match cmd {
-            Managed::KeepAlive => Ok(ManagedReply::Alive),
+            Managed::KeepAlive => Ok(()),
             Managed::User(c) => {
                 // The user's entity gets a context of its own type; what it asks of it (stop,
                 // messages to itself, timers) is carried over with its commands wrapped.
                 let mut inner_ctx = ctx.for_inner::<E>();
-                let reply = inner.try_handle(c, &mut inner_ctx).await?;
+                inner.try_handle(c, &mut inner_ctx).await?;
                 if inner_ctx.passivate {
                     ctx.passivate();
                 }
                 ctx.requests
                     .extend(inner_ctx.requests.into_iter().map(|r| r.map(Managed::User)));
-                Ok(ManagedReply::User(reply))
+                Ok(())
             }
         }
     }
@@ -190,21 +185,20 @@ impl<E: Entity> ManagedRef<E> {
         self.inner.try_tell(Managed::User(cmd))
     }
 
-    /// Sends `cmd` and waits at most `timeout` for the answer.
-    pub async fn ask(&self, cmd: E::Command, timeout: Duration) -> Result<E::Reply, ShardingError> {
-        match self.inner.ask(Managed::User(cmd), timeout).await? {
-            ManagedReply::User(r) => Ok(r),
-            // Our own references only name existing entities, and a user command is never
-            // answered with `Alive`; say so instead of panicking on a confused peer.
-            ManagedReply::Alive => Err(ShardingError::EntityFailed(format!(
-                "{} answered a command with a keep-alive reply",
-                self.id()
-            ))),
-            ManagedReply::NoSuchEntity => Err(ShardingError::EntityFailed(format!(
-                "{} names no entity of this kind",
-                self.id()
-            ))),
-        }
+    /// Sends the command `make` builds around a [`ReplyTo`] and waits at most `timeout` for
+    /// the answer, as [`EntityRef::ask`] does.
+    pub async fn ask<R, C>(
+        &self,
+        make: impl FnOnce(ReplyTo<R, C>) -> E::Command,
+        timeout: Duration,
+    ) -> Result<R, ShardingError>
+    where
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        C: Codec + Default,
+    {
+        self.inner
+            .ask(|reply_to| Managed::User(make(reply_to)), timeout)
+            .await
     }
 }
 
@@ -240,13 +234,11 @@ mod wrapper_tests {
 
     impl Entity for Busy {
         type Command = u32;
-        type Reply = u32;
 
-        async fn handle(&mut self, cmd: u32, ctx: &mut EntityContext<Self>) -> u32 {
+        async fn handle(&mut self, cmd: u32, ctx: &mut EntityContext<Self>) {
             ctx.tell_self(cmd + 1);
             ctx.start_single_timer("t", cmd + 2, std::time::Duration::from_secs(1));
             ctx.passivate();
-            cmd
         }
     }
 
@@ -261,8 +253,7 @@ mod wrapper_tests {
                 1,
             ),
         );
-        let reply = managed.handle(Managed::User(7), &mut ctx).await;
-        assert!(matches!(reply, ManagedReply::User(7)));
+        managed.handle(Managed::User(7), &mut ctx).await;
         assert!(ctx.passivate, "the stop request is carried over");
         assert_eq!(ctx.requests.len(), 2);
         assert!(matches!(

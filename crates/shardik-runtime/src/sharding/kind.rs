@@ -14,7 +14,6 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::membership::UniqueAddress;

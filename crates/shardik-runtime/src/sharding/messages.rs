@@ -13,14 +13,16 @@ use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{EntityId, LeaseAnswer, LeaseKey, Protocol, ShardId};
 use shardik_wire::{EnvelopeBatch, WireEnvelope};
 use tokio::sync::oneshot;
-use tokio::time::Instant as TokioInstant;
 
 use super::api::{Entity, ShardingError};
 
-/// A reply a local asker waits for.
-pub(crate) struct LocalReply<R> {
-    pub tx: oneshot::Sender<Result<R, ShardingError>>,
-    pub deadline: TokioInstant,
+/// What a local ask carries beside its command: the ask's id in this node's table of waiting
+/// asks (the command's `ReplyTo` answers by it, and a node the command is sent to reports a
+/// failure by it), and the channel that tells the waiting asker its command was handled here
+/// or why it was not.
+pub(crate) struct LocalReply {
+    pub ask_id: NonZeroU64,
+    pub tx: oneshot::Sender<Result<(), ShardingError>>,
 }
 
 /// A command from a sender on this node.
@@ -28,7 +30,7 @@ pub(crate) struct LocalMsg<E: Entity> {
     /// The entity reference's ids (see [`RefIds`]).
     pub ids: std::sync::Arc<RefIds>,
     pub cmd: E::Command,
-    pub reply: Option<LocalReply<E::Reply>>,
+    pub reply: Option<LocalReply>,
 }
 
 /// Input that does not depend on the entity type: from the network, the management API, the
@@ -90,7 +92,7 @@ pub struct RegionState {
 pub(crate) enum Payload<E: Entity> {
     Local {
         cmd: E::Command,
-        reply: Option<LocalReply<E::Reply>>,
+        reply: Option<LocalReply>,
     },
     Remote {
         bytes: Bytes,

@@ -48,7 +48,7 @@ mod resolve;
 mod singleton;
 mod strategy;
 
-pub(crate) use api::reply_or_panic;
+pub(crate) use api::done_or_panic;
 pub use api::{
     AskError, Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind,
     EntityTypeKey, Postcard, ShardExtractor, ShardingError, SyncEntity, TellError,
@@ -64,7 +64,7 @@ pub use keepalive::{ManagedInitError, ManagedRef};
 pub use leases::LeaseHealth;
 pub use messages::RegionState;
 pub use remember_settings::EntityRecovery;
-pub use reply_to::ReplyTo;
+pub use reply_to::{DetachedAnswer, ReplyTo};
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,
 };

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -40,7 +40,14 @@ struct Table {
 pub(crate) struct PendingAsks {
     next: Arc<AtomicU64>,
     table: Arc<Mutex<Table>>,
+    /// Runs a callback where answers that hold entity references or reply handles decode
+    /// into references through the node's regions (set once the node's sharding exists; kept
+    /// abstract so that this module does not depend on the one that resolves).
+    decoding: Arc<OnceLock<DecodingContext>>,
 }
+
+/// Runs the given decoding inside the node's decoding context.
+pub(crate) type DecodingContext = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
 
 impl Default for PendingAsks {
     fn default() -> Self {
@@ -48,11 +55,17 @@ impl Default for PendingAsks {
         PendingAsks {
             next: Arc::new(AtomicU64::new(rand::random::<u64>() >> 1)),
             table: Arc::default(),
+            decoding: Arc::default(),
         }
     }
 }
 
 impl PendingAsks {
+    /// Answers are decoded inside `context` (the node's sharding) from now on.
+    pub fn set_decoding_context(&self, context: DecodingContext) {
+        let _ = self.decoding.set(context);
+    }
+
     /// Registers `callback` until `deadline`; returns the id to send with the request.
     pub fn register(
         &self,
@@ -88,7 +101,18 @@ impl PendingAsks {
             .remove(&id);
         match entry {
             Some(e) => {
-                (e.callback)(result);
+                // The callback decodes the answer, which may hold entity references.
+                match self.decoding.get() {
+                    Some(context) => {
+                        let mut call = Some((e.callback, result));
+                        context(&mut || {
+                            if let Some((callback, result)) = call.take() {
+                                callback(result);
+                            }
+                        });
+                    }
+                    None => (e.callback)(result),
+                }
                 true
             }
             None => false,

@@ -1,7 +1,7 @@
-//! A reply type per command (Akka's `ask(replyTo => Cmd(.., replyTo))`): the asker puts a
-//! typed [`ReplyTo`] inside its command, and the entity answers through it.
+//! The one reply model (Akka's `ask(replyTo => Cmd(.., replyTo))`): the asker puts a typed
+//! [`ReplyTo`] inside its command, and the entity answers through it.
 //!
-//! A `ReplyTo` made by [`EntityRef::ask_with`](super::EntityRef::ask_with) answers its asker
+//! A `ReplyTo` made by [`EntityRef::ask`](super::EntityRef::ask) answers its asker
 //! directly, without encoding, while it stays on the asker's node. Sent to another node inside
 //! a command, it is encoded as the asker's node and ask id, and decoded there into a handle that
 //! sends the encoded answer back in a reply frame; the asker's node completes the ask from its
@@ -31,9 +31,10 @@ use super::resolve;
 /// passed on, to another entity on another node included; the first answer completes the ask.
 ///
 /// ```
-/// # use serde::{Deserialize, Serialize};
 /// # use shardik_runtime::facade as shardik;
-/// # use shardik::{Entity, EntityContext, ReplyTo};
+/// use serde::{Deserialize, Serialize};
+/// use shardik::{Entity, EntityContext, ReplyTo};
+///
 /// #[derive(Serialize, Deserialize)]
 /// enum AccountCmd {
 ///     Deposit(u64),
@@ -46,7 +47,6 @@ use super::resolve;
 ///
 /// impl Entity for Account {
 ///     type Command = AccountCmd;
-///     type Reply = ();
 ///     async fn handle(&mut self, cmd: AccountCmd, _ctx: &mut EntityContext<Self>) {
 ///         match cmd {
 ///             AccountCmd::Deposit(n) => self.0.push(n),
@@ -57,12 +57,32 @@ use super::resolve;
 /// }
 /// ```
 pub struct ReplyTo<R, C = Postcard> {
+    /// Behind one pointer: a command enum with a `ReplyTo` in one variant stays as small as
+    /// its other variants need (commands are moved through queues by value).
+    inner: Arc<Inner<R>>,
+    codec: PhantomData<fn() -> C>,
+}
+
+struct Inner<R> {
     /// The kind the ask went to (named in the reply frame, for the asker's logs).
     kind: Arc<str>,
     asker: UniqueAddress,
     ask_id: NonZeroU64,
     route: Route<R>,
-    codec: PhantomData<fn() -> C>,
+}
+
+impl<R, C> ReplyTo<R, C> {
+    fn new(kind: Arc<str>, asker: UniqueAddress, ask_id: NonZeroU64, route: Route<R>) -> Self {
+        ReplyTo {
+            inner: Arc::new(Inner {
+                kind,
+                asker,
+                ask_id,
+                route,
+            }),
+            codec: PhantomData,
+        }
+    }
 }
 
 enum Route<R> {
@@ -74,6 +94,25 @@ enum Route<R> {
     /// Decoded on a node (possibly the asker's, after a round trip): the answer is encoded and
     /// sent to the asker's node by ask id.
     Decoded(Arc<ReplyEndpoint>),
+    /// Outside any node, for a handler called directly in a unit test
+    /// ([`ReplyTo::detached`]): the answer waits in the slot.
+    Detached(AnswerSlot<R>),
+}
+
+/// The answer a [`ReplyTo::detached`] received, for a unit test to look at.
+pub struct DetachedAnswer<R>(oneshot::Receiver<Result<R, ShardingError>>);
+
+impl<R> DetachedAnswer<R> {
+    /// The answer, if one was sent (the first one; later ones are ignored).
+    pub fn take(mut self) -> Option<R> {
+        self.0.try_recv().ok().and_then(Result::ok)
+    }
+}
+
+impl<R> std::fmt::Debug for DetachedAnswer<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetachedAnswer").finish_non_exhaustive()
+    }
 }
 
 /// The asker's side of one ask: taken by the first answer.
@@ -97,13 +136,31 @@ where
         slot: AnswerSlot<R>,
         endpoint: Arc<ReplyEndpoint>,
     ) -> Self {
-        ReplyTo {
-            kind,
-            asker: endpoint.self_node().clone(),
-            ask_id,
-            route: Route::Local { slot, endpoint },
-            codec: PhantomData,
-        }
+        let asker = endpoint.self_node().clone();
+        ReplyTo::new(kind, asker, ask_id, Route::Local { slot, endpoint })
+    }
+
+    /// A `ReplyTo` outside any node, and what it will have received: for unit tests that call
+    /// a handler directly (with [`EntityContext::detached`](super::EntityContext::detached)).
+    /// It cannot be sent to another node.
+    ///
+    /// ```
+    /// # use shardik_runtime::facade as shardik;
+    /// use shardik::ReplyTo;
+    ///
+    /// let (reply_to, answer) = ReplyTo::<u64>::detached();
+    /// reply_to.send(7);
+    /// assert_eq!(answer.take(), Some(7));
+    /// ```
+    pub fn detached() -> (Self, DetachedAnswer<R>) {
+        let (tx, rx) = oneshot::channel();
+        let reply_to = ReplyTo::new(
+            Arc::from(""),
+            UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0),
+            NonZeroU64::MIN,
+            Route::Detached(Arc::new(Mutex::new(Some(tx)))),
+        );
+        (reply_to, DetachedAnswer(rx))
     }
 
     /// Answers the ask. Never waits: on the asker's node the answer is handed over at once;
@@ -111,10 +168,11 @@ where
     /// warning, if it cannot be). An answer that cannot be encoded fails the ask with a codec
     /// error. After the first answer (or the asker's timeout), answers are ignored.
     pub fn send(&self, answer: R) {
-        match &self.route {
+        let inner = &*self.inner;
+        match &inner.route {
             Route::Local { slot, endpoint } => {
                 if fill(slot, Ok(answer)) {
-                    endpoint.pending().forget(self.ask_id.get());
+                    endpoint.pending().forget(inner.ask_id.get());
                 }
             }
             Route::Decoded(endpoint) => {
@@ -126,30 +184,24 @@ where
                             kind: ReplyErrorKind::DecodeFailed,
                             message: format!("the answer could not be encoded: {e}"),
                         });
-                endpoint.answer(&self.kind, &self.asker, self.ask_id, encoded);
+                endpoint.answer(&inner.kind, &inner.asker, inner.ask_id, encoded);
+            }
+            Route::Detached(slot) => {
+                fill(slot, Ok(answer));
             }
         }
     }
 
     /// The node of the asker.
     pub fn asker(&self) -> &UniqueAddress {
-        &self.asker
+        &self.inner.asker
     }
 }
 
 impl<R, C> Clone for ReplyTo<R, C> {
     fn clone(&self) -> Self {
         ReplyTo {
-            kind: Arc::clone(&self.kind),
-            asker: self.asker.clone(),
-            ask_id: self.ask_id,
-            route: match &self.route {
-                Route::Local { slot, endpoint } => Route::Local {
-                    slot: Arc::clone(slot),
-                    endpoint: Arc::clone(endpoint),
-                },
-                Route::Decoded(endpoint) => Route::Decoded(Arc::clone(endpoint)),
-            },
+            inner: Arc::clone(&self.inner),
             codec: PhantomData,
         }
     }
@@ -158,16 +210,22 @@ impl<R, C> Clone for ReplyTo<R, C> {
 impl<R, C> std::fmt::Debug for ReplyTo<R, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplyTo")
-            .field("kind", &self.kind)
-            .field("asker", &self.asker)
-            .field("ask_id", &self.ask_id)
+            .field("kind", &self.inner.kind)
+            .field("asker", &self.inner.asker)
+            .field("ask_id", &self.inner.ask_id)
             .finish()
     }
 }
 
 impl<R, C> Serialize for ReplyTo<R, C> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (&*self.kind, &self.asker, self.ask_id).serialize(serializer)
+        let inner = &*self.inner;
+        if matches!(inner.route, Route::Detached(_)) {
+            return Err(serde::ser::Error::custom(
+                "a detached ReplyTo (made for a unit test) cannot be sent to a node",
+            ));
+        }
+        (&*inner.kind, &inner.asker, inner.ask_id).serialize(serializer)
     }
 }
 
@@ -181,12 +239,11 @@ impl<'de, R, C> serde::Deserialize<'de> for ReplyTo<R, C> {
                 "ReplyTo for ask {ask_id} of {asker:?}: a ReplyTo can only be decoded by a node's sharding"
             ))
         })?;
-        Ok(ReplyTo {
-            kind: kind.into(),
+        Ok(ReplyTo::new(
+            kind.into(),
             asker,
             ask_id,
-            route: Route::Decoded(endpoint),
-            codec: PhantomData,
-        })
+            Route::Decoded(endpoint),
+        ))
     }
 }

@@ -153,19 +153,22 @@ pub async fn running_entities(
     ids
 }
 
-/// An entity with no store and no behaviour: it answers each command with the command.
+/// An entity with no store and no behaviour: it answers each value with the value.
 pub struct Echo;
 
+/// A value for [`Echo`], and where it goes back.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Echoed(pub u8, pub shardik_runtime::sharding::ReplyTo<u8>);
+
 impl shardik_runtime::sharding::Entity for Echo {
-    type Command = u8;
-    type Reply = u8;
+    type Command = Echoed;
 
     async fn handle(
         &mut self,
-        cmd: u8,
+        Echoed(value, reply_to): Echoed,
         _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
-    ) -> u8 {
-        cmd
+    ) {
+        reply_to.send(value);
     }
 }
 

@@ -6,9 +6,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use shardik_runtime::persistence::{Effect, EventSourced, EventSourcedContext, EventSourcedEntity};
-use shardik_runtime::sharding::EntityTypeKey;
+use shardik_runtime::sharding::{EntityTypeKey, ReplyTo};
 
 pub const CART: EntityTypeKey<EventSourced<Cart>> = EntityTypeKey::new("cart");
+
+/// A [`Command`] as asked: answered once its event is written.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Asked(pub Command, pub ReplyTo<()>);
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Command {
@@ -43,18 +47,18 @@ pub struct Cart {
 }
 
 impl EventSourcedEntity for Cart {
-    type Command = Command;
+    type Command = Asked;
     type Event = CartEvent;
-    type Reply = ();
 
-    fn handle_command(&self, cmd: Command, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
+    fn handle_command(&self, asked: Asked, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
+        let Asked(cmd, reply_to) = asked;
         let event = match cmd {
             Command::Add { item, quantity } => CartEvent::ItemAdded { item, quantity },
             Command::AddMany(items) => CartEvent::ItemsAdded { items },
             Command::View => CartEvent::Viewed,
             Command::CheckOut => CartEvent::CheckedOut,
         };
-        Effect::persist(event, |_: &Self| ())
+        Self::persist(event).then_reply(reply_to, |_| ())
     }
 
     fn apply_event(&mut self, event: &CartEvent) {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use shardik_runtime::persistence::{
     Effect, EventAdapterError, EventSourced, EventSourcedContext, EventSourcedEntity, JournalEvent,
 };
-use shardik_runtime::sharding::EntityTypeKey;
+use shardik_runtime::sharding::{EntityTypeKey, ReplyTo};
 
 use super::cart_v1;
 
@@ -23,11 +23,13 @@ pub enum Command {
         item: String,
         quantity: u32,
         currency: String,
+        reply_to: ReplyTo<Cart>,
     },
     Close {
         reason: String,
+        reply_to: ReplyTo<Cart>,
     },
-    Get,
+    Get(ReplyTo<Cart>),
 }
 
 fn default_currency() -> String {
@@ -69,7 +71,6 @@ pub struct Cart {
 impl EventSourcedEntity for Cart {
     type Command = Command;
     type Event = CartEvent;
-    type Reply = Cart;
 
     fn handle_command(&self, cmd: Command, _ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
         match cmd {
@@ -77,21 +78,18 @@ impl EventSourcedEntity for Cart {
                 item,
                 quantity,
                 currency,
-            } => Effect::persist(
-                CartEvent::ItemAdded {
-                    item,
-                    quantity,
-                    currency,
-                },
-                Cart::clone,
-            ),
-            Command::Close { reason } => Effect::persist(
-                CartEvent::Closed {
-                    reason: Some(reason),
-                },
-                Cart::clone,
-            ),
-            Command::Get => Effect::reply(self.clone()),
+                reply_to,
+            } => Self::persist(CartEvent::ItemAdded {
+                item,
+                quantity,
+                currency,
+            })
+            .then_reply(reply_to, Cart::clone),
+            Command::Close { reason, reply_to } => Self::persist(CartEvent::Closed {
+                reason: Some(reason),
+            })
+            .then_reply(reply_to, Cart::clone),
+            Command::Get(reply_to) => Effect::reply(reply_to, self.clone()),
         }
     }
 

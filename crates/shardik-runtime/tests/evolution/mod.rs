@@ -127,10 +127,11 @@ pub async fn recover_with_version_2(store: Arc<dyn Store>, cluster: &str) {
 
     // Version 2 writes its own events after version 1's.
     let bob = sharding.entity_ref_for(cart_v2::CART, "bob").unwrap();
-    let add = cart_v2::Command::Add {
+    let add = |reply_to| cart_v2::Command::Add {
         item: "kiwi".into(),
         quantity: 1,
         currency: "USD".into(),
+        reply_to,
     };
     let after_add = bob.ask(add, ASK).await.unwrap();
     let bob_now = cart(

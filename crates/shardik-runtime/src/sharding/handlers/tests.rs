@@ -10,21 +10,24 @@ use shardik_core::sharding::entities::EntitySettings;
 use tokio::sync::oneshot;
 
 use super::*;
+use crate::sharding::ReplyTo;
 use crate::sharding::api::SyncEntity;
+
+/// A number to add, and where the sum goes.
+type Add = (u64, ReplyTo<u64>);
 
 /// Adds what it is told; answers the sum. Told 0, it asks to be passivated.
 struct Sum(u64);
 
 impl Entity for Sum {
-    type Command = u64;
-    type Reply = u64;
+    type Command = Add;
 
-    async fn handle(&mut self, n: u64, ctx: &mut EntityContext<Self>) -> u64 {
+    async fn handle(&mut self, (n, reply_to): Add, ctx: &mut EntityContext<Self>) {
         if n == 0 {
             ctx.passivate();
         }
         self.0 += n;
-        self.0
+        reply_to.send(self.0);
     }
 }
 
@@ -32,16 +35,15 @@ impl Entity for Sum {
 struct SyncSum(u64);
 
 impl SyncEntity for SyncSum {
-    type Command = u64;
-    type Reply = u64;
+    type Command = Add;
 
-    fn handle(&mut self, n: u64, ctx: &mut EntityContext<Self>) -> u64 {
+    fn handle(&mut self, (n, reply_to): Add, ctx: &mut EntityContext<Self>) {
         assert!(n != u64::MAX, "told to fail");
         if n == 0 {
             ctx.passivate();
         }
         self.0 += n;
-        self.0
+        reply_to.send(self.0);
     }
 }
 
@@ -71,12 +73,13 @@ fn id(s: &str) -> Arc<str> {
     Arc::from(s)
 }
 
-impl<E: Entity<Command = u64, Reply = u64>> Rig<E> {
-    /// Delivers `n` as an ask and sends the replies the lifecycle hands out, as the kind task
-    /// does; the answer, if it came at once.
+impl<E: Entity<Command = Add>> Rig<E> {
+    /// Delivers `n` as an ask and sends the reports the lifecycle hands out, as the kind task
+    /// does; the answer (or the failure reported instead), if it came at once.
     fn ask(&mut self, shard: &str, e: &str, n: u64) -> Option<Result<u64, ShardingError>> {
         let (tx, mut rx) = oneshot::channel();
-        let job = Job::new(n, Asker::Local(tx));
+        let (reply_to, answer) = ReplyTo::detached();
+        let job = Job::new((n, reply_to), Asker::Local(tx));
         let mut out = Vec::new();
         self.entities.deliver(
             Instant::ZERO,
@@ -87,7 +90,10 @@ impl<E: Entity<Command = u64, Reply = u64>> Rig<E> {
             &mut out,
         );
         self.send_replies(out);
-        rx.try_recv().ok()
+        match rx.try_recv() {
+            Ok(Err(failed)) => Some(Err(failed)),
+            _ => answer.take().map(Ok),
+        }
     }
 
     fn send_replies(&mut self, out: Vec<HostOutput<E>>) {

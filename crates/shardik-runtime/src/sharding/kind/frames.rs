@@ -86,20 +86,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         return;
                     }
                 }
-                let ask_id = reply.map(|r| {
-                    let codec = Arc::clone(&self.codec);
-                    let resolver = self.resolver.clone();
-                    self.pending.register(r.deadline, move |result| {
-                        let reply = match result {
-                            Ok(bytes) => {
-                                decoding_with(&resolver, || codec.decode::<E::Reply>(&bytes))
-                                    .map_err(ShardingError::Codec)
-                            }
-                            Err(e) => Err(e),
-                        };
-                        let _ = r.tx.send(reply);
-                    })
-                });
+                // The ask was registered by its asker (`EntityRef::ask`) under this id, which
+                // the command's ReplyTo carries too: the answer comes back by it, and so does a
+                // failure of the node that handles the command. Handled over there, the
+                // command is no longer this node's to report on.
+                let ask_id = reply.map(|r| r.ask_id);
                 let payload = &st.payload;
                 let len = batch_item_len(&env.entity, &env.shard, payload.len(), ask_id);
                 st.outgoing.envelope(to, len, |buf| {
@@ -109,37 +100,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
-    pub(super) fn reply(
-        &mut self,
-        st: &mut State<E>,
-        to: Asker<E::Reply>,
-        result: Result<E::Reply, String>,
-    ) {
+    pub(super) fn reply(&mut self, st: &mut State<E>, to: Asker<()>, result: Result<(), String>) {
         match to {
             Asker::None => {}
             Asker::Local(tx) => {
                 let _ = tx.send(result.map_err(ShardingError::EntityFailed));
             }
             Asker::Remote(to) => match (*to, result) {
-                (RemoteAsker { node, ask_id }, Ok(r)) => match self.codec.encode(&r) {
-                    Ok(bytes) => {
-                        let frame = ShardingFrame {
-                            kind: self.name.clone(),
-                            body: ShardingBody::Reply(WireReply {
-                                ask_id: ask_id.get(),
-                                result: Ok(Bytes::from(bytes)),
-                            }),
-                        };
-                        st.outgoing.frame(&node, encode_sharding(&frame));
-                    }
-                    Err(e) => self.send_reply_error(
-                        st,
-                        node,
-                        ask_id,
-                        ReplyErrorKind::DecodeFailed,
-                        e.to_string(),
-                    ),
-                },
+                // Handled: the answer, if any, goes through the command's ReplyTo.
+                (_, Ok(())) => {}
                 (RemoteAsker { node, ask_id }, Err(msg)) => {
                     self.send_reply_error(st, node, ask_id, ReplyErrorKind::EntityFailed, msg)
                 }
