@@ -579,6 +579,28 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
     /// or the one given to [`with_lease_store`](Self::with_lease_store)) and started as
     /// `entity-recovery-strategy` says; a kind with no store of its own is then refused at
     /// registration.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use shardik_runtime::facade as shardik;
+    /// # use shardik::{Entity, EntityContext};
+    /// # struct Device;
+    /// # impl Entity for Device {
+    /// #     type Command = ();
+    /// #     async fn handle(&mut self, _: (), _: &mut EntityContext<Self>) {}
+    /// # }
+    /// use shardik::{EntityKind, EntityRecovery, Node};
+    ///
+    /// # async fn run(node: Node) -> Result<(), Box<dyn std::error::Error>> {
+    /// // Remembered in the node's store; all started again at once where their shard moves.
+    /// let store = Arc::clone(node.persistence().await?.store());
+    /// node.sharding().init(
+    ///     EntityKind::new("device", |_id| Device)
+    ///         .with_remember_entities(store, EntityRecovery::All),
+    /// )?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_remember_entities(
         mut self,
         store: Arc<dyn shardik_persistence::Store>,

@@ -115,6 +115,36 @@ impl<E: Entity> ShardedDaemonProcess<E> {
     /// Starts `workers` workers called `name` with the default settings; `factory` creates
     /// the worker of an index (`0..workers`) when it comes to live on this node. Every node
     /// of the cluster should call this with the same name and number.
+    ///
+    /// ```no_run
+    /// # use shardik_runtime::facade as shardik;
+    /// use serde::{Deserialize, Serialize};
+    /// use shardik::{Entity, EntityContext, Node, ShardedDaemonProcess};
+    ///
+    /// /// Consumes partition `index` of a stream for as long as it runs.
+    /// struct Consumer {
+    ///     index: u32,
+    /// }
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// enum Command {
+    ///     Pause,
+    /// }
+    ///
+    /// impl Entity for Consumer {
+    ///     type Command = Command;
+    ///     async fn handle(&mut self, _cmd: Command, _ctx: &mut EntityContext<Self>) {}
+    /// }
+    ///
+    /// # async fn run(node: Node) -> Result<(), Box<dyn std::error::Error>> {
+    /// // On every node, with the same name and number: eight workers kept running across the
+    /// // cluster, started without a message, moved when their node leaves or fails.
+    /// let consumers =
+    ///     ShardedDaemonProcess::init(node.sharding(), "consumers", 8, |index| Consumer { index })?;
+    /// consumers.worker(3).expect("below 8").tell(Command::Pause).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn init(
         sharding: &Sharding,
         name: &str,

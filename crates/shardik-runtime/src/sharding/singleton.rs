@@ -113,6 +113,38 @@ impl ClusterSingleton {
     /// Registers the singleton on this node (every node that wants to reach it must call
     /// this, with the same settings) and returns a reference to it. On nodes with the role,
     /// `factory` creates the singleton when it comes to live here.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use shardik_runtime::facade as shardik;
+    /// use serde::{Deserialize, Serialize};
+    /// use shardik::{ClusterSingleton, Entity, EntityContext, Node, ReplyTo, SingletonSettings};
+    ///
+    /// /// One sequence of ticket numbers for the whole cluster.
+    /// struct TicketDesk(u64);
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Take(ReplyTo<u64>);
+    ///
+    /// impl Entity for TicketDesk {
+    ///     type Command = Take;
+    ///     async fn handle(&mut self, Take(reply_to): Take, _ctx: &mut EntityContext<Self>) {
+    ///         self.0 += 1;
+    ///         reply_to.send(self.0);
+    ///     }
+    /// }
+    ///
+    /// # async fn run(node: Node) -> Result<(), Box<dyn std::error::Error>> {
+    /// // On every node, with the same name: the instance runs on the oldest node.
+    /// let desk = ClusterSingleton::init(
+    ///     node.sharding(),
+    ///     SingletonSettings::new("ticket-desk"),
+    ///     || TicketDesk(0),
+    /// )?;
+    /// let ticket = desk.ask(Take, Duration::from_secs(5)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn init<E: Entity>(
         sharding: &Sharding,
         settings: SingletonSettings<E::Command>,
