@@ -88,9 +88,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 // The ask was registered by its asker (`EntityRef::ask`) under this id, which
                 // the command's ReplyTo carries too: the answer comes back by it, and so does a
-                // failure of the node that handles the command. Handled over there, the
-                // command is no longer this node's to report on.
-                let ask_id = reply.map(|r| r.ask_id);
+                // failure of the node that handles the command. Passed on, the command is no
+                // longer this node's to report on: the asker is told to wait for the answer.
+                let ask_id = reply.map(|r| {
+                    let _ = r.tx.send(Ok(()));
+                    r.ask_id
+                });
                 let payload = &st.payload;
                 let len = batch_item_len(&env.entity, &env.shard, payload.len(), ask_id);
                 st.outgoing.envelope(to, len, |buf| {
