@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::api::{AskError, Codec, Entity, ShardExtractor, ShardingError, TellError};
 use super::local_queue;
-use super::messages::{Control, LocalMsg, LocalReply, RefIds, RegionState};
+use super::messages::{AskHandle, Control, FailAsk, LocalMsg, LocalReply, RefIds, RegionState};
 use super::pending::ReplyEndpoint;
 use super::reply_to::{self, ReplyTo};
 use super::resolve;
@@ -278,24 +278,21 @@ impl<E: Entity> EntityRef<E> {
             let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
             reply_to::fill(&remote_slot, answer);
         });
+        // The host fails the ask through the same slot if the command is not handled.
+        let handle = AskHandle::new(Arc::clone(&slot) as Arc<dyn FailAsk>);
         let reply_to = ReplyTo::local(
             Arc::clone(&self.region.name),
             ask_id,
             slot,
             Arc::clone(replies),
         );
-        let (handled_tx, handled_rx) = oneshot::channel();
-        let msg = self.msg(
-            make(reply_to),
-            Some(LocalReply {
-                ask_id,
-                tx: handled_tx,
-            }),
-        );
+        let msg = self.msg(make(reply_to), Some(LocalReply { ask_id, handle }));
         let outcome = match self.send_for_ask(msg, deadline).await {
-            Ok(()) => answer_or_failure(answer_rx, handled_rx, deadline)
-                .await
-                .map_err(|e| e.unwrap_or(ShardingError::Timeout(timeout))),
+            Ok(()) => match tokio::time::timeout_at(deadline, answer_rx).await {
+                Ok(Ok(answer)) => answer,
+                // No answer in time (the slot also closes when the expired entry is swept).
+                Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
+            },
             Err(e) => Err(e.unwrap_or(ShardingError::Timeout(timeout))),
         };
         replies.pending().forget(ask_id.get());
@@ -376,108 +373,6 @@ impl<E: Entity> EntityRef<E> {
         C: Codec + Default,
     {
         self.ask(make, timeout).await?.map_err(AskError::Refused)
-    }
-}
-
-/// Waits until `deadline` for an ask's answer, giving up early when the command will not be
-/// answered: the node that took it reports that it was not handled (`handled` says `Err`), or
-/// it was dropped without a report (the region stopped with it queued, the node failed). A
-/// command handled without an answer yet (`handled` says `Ok`: handled here, or passed on to
-/// another node, which reports by the ask's id) leaves the ask waiting: the entity may answer
-/// later. `Err(None)`: no answer in time.
-async fn answer_or_failure<R>(
-    mut answer: oneshot::Receiver<Result<R, ShardingError>>,
-    handled: oneshot::Receiver<Result<(), ShardingError>>,
-    deadline: tokio::time::Instant,
-) -> Result<R, Option<ShardingError>> {
-    let waited = tokio::time::timeout_at(deadline, async {
-        let mut handled = std::pin::pin!(handled);
-        let mut handled_done = false;
-        loop {
-            tokio::select! {
-                biased;
-                answer = &mut answer => return answer.ok(),
-                report = &mut handled, if !handled_done => {
-                    handled_done = true;
-                    let failure = match report {
-                        Ok(Ok(())) => continue,
-                        Ok(Err(e)) => e,
-                        Err(_) => ShardingError::ShardUnavailable(
-                            "the command was lost with its region or shard (node stopping or \
-                             failing); it may not have been handled"
-                                .into(),
-                        ),
-                    };
-                    // The failure is the answer, unless an answer came first.
-                    return Some(answer.try_recv().unwrap_or(Err(failure)));
-                }
-            }
-        }
-    })
-    .await;
-    match waited {
-        Ok(Some(result)) => result.map_err(Some),
-        // The slot closed without an answer (the ask's entry expired), or the time is up.
-        Ok(None) | Err(_) => Err(None),
-    }
-}
-
-#[cfg(test)]
-mod answer_tests {
-    use super::*;
-
-    fn later() -> tokio::time::Instant {
-        tokio::time::Instant::now() + Duration::from_secs(30)
-    }
-
-    #[tokio::test]
-    async fn a_command_handled_without_an_answer_yet_keeps_the_ask_waiting() {
-        let (answer_tx, answer_rx) = oneshot::channel::<Result<u64, ShardingError>>();
-        let (handled_tx, handled_rx) = oneshot::channel();
-        handled_tx.send(Ok(())).unwrap();
-        let waiting = crate::task::spawn(answer_or_failure(answer_rx, handled_rx, later()));
-        tokio::task::yield_now().await;
-        answer_tx.send(Ok(7)).unwrap();
-        assert_eq!(waiting.await.unwrap(), Ok(7));
-    }
-
-    #[tokio::test]
-    async fn a_reported_failure_ends_the_ask_at_once() {
-        let (_answer_tx, answer_rx) = oneshot::channel::<Result<u64, ShardingError>>();
-        let (handled_tx, handled_rx) = oneshot::channel();
-        handled_tx
-            .send(Err(ShardingError::EntityFailed("boom".into())))
-            .unwrap();
-        assert_eq!(
-            answer_or_failure(answer_rx, handled_rx, later()).await,
-            Err(Some(ShardingError::EntityFailed("boom".into())))
-        );
-    }
-
-    #[tokio::test]
-    async fn a_command_dropped_without_a_report_ends_the_ask_at_once() {
-        let (_answer_tx, answer_rx) = oneshot::channel::<Result<u64, ShardingError>>();
-        let (handled_tx, handled_rx) = oneshot::channel::<Result<(), ShardingError>>();
-        drop(handled_tx);
-        let outcome = answer_or_failure(answer_rx, handled_rx, later()).await;
-        assert!(
-            matches!(outcome, Err(Some(ShardingError::ShardUnavailable(_)))),
-            "{outcome:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn an_answer_before_the_failure_wins() {
-        let (answer_tx, answer_rx) = oneshot::channel::<Result<u64, ShardingError>>();
-        let (handled_tx, handled_rx) = oneshot::channel();
-        answer_tx.send(Ok(3)).unwrap();
-        handled_tx
-            .send(Err(ShardingError::EntityFailed("after".into())))
-            .unwrap();
-        assert_eq!(
-            answer_or_failure(answer_rx, handled_rx, later()).await,
-            Ok(3)
-        );
     }
 }
 

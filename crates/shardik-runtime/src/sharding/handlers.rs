@@ -29,7 +29,8 @@ use shardik_core::sharding::entities::{self, Lifecycle, Run, Runner};
 use shardik_core::sharding::{EntityId, ShardId};
 use shardik_persistence::Fence;
 
-use super::api::{Entity, EntityContext, ShardingError};
+use super::api::{Entity, EntityContext};
+use super::messages::AskHandle;
 use super::remember::RememberWriter;
 
 #[cfg(test)]
@@ -44,7 +45,7 @@ impl<E: Entity> Lifecycle for Hosted<E> {
     /// A handler's only result is that it finished: answers go through the command's
     /// `ReplyTo`, and the asker is told only of a failure (or that the command was handled).
     type Reply = ();
-    type Asker = Asker<()>;
+    type Asker = Asker;
 }
 
 /// A command waiting for, or being handled by, its entity.
@@ -56,18 +57,19 @@ pub(crate) type Entities<E> = entities::Entities<Hosted<E>>;
 /// What the lifecycle asks the kind's task to do.
 pub(crate) type HostOutput<E> = entities::Output<Hosted<E>>;
 
-/// Where a command's reply goes.
-pub(crate) enum Asker<R> {
-    /// Nowhere (a tell).
+/// Who waits on a command: told only if it was not handled (the answer itself goes through the
+/// command's `ReplyTo`).
+pub(crate) enum Asker {
+    /// Nobody (a tell).
     None,
     /// A local asker.
-    Local(tokio::sync::oneshot::Sender<Result<R, ShardingError>>),
+    Local(AskHandle),
     /// An asker on another node. Boxed: every command carries an `Asker`, and the local ones
     /// (the many) should not pay for moving the remote one's five words around.
     Remote(Box<RemoteAsker>),
 }
 
-impl<R> entities::Asker for Asker<R> {
+impl entities::Asker for Asker {
     fn nobody() -> Self {
         Asker::None
     }
@@ -418,7 +420,7 @@ type Outcome<R> = Result<Result<R, String>, Box<dyn std::any::Any + Send>>;
 fn completed<E: Entity>(
     entity: E,
     ctx: EntityContext<E>,
-    reply: Asker<()>,
+    reply: Asker,
     from_context: bool,
     was_stop: bool,
     result: Outcome<()>,

@@ -458,7 +458,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Payload::Local { cmd, reply } => Job {
                 cmd,
                 reply: match reply {
-                    Some(r) => Asker::Local(r.tx),
+                    Some(r) => Asker::Local(r.handle),
                     None => Asker::None,
                 },
                 from_context: false,

@@ -18,11 +18,55 @@ use super::api::{Entity, ShardingError};
 
 /// What a local ask carries beside its command: the ask's id in this node's table of waiting
 /// asks (the command's `ReplyTo` answers by it, and a node the command is sent to reports a
-/// failure by it), and the channel that tells the waiting asker its command was handled here
-/// or why it was not.
+/// failure by it), and the handle that fails the ask when the command is not handled here.
 pub(crate) struct LocalReply {
     pub ask_id: NonZeroU64,
-    pub tx: oneshot::Sender<Result<(), ShardingError>>,
+    pub handle: AskHandle,
+}
+
+/// An ask's answer slot, as the host sees it: whatever the answer's type, it can fail it.
+pub(crate) trait FailAsk: Send + Sync {
+    /// Completes the ask with `why`, unless it was answered already.
+    fn fail(&self, why: ShardingError);
+}
+
+/// The host's side of a local ask. Once the command is handled (or passed on to another node,
+/// which reports by the ask's id), the handle is disarmed with [`handled`](Self::handled)
+/// and the answer comes through the command's `ReplyTo`; a command that is not handled fails
+/// the ask with [`fail`](Self::fail). Dropped armed (the command was lost with its region or
+/// node, unreported), it fails the ask as lost, so that the asker does not wait for its
+/// timeout. Nothing is sent to the asker when the command is handled: no wake-up but the
+/// answer's.
+pub(crate) struct AskHandle(Option<std::sync::Arc<dyn FailAsk>>);
+
+impl AskHandle {
+    pub fn new(slot: std::sync::Arc<dyn FailAsk>) -> Self {
+        AskHandle(Some(slot))
+    }
+
+    /// The command was handled here or passed on: its answer comes through its `ReplyTo`.
+    pub fn handled(mut self) {
+        self.0 = None;
+    }
+
+    /// The command was not handled, because of `why`.
+    pub fn fail(mut self, why: ShardingError) {
+        if let Some(slot) = self.0.take() {
+            slot.fail(why);
+        }
+    }
+}
+
+impl Drop for AskHandle {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0.take() {
+            slot.fail(ShardingError::ShardUnavailable(
+                "the command was lost with its region or shard (node stopping or failing); it \
+                 may not have been handled"
+                    .into(),
+            ));
+        }
+    }
 }
 
 /// A command from a sender on this node.

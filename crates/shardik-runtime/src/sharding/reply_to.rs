@@ -19,6 +19,7 @@ use shardik_wire::{ReplyError, ReplyErrorKind};
 use tokio::sync::oneshot;
 
 use super::api::{Codec, Postcard, ShardingError};
+use super::messages::FailAsk;
 use super::pending::ReplyEndpoint;
 use super::resolve;
 
@@ -117,6 +118,15 @@ impl<R> std::fmt::Debug for DetachedAnswer<R> {
 
 /// The asker's side of one ask: taken by the first answer.
 pub(crate) type AnswerSlot<R> = Arc<Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>>>;
+
+impl<R: Send> FailAsk for Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>> {
+    fn fail(&self, why: ShardingError) {
+        let tx = self.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(Err(why));
+        }
+    }
+}
 
 /// Delivers `answer` to the slot's asker, if no answer reached it before; true if it did.
 pub(crate) fn fill<R>(slot: &AnswerSlot<R>, answer: Result<R, ShardingError>) -> bool {
@@ -245,5 +255,56 @@ impl<'de, R, C> serde::Deserialize<'de> for ReplyTo<R, C> {
             ask_id,
             Route::Decoded(endpoint),
         ))
+    }
+}
+
+#[cfg(test)]
+mod ask_handle_tests {
+    use super::*;
+    use crate::sharding::messages::AskHandle;
+
+    fn slot() -> (
+        Arc<dyn FailAsk>,
+        oneshot::Receiver<Result<u64, ShardingError>>,
+    ) {
+        let (tx, rx) = oneshot::channel();
+        (Arc::new(Mutex::new(Some(tx))), rx)
+    }
+
+    #[test]
+    fn a_handled_command_tells_the_asker_nothing() {
+        let (slot, mut rx) = slot();
+        AskHandle::new(Arc::clone(&slot)).handled();
+        assert!(rx.try_recv().is_err(), "the asker was woken for nothing");
+        drop(slot);
+    }
+
+    #[test]
+    fn a_failed_command_fails_the_ask_with_its_reason() {
+        let (slot, mut rx) = slot();
+        AskHandle::new(slot).fail(ShardingError::EntityFailed("boom".into()));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Err(ShardingError::EntityFailed("boom".into()))
+        );
+    }
+
+    #[test]
+    fn a_command_lost_unreported_fails_the_ask_as_lost() {
+        let (slot, mut rx) = slot();
+        drop(AskHandle::new(slot));
+        assert!(matches!(
+            rx.try_recv().unwrap(),
+            Err(ShardingError::ShardUnavailable(_))
+        ));
+    }
+
+    #[test]
+    fn an_answer_sent_first_wins_over_a_later_failure() {
+        let (tx, mut rx) = oneshot::channel::<Result<u64, ShardingError>>();
+        let slot: AnswerSlot<u64> = Arc::new(Mutex::new(Some(tx)));
+        assert!(fill(&slot, Ok(3)));
+        AskHandle::new(slot).fail(ShardingError::EntityFailed("after".into()));
+        assert_eq!(rx.try_recv().unwrap(), Ok(3));
     }
 }

@@ -11,7 +11,9 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::sharding::ReplyTo;
+use crate::sharding::api::ShardingError;
 use crate::sharding::api::SyncEntity;
+use crate::sharding::messages::{AskHandle, FailAsk};
 
 /// A number to add, and where the sum goes.
 type Add = (u64, ReplyTo<u64>);
@@ -77,9 +79,11 @@ impl<E: Entity<Command = Add>> Rig<E> {
     /// Delivers `n` as an ask and sends the reports the lifecycle hands out, as the kind task
     /// does; the answer (or the failure reported instead), if it came at once.
     fn ask(&mut self, shard: &str, e: &str, n: u64) -> Option<Result<u64, ShardingError>> {
-        let (tx, mut rx) = oneshot::channel();
+        // Failures come to `rx` through the host's handle; answers through the ReplyTo.
+        let (tx, mut rx) = oneshot::channel::<Result<(), ShardingError>>();
+        let slot: Arc<dyn FailAsk> = Arc::new(std::sync::Mutex::new(Some(tx)));
         let (reply_to, answer) = ReplyTo::detached();
-        let job = Job::new((n, reply_to), Asker::Local(tx));
+        let job = Job::new((n, reply_to), Asker::Local(AskHandle::new(slot)));
         let mut out = Vec::new();
         self.entities.deliver(
             Instant::ZERO,
@@ -99,9 +103,10 @@ impl<E: Entity<Command = Add>> Rig<E> {
     fn send_replies(&mut self, out: Vec<HostOutput<E>>) {
         for o in out {
             match o {
-                HostOutput::Reply(Asker::Local(tx), r) => {
-                    let _ = tx.send(r.map_err(ShardingError::EntityFailed));
-                }
+                HostOutput::Reply(Asker::Local(handle), r) => match r {
+                    Ok(()) => handle.handled(),
+                    Err(why) => handle.fail(ShardingError::EntityFailed(why)),
+                },
                 HostOutput::Reply(..) => panic!("a reply to a remote asker in a local test"),
                 HostOutput::Started { .. } | HostOutput::Stopped { .. } => {}
                 other => self.out.push(other),

@@ -81,7 +81,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         self.count_drop("encode-failed");
                         warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be encoded: dropped");
                         if let Some(r) = reply {
-                            let _ = r.tx.send(Err(ShardingError::Codec(e)));
+                            r.handle.fail(ShardingError::Codec(e));
                         }
                         return;
                     }
@@ -91,7 +91,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // failure of the node that handles the command. Passed on, the command is no
                 // longer this node's to report on: the asker is told to wait for the answer.
                 let ask_id = reply.map(|r| {
-                    let _ = r.tx.send(Ok(()));
+                    r.handle.handled();
                     r.ask_id
                 });
                 let payload = &st.payload;
@@ -103,12 +103,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         }
     }
 
-    pub(super) fn reply(&mut self, st: &mut State<E>, to: Asker<()>, result: Result<(), String>) {
+    pub(super) fn reply(&mut self, st: &mut State<E>, to: Asker, result: Result<(), String>) {
         match to {
             Asker::None => {}
-            Asker::Local(tx) => {
-                let _ = tx.send(result.map_err(ShardingError::EntityFailed));
-            }
+            Asker::Local(handle) => match result {
+                Ok(()) => handle.handled(),
+                Err(why) => handle.fail(ShardingError::EntityFailed(why)),
+            },
             Asker::Remote(to) => match (*to, result) {
                 // Handled: the answer, if any, goes through the command's ReplyTo.
                 (_, Ok(())) => {}
@@ -147,12 +148,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         warn!(kind = %self.name, entity = %env.entity, shard = %env.shard, reason = reason.as_str(), "message dropped");
         match env.msg {
             Payload::Local { reply: Some(r), .. } => {
-                let _ = r.tx.send(Err(match reason {
+                r.handle.fail(match reason {
                     DropReason::BufferFull => ShardingError::BufferFull,
                     DropReason::RegionStopped => ShardingError::RegionStopped,
                     DropReason::LeaseUnavailable => ShardingError::LeaseUnavailable,
                     other => ShardingError::Dropped(other.as_str()),
-                }));
+                });
             }
             Payload::Remote {
                 reply_to: Some((node, ask_id)),
