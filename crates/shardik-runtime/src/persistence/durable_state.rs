@@ -74,7 +74,7 @@ pub type DurableStateContext<B> = EntityContext<DurableState<B>>;
 #[must_use = "an effect does nothing unless returned from the command handler"]
 pub struct StateEffect<B: DurableStateEntity> {
     new_state: Option<B>,
-    then: Vec<AfterWrite<B>>,
+    then: AfterWrite<B>,
 }
 
 impl<B: DurableStateEntity> StateEffect<B> {
@@ -83,7 +83,7 @@ impl<B: DurableStateEntity> StateEffect<B> {
     pub fn persist(state: B) -> Self {
         StateEffect {
             new_state: Some(state),
-            then: Vec::new(),
+            then: AfterWrite::new(),
         }
     }
 
@@ -91,7 +91,7 @@ impl<B: DurableStateEntity> StateEffect<B> {
     pub fn none() -> Self {
         StateEffect {
             new_state: None,
-            then: Vec::new(),
+            then: AfterWrite::new(),
         }
     }
 
@@ -114,14 +114,13 @@ impl<B: DurableStateEntity> StateEffect<B> {
         R: Serialize + Send + 'static,
         C: Codec + Default + 'static,
     {
-        self.then
-            .push(Box::new(move |state| reply_to.send(answer(state))));
+        self.then.reply(reply_to, answer);
         self
     }
 
     /// Once the state is stored, runs `f` on it: a side effect.
     pub fn then_run(mut self, f: impl FnOnce(&B) + Send + 'static) -> Self {
-        self.then.push(Box::new(f));
+        self.then.run(f);
         self
     }
 }
@@ -254,9 +253,7 @@ impl<B: DurableStateEntity> Entity for DurableState<B> {
             // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
             self.store(ctx.entity_id(), state, fence).await?;
         }
-        for then in then {
-            then(&self.state);
-        }
+        then.on(&self.state);
         Ok(())
     }
 }

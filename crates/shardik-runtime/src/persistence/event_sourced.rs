@@ -142,7 +142,7 @@ pub type EventSourcedContext<B> = EntityContext<EventSourced<B>>;
 #[must_use = "an effect does nothing unless returned from the command handler"]
 pub struct Effect<B: EventSourcedEntity> {
     events: Vec<B::Event>,
-    then: Vec<AfterWrite<B>>,
+    then: AfterWrite<B>,
 }
 
 impl<B: EventSourcedEntity> Effect<B> {
@@ -152,7 +152,7 @@ impl<B: EventSourcedEntity> Effect<B> {
     pub fn persist(event: B::Event) -> Self {
         Effect {
             events: vec![event],
-            then: Vec::new(),
+            then: AfterWrite::new(),
         }
     }
 
@@ -160,7 +160,7 @@ impl<B: EventSourcedEntity> Effect<B> {
     pub fn persist_all(events: impl IntoIterator<Item = B::Event>) -> Self {
         Effect {
             events: events.into_iter().collect(),
-            then: Vec::new(),
+            then: AfterWrite::new(),
         }
     }
 
@@ -169,7 +169,7 @@ impl<B: EventSourcedEntity> Effect<B> {
     pub fn none() -> Self {
         Effect {
             events: Vec::new(),
-            then: Vec::new(),
+            then: AfterWrite::new(),
         }
     }
 
@@ -193,15 +193,14 @@ impl<B: EventSourcedEntity> Effect<B> {
         R: Serialize + Send + 'static,
         C: Codec + Default + 'static,
     {
-        self.then
-            .push(Box::new(move |state| reply_to.send(answer(state))));
+        self.then.reply(reply_to, answer);
         self
     }
 
     /// Once the events are written and applied, runs `f` on the new state (Akka's
     /// `thenRun`): a side effect, such as telling another entity.
     pub fn then_run(mut self, f: impl FnOnce(&B) + Send + 'static) -> Self {
-        self.then.push(Box::new(f));
+        self.then.run(f);
         self
     }
 
@@ -218,9 +217,7 @@ impl<B: EventSourcedEntity> Effect<B> {
         for event in &self.events {
             state.apply_event(event);
         }
-        for then in self.then {
-            then(state);
-        }
+        self.then.on(state);
     }
 }
 
@@ -547,9 +544,7 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
             // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
             self.persist(events, fence).await?;
         }
-        for then in then {
-            then(&self.state);
-        }
+        then.on(&self.state);
         Ok(())
     }
 }
