@@ -1,7 +1,7 @@
 //! The ways to reach entities: [`EntityRegion`], a node's region (or proxy) of one kind, and
 //! [`EntityRef`], the address of one entity, which may travel inside messages.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::sharding::{ShardId, shard_number_for};
@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::api::{AskError, Codec, Entity, ShardExtractor, ShardingError, TellError};
 use super::local_queue;
-use super::messages::{AskHandle, Control, FailAsk, LocalMsg, LocalReply, RefIds, RegionState};
+use super::messages::{AskHandle, AskSlot, Control, LocalMsg, LocalReply, RefIds, RegionState};
 use super::pending::ReplyEndpoint;
 use super::reply_to::{self, ReplyTo};
 use super::resolve;
@@ -267,26 +267,27 @@ impl<E: Entity> EntityRef<E> {
             return Err(ShardingError::InvalidTimeout);
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let (answer_tx, answer_rx) = oneshot::channel();
-        let slot: reply_to::AnswerSlot<R> = Arc::new(Mutex::new(Some(answer_tx)));
-        // Registered with the node's waiting asks in case the command, and the ReplyTo inside
-        // it, travel to another node: the answer (or that node's report of a failure) then
-        // comes back encoded, by ask id.
-        let remote_slot = Arc::clone(&slot);
+        let (slot, answer_rx) = reply_to::answer_slot::<R, C>();
         let replies = &self.region.replies;
-        let ask_id = replies.pending().register(deadline, move |answer| {
-            let answer = answer.and_then(|bytes| Ok(C::default().decode::<R>(&bytes)?));
-            reply_to::fill(&remote_slot, answer);
-        });
+        // Entered in the node's table of waiting asks only if the command leaves for another
+        // node (by the kind's task, as it sends it): the answer, or that node's report of a
+        // failure, then comes back encoded, by this id.
+        let ask_id = replies.pending().next_id();
         // The host fails the ask through the same slot if the command is not handled.
-        let handle = AskHandle::new(Arc::clone(&slot) as Arc<dyn FailAsk>);
+        let handle = AskHandle::new(Arc::clone(&slot) as Arc<dyn AskSlot>);
         let reply_to = ReplyTo::local(
             Arc::clone(&self.region.name),
             ask_id,
             slot,
             Arc::clone(replies),
+            deadline,
         );
-        let msg = self.msg(make(reply_to), Some(LocalReply { ask_id, handle }));
+        let reply = LocalReply {
+            ask_id,
+            deadline,
+            handle,
+        };
+        let msg = self.msg(make(reply_to), Some(reply));
         let outcome = match self.send_for_ask(msg, deadline).await {
             Ok(()) => match tokio::time::timeout_at(deadline, answer_rx).await {
                 Ok(Ok(answer)) => answer,
@@ -295,7 +296,12 @@ impl<E: Entity> EntityRef<E> {
             },
             Err(e) => Err(e.unwrap_or(ShardingError::Timeout(timeout))),
         };
-        replies.pending().forget(ask_id.get());
+        // An answer from another node removed the ask from the table as it came, and one made
+        // on this node rarely finds it there (only when its ReplyTo travelled and came back;
+        // such an entry is swept after its deadline); a failure or a timeout may leave it.
+        if outcome.is_err() {
+            replies.pending().forget(ask_id.get());
+        }
         outcome
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use shardik_core::sharding::entities::EntitySettings;
 use tokio::sync::mpsc;
 
+use super::answer_batch;
 use super::api::{Codec, Entity, EntityKind};
 use super::entity_ref::{EntityRegion, ShardIds};
 use super::handle::Sharding;
@@ -133,7 +134,11 @@ impl Sharding {
             leases,
             held_back: Arc::clone(&self.inner.held_back),
         };
-        crate::task::spawn(task.run());
+        // Answers its handlers make during one poll leave together (see `answer_batch`).
+        let replies = Arc::clone(&self.inner.replies);
+        crate::task::spawn(answer_batch::gathering(task.run(), move |answers| {
+            replies.send_gathered(answers)
+        }));
         Ok(region)
     }
 }

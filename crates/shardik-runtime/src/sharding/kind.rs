@@ -36,7 +36,7 @@ use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::outgoing::Outgoing;
 use super::pending::PendingAsks;
 use super::remember::{self, RememberSettings, RememberWriter};
-use super::resolve::{Resolver, decoding_with};
+use super::resolve::{EnvelopeAsk, Resolver, decoding_envelope, decoding_with};
 use super::strategy::KindAllocation;
 use crate::metrics as m;
 use crate::transport::UserSender;
@@ -90,6 +90,9 @@ struct State<E: Entity> {
     epoch: TokioInstant,
     node: KindNode<Payload<E>>,
     outgoing: Outgoing,
+    /// The answers to remote askers made during the current turn, on their way to `outgoing`
+    /// (kept for the task's life, so that a turn allocates no list).
+    answers: Vec<crate::sharding::answer_batch::GatheredAnswer>,
     /// Where a command for another node is encoded before it is copied into its frame.
     payload: Vec<u8>,
     /// Shard ids named by batches from other nodes, so that each envelope does not allocate
@@ -139,6 +142,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             epoch,
             node,
             outgoing: Outgoing::new(self.name.clone()),
+            answers: Vec::new(),
             payload: Vec::new(),
             shard_ids: IdCache::default(),
             effects: Vec::new(),
@@ -335,7 +339,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // `KindNode::route`'s first answer, asked before the envelope is built so that
                 // a delivery decodes straight from the frame.
                 if st.node.delivers_at_once(&shard) {
-                    match self.codec.decode::<E::Command>(env.payload) {
+                    let decoded = decoding_envelope(self.envelope_ask(&reply_to), || {
+                        self.codec.decode::<E::Command>(env.payload)
+                    });
+                    match decoded {
                         Ok(cmd) => self.deliver_job(st, shard, entity, remote_job(cmd, reply_to)),
                         Err(e) => self.undecodable(st, &entity, reply_to, e),
                     }
@@ -464,13 +471,27 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 from_context: false,
             },
             Payload::Remote { bytes, reply_to } => {
-                match decoding_with(&self.resolver, || self.codec.decode::<E::Command>(&bytes)) {
+                let decoded = decoding_with(&self.resolver, || {
+                    decoding_envelope(self.envelope_ask(&reply_to), || {
+                        self.codec.decode::<E::Command>(&bytes)
+                    })
+                });
+                match decoded {
                     Ok(cmd) => remote_job(cmd, reply_to),
                     Err(e) => return self.undecodable(st, &env.entity, reply_to, e),
                 }
             }
         };
         self.deliver_job(st, env.shard, env.entity, job);
+    }
+
+    /// The ask an envelope from another node belongs to, for the decoding of its command.
+    fn envelope_ask(&self, reply_to: &Option<(UniqueAddress, NonZeroU64)>) -> Option<EnvelopeAsk> {
+        reply_to.as_ref().map(|(asker, ask_id)| EnvelopeAsk {
+            kind: self.name.clone(),
+            asker: asker.clone(),
+            ask_id: *ask_id,
+        })
     }
 
     /// Hands a command to its entity, which runs here.

@@ -18,35 +18,50 @@ use super::api::{Entity, ShardingError};
 
 /// What a local ask carries beside its command: the ask's id in this node's table of waiting
 /// asks (the command's `ReplyTo` answers by it, and a node the command is sent to reports a
-/// failure by it), and the handle that fails the ask when the command is not handled here.
+/// failure by it), when the asker stops waiting, and the handle that fails the ask when the
+/// command is not handled here.
 pub(crate) struct LocalReply {
     pub ask_id: NonZeroU64,
+    pub deadline: tokio::time::Instant,
     pub handle: AskHandle,
 }
 
-/// An ask's answer slot, as the host sees it: whatever the answer's type, it can fail it.
-pub(crate) trait FailAsk: Send + Sync {
+/// An ask's answer slot, as the node sees it whatever the answer's type: it can fail it, and
+/// complete it with an answer that came back encoded from another node.
+pub(crate) trait AskSlot: Send + Sync {
     /// Completes the ask with `why`, unless it was answered already.
     fn fail(&self, why: ShardingError);
+
+    /// Completes the ask with an answer from another node (decoded here), or with the failure
+    /// that node reported, unless it was answered already.
+    fn answer_encoded(&self, answer: Result<Bytes, ShardingError>);
 }
 
-/// The host's side of a local ask. Once the command is handled (or passed on to another node,
-/// which reports by the ask's id), the handle is disarmed with [`handled`](Self::handled)
-/// and the answer comes through the command's `ReplyTo`; a command that is not handled fails
+/// The host's side of a local ask. Once the command is handled, the handle is disarmed with
+/// [`handled`](Self::handled) and the answer comes through the command's `ReplyTo`; a command
+/// sent to another node hands the slot over to the table of waiting asks
+/// ([`pass_on`](Self::pass_on)), where that node's answer or report finds it by the ask's id
+/// (an ask answered on its own node enters it only if its `ReplyTo` travels); a command that is not handled fails
 /// the ask with [`fail`](Self::fail). Dropped armed (the command was lost with its region or
 /// node, unreported), it fails the ask as lost, so that the asker does not wait for its
 /// timeout. Nothing is sent to the asker when the command is handled: no wake-up but the
 /// answer's.
-pub(crate) struct AskHandle(Option<std::sync::Arc<dyn FailAsk>>);
+pub(crate) struct AskHandle(Option<std::sync::Arc<dyn AskSlot>>);
 
 impl AskHandle {
-    pub fn new(slot: std::sync::Arc<dyn FailAsk>) -> Self {
+    pub fn new(slot: std::sync::Arc<dyn AskSlot>) -> Self {
         AskHandle(Some(slot))
     }
 
-    /// The command was handled here or passed on: its answer comes through its `ReplyTo`.
+    /// The command was handled here: its answer comes through its `ReplyTo`.
     pub fn handled(mut self) {
         self.0 = None;
+    }
+
+    /// The command leaves for another node: its slot, for the table of waiting asks, where
+    /// that node's answer or report finds it by the ask's id.
+    pub fn pass_on(mut self) -> Option<std::sync::Arc<dyn AskSlot>> {
+        self.0.take()
     }
 
     /// The command was not handled, because of `why`.

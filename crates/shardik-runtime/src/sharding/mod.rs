@@ -12,7 +12,7 @@
 //! user's side is `api.rs` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `strategy` → `api` → `config`, `init_error` → `messages`, `pending` → `resolve` →
+//! `answer_batch`, `strategy` → `api` → `config`, `init_error` → `messages`, `pending` → `resolve` →
 //! `reply_to`, `remember` → `handlers` → `allocation` → `kind` → `entity_ref` → `inner` →
 //! `inbound` → `handle` → `init`, `cluster_stats` → `keepalive` → `singleton`, `daemon`. `api`
 //! (what users write against) needs only the strategy types, never the kind's task; the
@@ -22,6 +22,7 @@
 //! API of this module, like a user's code would be.
 
 mod allocation;
+mod answer_batch;
 mod api;
 mod cluster_stats;
 mod config;

@@ -2,7 +2,7 @@
 //! ([`PendingAsks`]), and the way this node sends an answer to an asker by its ask id
 //! ([`ReplyEndpoint`]).
 //!
-//! Each waiting ask is a one-shot callback under a fresh id, removed when its reply arrives. An
+//! Each waiting ask is its answer slot (or a one-shot callback) under its id, removed when its reply arrives. An
 //! asker that gave up (timeout) leaves its entry behind; entries past their deadline are swept
 //! as new ones are registered, so the table stays bounded by the asks in flight within their
 //! timeouts. Ids start at a random point in each incarnation of a node, so that a late reply
@@ -16,17 +16,35 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use shardik_core::membership::UniqueAddress;
+use shardik_core::membership::{Address, UniqueAddress};
 use shardik_wire::{ReplyError, ShardingBody, ShardingFrame, WireReply, encode_sharding};
 
+use super::answer_batch::{self, GatheredAnswer};
 use super::api::ShardingError;
+use super::messages::AskSlot;
 use crate::transport::UserSender;
 
 type Callback = Box<dyn FnOnce(Result<Bytes, ShardingError>) + Send>;
 
 struct Entry {
     deadline: Instant,
-    callback: Callback,
+    waiting: Waiting,
+}
+
+/// Who waits for a reply: an asker's own slot (the usual ask), or a callback (a node relaying
+/// a command for an asker elsewhere passes the answer on).
+enum Waiting {
+    Slot(Arc<dyn AskSlot>),
+    Callback(Callback),
+}
+
+impl Waiting {
+    fn complete(self, result: Result<Bytes, ShardingError>) {
+        match self {
+            Waiting::Slot(slot) => slot.answer_encoded(result),
+            Waiting::Callback(callback) => callback(result),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -66,14 +84,30 @@ impl PendingAsks {
         let _ = self.decoding.set(context);
     }
 
+    /// A fresh ask id of this node.
+    pub fn next_id(&self) -> NonZeroU64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        NonZeroU64::new(id).unwrap_or(NonZeroU64::MIN)
+    }
+
     /// Registers `callback` until `deadline`; returns the id to send with the request.
     pub fn register(
         &self,
         deadline: Instant,
         callback: impl FnOnce(Result<Bytes, ShardingError>) + Send + 'static,
     ) -> NonZeroU64 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = NonZeroU64::new(id).unwrap_or(NonZeroU64::MIN);
+        let id = self.next_id();
+        self.insert(id, deadline, Waiting::Callback(Box::new(callback)));
+        id
+    }
+
+    /// Registers the slot of ask `id` (from [`next_id`](Self::next_id)) until `deadline`, as
+    /// its command leaves for another node.
+    pub fn register_slot(&self, id: NonZeroU64, deadline: Instant, slot: Arc<dyn AskSlot>) {
+        self.insert(id, deadline, Waiting::Slot(slot));
+    }
+
+    fn insert(&self, id: NonZeroU64, deadline: Instant, waiting: Waiting) {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         t.registered_since_sweep += 1;
         if t.registered_since_sweep >= 1024 {
@@ -81,14 +115,7 @@ impl PendingAsks {
             let now = Instant::now();
             t.entries.retain(|_, e| e.deadline > now);
         }
-        t.entries.insert(
-            id.get(),
-            Entry {
-                deadline,
-                callback: Box::new(callback),
-            },
-        );
-        id
+        t.entries.insert(id.get(), Entry { deadline, waiting });
     }
 
     /// Completes ask `id` with `result`; false when no such ask waits (late or unknown reply).
@@ -104,14 +131,14 @@ impl PendingAsks {
                 // The callback decodes the answer, which may hold entity references.
                 match self.decoding.get() {
                     Some(context) => {
-                        let mut call = Some((e.callback, result));
+                        let mut call = Some((e.waiting, result));
                         context(&mut || {
-                            if let Some((callback, result)) = call.take() {
-                                callback(result);
+                            if let Some((waiting, result)) = call.take() {
+                                waiting.complete(result);
                             }
                         });
                     }
-                    None => (e.callback)(result),
+                    None => e.waiting.complete(result),
                 }
                 true
             }
@@ -199,27 +226,60 @@ impl ReplyEndpoint {
                 result,
             }),
         };
-        let payload = encode_sharding(&frame);
-        // Most of the time the asker's lane has room: the reply is written from here.
-        let Err(payload) = self.sender.try_send(&asker.address, payload) else {
+        let answer = GatheredAnswer {
+            to: asker.clone(),
+            kind: Arc::clone(kind),
+            frame: encode_sharding(&frame),
+        };
+        // Made by a handler of a kind's task: written with the poll's other answers.
+        let Err(answer) = answer_batch::gather(answer) else {
             return;
         };
-        let (sender, to, kind) = (self.sender.clone(), asker.address.clone(), Arc::clone(kind));
-        if self.waiting.fetch_add(1, Ordering::Relaxed) >= MAX_WAITING_REPLIES {
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
+        // Most of the time the asker's lane has room: the reply is written from here.
+        let Err(frame) = self.sender.try_send(&answer.to.address, answer.frame) else {
+            return;
+        };
+        self.wait_for_room(answer.to.address, answer.kind, vec![frame]);
+    }
+
+    /// Sends the answers a kind's task made during one poll: consecutive answers to one node
+    /// are queued together (one write when its connection is idle). Empties `answers`.
+    pub fn send_gathered(&self, answers: &mut Vec<GatheredAnswer>) {
+        let mut answers = answers.drain(..).peekable();
+        while let Some(first) = answers.next() {
+            let GatheredAnswer { to, kind, frame } = first;
+            let mut run = vec![frame];
+            while let Some(next) = answers.next_if(|a| a.to == to) {
+                run.push(next.frame);
+            }
+            let left = self.sender.try_send_run(&to.address, run);
+            if !left.is_empty() {
+                self.wait_for_room(to.address, kind, left);
+            }
+        }
+    }
+
+    /// Sends `frames` to `to` from a task of their own, which waits for room in the asker's
+    /// queue; at most [`MAX_WAITING_REPLIES`] wait at once, and beyond that they are dropped,
+    /// counted and logged (their asks time out).
+    fn wait_for_room(&self, to: Address, kind: Arc<str>, frames: Vec<Bytes>) {
+        let n = frames.len();
+        if self.waiting.fetch_add(n, Ordering::Relaxed) + n > MAX_WAITING_REPLIES {
+            self.waiting.fetch_sub(n, Ordering::Relaxed);
             metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "replies-waiting-full")
-                .increment(1);
-            tracing::warn!(%to, %kind, limit = MAX_WAITING_REPLIES, "too many replies wait for their askers; this one is dropped and its ask will time out");
+                .increment(n as u64);
+            tracing::warn!(%to, %kind, replies = n, limit = MAX_WAITING_REPLIES, "too many replies wait for their askers; these are dropped and their asks will time out");
             return;
         }
-        let waiting = Arc::clone(&self.waiting);
+        let (sender, waiting) = (self.sender.clone(), Arc::clone(&self.waiting));
         crate::task::spawn(async move {
-            if !sender.send(&to, payload).await {
+            let failed = sender.send_all(&to, frames).await;
+            if failed > 0 {
                 metrics::counter!(crate::metrics::SHARDING_DROPPED_TOTAL, "kind" => kind.to_string(), "reason" => "reply-undeliverable")
-                    .increment(1);
-                tracing::warn!(%to, %kind, "a reply could not be queued for its asker; the ask will time out");
+                    .increment(failed as u64);
+                tracing::warn!(%to, %kind, replies = failed, "replies could not be queued for their asker; their asks will time out");
             }
-            waiting.fetch_sub(1, Ordering::Relaxed);
+            waiting.fetch_sub(n, Ordering::Relaxed);
         });
     }
 }

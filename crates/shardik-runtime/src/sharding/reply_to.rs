@@ -3,9 +3,10 @@
 //!
 //! A `ReplyTo` made by [`EntityRef::ask`](super::EntityRef::ask) answers its asker
 //! directly, without encoding, while it stays on the asker's node. Sent to another node inside
-//! a command, it is encoded as the asker's node and ask id, and decoded there into a handle that
-//! sends the encoded answer back in a reply frame; the asker's node completes the ask from its
-//! table of waiting asks. Whichever way the answer comes, the first one completes the ask and
+//! a command, it is encoded as the asker's node and ask id (or as a one-byte marker inside its
+//! own ask's envelope, which carries both already), and decoded there into a handle that sends
+//! the encoded answer back in a reply frame; the asker's node completes the ask from its table
+//! of waiting asks. Whichever way the answer comes, the first one completes the ask and
 //! later ones are ignored, as a second reply to an Akka `ask` is.
 
 use std::marker::PhantomData;
@@ -14,12 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use shardik_core::membership::UniqueAddress;
 use shardik_wire::{ReplyError, ReplyErrorKind};
 use tokio::sync::oneshot;
 
-use super::api::{Codec, Postcard, ShardingError};
-use super::messages::FailAsk;
+use super::api::{Codec, CodecError, Postcard, ShardingError};
+use super::messages::AskSlot;
 use super::pending::ReplyEndpoint;
 use super::resolve;
 
@@ -87,10 +89,14 @@ impl<R, C> ReplyTo<R, C> {
 }
 
 enum Route<R> {
-    /// Still on the asker's node: the answer goes straight to the waiting asker.
+    /// Still on the asker's node: the answer goes straight to the waiting asker. Should this
+    /// `ReplyTo` leave the node inside another command than its ask's own (passed on by the
+    /// entity that got it), the slot enters the table of waiting asks (until `deadline`) as it
+    /// is encoded, for the answer to find it by id.
     Local {
         slot: AnswerSlot<R>,
         endpoint: Arc<ReplyEndpoint>,
+        deadline: tokio::time::Instant,
     },
     /// Decoded on a node (possibly the asker's, after a round trip): the answer is encoded and
     /// sent to the asker's node by ask id.
@@ -116,21 +122,46 @@ impl<R> std::fmt::Debug for DetachedAnswer<R> {
     }
 }
 
-/// The asker's side of one ask: taken by the first answer.
-pub(crate) type AnswerSlot<R> = Arc<Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>>>;
+/// The asker's side of one ask: taken by the first answer, whichever way it comes.
+pub(crate) struct Slot<R> {
+    tx: Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>>,
+    /// How an answer encoded by another node is read (the ask's codec, chosen by the asker).
+    decode: fn(&[u8]) -> Result<R, CodecError>,
+}
 
-impl<R: Send> FailAsk for Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>> {
+/// An ask's slot, shared by its `ReplyTo`, its handle on the host and, once the command has
+/// left for another node, the table of waiting asks.
+pub(crate) type AnswerSlot<R> = Arc<Slot<R>>;
+
+/// A slot for an ask answered with `C`'s encoding when it comes from another node, and the
+/// asker's end of it.
+pub(crate) fn answer_slot<R, C>() -> (AnswerSlot<R>, oneshot::Receiver<Result<R, ShardingError>>)
+where
+    R: DeserializeOwned,
+    C: Codec + Default,
+{
+    let (tx, rx) = oneshot::channel();
+    let slot = Slot {
+        tx: Mutex::new(Some(tx)),
+        decode: |bytes| C::default().decode(bytes),
+    };
+    (Arc::new(slot), rx)
+}
+
+impl<R: Send> AskSlot for Slot<R> {
     fn fail(&self, why: ShardingError) {
-        let tx = self.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(tx) = tx {
-            let _ = tx.send(Err(why));
-        }
+        fill(self, Err(why));
+    }
+
+    fn answer_encoded(&self, answer: Result<Bytes, ShardingError>) {
+        let answer = answer.and_then(|bytes| (self.decode)(&bytes).map_err(ShardingError::Codec));
+        fill(self, answer);
     }
 }
 
 /// Delivers `answer` to the slot's asker, if no answer reached it before; true if it did.
-pub(crate) fn fill<R>(slot: &AnswerSlot<R>, answer: Result<R, ShardingError>) -> bool {
-    let tx = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+pub(crate) fn fill<R>(slot: &Slot<R>, answer: Result<R, ShardingError>) -> bool {
+    let tx = slot.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
     tx.is_some_and(|tx| tx.send(answer).is_ok())
 }
 
@@ -139,15 +170,21 @@ where
     R: Serialize + Send + 'static,
     C: Codec + Default,
 {
-    /// The handle for ask `ask_id` of this node, answering into `slot`.
+    /// The handle for ask `ask_id` of this node, answering into `slot` until `deadline`.
     pub(crate) fn local(
         kind: Arc<str>,
         ask_id: NonZeroU64,
         slot: AnswerSlot<R>,
         endpoint: Arc<ReplyEndpoint>,
+        deadline: tokio::time::Instant,
     ) -> Self {
         let asker = endpoint.self_node().clone();
-        ReplyTo::new(kind, asker, ask_id, Route::Local { slot, endpoint })
+        let route = Route::Local {
+            slot,
+            endpoint,
+            deadline,
+        };
+        ReplyTo::new(kind, asker, ask_id, route)
     }
 
     /// A `ReplyTo` outside any node, and what it will have received: for unit tests that call
@@ -164,11 +201,20 @@ where
     /// ```
     pub fn detached() -> (Self, DetachedAnswer<R>) {
         let (tx, rx) = oneshot::channel();
+        let slot = Slot {
+            tx: Mutex::new(Some(tx)),
+            // Never used: a detached ReplyTo cannot be sent to a node.
+            decode: |_| {
+                Err(CodecError(
+                    "a detached ReplyTo has no node to answer it".into(),
+                ))
+            },
+        };
         let reply_to = ReplyTo::new(
             Arc::from(""),
             UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0),
             NonZeroU64::MIN,
-            Route::Detached(Arc::new(Mutex::new(Some(tx)))),
+            Route::Detached(Arc::new(slot)),
         );
         (reply_to, DetachedAnswer(rx))
     }
@@ -180,10 +226,9 @@ where
     pub fn send(&self, answer: R) {
         let inner = &*self.inner;
         match &inner.route {
-            Route::Local { slot, endpoint } => {
-                if fill(slot, Ok(answer)) {
-                    endpoint.pending().forget(inner.ask_id.get());
-                }
+            // An ask answered on its own node is not looked up in the table of waiting asks.
+            Route::Local { slot, .. } => {
+                fill(slot, Ok(answer));
             }
             Route::Decoded(endpoint) => {
                 let encoded =
@@ -227,34 +272,71 @@ impl<R, C> std::fmt::Debug for ReplyTo<R, C> {
     }
 }
 
-impl<R, C> Serialize for ReplyTo<R, C> {
+/// On the wire a `ReplyTo` is `Some((kind, asker, ask id))`, or `None` inside the command of
+/// its own ask's envelope: that envelope already carries the ask id, and the receiving node
+/// knows the sender, so the usual ask costs one byte here rather than about thirty, and
+/// nothing to allocate when it is read.
+type WireReplyTo<K, A> = Option<(K, A, NonZeroU64)>;
+
+impl<R: Send + 'static, C> Serialize for ReplyTo<R, C> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let inner = &*self.inner;
-        if matches!(inner.route, Route::Detached(_)) {
-            return Err(serde::ser::Error::custom(
-                "a detached ReplyTo (made for a unit test) cannot be sent to a node",
-            ));
-        }
-        (&*inner.kind, &inner.asker, inner.ask_id).serialize(serializer)
+        let wire: WireReplyTo<&str, &UniqueAddress> = match &inner.route {
+            Route::Detached(_) => {
+                return Err(serde::ser::Error::custom(
+                    "a detached ReplyTo (made for a unit test) cannot be sent to a node",
+                ));
+            }
+            // The kind's task enters the slot in the table as it sends the envelope.
+            Route::Local { .. } if resolve::encoding_ask_is(inner.ask_id) => None,
+            Route::Local {
+                slot,
+                endpoint,
+                deadline,
+            } => {
+                let waiting = Arc::clone(slot) as Arc<dyn AskSlot>;
+                endpoint
+                    .pending()
+                    .register_slot(inner.ask_id, *deadline, waiting);
+                Some((&*inner.kind, &inner.asker, inner.ask_id))
+            }
+            Route::Decoded(_) => Some((&*inner.kind, &inner.asker, inner.ask_id)),
+        };
+        wire.serialize(serializer)
     }
 }
 
 impl<'de, R, C> serde::Deserialize<'de> for ReplyTo<R, C> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        let (kind, asker, ask_id): (String, UniqueAddress, NonZeroU64) =
+        let wire: WireReplyTo<String, UniqueAddress> =
             serde::Deserialize::deserialize(deserializer)?;
         let endpoint = resolve::reply_endpoint().ok_or_else(|| {
-            D::Error::custom(format!(
-                "ReplyTo for ask {ask_id} of {asker:?}: a ReplyTo can only be decoded by a node's sharding"
-            ))
+            D::Error::custom(
+                "a ReplyTo can only be decoded by a node's sharding (inside a command or an answer)",
+            )
         })?;
-        Ok(ReplyTo::new(
-            kind.into(),
-            asker,
-            ask_id,
-            Route::Decoded(endpoint),
-        ))
+        match wire {
+            Some((kind, asker, ask_id)) => Ok(ReplyTo::new(
+                kind.into(),
+                asker,
+                ask_id,
+                Route::Decoded(endpoint),
+            )),
+            // The envelope's own ask: answered to the node that sent it, by the envelope's ask
+            // id (a node that relayed the envelope passes the answer on to the asker).
+            None => resolve::with_decoding_ask(|ask| match ask {
+                Some(ask) => Ok(ReplyTo::new(
+                    Arc::clone(&ask.kind),
+                    ask.asker.clone(),
+                    ask.ask_id,
+                    Route::Decoded(endpoint),
+                )),
+                None => Err(D::Error::custom(
+                    "a ReplyTo written for its envelope's ask arrived in an envelope of no ask",
+                )),
+            }),
+        }
     }
 }
 
@@ -264,11 +346,11 @@ mod ask_handle_tests {
     use crate::sharding::messages::AskHandle;
 
     fn slot() -> (
-        Arc<dyn FailAsk>,
+        Arc<dyn AskSlot>,
         oneshot::Receiver<Result<u64, ShardingError>>,
     ) {
-        let (tx, rx) = oneshot::channel();
-        (Arc::new(Mutex::new(Some(tx))), rx)
+        let (slot, rx) = answer_slot::<u64, Postcard>();
+        (slot, rx)
     }
 
     #[test]
@@ -300,9 +382,27 @@ mod ask_handle_tests {
     }
 
     #[test]
+    fn a_command_sent_on_leaves_the_ask_to_the_answer_that_comes_back_encoded() {
+        let (slot, mut rx) = slot();
+        let waiting = AskHandle::new(slot).pass_on().expect("armed");
+        assert!(rx.try_recv().is_err(), "passing on fails nothing");
+        waiting.answer_encoded(Ok(Bytes::from(postcard::to_allocvec(&9u64).unwrap())));
+        assert_eq!(rx.try_recv().unwrap(), Ok(9));
+    }
+
+    #[test]
+    fn an_answer_that_cannot_be_read_fails_the_ask_as_a_codec_error() {
+        let (slot, mut rx) = slot();
+        slot.answer_encoded(Ok(Bytes::from_static(&[0xff, 0xff])));
+        assert!(matches!(
+            rx.try_recv().unwrap(),
+            Err(ShardingError::Codec(_))
+        ));
+    }
+
+    #[test]
     fn an_answer_sent_first_wins_over_a_later_failure() {
-        let (tx, mut rx) = oneshot::channel::<Result<u64, ShardingError>>();
-        let slot: AnswerSlot<u64> = Arc::new(Mutex::new(Some(tx)));
+        let (slot, mut rx) = answer_slot::<u64, Postcard>();
         assert!(fill(&slot, Ok(3)));
         AskHandle::new(slot).fail(ShardingError::EntityFailed("after".into()));
         assert_eq!(rx.try_recv().unwrap(), Ok(3));

@@ -8,8 +8,11 @@
 //! and an `EntityRef` or a `ReplyTo` may sit anywhere inside a user's command or reply.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::num::NonZeroU64;
 use std::sync::{Arc, Weak};
+
+use shardik_core::membership::UniqueAddress;
 
 use super::pending::ReplyEndpoint;
 
@@ -82,4 +85,120 @@ pub(crate) fn resolve<T>(
         }
     });
     out
+}
+
+/// The ask an envelope belongs to, while its command is decoded on the node that received it:
+/// the kind it went to, the node that sent it (the asker, or a node relaying for the asker),
+/// and the ask id the envelope carries.
+pub(crate) struct EnvelopeAsk {
+    pub kind: Arc<str>,
+    pub asker: UniqueAddress,
+    pub ask_id: NonZeroU64,
+}
+
+thread_local! {
+    /// The ask id of the envelope whose command this thread encodes, on the asker's node.
+    static ENCODING_ASK: Cell<Option<NonZeroU64>> = const { Cell::new(None) };
+    /// The ask of the envelope whose command this thread decodes.
+    static DECODING_ASK: RefCell<Option<EnvelopeAsk>> = const { RefCell::new(None) };
+}
+
+/// Runs `encode` (of the command of ask `ask_id`'s envelope, or of a told command when `None`):
+/// a `ReplyTo` of that very ask inside it is written as a marker, since the envelope carries
+/// the ask id and the receiving node knows who sent it.
+pub(crate) fn encoding_envelope<T>(ask_id: Option<NonZeroU64>, encode: impl FnOnce() -> T) -> T {
+    struct Restore(Option<NonZeroU64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ENCODING_ASK.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(ENCODING_ASK.with(|c| c.replace(ask_id)));
+    encode()
+}
+
+/// Whether the envelope being encoded on this thread is that of ask `ask_id` of this node.
+pub(crate) fn encoding_ask_is(ask_id: NonZeroU64) -> bool {
+    ENCODING_ASK.with(|c| c.get()) == Some(ask_id)
+}
+
+/// Runs `decode` (of the command of an envelope that belongs to `ask`, if any), so that the
+/// marker `encoding_envelope` wrote becomes a `ReplyTo` answering that ask.
+pub(crate) fn decoding_envelope<T>(ask: Option<EnvelopeAsk>, decode: impl FnOnce() -> T) -> T {
+    struct Restore(Option<EnvelopeAsk>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            DECODING_ASK.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(DECODING_ASK.with(|c| c.replace(ask)));
+    decode()
+}
+
+/// The ask of the envelope being decoded on this thread, if it belongs to one: `f` gets it.
+pub(crate) fn with_decoding_ask<T>(f: impl FnOnce(Option<&EnvelopeAsk>) -> T) -> T {
+    DECODING_ASK.with(|c| f(c.borrow().as_ref()))
+}
+
+#[cfg(test)]
+mod envelope_scope_tests {
+    use super::*;
+    use shardik_core::membership::Address;
+
+    fn id(n: u64) -> NonZeroU64 {
+        NonZeroU64::new(n).unwrap()
+    }
+
+    #[test]
+    fn only_the_envelope_being_encoded_is_its_asks_own() {
+        assert!(!encoding_ask_is(id(7)), "no envelope outside the scope");
+        encoding_envelope(Some(id(7)), || {
+            assert!(encoding_ask_is(id(7)));
+            assert!(
+                !encoding_ask_is(id(8)),
+                "another ask's ReplyTo is written in full"
+            );
+            // A told command encoded inside (an answer, a nested encoding) has no ask.
+            encoding_envelope(None, || assert!(!encoding_ask_is(id(7))));
+            assert!(encoding_ask_is(id(7)), "the outer scope comes back");
+        });
+        assert!(!encoding_ask_is(id(7)), "the scope ends with the encoding");
+    }
+
+    #[test]
+    fn a_decoded_marker_answers_whoever_sent_the_envelope_by_its_ask_id() {
+        // A node relaying for the asker sends the envelope under its own ask id: the answer
+        // goes to the relay, which passes it on to the asker by the original id.
+        let relay = UniqueAddress::new(Address::new("10.0.0.2", 2552), 9);
+        let ask = EnvelopeAsk {
+            kind: Arc::from("account"),
+            asker: relay.clone(),
+            ask_id: id(41),
+        };
+        let seen = decoding_envelope(Some(ask), || {
+            with_decoding_ask(|a| a.map(|a| (a.asker.clone(), a.ask_id, a.kind.to_string())))
+        });
+        assert_eq!(seen, Some((relay, id(41), "account".to_string())));
+        assert!(
+            with_decoding_ask(|a| a.is_none()),
+            "the scope ends with the decoding"
+        );
+    }
+
+    #[test]
+    fn a_panicking_decode_still_ends_its_scope() {
+        let ask = EnvelopeAsk {
+            kind: Arc::from("k"),
+            asker: UniqueAddress::new(Address::new("h", 1), 1),
+            ask_id: id(1),
+        };
+        let caught = std::panic::catch_unwind(|| decoding_envelope(Some(ask), || panic!("codec")));
+        assert!(caught.is_err());
+        assert!(with_decoding_ask(|a| a.is_none()));
+        let caught =
+            std::panic::catch_unwind(|| encoding_envelope(Some(id(3)), || panic!("codec")));
+        assert!(caught.is_err());
+        assert!(!encoding_ask_is(id(3)));
+    }
 }

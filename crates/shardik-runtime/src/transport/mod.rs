@@ -528,6 +528,31 @@ impl UserSender {
         }
     }
 
+    /// Queues `payloads` for `to`, in order, as far as its lane has room now, without
+    /// waiting (written together when the lane is idle). Returns those that found no room
+    /// (all of them when the peer cap is reached), for a caller that then waits elsewhere.
+    pub fn try_send_run(&self, to: &Address, payloads: Vec<bytes::Bytes>) -> Vec<bytes::Bytes> {
+        let Some(mut lane) = self.lane(to) else {
+            return payloads;
+        };
+        let mut msgs = payloads.into_iter().map(Outgoing::User).peekable();
+        loop {
+            match lane.push_run(&mut msgs) {
+                outbound::RunPushed::All => return Vec::new(),
+                outbound::RunPushed::Full => break,
+                outbound::RunPushed::Closed => match self.next_lane(to, &lane) {
+                    Some(next) => lane = next,
+                    None => break,
+                },
+            }
+        }
+        msgs.filter_map(|m| match m {
+            Outgoing::User(b) => Some(b),
+            Outgoing::Membership(_) => None,
+        })
+        .collect()
+    }
+
     /// Sends every payload of `payloads` to `to`, in order, looking the peer's lane up once
     /// and writing them together. Waits while the lane is full. Returns how many could not be
     /// queued (as [`send`](Self::send) would report).

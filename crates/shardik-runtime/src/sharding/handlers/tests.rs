@@ -7,13 +7,12 @@ use std::sync::Arc;
 use shardik_core::Instant;
 use shardik_core::membership::{Address, UniqueAddress};
 use shardik_core::sharding::entities::EntitySettings;
-use tokio::sync::oneshot;
 
 use super::*;
 use crate::sharding::ReplyTo;
 use crate::sharding::api::ShardingError;
 use crate::sharding::api::SyncEntity;
-use crate::sharding::messages::{AskHandle, FailAsk};
+use crate::sharding::messages::AskHandle;
 
 /// A number to add, and where the sum goes.
 type Add = (u64, ReplyTo<u64>);
@@ -80,8 +79,8 @@ impl<E: Entity<Command = Add>> Rig<E> {
     /// does; the answer (or the failure reported instead), if it came at once.
     fn ask(&mut self, shard: &str, e: &str, n: u64) -> Option<Result<u64, ShardingError>> {
         // Failures come to `rx` through the host's handle; answers through the ReplyTo.
-        let (tx, mut rx) = oneshot::channel::<Result<(), ShardingError>>();
-        let slot: Arc<dyn FailAsk> = Arc::new(std::sync::Mutex::new(Some(tx)));
+        let (slot, mut rx) =
+            crate::sharding::reply_to::answer_slot::<(), crate::sharding::Postcard>();
         let (reply_to, answer) = ReplyTo::detached();
         let job = Job::new((n, reply_to), Asker::Local(AskHandle::new(slot)));
         let mut out = Vec::new();

@@ -3,6 +3,7 @@
 //! ask.
 
 use super::*;
+use crate::sharding::answer_batch;
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub(super) fn send_protocol(&mut self, st: &mut State<E>, to: UniqueAddress, msg: Protocol) {
@@ -76,7 +77,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // Encoded into a buffer kept for the task's life, and from there into the
                 // batch frame: no allocation per command.
                 st.payload.clear();
-                if let Err(e) = self.codec.encode_into(&cmd, &mut st.payload) {
+                let encoded = crate::sharding::resolve::encoding_envelope(
+                    reply.as_ref().map(|r| r.ask_id),
+                    || self.codec.encode_into(&cmd, &mut st.payload),
+                );
+                if let Err(e) = encoded {
                     {
                         self.count_drop("encode-failed");
                         warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be encoded: dropped");
@@ -86,12 +91,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         return;
                     }
                 }
-                // The ask was registered by its asker (`EntityRef::ask`) under this id, which
-                // the command's ReplyTo carries too: the answer comes back by it, and so does a
-                // failure of the node that handles the command. Passed on, the command is no
-                // longer this node's to report on: the asker is told to wait for the answer.
+                // The ask's id, which the command's ReplyTo answers by: its slot enters the
+                // table of waiting asks under it, where the answer finds it, and so does a
+                // failure the node that handles the command reports. Passed on, the command is
+                // no longer this node's to report on.
                 let ask_id = reply.map(|r| {
-                    r.handle.handled();
+                    if let Some(slot) = r.handle.pass_on() {
+                        self.pending.register_slot(r.ask_id, r.deadline, slot);
+                    }
                     r.ask_id
                 });
                 let payload = &st.payload;
@@ -177,6 +184,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
     }
 
     pub(super) async fn flush(&mut self, st: &mut State<E>) {
+        // The answers this turn's handlers made go out with the turn's other messages.
+        answer_batch::take_gathered(&mut st.answers);
+        for answer in st.answers.drain(..) {
+            st.outgoing.frame(&answer.to, answer.frame);
+        }
         if st.outgoing.is_empty() {
             return;
         }
