@@ -17,7 +17,6 @@ pub mod probe;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -30,7 +29,7 @@ use crate::discovery::{DiscoveryError, Lookup, ServiceDiscovery};
 use crate::handle::{ControlError, NodeHandle};
 use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
-use crate::tls::{PemFile, TlsError, https_client_config};
+use crate::tls::TlsError;
 
 use contact_point::{ContactPoint, Selection, SelfContact};
 use decide::{Decision, Discovered, Observation, Rules, Waiting, decide};
@@ -45,6 +44,32 @@ pub enum BootstrapError {
     /// The CA file to trust other management ports (`management.http.tls`) is unusable.
     #[error("cluster bootstrap probes contact points over HTTPS: {0}")]
     Tls(#[from] TlsError),
+}
+
+/// The HTTPS client that probes other management ports, when they speak HTTPS
+/// (`management.http.tls.enabled`): it trusts the CA file of `management.http.tls` (or the
+/// transport's).
+#[cfg(feature = "tls")]
+fn https_client(settings: &Settings) -> Result<Option<probe::HttpsClient>, TlsError> {
+    let http = &settings.management.http;
+    if !http.tls.enabled {
+        return Ok(None);
+    }
+    let (key, path) = http.tls.ca_cert_file_or(&settings.transport.tls);
+    let file = crate::tls::PemFile::new(key, path);
+    let config = crate::tls::https_client_config(&file, None)?;
+    Ok(Some(std::sync::Arc::new(config)))
+}
+
+/// Without the `tls` feature: none, or an error naming the key that asks for HTTPS.
+#[cfg(not(feature = "tls"))]
+fn https_client(settings: &Settings) -> Result<Option<probe::HttpsClient>, TlsError> {
+    if settings.management.http.tls.enabled {
+        return Err(TlsError::NotBuilt {
+            key: "management.http.tls.enabled",
+        });
+    }
+    Ok(None)
 }
 
 /// Cluster bootstrap, set up and ready to start on a node.
@@ -158,15 +183,7 @@ impl Runner {
         let d = &b.contact_point_discovery;
         let c = &b.contact_point;
         let http = &settings.management.http;
-        let tls = if http.tls.enabled {
-            let (key, path) = http.tls.ca_cert_file_or(&settings.transport.tls);
-            Some(Arc::new(https_client_config(
-                &PemFile::new(key, path),
-                None,
-            )?))
-        } else {
-            None
-        };
+        let tls = https_client(settings)?;
         let management_host = http.hostname.trim_start_matches('[').trim_end_matches(']');
         let management_on_any_address = management_host
             .parse::<IpAddr>()

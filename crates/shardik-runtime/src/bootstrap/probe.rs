@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,10 +15,12 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper::header::{CONTENT_LENGTH, HOST, USER_AGENT};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
+#[cfg(feature = "tls")]
 use rustls::pki_types::ServerName;
 use shardik_core::membership::Address;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+#[cfg(feature = "tls")]
 use tokio_rustls::TlsConnector;
 
 use super::contact_point::ContactPoint;
@@ -92,10 +93,35 @@ impl ProbeError {
     }
 }
 
+/// How a prober speaks HTTPS: a client configuration trusting the cluster's CA.
+#[cfg(feature = "tls")]
+pub type HttpsClient = std::sync::Arc<rustls::ClientConfig>;
+
+/// No HTTPS in a build without the `tls` feature: no value of this type exists (bootstrap
+/// refuses `management.http.tls.enabled` at start).
+#[cfg(not(feature = "tls"))]
+#[derive(Clone)]
+pub enum HttpsClient {}
+
+#[cfg(feature = "tls")]
+type Connector = TlsConnector;
+#[cfg(not(feature = "tls"))]
+type Connector = HttpsClient;
+
+#[cfg(feature = "tls")]
+fn connector(client: HttpsClient) -> Connector {
+    TlsConnector::from(client)
+}
+
+#[cfg(not(feature = "tls"))]
+fn connector(client: HttpsClient) -> Connector {
+    match client {}
+}
+
 /// Probes contact points.
 #[derive(Clone)]
 pub struct Prober {
-    tls: Option<TlsConnector>,
+    tls: Option<Connector>,
     timeout: Duration,
     max_response_size: usize,
 }
@@ -113,13 +139,9 @@ impl std::fmt::Debug for Prober {
 impl Prober {
     /// A prober over HTTPS with `tls` (a client configuration trusting the cluster's CA), or
     /// plain HTTP without.
-    pub fn new(
-        tls: Option<Arc<rustls::ClientConfig>>,
-        timeout: Duration,
-        max_response_size: usize,
-    ) -> Self {
+    pub fn new(tls: Option<HttpsClient>, timeout: Duration, max_response_size: usize) -> Self {
         Prober {
-            tls: tls.map(TlsConnector::from),
+            tls: tls.map(connector),
             timeout,
             max_response_size,
         }
@@ -140,17 +162,37 @@ impl Prober {
         let _ = tcp.set_nodelay(true);
         let body = match &self.tls {
             None => self.get(tcp, cp).await?,
-            Some(tls) => {
-                let name = ServerName::try_from(cp.host.clone())
-                    .map_err(|e| ProbeError::Tls(format!("{}: {e}", cp.host)))?;
-                let stream = tls
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| ProbeError::Tls(e.to_string()))?;
-                self.get(stream, cp).await?
-            }
+            Some(tls) => self.get_over_tls(tls, tcp, cp).await?,
         };
         parse(&body)
+    }
+
+    /// One GET over TLS on `tcp`, the contact point's certificate checked against its host.
+    #[cfg(feature = "tls")]
+    async fn get_over_tls(
+        &self,
+        tls: &Connector,
+        tcp: TcpStream,
+        cp: &ContactPoint,
+    ) -> Result<Bytes, ProbeError> {
+        let name = ServerName::try_from(cp.host.clone())
+            .map_err(|e| ProbeError::Tls(format!("{}: {e}", cp.host)))?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| ProbeError::Tls(e.to_string()))?;
+        self.get(stream, cp).await
+    }
+
+    /// Never called: no [`HttpsClient`] exists in a build without the `tls` feature.
+    #[cfg(not(feature = "tls"))]
+    async fn get_over_tls(
+        &self,
+        tls: &Connector,
+        _tcp: TcpStream,
+        _cp: &ContactPoint,
+    ) -> Result<Bytes, ProbeError> {
+        match *tls {}
     }
 
     /// One GET over `io`, the answer's body bounded.

@@ -22,7 +22,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 
-use super::https::ClientCertificate;
+use super::client_certificate::ClientCertificate;
 use super::message;
 use super::observe::{Refusal, refused};
 use crate::config::{ConfigError, ManagementHttpSettings};

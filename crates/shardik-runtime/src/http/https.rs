@@ -1,6 +1,7 @@
 //! HTTPS on the management port (`management.http.tls.enabled`): the TLS handshake of each
-//! connection before HTTP, what it tells the write guard ([`ClientCertificate`]), and the
-//! answer to a client that speaks plain HTTP to it.
+//! connection before HTTP, what it tells the write guard
+//! ([`ClientCertificate`](super::ClientCertificate)), and the answer to a client that speaks
+//! plain HTTP to it. Built with the `tls` feature only.
 //!
 //! The handshake runs in the connection's own task, holding its slot (ordinary or health
 //! check), and must finish within the time the request head is given (`header-read-timeout`,
@@ -9,7 +10,6 @@
 //! `shardik_http_refused_total{reason="tls-<reason>"}` and logged at a bounded rate.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,8 +18,9 @@ use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tracing::debug;
 
+use super::client_certificate::ClientCertificate;
 use super::observe::{Refusal, refused, refused_because};
-use crate::tls::{FailureReason, PeerCertificate, TlsContext};
+use crate::tls::{FailureReason, TlsContext};
 
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
@@ -29,25 +30,6 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// answer), and how much of it it reads.
 const PLAIN_DRAIN_TIME: Duration = Duration::from_millis(500);
 const PLAIN_DRAIN_BYTES: usize = 64 * 1024;
-
-/// The verified client certificate of the connection a request came on, put in the request's
-/// extensions by the HTTPS server. Its presence means the TLS handshake checked it against the
-/// identity rule ([`crate::tls`]: chains to the CA file, valid now, this cluster's URI SAN,
-/// `clientAuth`), so the write guard can take it as authority.
-#[derive(Clone, Debug)]
-pub struct ClientCertificate(Arc<PeerCertificate>);
-
-impl ClientCertificate {
-    /// Wraps a certificate that a TLS handshake verified.
-    pub fn verified(cert: PeerCertificate) -> Self {
-        ClientCertificate(Arc::new(cert))
-    }
-
-    /// The certificate.
-    pub fn certificate(&self) -> &PeerCertificate {
-        &self.0
-    }
-}
 
 /// The TLS handshake of an accepted connection, within `timeout`: the stream and the client's
 /// certificate if it presented one, or `None` (counted, logged, and the connection closed)

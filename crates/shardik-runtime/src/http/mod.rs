@@ -31,15 +31,17 @@
 //! settings that shape the answers (`cluster.sharding.healthcheck` for `/ready`,
 //! `cluster.sharding.shard-region-query-timeout` for `/cluster/shards/{type}`).
 
+mod client_certificate;
 mod guard;
+#[cfg(feature = "tls")]
 mod https;
 mod management_server;
 mod observe;
 mod reserve;
 mod serve;
 
+pub use client_certificate::ClientCertificate;
 pub use guard::{GuardRefusal, MIN_TOKEN_LENGTH, WriteGuard};
-pub use https::ClientCertificate;
 pub(crate) use management_server::{BoundManagement, ManagementServer};
 pub use observe::{REFUSAL_LOG_INTERVAL, Refusal, UNMATCHED_ROUTE};
 pub use reserve::HEALTH_CHECK_RESERVE;

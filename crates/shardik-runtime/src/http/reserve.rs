@@ -24,7 +24,6 @@
 //! Refusals are counted as `connection-limit` (503, or pushed out) and `header-timeout` (no
 //! whole head in time).
 
-use std::future::Future;
 use std::io;
 use std::io::{Read, Write};
 use std::pin::Pin;
@@ -123,8 +122,13 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
-    /// `work`'s output, or `None` if the connection is pushed out first.
-    pub(super) async fn unless_pushed_out<F: Future>(&mut self, work: F) -> Option<F::Output> {
+    /// `work`'s output, or `None` if the connection is pushed out first (the TLS handshake of
+    /// a connection that waits in the reserve).
+    #[cfg(feature = "tls")]
+    pub(super) async fn unless_pushed_out<F: std::future::Future>(
+        &mut self,
+        work: F,
+    ) -> Option<F::Output> {
         tokio::select! {
             biased;
             _ = &mut self.evicted => None,

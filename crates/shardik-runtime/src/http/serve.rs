@@ -36,6 +36,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+#[cfg(feature = "tls")]
 use bytes::BytesMut;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -48,7 +49,9 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
-use super::https::{ClientCertificate, handshake};
+use super::client_certificate::ClientCertificate;
+#[cfg(feature = "tls")]
+use super::https::handshake;
 use super::message;
 use super::observe::{Refusal, connection_ended_with, record_request, refused};
 use super::reserve::{AtAccept, HealthCheck, Reserve, look_at_accept};
@@ -210,6 +213,9 @@ async fn serve_listener(
                         continue;
                     }
                 },
+                #[cfg(not(feature = "tls"))]
+                Some(tls) => match *tls {},
+                #[cfg(feature = "tls")]
                 Some(tls) => {
                     // The request can be looked at only past the handshake, which runs
                     // within the same head timeout and may be pushed out meanwhile.
@@ -246,6 +252,9 @@ async fn serve_listener(
         crate::task::spawn(async move {
             match tls {
                 None => connection.serve(stream, None).await,
+                #[cfg(not(feature = "tls"))]
+                Some(tls) => match tls {},
+                #[cfg(feature = "tls")]
                 Some(tls) => {
                     if let Some((stream, client)) =
                         handshake(stream, &tls, connection.head_timeout).await

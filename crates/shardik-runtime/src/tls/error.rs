@@ -99,6 +99,15 @@ pub enum TlsError {
         reason: &'static str,
     },
     /// rustls refused the configuration for another reason.
+    #[cfg(feature = "tls")]
     #[error("TLS configuration refused: {0}")]
     Rustls(rustls::Error),
+    /// The configuration turns TLS on, but this build of shardik leaves TLS out.
+    #[error(
+        "`{key}` is on, but this build of shardik has no TLS: turn on the `tls` feature of the          `shardik` crate (or turn `{key}` off)"
+    )]
+    NotBuilt {
+        /// The configuration key that turns TLS on.
+        key: &'static str,
+    },
 }

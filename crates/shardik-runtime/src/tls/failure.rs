@@ -7,9 +7,11 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "tls")]
 use rustls::{AlertDescription, CertificateError};
 use tracing::warn;
 
+#[cfg(feature = "tls")]
 use super::identity::WrongIdentity;
 
 /// Why a TLS handshake failed, as a metric label ([`as_str`](Self::as_str)).
@@ -90,6 +92,7 @@ impl FailureReason {
     /// The reason of a failed handshake or of a read that failed right after one (tokio-rustls
     /// reports rustls errors inside `io::Error`s).
     pub fn of_io(error: &io::Error) -> FailureReason {
+        #[cfg(feature = "tls")]
         if let Some(tls) = error
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -106,6 +109,7 @@ impl FailureReason {
     }
 
     /// The reason of a rustls error.
+    #[cfg(feature = "tls")]
     pub fn of_rustls(error: &rustls::Error) -> FailureReason {
         match error {
             rustls::Error::InvalidCertificate(e) => Self::of_certificate(e),
@@ -127,6 +131,7 @@ impl FailureReason {
         }
     }
 
+    #[cfg(feature = "tls")]
     fn of_certificate(error: &CertificateError) -> FailureReason {
         match error {
             CertificateError::UnknownIssuer => FailureReason::UnknownCa,
@@ -389,6 +394,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tls")]
     fn io_errors_without_rustls_inside() {
         let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
         assert_eq!(FailureReason::of_io(&eof), FailureReason::Closed);

@@ -48,23 +48,45 @@
 //! in a short label and [`HandshakeFailureLog`] logs them at most once per peer IP and reason
 //! per interval, since strangers can cause as many as they like.
 
+//!
+//! # Without the `tls` feature
+//!
+//! A build without the `tls` feature has no rustls: [`TlsContext`] and [`PeerCertificate`]
+//! are types with no values, so the transport's and the HTTP server's TLS paths compile away,
+//! and a configuration that turns TLS on stops the node at start with an error that names the
+//! key and the feature ([`TlsError::NotBuilt`]).
+
+#[cfg(not(feature = "tls"))]
+mod absent;
+#[cfg(feature = "tls")]
 pub mod certs;
+#[cfg(feature = "tls")]
 mod context;
 mod error;
 mod failure;
+#[cfg(feature = "tls")]
 mod https_client;
+#[cfg(feature = "tls")]
 mod identity;
+#[cfg(feature = "tls")]
 mod pem;
+#[cfg(feature = "tls")]
 mod verifier;
 
+pub use crate::config::is_trust_domain;
+#[cfg(not(feature = "tls"))]
+pub use absent::{PeerCertificate, TlsContext};
+#[cfg(feature = "tls")]
 pub use context::{ClientAuth, HandshakeError, ReloadStats, TlsContext};
 pub use error::TlsError;
 pub use failure::{FailureReason, HandshakeFailureLog, Logged};
+#[cfg(feature = "tls")]
 pub use https_client::https_client_config;
-pub use identity::{
-    PeerCertificate, WrongIdentity, cluster_uri, is_trust_domain, is_uri_cluster_name, server_name,
-};
+#[cfg(feature = "tls")]
+pub use identity::{PeerCertificate, WrongIdentity, cluster_uri, is_uri_cluster_name, server_name};
+#[cfg(feature = "tls")]
 pub use pem::PemFile;
+#[cfg(feature = "tls")]
 pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
 
 /// Successful reloads of changed TLS files (counter, label `port`); see [`crate::metrics`].

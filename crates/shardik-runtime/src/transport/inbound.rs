@@ -219,6 +219,7 @@ impl Connection for TcpStream {
     }
 }
 
+#[cfg(feature = "tls")]
 impl Connection for tokio_rustls::server::TlsStream<TcpStream> {
     type Read = tokio::io::ReadHalf<Self>;
     type Write = tokio::io::WriteHalf<Self>;
@@ -245,6 +246,41 @@ async fn serve_connection(
     let Some(tls) = &cfg.tls else {
         return serve_stream(stream, None, peer, local, shared, tx, admitted, deadline).await;
     };
+    let accepted = Accepted {
+        peer_addr,
+        peer,
+        local,
+        deadline,
+    };
+    serve_tls(stream, tls, accepted, shared, tx, admitted).await
+}
+
+/// What is known of an inbound connection before any handshake (read by the TLS path only).
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
+struct Accepted {
+    peer_addr: Option<std::net::SocketAddr>,
+    peer: String,
+    local: Option<std::net::SocketAddr>,
+    /// When the TLS handshake and ours must be done.
+    deadline: tokio::time::Instant,
+}
+
+/// Serves a connection that must begin with a TLS handshake.
+#[cfg(feature = "tls")]
+async fn serve_tls(
+    stream: TcpStream,
+    tls: &crate::tls::TlsContext,
+    accepted: Accepted,
+    shared: &Shared,
+    tx: Sinks,
+    admitted: Admitted,
+) -> Result<(), String> {
+    let Accepted {
+        peer_addr,
+        peer,
+        local,
+        deadline,
+    } = accepted;
     let Admitted {
         place,
         mut evicted,
@@ -283,6 +319,19 @@ async fn serve_connection(
             serve_stream(stream, cert, peer, local, shared, tx, admitted, deadline).await
         }
     }
+}
+
+/// Without the `tls` feature no TLS context exists, so this is never called.
+#[cfg(not(feature = "tls"))]
+async fn serve_tls(
+    _stream: TcpStream,
+    tls: &crate::tls::TlsContext,
+    _accepted: Accepted,
+    _shared: &Shared,
+    _tx: Sinks,
+    _admitted: Admitted,
+) -> Result<(), String> {
+    match *tls {}
 }
 
 /// Serves a connection (plain, or past its TLS handshake with `cert` the client's verified

@@ -25,6 +25,7 @@ pub(crate) mod limits;
 mod members;
 mod outbound;
 pub mod recipient;
+#[cfg(feature = "tls")]
 mod tls_conn;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ pub use members::MemberDirectory;
 pub const MAX_HANDSHAKE_FRAME: usize = 16 * 1024;
 
 /// At most one log line per peer IP and TLS failure reason in this interval.
+#[cfg(feature = "tls")]
 const TLS_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Which queue and connection a message travels on.
@@ -186,6 +188,7 @@ struct Shared {
     user_sink: std::sync::OnceLock<Arc<dyn UserSink>>,
     /// Logs failed TLS handshakes, both ways, at most once per peer IP and reason per
     /// interval (strangers can fail as many as they like).
+    #[cfg(feature = "tls")]
     tls_failures: crate::tls::HandshakeFailureLog,
     /// Why dialling each peer last failed, while it keeps failing.
     connect_errors: connect_errors::ConnectErrors,
@@ -276,6 +279,7 @@ impl Transport {
             identity,
             members,
             user_sink: std::sync::OnceLock::new(),
+            #[cfg(feature = "tls")]
             tls_failures: crate::tls::HandshakeFailureLog::new(TLS_FAILURE_LOG_INTERVAL),
             connect_errors: Default::default(),
         });
@@ -602,6 +606,7 @@ impl UserSender {
 /// The `reason` label of a failed TLS handshake in `shardik_transport_refused_total` (inbound)
 /// and `shardik_transport_tls_failures_total` (both ways): the TLS module's reason, prefixed
 /// so that it never collides with the transport's own reasons.
+#[cfg(feature = "tls")]
 fn tls_refusal_label(reason: crate::tls::FailureReason) -> &'static str {
     reason.refusal_label()
 }

@@ -36,10 +36,12 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
+#[cfg(feature = "tls")]
 use super::tls_conn::{PeerEvent, TlsConn};
 use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
 use crate::log_limit::LogLimits;
 use crate::metrics as m;
+#[cfg(feature = "tls")]
 use crate::tls::FailureReason;
 
 /// Bounds the warnings a peer's misconfiguration could repeat at every reconnection.
@@ -382,6 +384,7 @@ fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
 async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
     match conn {
         Conn::Plain(stream) => write_all_plain(stream, bytes).await,
+        #[cfg(feature = "tls")]
         Conn::Tls(tls) => tls.write_all(bytes).await,
     }
 }
@@ -430,6 +433,7 @@ pub(super) enum Conn {
     /// Plain TCP: senders may write directly with `try_write`, under the lane's lock.
     Plain(Arc<TcpStream>),
     /// TLS: senders may encrypt and write directly too, under the lane's lock.
+    #[cfg(feature = "tls")]
     Tls(Arc<TlsConn>),
 }
 
@@ -439,6 +443,7 @@ impl Conn {
     fn write_now(&self, buf: &mut BytesMut) -> std::io::Result<()> {
         match self {
             Conn::Plain(s) => write_now(s, buf),
+            #[cfg(feature = "tls")]
             Conn::Tls(tls) => tls.write_now(buf),
         }
     }
@@ -448,6 +453,7 @@ impl Conn {
     fn has_pending(&self) -> bool {
         match self {
             Conn::Plain(_) => false,
+            #[cfg(feature = "tls")]
             Conn::Tls(tls) => tls.has_pending(),
         }
     }
@@ -456,7 +462,9 @@ impl Conn {
     fn same(&self, other: &Conn) -> bool {
         match (self, other) {
             (Conn::Plain(a), Conn::Plain(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "tls")]
             (Conn::Tls(a), Conn::Tls(b)) => Arc::ptr_eq(a, b),
+            #[cfg(feature = "tls")]
             _ => false,
         }
     }
@@ -469,6 +477,7 @@ impl Conn {
                     let _ = s.shutdown().await;
                 }
             }
+            #[cfg(feature = "tls")]
             Conn::Tls(s) => {
                 if let Ok(s) = Arc::try_unwrap(s) {
                     s.close().await;
@@ -592,6 +601,7 @@ async fn ended_by_peer(stream: Option<&Conn>) -> bool {
     let stream = match stream {
         None => return std::future::pending().await,
         Some(Conn::Plain(s)) => s,
+        #[cfg(feature = "tls")]
         Some(Conn::Tls(tls)) => return tls.watch_peer().await == PeerEvent::Ended,
     };
     let mut scratch = [0u8; 64];
@@ -638,6 +648,18 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
             .map_err(|e| e.to_string())?;
         return Ok(Conn::Plain(Arc::new(stream)));
     };
+    connect_tls(to, shared, stream, tls).await
+}
+
+/// The TLS handshake over a fresh connection to `to`, then ours inside the session.
+#[cfg(feature = "tls")]
+async fn connect_tls(
+    to: &Address,
+    shared: &Shared,
+    stream: TcpStream,
+    tls: &crate::tls::TlsContext,
+) -> Result<Conn, String> {
+    let cfg = &shared.config;
     let peer_ip = stream.peer_addr().ok().map(|a| a.ip());
     let tls_failed = |reason: FailureReason, error: &dyn std::fmt::Display| {
         count_tls_failure(reason, "outbound");
@@ -677,18 +699,32 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     }
 }
 
+/// Without the `tls` feature no TLS context exists, so this is never called.
+#[cfg(not(feature = "tls"))]
+async fn connect_tls(
+    _to: &Address,
+    _shared: &Shared,
+    _stream: TcpStream,
+    tls: &crate::tls::TlsContext,
+) -> Result<Conn, String> {
+    match *tls {}
+}
+
 /// Whether a read or write failed because of TLS (an alert from the peer, say), not the
 /// socket.
+#[cfg(feature = "tls")]
 fn is_tls_error(e: &std::io::Error) -> bool {
     e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
 }
 
 /// Counts a TLS session established by dialling.
+#[cfg(feature = "tls")]
 fn count_tls_handshake() {
     metrics::counter!(m::TRANSPORT_TLS_HANDSHAKES_TOTAL, "direction" => "outbound").increment(1);
 }
 
 /// Counts a failed TLS handshake.
+#[cfg(feature = "tls")]
 fn count_tls_failure(reason: FailureReason, direction: &'static str) {
     metrics::counter!(
         m::TRANSPORT_TLS_FAILURES_TOTAL,
