@@ -41,10 +41,10 @@ pub(crate) trait AskSlot: Send + Sync {
 /// [`handled`](Self::handled) and the answer comes through the command's `ReplyTo`; a command
 /// sent to another node hands the slot over to the table of waiting asks
 /// ([`pass_on`](Self::pass_on)), where that node's answer or report finds it by the ask's id
-/// (an ask answered on its own node enters it only if its `ReplyTo` travels); a command that is not handled fails
-/// the ask with [`fail`](Self::fail). Dropped armed (the command was lost with its region or
-/// node, unreported), it fails the ask as lost, so that the asker does not wait for its
-/// timeout. Nothing is sent to the asker when the command is handled: no wake-up but the
+/// (an ask answered on its own node enters it only if its `ReplyTo` travels); a command that
+/// is not handled fails the ask with [`fail`](Self::fail). Dropped armed (the command was lost
+/// with its region or node, unreported), it fails the ask as lost, so that the asker does not
+/// wait for its timeout. Nothing is sent to the asker when the command is handled: no wake-up but the
 /// answer's.
 pub(crate) struct AskHandle(Option<std::sync::Arc<dyn AskSlot>>);
 

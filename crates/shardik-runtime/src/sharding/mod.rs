@@ -12,11 +12,12 @@
 //! user's side is `api.rs` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `answer_batch`, `strategy` → `api` → `config`, `init_error` → `messages`, `pending` → `resolve` →
-//! `reply_to`, `remember` → `handlers` → `allocation` → `kind` → `entity_ref` → `inner` →
-//! `inbound` → `handle` → `init`, `cluster_stats` → `keepalive` → `singleton`, `daemon`. `api`
-//! (what users write against) needs only the strategy types, never the kind's task; the
-//! messages the task receives live in `messages` so that senders need not know the task.
+//! `answer_batch`, `strategy` → `api` → `config`, `init_error` → `messages`, `pending` →
+//! `resolve` → `reply_to`, `remember` → `handlers` → `allocation` → `kind` → `entity_ref` →
+//! `inner` → `inbound` → `handle` → `init`, `cluster_stats` → `keepalive` → `singleton`,
+//! `daemon`. `api` (what users write against) needs only the strategy types, never the kind's
+//! task; the messages the task receives live in `messages` so that senders need not know the
+//! task.
 //! What runs when among a kind's entities is the core's (`shardik_core::sharding::entities`);
 //! `handlers` runs it. The singleton and the daemon process are built on the public sharding
 //! API of this module, like a user's code would be.

@@ -2,11 +2,12 @@
 //! ([`PendingAsks`]), and the way this node sends an answer to an asker by its ask id
 //! ([`ReplyEndpoint`]).
 //!
-//! Each waiting ask is its answer slot (or a one-shot callback) under its id, removed when its reply arrives. An
-//! asker that gave up (timeout) leaves its entry behind; entries past their deadline are swept
-//! as new ones are registered, so the table stays bounded by the asks in flight within their
-//! timeouts. Ids start at a random point in each incarnation of a node, so that a late reply
-//! meant for an earlier incarnation on the same address does not complete an unrelated ask.
+//! Each waiting ask is its answer slot (or a one-shot callback) under its id, removed when its
+//! reply arrives. An asker that gave up (timeout) leaves its entry behind; entries past their
+//! deadline are swept as new ones are registered, so the table stays bounded by the asks in
+//! flight within their timeouts. Ids start at a random point in each incarnation of a node, so
+//! that a late reply meant for an earlier incarnation on the same address does not complete an
+//! unrelated ask.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
