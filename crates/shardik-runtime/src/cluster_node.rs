@@ -384,9 +384,9 @@ impl NodeBuilder {
     }
 
     /// Starts the node, joins the cluster through the seeds (or, without seeds and with a
-    /// `discovery.method`, starts cluster bootstrap: see [`crate::bootstrap`]), and attaches
-    /// sharding. Bootstrap needs the management API served (with its
-    /// `/bootstrap/seed-nodes` route, which [`crate::http::ManagementApi`] always has), since
+    /// `discovery.method`, starts cluster bootstrap: see `crate::bootstrap`, feature
+    /// `management`), and attaches sharding. Bootstrap needs the management API served (with
+    /// its `/bootstrap/seed-nodes` route, which `http::ManagementApi` always has), since
     /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
         #[cfg(feature = "logging")]

@@ -80,9 +80,8 @@ pub enum StartError {
     /// `0.0.0.0`, or port 0); the message names the key to set.
     #[error(transparent)]
     Address(#[from] crate::config::ConfigError),
-    /// The management API asked for with
-    /// [`NodeBuilder::management`](crate::NodeBuilder::management) cannot be served (its
-    /// port, token file or TLS files; the message says which).
+    /// The management API asked for with `NodeBuilder::management` (feature `management`)
+    /// cannot be served (its port, token file or TLS files; the message says which).
     #[error("management API: {0}")]
     Management(String),
     /// Logging or metrics asked for with the builder cannot be set up.

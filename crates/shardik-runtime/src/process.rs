@@ -5,7 +5,7 @@
 //! [`Node::run_until_signal`](crate::Node::run_until_signal) waits for the node to stop, the
 //! first signal making it leave (shards handed off first) and a second one ending the process
 //! at once; [`ShutdownReason::exit_code`] says how the process should end. The management API
-//! such a process serves is [`crate::http`]'s (`NodeBuilder::management`, feature
+//! such a process serves is `crate::http`'s (`NodeBuilder::management`, feature
 //! `management`).
 
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! Durable entities: event-sourced ([`EventSourcedEntity`]) and durable-state
-//! ([`DurableStateEntity`]) entities on a [`Store`](shardik_persistence::Store).
+//! ([`DurableStateEntity`]) entities on a [`Store`].
 //!
 //! A [`Persistence`] is one store plus the node's journal writer, which commits the writes of
 //! many entities together. Open it once per node and hand it to the kinds that persist.
