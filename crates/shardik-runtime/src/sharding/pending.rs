@@ -203,9 +203,11 @@ impl ReplyEndpoint {
     }
 
     /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).
-    /// `kind` names the entity kind the ask went to, for the asker's logs. Never waits: when
-    /// the asker's queue is full, the reply waits in a task of its own (at most
-    /// [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and logged).
+    /// `kind` names the entity kind the ask went to, for the asker's logs. Never waits. Made by
+    /// a handler in a kind's task, the reply is gathered and leaves with that task's turn (which
+    /// waits for room like the task's other messages, as replies always did there); made
+    /// elsewhere, it is written now, or, when the asker's queue is full, waits in a task of its
+    /// own (at most [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and logged).
     pub fn answer(
         &self,
         kind: &Arc<str>,
