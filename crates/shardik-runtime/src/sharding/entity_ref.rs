@@ -9,9 +9,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::api::{AskError, Codec, Entity, ShardExtractor, ShardingError, TellError};
 use super::local_queue;
-use super::messages::{AskHandle, AskSlot, Control, LocalMsg, LocalReply, RefIds, RegionState};
-use super::pending::ReplyEndpoint;
-use super::reply_to::{self, ReplyTo};
+use super::messages::{AskHandle, Control, LocalMsg, RefIds, RegionState};
+use super::pending::{AnswerRoute, ReplyEndpoint};
+use super::reply_to::ReplyTo;
 use super::resolve;
 
 /// Shard ids for entity ids: the fixed hash (with the decimal ids pre-rendered, so routing
@@ -59,6 +59,8 @@ pub struct EntityRegion<E: Entity> {
     pub(super) shards: ShardIds,
     /// The node's asks and answers, for `ask`.
     pub(super) replies: Arc<ReplyEndpoint>,
+    /// Where answers to this region's asks go (shared by their `ReplyTo`s).
+    pub(super) answers: Arc<AnswerRoute>,
 }
 
 impl<E: Entity> Clone for EntityRegion<E> {
@@ -69,6 +71,7 @@ impl<E: Entity> Clone for EntityRegion<E> {
             control: self.control.clone(),
             shards: self.shards.clone(),
             replies: Arc::clone(&self.replies),
+            answers: Arc::clone(&self.answers),
         }
     }
 }
@@ -191,7 +194,7 @@ impl<E: Entity> EntityRef<E> {
         &self.ids.id
     }
 
-    fn msg(&self, cmd: E::Command, reply: Option<LocalReply>) -> LocalMsg<E> {
+    fn msg(&self, cmd: E::Command, reply: AskHandle) -> LocalMsg<E> {
         LocalMsg {
             ids: Arc::clone(&self.ids),
             cmd,
@@ -204,7 +207,7 @@ impl<E: Entity> EntityRef<E> {
     pub fn try_tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
             .local
-            .try_send(self.msg(cmd, None))
+            .try_send(self.msg(cmd, AskHandle::none()))
             .map_err(|e| match e {
                 local_queue::TrySendError::Full(_) => TellError::BufferFull,
                 local_queue::TrySendError::Closed(_) => TellError::RegionStopped,
@@ -217,7 +220,7 @@ impl<E: Entity> EntityRef<E> {
     pub async fn tell(&self, cmd: E::Command) -> Result<(), TellError> {
         self.region
             .local
-            .send(self.msg(cmd, None))
+            .send(self.msg(cmd, AskHandle::none()))
             .await
             .map_err(|_| TellError::RegionStopped)
     }
@@ -267,42 +270,23 @@ impl<E: Entity> EntityRef<E> {
             return Err(ShardingError::InvalidTimeout);
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let (slot, answer_rx) = reply_to::answer_slot::<R, C>();
-        let replies = &self.region.replies;
-        // Entered in the node's table of waiting asks only if the command leaves for another
-        // node (by the kind's task, as it sends it): the answer, or that node's report of a
-        // failure, then comes back encoded, by this id.
-        let ask_id = replies.pending().next_id();
+        // The ask enters the node's table of waiting asks only if the command leaves for
+        // another node (by the kind's task, as it sends it, under an id it gives then): the
+        // answer, or that node's report of a failure, then comes back encoded, by that id. It
+        // leaves the table with its answer or failure; one that timed out stays until entries
+        // past their deadline are swept.
+        let (reply_to, slot, answer_rx) = ReplyTo::<R, C>::for_ask(&self.region.answers, deadline);
         // The host fails the ask through the same slot if the command is not handled.
-        let handle = AskHandle::new(Arc::clone(&slot) as Arc<dyn AskSlot>);
-        let reply_to = ReplyTo::local(
-            Arc::clone(&self.region.name),
-            ask_id,
-            slot,
-            Arc::clone(replies),
-            deadline,
-        );
-        let reply = LocalReply {
-            ask_id,
-            deadline,
-            handle,
-        };
-        let msg = self.msg(make(reply_to), Some(reply));
-        let outcome = match self.send_for_ask(msg, deadline).await {
+        let handle = AskHandle::new(slot);
+        let msg = self.msg(make(reply_to), handle);
+        match self.send_for_ask(msg, deadline).await {
             Ok(()) => match tokio::time::timeout_at(deadline, answer_rx).await {
                 Ok(Ok(answer)) => answer,
                 // No answer in time (the slot also closes when the expired entry is swept).
                 Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
             },
             Err(e) => Err(e.unwrap_or(ShardingError::Timeout(timeout))),
-        };
-        // An answer from another node removed the ask from the table as it came, and one made
-        // on this node rarely finds it there (only when its ReplyTo travelled and came back;
-        // such an entry is swept after its deadline); a failure or a timeout may leave it.
-        if outcome.is_err() {
-            replies.pending().forget(ask_id.get());
         }
-        outcome
     }
 
     /// Puts an ask's message in the region's queue, waiting for room until `deadline`

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use futures_util::FutureExt;
@@ -31,6 +32,7 @@ use shardik_persistence::Fence;
 
 use super::api::{Entity, EntityContext};
 use super::messages::AskHandle;
+use super::pending::AnswerRoute;
 use super::remember::RememberWriter;
 
 #[cfg(test)]
@@ -64,9 +66,9 @@ pub(crate) enum Asker {
     None,
     /// A local asker.
     Local(AskHandle),
-    /// An asker on another node. Boxed: every command carries an `Asker`, and the local ones
-    /// (the many) should not pay for moving the remote one's five words around.
-    Remote(Box<RemoteAsker>),
+    /// An asker on another node (or a node relaying for it): where a failure is reported,
+    /// and the ask's id there. Two words, as a local asker: every command carries an `Asker`.
+    Remote(Arc<AnswerRoute>, std::num::NonZeroU64),
 }
 
 impl entities::Asker for Asker {
@@ -77,12 +79,6 @@ impl entities::Asker for Asker {
     fn waits(&self) -> bool {
         !matches!(self, Asker::None)
     }
-}
-
-/// Who asked from another node.
-pub(crate) struct RemoteAsker {
-    pub node: UniqueAddress,
-    pub ask_id: std::num::NonZeroU64,
 }
 
 /// A handler that could not finish when it started, polled by the kind's task.

@@ -13,6 +13,7 @@ use super::handle::Sharding;
 use super::init_error::InitError;
 use super::inner::KindEntry;
 use super::kind::KindTask;
+use super::pending::AnswerRoute;
 use super::remember_settings::{RememberChoice, RememberSettings};
 use super::{handlers, leases, local_queue, resolve};
 
@@ -84,6 +85,11 @@ impl Sharding {
             control: control_tx.clone(),
             shards: ShardIds::new(cfg.number_of_shards, kind.extractor.clone()),
             replies: Arc::clone(&self.inner.replies),
+            answers: Arc::new(AnswerRoute::new(
+                kind.name.clone(),
+                self.inner.self_node.clone(),
+                Arc::downgrade(&self.inner.replies),
+            )),
         };
         {
             let mut kinds = self.inner.kinds.lock().unwrap_or_else(|e| e.into_inner());

@@ -31,10 +31,10 @@ use tracing::{debug, info, warn};
 
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, CodecError, Entity, ShardingError};
-use super::handlers::{Asker, Completed, Entities, Handlers, HostOutput, Job, RemoteAsker};
+use super::handlers::{Asker, Completed, Entities, Handlers, HostOutput, Job};
 use super::messages::{Control, LocalMsg, Payload, RegionState};
 use super::outgoing::Outgoing;
-use super::pending::PendingAsks;
+use super::pending::{AnswerRoute, PendingAsks};
 use super::remember::{self, RememberSettings, RememberWriter};
 use super::resolve::{EnvelopeAsk, Resolver, decoding_envelope, decoding_with};
 use super::strategy::KindAllocation;
@@ -93,6 +93,8 @@ struct State<E: Entity> {
     /// The answers to remote askers made during the current turn, on their way to `outgoing`
     /// (kept for the task's life, so that a turn allocates no list).
     answers: Vec<crate::sharding::answer_batch::GatheredAnswer>,
+    /// Where answers to the last node that sent this kind an ask go (see `answer_route`).
+    answer_route: Option<Arc<AnswerRoute>>,
     /// Where a command for another node is encoded before it is copied into its frame.
     payload: Vec<u8>,
     /// Shard ids named by batches from other nodes, so that each envelope does not allocate
@@ -143,6 +145,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             node,
             outgoing: Outgoing::new(self.name.clone()),
             answers: Vec::new(),
+            answer_route: None,
             payload: Vec::new(),
             shard_ids: IdCache::default(),
             effects: Vec::new(),
@@ -335,18 +338,25 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             for env in batch.iter() {
                 let shard = st.shard_ids.get(env.shard);
                 let entity = self.entities.entity_id(env.entity_id);
-                let reply_to = env.ask_id.map(|id| (from.clone(), id));
                 // `KindNode::route`'s first answer, asked before the envelope is built so that
                 // a delivery decodes straight from the frame.
                 if st.node.delivers_at_once(&shard) {
-                    let decoded = decoding_envelope(self.envelope_ask(&reply_to), || {
+                    let ask = env.ask_id.map(|ask_id| EnvelopeAsk {
+                        route: self.answer_route(&mut st.answer_route, from),
+                        ask_id,
+                    });
+                    let decoded = decoding_envelope(ask.clone(), || {
                         self.codec.decode::<E::Command>(env.payload)
                     });
                     match decoded {
-                        Ok(cmd) => self.deliver_job(st, shard, entity, remote_job(cmd, reply_to)),
-                        Err(e) => self.undecodable(st, &entity, reply_to, e),
+                        Ok(cmd) => self.deliver_job(st, shard, entity, remote_job(cmd, ask)),
+                        Err(e) => {
+                            let reply_to = env.ask_id.map(|id| (from.clone(), id));
+                            self.undecodable(st, &entity, reply_to, e)
+                        }
                     }
                 } else {
+                    let reply_to = env.ask_id.map(|id| (from.clone(), id));
                     let env = Envelope {
                         entity,
                         shard,
@@ -464,20 +474,23 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         let job = match env.msg {
             Payload::Local { cmd, reply } => Job {
                 cmd,
-                reply: match reply {
-                    Some(r) => Asker::Local(r.handle),
-                    None => Asker::None,
+                reply: if reply.is_ask() {
+                    Asker::Local(reply)
+                } else {
+                    Asker::None
                 },
                 from_context: false,
             },
             Payload::Remote { bytes, reply_to } => {
+                let ask = reply_to.as_ref().map(|(asker, ask_id)| EnvelopeAsk {
+                    route: self.answer_route(&mut st.answer_route, asker),
+                    ask_id: *ask_id,
+                });
                 let decoded = decoding_with(&self.resolver, || {
-                    decoding_envelope(self.envelope_ask(&reply_to), || {
-                        self.codec.decode::<E::Command>(&bytes)
-                    })
+                    decoding_envelope(ask.clone(), || self.codec.decode::<E::Command>(&bytes))
                 });
                 match decoded {
-                    Ok(cmd) => remote_job(cmd, reply_to),
+                    Ok(cmd) => remote_job(cmd, ask),
                     Err(e) => return self.undecodable(st, &env.entity, reply_to, e),
                 }
             }
@@ -485,13 +498,27 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         self.deliver_job(st, env.shard, env.entity, job);
     }
 
-    /// The ask an envelope from another node belongs to, for the decoding of its command.
-    fn envelope_ask(&self, reply_to: &Option<(UniqueAddress, NonZeroU64)>) -> Option<EnvelopeAsk> {
-        reply_to.as_ref().map(|(asker, ask_id)| EnvelopeAsk {
-            kind: self.name.clone(),
-            asker: asker.clone(),
-            ask_id: *ask_id,
-        })
+    /// Where answers to asks from `asker` (or reports of their failure) go. `last` is the
+    /// route of the last node that sent this kind an ask: the envelopes of a batch, and the
+    /// batches of a busy asker, share it rather than each making its own.
+    fn answer_route(
+        &self,
+        last: &mut Option<Arc<AnswerRoute>>,
+        asker: &UniqueAddress,
+    ) -> Arc<AnswerRoute> {
+        match last {
+            Some(route) if route.asker() == asker => Arc::clone(route),
+            _ => {
+                let endpoint = self
+                    .resolver
+                    .upgrade()
+                    .map(|node| Arc::downgrade(&node.reply_endpoint()))
+                    .unwrap_or_default();
+                let route = Arc::new(AnswerRoute::new(self.name.clone(), asker.clone(), endpoint));
+                *last = Some(Arc::clone(&route));
+                route
+            }
+        }
     }
 
     /// Hands a command to its entity, which runs here.

@@ -16,16 +16,6 @@ use tokio::sync::oneshot;
 
 use super::api::{Entity, ShardingError};
 
-/// What a local ask carries beside its command: the ask's id in this node's table of waiting
-/// asks (the command's `ReplyTo` answers by it, and a node the command is sent to reports a
-/// failure by it), when the asker stops waiting, and the handle that fails the ask when the
-/// command is not handled here.
-pub(crate) struct LocalReply {
-    pub ask_id: NonZeroU64,
-    pub deadline: tokio::time::Instant,
-    pub handle: AskHandle,
-}
-
 /// An ask's answer slot, as the node sees it whatever the answer's type: it can fail it, and
 /// complete it with an answer that came back encoded from another node.
 pub(crate) trait AskSlot: Send + Sync {
@@ -35,6 +25,14 @@ pub(crate) trait AskSlot: Send + Sync {
     /// Completes the ask with an answer from another node (decoded here), or with the failure
     /// that node reported, unless it was answered already.
     fn answer_encoded(&self, answer: Result<Bytes, ShardingError>);
+
+    /// The ask's id in this node's table of waiting asks (the command's `ReplyTo` answers by
+    /// it, and a node the command is sent to reports a failure by it): the one it was given,
+    /// or else `fresh()`, from now on its own.
+    fn ask_id(&self, fresh: &dyn Fn() -> NonZeroU64) -> NonZeroU64;
+
+    /// When the asker stops waiting (`None` for a slot that is not an ask of this node's).
+    fn deadline(&self) -> Option<tokio::time::Instant>;
 }
 
 /// The host's side of a local ask. Once the command is handled, the handle is disarmed with
@@ -46,11 +44,33 @@ pub(crate) trait AskSlot: Send + Sync {
 /// with its region or node, unreported), it fails the ask as lost, so that the asker does not
 /// wait for its timeout. Nothing is sent to the asker when the command is handled: no wake-up but the
 /// answer's.
+///
+/// A told command carries an empty handle ([`none`](Self::none)): one field rather than an
+/// `Option` beside it keeps a queued command as small as before asks had slots (the local
+/// queue copies each one across cores).
 pub(crate) struct AskHandle(Option<std::sync::Arc<dyn AskSlot>>);
+
+// Two words, like the one-shot sender a queued ask carried before: see above.
+const _: () = assert!(std::mem::size_of::<AskHandle>() == 2 * std::mem::size_of::<usize>());
 
 impl AskHandle {
     pub fn new(slot: std::sync::Arc<dyn AskSlot>) -> Self {
         AskHandle(Some(slot))
+    }
+
+    /// The handle of a told command: nobody waits.
+    pub fn none() -> Self {
+        AskHandle(None)
+    }
+
+    /// Whether an asker waits for this command.
+    pub fn is_ask(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The ask's id, if the command is an ask (see [`AskSlot::ask_id`]).
+    pub fn ask_id(&self, fresh: &dyn Fn() -> NonZeroU64) -> Option<NonZeroU64> {
+        self.0.as_ref().map(|slot| slot.ask_id(fresh))
     }
 
     /// The command was handled here: its answer comes through its `ReplyTo`.
@@ -89,7 +109,8 @@ pub(crate) struct LocalMsg<E: Entity> {
     /// The entity reference's ids (see [`RefIds`]).
     pub ids: std::sync::Arc<RefIds>,
     pub cmd: E::Command,
-    pub reply: Option<LocalReply>,
+    /// Who waits for an answer (empty for a tell).
+    pub reply: AskHandle,
 }
 
 /// Input that does not depend on the entity type: from the network, the management API, the
@@ -151,7 +172,7 @@ pub struct RegionState {
 pub(crate) enum Payload<E: Entity> {
     Local {
         cmd: E::Command,
-        reply: Option<LocalReply>,
+        reply: AskHandle,
     },
     Remote {
         bytes: Bytes,

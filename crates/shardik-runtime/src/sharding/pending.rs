@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -147,15 +147,6 @@ impl PendingAsks {
         }
     }
 
-    /// Drops ask `id` without completing it (it was answered another way).
-    pub fn forget(&self, id: u64) {
-        self.table
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .remove(&id);
-    }
-
     /// Asks waiting (for tests and metrics).
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -164,6 +155,52 @@ impl PendingAsks {
             .unwrap_or_else(|e| e.into_inner())
             .entries
             .len()
+    }
+}
+
+/// Where the answers of asks made from one node to one kind go: the kind the asks went to
+/// (named in reply frames, for the asker's logs), the asker's node and this node's way of
+/// sending answers. Shared by all the `ReplyTo`s of one region's asks, or of one batch of
+/// envelopes from one node, so that making a `ReplyTo` costs one reference count, not three.
+///
+/// The endpoint is weak: an ask's `ReplyTo` may sit in the endpoint's own table of waiting
+/// asks, which must not keep the endpoint alive.
+pub(crate) struct AnswerRoute {
+    kind: Arc<str>,
+    asker: UniqueAddress,
+    endpoint: Weak<ReplyEndpoint>,
+}
+
+impl AnswerRoute {
+    pub fn new(kind: Arc<str>, asker: UniqueAddress, endpoint: Weak<ReplyEndpoint>) -> Self {
+        AnswerRoute {
+            kind,
+            asker,
+            endpoint,
+        }
+    }
+
+    /// The kind the asks went to.
+    pub fn kind(&self) -> &Arc<str> {
+        &self.kind
+    }
+
+    /// The asker's node.
+    pub fn asker(&self) -> &UniqueAddress {
+        &self.asker
+    }
+
+    /// The node's endpoint, unless the node's sharding is gone.
+    pub fn endpoint(&self) -> Option<Arc<ReplyEndpoint>> {
+        self.endpoint.upgrade()
+    }
+
+    /// Answers ask `ask_id` of the asker (see [`ReplyEndpoint::answer`]); nothing when the
+    /// node's sharding is gone (the asker times out).
+    pub fn answer(&self, ask_id: NonZeroU64, result: Result<Bytes, ReplyError>) {
+        if let Some(endpoint) = self.endpoint.upgrade() {
+            endpoint.answer(&self.kind, &self.asker, ask_id, result);
+        }
     }
 }
 
@@ -195,11 +232,6 @@ impl ReplyEndpoint {
     /// This node's table of waiting asks.
     pub fn pending(&self) -> &PendingAsks {
         &self.pending
-    }
-
-    /// This node.
-    pub fn self_node(&self) -> &UniqueAddress {
-        &self.self_node
     }
 
     /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).

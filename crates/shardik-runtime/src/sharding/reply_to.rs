@@ -11,7 +11,7 @@
 
 use std::marker::PhantomData;
 use std::num::NonZeroU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use super::api::{Codec, CodecError, Postcard, ShardingError};
 use super::messages::AskSlot;
-use super::pending::ReplyEndpoint;
+use super::pending::AnswerRoute;
 use super::resolve;
 
 /// Where the answer to one ask goes, carried inside the command (Akka's `replyTo`): the entity
@@ -67,43 +67,41 @@ pub struct ReplyTo<R, C = Postcard> {
 }
 
 struct Inner<R> {
-    /// The kind the ask went to (named in the reply frame, for the asker's logs).
-    kind: Arc<str>,
-    asker: UniqueAddress,
-    ask_id: NonZeroU64,
-    route: Route<R>,
+    /// The ask's id in its node's table of waiting asks: given by the kind's task when the
+    /// command leaves the node (or when this `ReplyTo` is written into another message), so
+    /// that an ask answered on its own node never takes one, and asking tasks on several
+    /// threads do not contend for the node's counter.
+    ask_id: OnceLock<NonZeroU64>,
+    /// The kind the ask went to, the asker's node and the way answers are sent: shared by the
+    /// asks of one region (or the envelopes of one batch), not made for each.
+    route: Arc<AnswerRoute>,
+    way: Way<R>,
 }
 
-impl<R, C> ReplyTo<R, C> {
-    fn new(kind: Arc<str>, asker: UniqueAddress, ask_id: NonZeroU64, route: Route<R>) -> Self {
-        ReplyTo {
-            inner: Arc::new(Inner {
-                kind,
-                asker,
-                ask_id,
-                route,
-            }),
-            codec: PhantomData,
-        }
-    }
-}
-
-enum Route<R> {
-    /// Still on the asker's node: the answer goes straight to the waiting asker. Should this
-    /// `ReplyTo` leave the node inside another command than its ask's own (passed on by the
-    /// entity that got it), the slot enters the table of waiting asks (until `deadline`) as it
-    /// is encoded, for the answer to find it by id.
+enum Way<R> {
+    /// Still on the asker's node: the answer goes straight to the waiting asker. The `Inner`
+    /// is then the ask's slot itself ([`AskSlot`]), shared with the host's handle on the
+    /// command and, should the command or this `ReplyTo` leave the node, with the table of
+    /// waiting asks (until `deadline`), where the answer coming back by id finds it.
     Local {
-        slot: AnswerSlot<R>,
-        endpoint: Arc<ReplyEndpoint>,
+        slot: Slot<R>,
         deadline: tokio::time::Instant,
     },
     /// Decoded on a node (possibly the asker's, after a round trip): the answer is encoded and
     /// sent to the asker's node by ask id.
-    Decoded(Arc<ReplyEndpoint>),
+    Decoded,
     /// Outside any node, for a handler called directly in a unit test
     /// ([`ReplyTo::detached`]): the answer waits in the slot.
-    Detached(AnswerSlot<R>),
+    Detached(Slot<R>),
+}
+
+impl<R, C> ReplyTo<R, C> {
+    fn new(route: Arc<AnswerRoute>, ask_id: OnceLock<NonZeroU64>, way: Way<R>) -> Self {
+        ReplyTo {
+            inner: Arc::new(Inner { ask_id, route, way }),
+            codec: PhantomData,
+        }
+    }
 }
 
 /// The answer a [`ReplyTo::detached`] received, for a unit test to look at.
@@ -123,46 +121,94 @@ impl<R> std::fmt::Debug for DetachedAnswer<R> {
 }
 
 /// The asker's side of one ask: taken by the first answer, whichever way it comes.
-pub(crate) struct Slot<R> {
+struct Slot<R> {
     tx: Mutex<Option<oneshot::Sender<Result<R, ShardingError>>>>,
     /// How an answer encoded by another node is read (the ask's codec, chosen by the asker).
     decode: fn(&[u8]) -> Result<R, CodecError>,
 }
 
-/// An ask's slot, shared by its `ReplyTo`, its handle on the host and, once the command has
-/// left for another node, the table of waiting asks.
-pub(crate) type AnswerSlot<R> = Arc<Slot<R>>;
+impl<R> Slot<R> {
+    /// A slot answered with `C`'s encoding when the answer comes from another node, and the
+    /// asker's end of it.
+    fn new<C: Codec + Default>() -> (Self, AnswerReceiver<R>)
+    where
+        R: DeserializeOwned,
+    {
+        let (tx, rx) = oneshot::channel();
+        let slot = Slot {
+            tx: Mutex::new(Some(tx)),
+            decode: |bytes| C::default().decode(bytes),
+        };
+        (slot, rx)
+    }
 
-/// A slot for an ask answered with `C`'s encoding when it comes from another node, and the
-/// asker's end of it.
-pub(crate) fn answer_slot<R, C>() -> (AnswerSlot<R>, oneshot::Receiver<Result<R, ShardingError>>)
-where
-    R: DeserializeOwned,
-    C: Codec + Default,
-{
-    let (tx, rx) = oneshot::channel();
-    let slot = Slot {
-        tx: Mutex::new(Some(tx)),
-        decode: |bytes| C::default().decode(bytes),
-    };
-    (Arc::new(slot), rx)
+    /// Delivers `answer` to the asker, if no answer reached it before; true if it did.
+    fn fill(&self, answer: Result<R, ShardingError>) -> bool {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        tx.is_some_and(|tx| tx.send(answer).is_ok())
+    }
 }
 
-impl<R: Send> AskSlot for Slot<R> {
+/// Where the asker waits for its answer.
+pub(crate) type AnswerReceiver<R> = oneshot::Receiver<Result<R, ShardingError>>;
+
+impl<R> Inner<R> {
+    fn slot(&self) -> Option<&Slot<R>> {
+        match &self.way {
+            Way::Local { slot, .. } | Way::Detached(slot) => Some(slot),
+            Way::Decoded => None,
+        }
+    }
+}
+
+impl<R: Send> AskSlot for Inner<R> {
     fn fail(&self, why: ShardingError) {
-        fill(self, Err(why));
+        if let Some(slot) = self.slot() {
+            slot.fill(Err(why));
+        }
     }
 
     fn answer_encoded(&self, answer: Result<Bytes, ShardingError>) {
-        let answer = answer.and_then(|bytes| (self.decode)(&bytes).map_err(ShardingError::Codec));
-        fill(self, answer);
+        if let Some(slot) = self.slot() {
+            let answer =
+                answer.and_then(|bytes| (slot.decode)(&bytes).map_err(ShardingError::Codec));
+            slot.fill(answer);
+        }
+    }
+
+    fn ask_id(&self, fresh: &dyn Fn() -> NonZeroU64) -> NonZeroU64 {
+        *self.ask_id.get_or_init(fresh)
+    }
+
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        match &self.way {
+            Way::Local { deadline, .. } => Some(*deadline),
+            Way::Decoded | Way::Detached(_) => None,
+        }
     }
 }
 
-/// Delivers `answer` to the slot's asker, if no answer reached it before; true if it did.
-pub(crate) fn fill<R>(slot: &Slot<R>, answer: Result<R, ShardingError>) -> bool {
-    let tx = slot.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-    tx.is_some_and(|tx| tx.send(answer).is_ok())
+/// A slot for an ask, with no `ReplyTo` of its own, and the asker's end of it (for tests of
+/// how the host reports on a command).
+#[cfg(test)]
+pub(crate) fn answer_slot<R, C>() -> (Arc<dyn AskSlot>, AnswerReceiver<R>)
+where
+    R: DeserializeOwned + Serialize + Send + 'static,
+    C: Codec + Default,
+{
+    let (slot, rx) = Slot::new::<C>();
+    let reply_to = ReplyTo::<R, C>::new(
+        detached_route(),
+        NonZeroU64::MIN.into(),
+        Way::Detached(slot),
+    );
+    (reply_to.inner, rx)
+}
+
+/// The route of a `ReplyTo` that belongs to no node.
+fn detached_route() -> Arc<AnswerRoute> {
+    let nowhere = UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0);
+    Arc::new(AnswerRoute::new(Arc::from(""), nowhere, Weak::new()))
 }
 
 impl<R, C> ReplyTo<R, C>
@@ -170,21 +216,24 @@ where
     R: Serialize + Send + 'static,
     C: Codec + Default,
 {
-    /// The handle for ask `ask_id` of this node, answering into `slot` until `deadline`.
-    pub(crate) fn local(
-        kind: Arc<str>,
-        ask_id: NonZeroU64,
-        slot: AnswerSlot<R>,
-        endpoint: Arc<ReplyEndpoint>,
+    /// The handle for an ask of this node (through `route`, the asking region's) until
+    /// `deadline`; the slot the host fails the ask through if the command is not handled; and
+    /// where the asker waits for the answer.
+    pub(crate) fn for_ask(
+        route: &Arc<AnswerRoute>,
         deadline: tokio::time::Instant,
-    ) -> Self {
-        let asker = endpoint.self_node().clone();
-        let route = Route::Local {
-            slot,
-            endpoint,
-            deadline,
-        };
-        ReplyTo::new(kind, asker, ask_id, route)
+    ) -> (Self, Arc<dyn AskSlot>, AnswerReceiver<R>)
+    where
+        R: DeserializeOwned,
+    {
+        let (slot, rx) = Slot::new::<C>();
+        let reply_to = ReplyTo::new(
+            Arc::clone(route),
+            OnceLock::new(),
+            Way::Local { slot, deadline },
+        );
+        let slot = Arc::clone(&reply_to.inner) as Arc<dyn AskSlot>;
+        (reply_to, slot, rx)
     }
 
     /// A `ReplyTo` outside any node, and what it will have received: for unit tests that call
@@ -211,10 +260,9 @@ where
             },
         };
         let reply_to = ReplyTo::new(
-            Arc::from(""),
-            UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0),
-            NonZeroU64::MIN,
-            Route::Detached(Arc::new(slot)),
+            detached_route(),
+            NonZeroU64::MIN.into(),
+            Way::Detached(slot),
         );
         (reply_to, DetachedAnswer(rx))
     }
@@ -225,12 +273,12 @@ where
     /// error. After the first answer (or the asker's timeout), answers are ignored.
     pub fn send(&self, answer: R) {
         let inner = &*self.inner;
-        match &inner.route {
+        match &inner.way {
             // An ask answered on its own node is not looked up in the table of waiting asks.
-            Route::Local { slot, .. } => {
-                fill(slot, Ok(answer));
+            Way::Local { slot, .. } | Way::Detached(slot) => {
+                slot.fill(Ok(answer));
             }
-            Route::Decoded(endpoint) => {
+            Way::Decoded => {
                 let encoded =
                     C::default()
                         .encode(&answer)
@@ -239,17 +287,16 @@ where
                             kind: ReplyErrorKind::DecodeFailed,
                             message: format!("the answer could not be encoded: {e}"),
                         });
-                endpoint.answer(&inner.kind, &inner.asker, inner.ask_id, encoded);
-            }
-            Route::Detached(slot) => {
-                fill(slot, Ok(answer));
+                if let Some(ask_id) = inner.ask_id.get() {
+                    inner.route.answer(*ask_id, encoded);
+                }
             }
         }
     }
 
     /// The node of the asker.
     pub fn asker(&self) -> &UniqueAddress {
-        &self.inner.asker
+        self.inner.route.asker()
     }
 }
 
@@ -265,9 +312,9 @@ impl<R, C> Clone for ReplyTo<R, C> {
 impl<R, C> std::fmt::Debug for ReplyTo<R, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplyTo")
-            .field("kind", &self.inner.kind)
-            .field("asker", &self.inner.asker)
-            .field("ask_id", &self.inner.ask_id)
+            .field("kind", self.inner.route.kind())
+            .field("asker", self.inner.route.asker())
+            .field("ask_id", &self.inner.ask_id.get())
             .finish()
     }
 }
@@ -280,27 +327,38 @@ type WireReplyTo<K, A> = Option<(K, A, NonZeroU64)>;
 
 impl<R: Send + 'static, C> Serialize for ReplyTo<R, C> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let inner = &*self.inner;
-        let wire: WireReplyTo<&str, &UniqueAddress> = match &inner.route {
-            Route::Detached(_) => {
+        let inner = &self.inner;
+        let (kind, asker) = (&**inner.route.kind(), inner.route.asker());
+        let wire: WireReplyTo<&str, &UniqueAddress> = match &inner.way {
+            Way::Detached(_) => {
                 return Err(serde::ser::Error::custom(
                     "a detached ReplyTo (made for a unit test) cannot be sent to a node",
                 ));
             }
             // The kind's task enters the slot in the table as it sends the envelope.
-            Route::Local { .. } if resolve::encoding_ask_is(inner.ask_id) => None,
-            Route::Local {
-                slot,
-                endpoint,
-                deadline,
-            } => {
-                let waiting = Arc::clone(slot) as Arc<dyn AskSlot>;
-                endpoint
-                    .pending()
-                    .register_slot(inner.ask_id, *deadline, waiting);
-                Some((&*inner.kind, &inner.asker, inner.ask_id))
+            Way::Local { .. }
+                if inner
+                    .ask_id
+                    .get()
+                    .is_some_and(|id| resolve::encoding_ask_is(*id)) =>
+            {
+                None
             }
-            Route::Decoded(_) => Some((&*inner.kind, &inner.asker, inner.ask_id)),
+            Way::Local { deadline, .. } => {
+                let endpoint = inner.route.endpoint().ok_or_else(|| {
+                    serde::ser::Error::custom("the asking node's sharding has stopped")
+                })?;
+                let ask_id = *inner.ask_id.get_or_init(|| endpoint.pending().next_id());
+                let waiting = Arc::clone(inner) as Arc<dyn AskSlot>;
+                endpoint.pending().register_slot(ask_id, *deadline, waiting);
+                Some((kind, asker, ask_id))
+            }
+            Way::Decoded => {
+                let ask_id = inner.ask_id.get().copied().ok_or_else(|| {
+                    serde::ser::Error::custom("a decoded ReplyTo without its ask id")
+                })?;
+                Some((kind, asker, ask_id))
+            }
         };
         wire.serialize(serializer)
     }
@@ -311,26 +369,23 @@ impl<'de, R, C> serde::Deserialize<'de> for ReplyTo<R, C> {
         use serde::de::Error;
         let wire: WireReplyTo<String, UniqueAddress> =
             serde::Deserialize::deserialize(deserializer)?;
-        let endpoint = resolve::reply_endpoint().ok_or_else(|| {
-            D::Error::custom(
-                "a ReplyTo can only be decoded by a node's sharding (inside a command or an answer)",
-            )
-        })?;
         match wire {
-            Some((kind, asker, ask_id)) => Ok(ReplyTo::new(
-                kind.into(),
-                asker,
-                ask_id,
-                Route::Decoded(endpoint),
-            )),
+            Some((kind, asker, ask_id)) => {
+                let endpoint = resolve::reply_endpoint().ok_or_else(|| {
+                    D::Error::custom(
+                        "a ReplyTo can only be decoded by a node's sharding (inside a command or an answer)",
+                    )
+                })?;
+                let route = AnswerRoute::new(kind.into(), asker, Arc::downgrade(&endpoint));
+                Ok(ReplyTo::new(Arc::new(route), ask_id.into(), Way::Decoded))
+            }
             // The envelope's own ask: answered to the node that sent it, by the envelope's ask
             // id (a node that relayed the envelope passes the answer on to the asker).
             None => resolve::with_decoding_ask(|ask| match ask {
                 Some(ask) => Ok(ReplyTo::new(
-                    Arc::clone(&ask.kind),
-                    ask.asker.clone(),
-                    ask.ask_id,
-                    Route::Decoded(endpoint),
+                    Arc::clone(&ask.route),
+                    ask.ask_id.into(),
+                    Way::Decoded,
                 )),
                 None => Err(D::Error::custom(
                     "a ReplyTo written for its envelope's ask arrived in an envelope of no ask",
@@ -345,12 +400,8 @@ mod ask_handle_tests {
     use super::*;
     use crate::sharding::messages::AskHandle;
 
-    fn slot() -> (
-        Arc<dyn AskSlot>,
-        oneshot::Receiver<Result<u64, ShardingError>>,
-    ) {
-        let (slot, rx) = answer_slot::<u64, Postcard>();
-        (slot, rx)
+    fn slot() -> (Arc<dyn AskSlot>, AnswerReceiver<u64>) {
+        answer_slot::<u64, Postcard>()
     }
 
     #[test]
@@ -403,7 +454,7 @@ mod ask_handle_tests {
     #[test]
     fn an_answer_sent_first_wins_over_a_later_failure() {
         let (slot, mut rx) = answer_slot::<u64, Postcard>();
-        assert!(fill(&slot, Ok(3)));
+        slot.answer_encoded(Ok(Bytes::from(postcard::to_allocvec(&3u64).unwrap())));
         AskHandle::new(slot).fail(ShardingError::EntityFailed("after".into()));
         assert_eq!(rx.try_recv().unwrap(), Ok(3));
     }

@@ -12,9 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::num::NonZeroU64;
 use std::sync::{Arc, Weak};
 
-use shardik_core::membership::UniqueAddress;
-
-use super::pending::ReplyEndpoint;
+use super::pending::{AnswerRoute, ReplyEndpoint};
 
 /// A node's registry of entity kinds, as seen by a decoding `EntityRef`.
 pub(crate) trait RegionResolver: Send + Sync {
@@ -88,11 +86,11 @@ pub(crate) fn resolve<T>(
 }
 
 /// The ask an envelope belongs to, while its command is decoded on the node that received it:
-/// the kind it went to, the node that sent it (the asker, or a node relaying for the asker),
-/// and the ask id the envelope carries.
+/// where its answer goes (the kind it went to, the node that sent it, which is the asker or a
+/// node relaying for the asker) and the ask id the envelope carries.
+#[derive(Clone)]
 pub(crate) struct EnvelopeAsk {
-    pub kind: Arc<str>,
-    pub asker: UniqueAddress,
+    pub route: Arc<AnswerRoute>,
     pub ask_id: NonZeroU64,
 }
 
@@ -144,10 +142,18 @@ pub(crate) fn with_decoding_ask<T>(f: impl FnOnce(Option<&EnvelopeAsk>) -> T) ->
 #[cfg(test)]
 mod envelope_scope_tests {
     use super::*;
-    use shardik_core::membership::Address;
+    use shardik_core::membership::{Address, UniqueAddress};
 
     fn id(n: u64) -> NonZeroU64 {
         NonZeroU64::new(n).unwrap()
+    }
+
+    fn route(kind: &str, asker: &UniqueAddress) -> Arc<AnswerRoute> {
+        Arc::new(AnswerRoute::new(
+            Arc::from(kind),
+            asker.clone(),
+            Weak::new(),
+        ))
     }
 
     #[test]
@@ -172,12 +178,16 @@ mod envelope_scope_tests {
         // goes to the relay, which passes it on to the asker by the original id.
         let relay = UniqueAddress::new(Address::new("10.0.0.2", 2552), 9);
         let ask = EnvelopeAsk {
-            kind: Arc::from("account"),
-            asker: relay.clone(),
+            route: route("account", &relay),
             ask_id: id(41),
         };
         let seen = decoding_envelope(Some(ask), || {
-            with_decoding_ask(|a| a.map(|a| (a.asker.clone(), a.ask_id, a.kind.to_string())))
+            with_decoding_ask(|a| {
+                a.map(|a| {
+                    let (kind, asker) = (a.route.kind().to_string(), a.route.asker().clone());
+                    (asker, a.ask_id, kind)
+                })
+            })
         });
         assert_eq!(seen, Some((relay, id(41), "account".to_string())));
         assert!(
@@ -189,11 +199,12 @@ mod envelope_scope_tests {
     #[test]
     fn a_panicking_decode_still_ends_its_scope() {
         let ask = EnvelopeAsk {
-            kind: Arc::from("k"),
-            asker: UniqueAddress::new(Address::new("h", 1), 1),
+            route: route("k", &UniqueAddress::new(Address::new("h", 1), 1)),
             ask_id: id(1),
         };
-        let caught = std::panic::catch_unwind(|| decoding_envelope(Some(ask), || panic!("codec")));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            decoding_envelope(Some(ask), || panic!("codec"))
+        }));
         assert!(caught.is_err());
         assert!(with_decoding_ask(|a| a.is_none()));
         let caught =

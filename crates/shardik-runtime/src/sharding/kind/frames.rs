@@ -77,17 +77,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // Encoded into a buffer kept for the task's life, and from there into the
                 // batch frame: no allocation per command.
                 st.payload.clear();
-                let encoded = crate::sharding::resolve::encoding_envelope(
-                    reply.as_ref().map(|r| r.ask_id),
-                    || self.codec.encode_into(&cmd, &mut st.payload),
-                );
+                // An ask takes its id as its command leaves the node.
+                let pending = &self.pending;
+                let ask_id = reply.ask_id(&|| pending.next_id());
+                let encoded = crate::sharding::resolve::encoding_envelope(ask_id, || {
+                    self.codec.encode_into(&cmd, &mut st.payload)
+                });
                 if let Err(e) = encoded {
                     {
                         self.count_drop("encode-failed");
                         warn!(kind = %self.name, entity = %env.entity, error = %e, "command could not be encoded: dropped");
-                        if let Some(r) = reply {
-                            r.handle.fail(ShardingError::Codec(e));
-                        }
+                        reply.fail(ShardingError::Codec(e));
                         return;
                     }
                 }
@@ -95,12 +95,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // table of waiting asks under it, where the answer finds it, and so does a
                 // failure the node that handles the command reports. Passed on, the command is
                 // no longer this node's to report on.
-                let ask_id = reply.map(|r| {
-                    if let Some(slot) = r.handle.pass_on() {
-                        self.pending.register_slot(r.ask_id, r.deadline, slot);
+                if let (Some(slot), Some(ask_id)) = (reply.pass_on(), ask_id) {
+                    if let Some(deadline) = slot.deadline() {
+                        self.pending.register_slot(ask_id, deadline, slot);
                     }
-                    r.ask_id
-                });
+                }
                 let payload = &st.payload;
                 let len = batch_item_len(&env.entity, &env.shard, payload.len(), ask_id);
                 st.outgoing.envelope(to, len, |buf| {
@@ -117,13 +116,13 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 Ok(()) => handle.handled(),
                 Err(why) => handle.fail(ShardingError::EntityFailed(why)),
             },
-            Asker::Remote(to) => match (*to, result) {
-                // Handled: the answer, if any, goes through the command's ReplyTo.
-                (_, Ok(())) => {}
-                (RemoteAsker { node, ask_id }, Err(msg)) => {
-                    self.send_reply_error(st, node, ask_id, ReplyErrorKind::EntityFailed, msg)
-                }
-            },
+            // Handled: the answer, if any, goes through the command's ReplyTo.
+            Asker::Remote(_, _) if result.is_ok() => {}
+            Asker::Remote(route, ask_id) => {
+                let why = result.err().unwrap_or_default();
+                let node = route.asker().clone();
+                self.send_reply_error(st, node, ask_id, ReplyErrorKind::EntityFailed, why)
+            }
         }
     }
 
@@ -154,8 +153,8 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         self.count_drop(reason.as_str());
         warn!(kind = %self.name, entity = %env.entity, shard = %env.shard, reason = reason.as_str(), "message dropped");
         match env.msg {
-            Payload::Local { reply: Some(r), .. } => {
-                r.handle.fail(match reason {
+            Payload::Local { reply, .. } if reply.is_ask() => {
+                reply.fail(match reason {
                     DropReason::BufferFull => ShardingError::BufferFull,
                     DropReason::RegionStopped => ShardingError::RegionStopped,
                     DropReason::LeaseUnavailable => ShardingError::LeaseUnavailable,
@@ -218,14 +217,11 @@ pub(super) fn reply_error_kind(e: &ShardingError) -> ReplyErrorKind {
 }
 
 /// The job of a command from another node: an ask is answered over the network.
-pub(super) fn remote_job<E: Entity>(
-    cmd: E::Command,
-    reply_to: Option<(UniqueAddress, NonZeroU64)>,
-) -> Job<E> {
+pub(super) fn remote_job<E: Entity>(cmd: E::Command, ask: Option<EnvelopeAsk>) -> Job<E> {
     Job {
         cmd,
-        reply: match reply_to {
-            Some((node, ask_id)) => Asker::Remote(Box::new(RemoteAsker { node, ask_id })),
+        reply: match ask {
+            Some(ask) => Asker::Remote(ask.route, ask.ask_id),
             None => Asker::None,
         },
         from_context: false,
