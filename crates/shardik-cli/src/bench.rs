@@ -74,6 +74,9 @@ enum BenchCmd {
     /// The shard coordinator alone: allocation, rebalance and re-homing time, state memory,
     /// from 10 to 1 000 regions and 1 000 to 100 000 shards.
     Coordinator(crate::bench_coordinator::CoordinatorArgs),
+    /// Failover: a node of a real cluster SIGKILLed under load, timed phase by phase until
+    /// its entities answer again from the survivors.
+    Failover(crate::bench_failover::FailoverArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -159,6 +162,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Remembered(a) => crate::bench_remembered::run(a),
         BenchCmd::Codecs(a) => crate::bench_codecs::run(a),
         BenchCmd::Coordinator(a) => crate::bench_coordinator::run(a),
+        BenchCmd::Failover(a) => crate::bench_failover::run(a),
     }
 }
 

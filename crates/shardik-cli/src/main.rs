@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_codecs;
 mod bench_coordinator;
+mod bench_failover;
 mod bench_frames;
 mod bench_handshake;
 mod bench_persistence;

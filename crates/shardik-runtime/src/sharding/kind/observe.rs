@@ -2,6 +2,7 @@
 //! the coordinator's events in the log, and the kind's gauges.
 
 use super::*;
+use shardik_core::sharding::coordinator::StateEvent;
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub(super) fn count_drop(&self, reason: &'static str) {
@@ -167,6 +168,15 @@ impl HandOffRounds {
 
 pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent, rounds: &mut HandOffRounds) {
     match ev {
+        // The one line of a failover (or a leave) that says when the coordinator let go of a
+        // node's shards: they get new homes as regions ask for them.
+        CoordinatorEvent::State(StateEvent::RegionTerminated(region)) => info!(
+            %kind,
+            event = "region-gone",
+            member = %region.address,
+            "the region of {kind} on {} is gone: its shards get new homes as they are asked for",
+            region.address
+        ),
         CoordinatorEvent::State(e) => debug!(%kind, event = ?e, "coordinator state"),
         CoordinatorEvent::ConflictingClaim {
             shard,
