@@ -199,6 +199,8 @@ struct BenchNode {
     addr: String,
     mgmt: u16,
     child: Child,
+    /// The last lines it wrote that were not JSON log lines (a configuration error, say).
+    other_output: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for BenchNode {
@@ -241,26 +243,54 @@ fn spawn_node(
     let mut child = cmd.spawn().context("cannot start a node process")?;
     let addr = format!("127.0.0.1:{port}");
     let stderr = child.stderr.take().context("no stderr")?;
-    let (log, node) = (Arc::clone(log), addr.clone());
+    let other_output = Arc::new(Mutex::new(Vec::new()));
+    let (log, other, node) = (Arc::clone(log), Arc::clone(&other_output), addr.clone());
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(l) = parse_log_line(&node, &line) {
-                log.lock().unwrap_or_else(|e| e.into_inner()).push(l);
+            match parse_log_line(&node, &line) {
+                Some(l) => log.lock().unwrap_or_else(|e| e.into_inner()).push(l),
+                None => {
+                    let mut other = other.lock().unwrap_or_else(|e| e.into_inner());
+                    if other.len() == 10 {
+                        other.remove(0);
+                    }
+                    other.push(line);
+                }
             }
         }
     });
-    Ok(BenchNode { addr, mgmt, child })
+    Ok(BenchNode {
+        addr,
+        mgmt,
+        child,
+        other_output,
+    })
 }
 
-/// Waits until `observer` has logged every node Up.
+/// Waits until `observer` has logged every node Up; fails at once if a node exited.
 fn wait_all_up(
     log: &Arc<Mutex<Vec<LogLine>>>,
     observer: &str,
-    nodes: &[BenchNode],
+    nodes: &mut [BenchNode],
     limit: Duration,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     loop {
+        for node in nodes.iter_mut() {
+            if let Ok(Some(status)) = node.child.try_wait() {
+                // Its last words come through the reader thread a moment later.
+                std::thread::sleep(Duration::from_millis(200));
+                let said = node
+                    .other_output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .join("\n");
+                bail!(
+                    "node {} exited ({status}) before the cluster formed: {said}",
+                    node.addr
+                );
+            }
+        }
         let up: BTreeSet<String> = log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -279,9 +309,16 @@ fn wait_all_up(
     }
 }
 
-/// Increments counter `i` through the node with management port `mgmt`: its value, or why not.
-fn increment(mgmt: u16, i: usize) -> Result<u64, String> {
-    match crate::mgmt_client::request(mgmt, "POST", &format!("/demo/counter/c{i}/increment")) {
+/// How long a client of a victim's counter waits for one answer before it asks again: the
+/// resolution of the served phases (the counter route itself waits 5 s for its entity, so a
+/// command sent towards the dead node would otherwise hold the client that long).
+const CLIENT_PATIENCE: Duration = Duration::from_millis(500);
+
+/// Increments counter `i` through the node with management port `mgmt`, waiting at most
+/// `limit`: its value, or why not.
+fn increment(mgmt: u16, i: usize, limit: Duration) -> Result<u64, String> {
+    let path = format!("/demo/counter/c{i}/increment");
+    match crate::mgmt_client::request_within(mgmt, "POST", &path, limit) {
         Some((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v["value"].as_u64())
@@ -290,7 +327,7 @@ fn increment(mgmt: u16, i: usize) -> Result<u64, String> {
             .ok()
             .and_then(|v| v["message"].as_str().map(str::to_string))
             .unwrap_or_else(|| format!("HTTP {status}"))),
-        None => Err("no HTTP answer".into()),
+        None => Err(format!("no HTTP answer within {limit:?}")),
     }
 }
 
@@ -333,7 +370,7 @@ fn recover(
         let mgmt = survivors[attempt % survivors.len()];
         attempt += 1;
         let asked = Instant::now();
-        match increment(mgmt, i) {
+        match increment(mgmt, i, CLIENT_PATIENCE) {
             Ok(value) => {
                 // It counts every acknowledged increment, the one just made, and at most the
                 // increments that failed on the way (each may have been applied).
@@ -348,8 +385,8 @@ fn recover(
             Err(why) => {
                 *failures.entry(why).or_default() += 1;
                 // A quick refusal is asked again soon; a timed-out ask already waited.
-                if asked.elapsed() < Duration::from_millis(100) {
-                    std::thread::sleep(Duration::from_millis(100));
+                if asked.elapsed() < Duration::from_millis(50) {
+                    std::thread::sleep(Duration::from_millis(50));
                 }
             }
         }
@@ -382,7 +419,7 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
     for (i, port) in ports.iter().enumerate() {
         nodes.push(spawn_node(*port, mgmts[i], &seeds, &store, env, &log)?);
         let observer = nodes[0].addr.clone();
-        wait_all_up(&log, &observer, &nodes, Duration::from_secs(60))?;
+        wait_all_up(&log, &observer, &mut nodes, Duration::from_secs(60))?;
     }
 
     // Every counter incremented once through every node: created, placed, and counted.
@@ -390,7 +427,7 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
     for round in 0..args.nodes {
         for (i, acked) in acked.iter_mut().enumerate() {
             let node = &nodes[(i + round) % nodes.len()];
-            let value = increment(node.mgmt, i).map_err(|why| {
+            let value = increment(node.mgmt, i, Duration::from_secs(10)).map_err(|why| {
                 anyhow::anyhow!("counter c{i} did not answer before the kill: {why}")
             })?;
             *acked += 1;

@@ -38,9 +38,20 @@ fn client() -> Option<&'static Client> {
 /// One request to `127.0.0.1:port`; the status code and body, or `None` if the method is not
 /// a valid HTTP method, the connection failed, or no complete answer came within 10 s.
 pub fn request(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
+    request_within(port, method, path, TIMEOUT)
+}
+
+/// [`request`], giving up after `limit` instead of 10 s.
+pub fn request_within(
+    port: u16,
+    method: &str,
+    path: &str,
+    limit: Duration,
+) -> Option<(u16, String)> {
     let method = Method::from_bytes(method.as_bytes()).ok()?;
     let response = client()?
         .request(method, format!("http://127.0.0.1:{port}{path}"))
+        .timeout(limit)
         .send()
         .ok()?;
     let status = response.status().as_u16();
