@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -221,25 +221,8 @@ fn spawn_node(
     env: &[(String, String)],
     log: &Arc<Mutex<Vec<LogLine>>>,
 ) -> anyhow::Result<BenchNode> {
-    let exe = std::env::current_exe().context("cannot find the shardik executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("node")
-        .arg("--demo-counters")
-        .arg("--store")
-        .arg(store)
-        .arg("--bind")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--management")
-        .arg(format!("127.0.0.1:{mgmt}"));
-    for s in seeds {
-        cmd.arg("--seed").arg(format!("127.0.0.1:{s}"));
-    }
-    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env("SHARDIK_LOGGING__FORMAT", "json")
-        .env("SHARDIK_LOGGING__LEVEL", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = crate::counter_nodes::command(port, mgmt, seeds, store)?;
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let mut child = cmd.spawn().context("cannot start a node process")?;
     let addr = format!("127.0.0.1:{port}");
     let stderr = child.stderr.take().context("no stderr")?;
@@ -323,10 +306,7 @@ fn increment(mgmt: u16, i: usize, limit: Duration) -> Result<u64, String> {
             .ok()
             .and_then(|v| v["value"].as_u64())
             .ok_or_else(|| "an answer without a value".to_string()),
-        Some((status, body)) => Err(serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| format!("HTTP {status}"))),
+        Some((status, body)) => Err(crate::counter_nodes::refusal(status, &body)),
         None => Err(format!("no HTTP answer within {limit:?}")),
     }
 }

@@ -13,7 +13,7 @@
 //! minute; `--simulated` runs the membership story in the simulator.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -95,25 +95,8 @@ fn spawn_node(
     store: &str,
     tx: &mpsc::Sender<Seen>,
 ) -> anyhow::Result<DemoNode> {
-    let exe = std::env::current_exe().context("cannot find the shardik executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("node")
-        .arg("--demo-counters")
-        .arg("--store")
-        .arg(store)
-        .arg("--bind")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--management")
-        .arg(format!("127.0.0.1:{mgmt}"));
-    for s in seeds {
-        cmd.arg("--seed").arg(format!("127.0.0.1:{s}"));
-    }
-    cmd.envs(FAST.iter().copied())
-        .env("SHARDIK_LOGGING__FORMAT", "json")
-        .env("SHARDIK_LOGGING__LEVEL", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut cmd = crate::counter_nodes::command(port, mgmt, seeds, store)?;
+    cmd.envs(FAST.iter().copied());
     let mut child = cmd.spawn().context("cannot start a node process")?;
     let name = format!("127.0.0.1:{port}");
     let stderr = child.stderr.take().context("no stderr")?;
@@ -253,10 +236,7 @@ impl Tally {
                     self.check(i, &body);
                 }
                 Some((status, body)) => {
-                    let why = serde_json::from_str::<serde_json::Value>(&body)
-                        .ok()
-                        .and_then(|v| v["message"].as_str().map(str::to_string))
-                        .unwrap_or_else(|| format!("HTTP {status}"));
+                    let why = crate::counter_nodes::refusal(status, &body);
                     *self.failed.entry(why).or_default() += 1;
                 }
                 None => *self.failed.entry("no HTTP answer".into()).or_default() += 1,

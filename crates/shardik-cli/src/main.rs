@@ -31,6 +31,7 @@ mod bench_tls;
 mod bench_transports;
 mod certs;
 mod counter;
+mod counter_nodes;
 mod demo;
 mod demo_sim;
 mod evolving;

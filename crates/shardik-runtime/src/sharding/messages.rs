@@ -50,7 +50,7 @@ pub(crate) trait AskSlot: Send + Sync {
 /// queue copies each one across cores).
 pub(crate) struct AskHandle(Option<std::sync::Arc<dyn AskSlot>>);
 
-// Two words, like the one-shot sender a queued ask carried before: see above.
+// Two words, so that a queued ask is no larger than before the reply model: see above.
 const _: () = assert!(std::mem::size_of::<AskHandle>() == 2 * std::mem::size_of::<usize>());
 
 impl AskHandle {
