@@ -6,7 +6,6 @@ use std::sync::Arc;
 use shardik_core::sharding::entities::EntitySettings;
 use tokio::sync::mpsc;
 
-use super::answer_batch;
 use super::api::{Codec, Entity, EntityKind};
 use super::entity_ref::{EntityRegion, ShardIds};
 use super::handle::Sharding;
@@ -14,6 +13,7 @@ use super::init_error::InitError;
 use super::inner::KindEntry;
 use super::kind::KindTask;
 use super::pending::AnswerRoute;
+use super::pending::answer_batch;
 use super::remember_settings::{RememberChoice, RememberSettings};
 use super::{handlers, leases, local_queue, resolve};
 

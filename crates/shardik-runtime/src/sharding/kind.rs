@@ -92,7 +92,7 @@ struct State<E: Entity> {
     outgoing: Outgoing,
     /// The answers to remote askers made during the current turn, on their way to `outgoing`
     /// (kept for the task's life, so that a turn allocates no list).
-    answers: Vec<crate::sharding::answer_batch::GatheredAnswer>,
+    answers: Vec<crate::sharding::pending::answer_batch::GatheredAnswer>,
     /// Where answers to the last node that sent this kind an ask go (see `answer_route`).
     answer_route: Option<Arc<AnswerRoute>>,
     /// Where a command for another node is encoded before it is copied into its frame.

@@ -12,7 +12,7 @@
 //! user's side is `api.rs` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `answer_batch`, `strategy` → `api` → `config`, `init_error` → `messages`, `pending` →
+//! `strategy` → `api` → `config`, `init_error` → `messages`, `pending` (with its `answer_batch`) →
 //! `resolve` → `reply_to`, `remember` → `handlers` → `allocation` → `kind` → `entity_ref` →
 //! `inner` → `inbound` → `handle` → `init`, `cluster_stats` → `keepalive` → `singleton`,
 //! `daemon`. `api` (what users write against) needs only the strategy types, never the kind's
@@ -23,7 +23,6 @@
 //! API of this module, like a user's code would be.
 
 mod allocation;
-mod answer_batch;
 mod api;
 mod cluster_stats;
 mod config;

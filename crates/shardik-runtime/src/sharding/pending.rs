@@ -20,10 +20,12 @@ use tokio::time::Instant;
 use shardik_core::membership::{Address, UniqueAddress};
 use shardik_wire::{ReplyError, ShardingBody, ShardingFrame, WireReply, encode_sharding};
 
-use super::answer_batch::{self, GatheredAnswer};
 use super::api::ShardingError;
 use super::messages::AskSlot;
 use crate::transport::UserSender;
+use answer_batch::GatheredAnswer;
+
+pub(crate) mod answer_batch;
 
 type Callback = Box<dyn FnOnce(Result<Bytes, ShardingError>) + Send>;
 
@@ -169,14 +171,18 @@ pub(crate) struct AnswerRoute {
     kind: Arc<str>,
     asker: UniqueAddress,
     endpoint: Weak<ReplyEndpoint>,
+    /// Whether the asker is the endpoint's own node (decided once here, not at every answer).
+    local: bool,
 }
 
 impl AnswerRoute {
     pub fn new(kind: Arc<str>, asker: UniqueAddress, endpoint: Weak<ReplyEndpoint>) -> Self {
+        let local = endpoint.upgrade().is_some_and(|e| e.self_node == asker);
         AnswerRoute {
             kind,
             asker,
             endpoint,
+            local,
         }
     }
 
@@ -190,16 +196,51 @@ impl AnswerRoute {
         &self.asker
     }
 
+    /// Whether answers of `other` go to the same node (routes are shared, so this is most often
+    /// the same route).
+    fn same_asker(&self, other: &Arc<AnswerRoute>) -> bool {
+        std::ptr::eq(self, &**other) || self.asker == other.asker
+    }
+
     /// The node's endpoint, unless the node's sharding is gone.
     pub fn endpoint(&self) -> Option<Arc<ReplyEndpoint>> {
         self.endpoint.upgrade()
     }
 
-    /// Answers ask `ask_id` of the asker (see [`ReplyEndpoint::answer`]); nothing when the
-    /// node's sharding is gone (the asker times out).
-    pub fn answer(&self, ask_id: NonZeroU64, result: Result<Bytes, ReplyError>) {
+    /// Answers ask `ask_id` of the asker with `result` (the encoded reply, or why there is
+    /// none). Never waits. An asker on this node is answered through the table of waiting asks.
+    /// For one on another node, the reply frame made by a handler in a kind's task is gathered
+    /// and leaves with that task's turn (which waits for room like the task's other messages);
+    /// made elsewhere, it is written now, or, when the asker's queue is full, waits in a task
+    /// of its own (at most [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and
+    /// logged). Nothing happens when the node's sharding is gone (the asker times out).
+    pub fn answer(self: &Arc<Self>, ask_id: NonZeroU64, result: Result<Bytes, ReplyError>) {
+        if self.local {
+            if let Some(endpoint) = self.endpoint.upgrade() {
+                let result = result.map_err(|e| ShardingError::from_reply_error(&self.kind, e));
+                if !endpoint.pending.complete(ask_id.get(), result) {
+                    tracing::debug!(ask_id, "reply for an ask that is no longer waiting");
+                }
+            }
+            return;
+        }
+        let frame = ShardingFrame {
+            kind: Arc::clone(&self.kind),
+            body: ShardingBody::Reply(WireReply {
+                ask_id: ask_id.get(),
+                result,
+            }),
+        };
+        let answer = GatheredAnswer {
+            route: Arc::clone(self),
+            frame: encode_sharding(&frame),
+        };
+        // Made by a handler of a kind's task: written with the poll's other answers.
+        let Err(answer) = answer_batch::gather(answer) else {
+            return;
+        };
         if let Some(endpoint) = self.endpoint.upgrade() {
-            endpoint.answer(&self.kind, &self.asker, ask_id, result);
+            endpoint.send_now(answer);
         }
     }
 }
@@ -234,47 +275,14 @@ impl ReplyEndpoint {
         &self.pending
     }
 
-    /// Answers ask `ask_id` of `asker` with `result` (the encoded reply, or why there is none).
-    /// `kind` names the entity kind the ask went to, for the asker's logs. Never waits. Made by
-    /// a handler in a kind's task, the reply is gathered and leaves with that task's turn (which
-    /// waits for room like the task's other messages, as replies always did there); made
-    /// elsewhere, it is written now, or, when the asker's queue is full, waits in a task of its
-    /// own (at most [`MAX_WAITING_REPLIES`] at once; beyond, it is dropped, counted and logged).
-    pub fn answer(
-        &self,
-        kind: &Arc<str>,
-        asker: &UniqueAddress,
-        ask_id: NonZeroU64,
-        result: Result<Bytes, ReplyError>,
-    ) {
-        if *asker == self.self_node {
-            let result = result.map_err(|e| ShardingError::from_reply_error(kind, e));
-            if !self.pending.complete(ask_id.get(), result) {
-                tracing::debug!(ask_id, "reply for an ask that is no longer waiting");
-            }
-            return;
-        }
-        let frame = ShardingFrame {
-            kind: Arc::clone(kind),
-            body: ShardingBody::Reply(WireReply {
-                ask_id: ask_id.get(),
-                result,
-            }),
-        };
-        let answer = GatheredAnswer {
-            to: asker.clone(),
-            kind: Arc::clone(kind),
-            frame: encode_sharding(&frame),
-        };
-        // Made by a handler of a kind's task: written with the poll's other answers.
-        let Err(answer) = answer_batch::gather(answer) else {
+    /// Writes one answer made outside a kind's task: now when the asker's lane has room (most
+    /// of the time), else from a task that waits for room.
+    fn send_now(&self, answer: GatheredAnswer) {
+        let to = &answer.route.asker.address;
+        let Err(frame) = self.sender.try_send(to, answer.frame) else {
             return;
         };
-        // Most of the time the asker's lane has room: the reply is written from here.
-        let Err(frame) = self.sender.try_send(&answer.to.address, answer.frame) else {
-            return;
-        };
-        self.wait_for_room(answer.to.address, answer.kind, vec![frame]);
+        self.wait_for_room(to.clone(), Arc::clone(&answer.route.kind), vec![frame]);
     }
 
     /// Sends the answers a kind's task made during one poll: consecutive answers to one node
@@ -282,14 +290,15 @@ impl ReplyEndpoint {
     pub fn send_gathered(&self, answers: &mut Vec<GatheredAnswer>) {
         let mut answers = answers.drain(..).peekable();
         while let Some(first) = answers.next() {
-            let GatheredAnswer { to, kind, frame } = first;
+            let GatheredAnswer { route, frame } = first;
             let mut run = vec![frame];
-            while let Some(next) = answers.next_if(|a| a.to == to) {
+            while let Some(next) = answers.next_if(|a| a.route.same_asker(&route)) {
                 run.push(next.frame);
             }
-            let left = self.sender.try_send_run(&to.address, run);
+            let to = &route.asker.address;
+            let left = self.sender.try_send_run(to, run);
             if !left.is_empty() {
-                self.wait_for_room(to.address, kind, left);
+                self.wait_for_room(to.clone(), Arc::clone(&route.kind), left);
             }
         }
     }

@@ -11,7 +11,8 @@
 
 use std::marker::PhantomData;
 use std::num::NonZeroU64;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -71,11 +72,48 @@ struct Inner<R> {
     /// command leaves the node (or when this `ReplyTo` is written into another message), so
     /// that an ask answered on its own node never takes one, and asking tasks on several
     /// threads do not contend for the node's counter.
-    ask_id: OnceLock<NonZeroU64>,
+    ask_id: LazyAskId,
     /// The kind the ask went to, the asker's node and the way answers are sent: shared by the
     /// asks of one region (or the envelopes of one batch), not made for each.
     route: Arc<AnswerRoute>,
     way: Way<R>,
+}
+
+/// An ask id given at most once, lazily. One atomic word rather than a `OnceLock`: a decoded
+/// `ReplyTo` is made with its id on every remote ask, and a `OnceLock` pays for its
+/// initialisation protocol each time, where here it is one store.
+struct LazyAskId(AtomicU64);
+
+impl LazyAskId {
+    fn unset() -> Self {
+        LazyAskId(AtomicU64::new(0))
+    }
+
+    fn get(&self) -> Option<NonZeroU64> {
+        NonZeroU64::new(self.0.load(Ordering::Acquire))
+    }
+
+    /// The id, given by `fresh` if there is none yet (if two threads race, the first id set
+    /// wins and the other fresh id is simply never used).
+    fn get_or_init(&self, fresh: impl FnOnce() -> NonZeroU64) -> NonZeroU64 {
+        if let Some(id) = self.get() {
+            return id;
+        }
+        let id = fresh();
+        match self
+            .0
+            .compare_exchange(0, id.get(), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => id,
+            Err(set) => NonZeroU64::new(set).unwrap_or(id),
+        }
+    }
+}
+
+impl From<NonZeroU64> for LazyAskId {
+    fn from(id: NonZeroU64) -> Self {
+        LazyAskId(AtomicU64::new(id.get()))
+    }
 }
 
 enum Way<R> {
@@ -96,7 +134,7 @@ enum Way<R> {
 }
 
 impl<R, C> ReplyTo<R, C> {
-    fn new(route: Arc<AnswerRoute>, ask_id: OnceLock<NonZeroU64>, way: Way<R>) -> Self {
+    fn new(route: Arc<AnswerRoute>, ask_id: LazyAskId, way: Way<R>) -> Self {
         ReplyTo {
             inner: Arc::new(Inner { ask_id, route, way }),
             codec: PhantomData,
@@ -177,7 +215,7 @@ impl<R: Send> AskSlot for Inner<R> {
     }
 
     fn ask_id(&self, fresh: &dyn Fn() -> NonZeroU64) -> NonZeroU64 {
-        *self.ask_id.get_or_init(fresh)
+        self.ask_id.get_or_init(fresh)
     }
 
     fn deadline(&self) -> Option<tokio::time::Instant> {
@@ -229,7 +267,7 @@ where
         let (slot, rx) = Slot::new::<C>();
         let reply_to = ReplyTo::new(
             Arc::clone(route),
-            OnceLock::new(),
+            LazyAskId::unset(),
             Way::Local { slot, deadline },
         );
         let slot = Arc::clone(&reply_to.inner) as Arc<dyn AskSlot>;
@@ -288,7 +326,7 @@ where
                             message: format!("the answer could not be encoded: {e}"),
                         });
                 if let Some(ask_id) = inner.ask_id.get() {
-                    inner.route.answer(*ask_id, encoded);
+                    inner.route.answer(ask_id, encoded);
                 }
             }
         }
@@ -336,25 +374,18 @@ impl<R: Send + 'static, C> Serialize for ReplyTo<R, C> {
                 ));
             }
             // The kind's task enters the slot in the table as it sends the envelope.
-            Way::Local { .. }
-                if inner
-                    .ask_id
-                    .get()
-                    .is_some_and(|id| resolve::encoding_ask_is(*id)) =>
-            {
-                None
-            }
+            Way::Local { .. } if inner.ask_id.get().is_some_and(resolve::encoding_ask_is) => None,
             Way::Local { deadline, .. } => {
                 let endpoint = inner.route.endpoint().ok_or_else(|| {
                     serde::ser::Error::custom("the asking node's sharding has stopped")
                 })?;
-                let ask_id = *inner.ask_id.get_or_init(|| endpoint.pending().next_id());
+                let ask_id = inner.ask_id.get_or_init(|| endpoint.pending().next_id());
                 let waiting = Arc::clone(inner) as Arc<dyn AskSlot>;
                 endpoint.pending().register_slot(ask_id, *deadline, waiting);
                 Some((kind, asker, ask_id))
             }
             Way::Decoded => {
-                let ask_id = inner.ask_id.get().copied().ok_or_else(|| {
+                let ask_id = inner.ask_id.get().ok_or_else(|| {
                     serde::ser::Error::custom("a decoded ReplyTo without its ask id")
                 })?;
                 Some((kind, asker, ask_id))

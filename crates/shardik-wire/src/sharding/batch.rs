@@ -9,7 +9,7 @@
 //! allocated for them: a small frame of many tiny envelopes must not cost many times its size
 //! in memory.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use std::num::NonZeroU64;
 use std::ops::Range;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::{
     ByteString, ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID,
     FRAME_KIND, ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, check_id, envelope_body_len,
-    key, len_field_len, put_envelope_field, put_len_field, put_varint, varint_len,
+    key, len_field_len, put_envelope_field, put_key_varint, put_len_field, varint_len,
 };
 use crate::codec::DecodeError;
 
@@ -83,8 +83,7 @@ impl BatchFrameBuilder {
         let mut header = &mut out[start..self.room];
         put_len_field(FRAME_KIND, kind.as_bytes(), &mut header);
         // A oneof member: written even when empty.
-        header.put_u8(key(FRAME_BATCH, WIRE_LEN));
-        put_varint(body, &mut header);
+        put_key_varint(key(FRAME_BATCH, WIRE_LEN), body, &mut header);
         debug_assert!(header.is_empty(), "the header fills the end of its room");
         bytes::Buf::advance(&mut out, start);
         out.freeze()

@@ -3,7 +3,7 @@
 //! ask.
 
 use super::*;
-use crate::sharding::answer_batch;
+use crate::sharding::pending::answer_batch;
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub(super) fn send_protocol(&mut self, st: &mut State<E>, to: UniqueAddress, msg: Protocol) {
@@ -186,7 +186,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         // The answers this turn's handlers made go out with the turn's other messages.
         answer_batch::take_gathered(&mut st.answers);
         for answer in st.answers.drain(..) {
-            st.outgoing.frame(&answer.to, answer.frame);
+            st.outgoing.frame(answer.route.asker(), answer.frame);
         }
         if st.outgoing.is_empty() {
             return;

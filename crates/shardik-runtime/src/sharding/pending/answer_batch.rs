@@ -19,13 +19,13 @@ use std::pin::pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shardik_core::membership::UniqueAddress;
 
-/// One answer waiting for the end of the poll: the asker's node, the kind asked (for the
-/// logs and counters of a reply that cannot be sent), and the encoded reply frame.
+use super::AnswerRoute;
+
+/// One answer waiting for the end of the poll: its route (the asker's node, and the kind asked
+/// for the logs and counters of a reply that cannot be sent), and the encoded reply frame.
 pub(crate) struct GatheredAnswer {
-    pub to: UniqueAddress,
-    pub kind: Arc<str>,
+    pub route: Arc<AnswerRoute>,
     pub frame: Bytes,
 }
 
@@ -103,11 +103,13 @@ impl<S: FnMut(&mut Vec<GatheredAnswer>)> Drop for Scope<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shardik_core::membership::{Address, UniqueAddress};
+    use std::sync::Weak;
 
     fn answer(port: u16, byte: u8) -> GatheredAnswer {
+        let asker = UniqueAddress::new(Address::new("127.0.0.1", port), 1);
         GatheredAnswer {
-            to: UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", port), 1),
-            kind: Arc::from("k"),
+            route: Arc::new(AnswerRoute::new(Arc::from("k"), asker, Weak::new())),
             frame: Bytes::from(vec![byte]),
         }
     }
