@@ -490,3 +490,44 @@ mod ask_handle_tests {
         assert_eq!(rx.try_recv().unwrap(), Ok(3));
     }
 }
+
+#[cfg(test)]
+mod lazy_ask_id_tests {
+    use super::*;
+
+    fn id(n: u64) -> NonZeroU64 {
+        NonZeroU64::new(n).unwrap()
+    }
+
+    #[test]
+    fn an_ask_id_is_given_once_and_a_decoded_one_is_never_replaced() {
+        let lazy = LazyAskId::unset();
+        assert_eq!(lazy.get(), None);
+        assert_eq!(lazy.get_or_init(|| id(7)), id(7));
+        assert_eq!(
+            lazy.get_or_init(|| panic!("an id is given only once")),
+            id(7)
+        );
+        assert_eq!(lazy.get(), Some(id(7)));
+
+        let decoded = LazyAskId::from(id(42));
+        assert_eq!(decoded.get(), Some(id(42)));
+        assert_eq!(decoded.get_or_init(|| id(1)), id(42));
+    }
+
+    #[test]
+    fn threads_racing_for_an_id_all_see_the_one_that_won() {
+        let lazy = Arc::new(LazyAskId::unset());
+        let ids: Vec<NonZeroU64> = (1..=8)
+            .map(|n| {
+                let lazy = Arc::clone(&lazy);
+                std::thread::spawn(move || lazy.get_or_init(|| id(n)))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let won = lazy.get().expect("set");
+        assert!(ids.iter().all(|i| *i == won), "{ids:?} vs {won}");
+    }
+}
