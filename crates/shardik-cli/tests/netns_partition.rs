@@ -69,14 +69,26 @@ const SHARDING: &[(&str, &str)] = &[
     ("SHARDIK_CLUSTER__SHARDING__HANDOFF_TIMEOUT", "10s"),
 ];
 
-/// `cluster.sharding.use-lease` for this test: `""` (off) or `"store"` (every shard holds a
-/// lease in the node's store, here PostgreSQL). Overridden by `SHARDIK_TEST_NETNS_USE_LEASE`.
-const USE_LEASE: &str = "store";
+/// `cluster.sharding.use-lease` for this test: `"auto"` (the shipped default: the durable
+/// counters' shards and coordinator hold leases in their store, here PostgreSQL, with the
+/// shipped timing), `"store"` (the same with the short timing below) or `""` (off).
+/// Overridden by `SHARDIK_TEST_NETNS_USE_LEASE`.
+const USE_LEASE: &str = "auto";
 
-/// The settings that turn shard leases on: the one place that names them.
+/// The settings for `use_lease`: the one place that names them.
 fn lease_settings(use_lease: &str) -> Vec<(&'static str, String)> {
-    if use_lease.is_empty() {
-        return Vec::new();
+    match use_lease {
+        "auto" => return Vec::new(),
+        "" => {
+            return vec![
+                ("SHARDIK_CLUSTER__SHARDING__USE_LEASE", String::new()),
+                (
+                    "SHARDIK_CLUSTER__SHARDING__COORDINATOR_SINGLETON__USE_LEASE",
+                    String::new(),
+                ),
+            ];
+        }
+        _ => {}
     }
     vec![
         (

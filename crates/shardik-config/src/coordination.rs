@@ -18,30 +18,40 @@ pub struct CoordinationSettings {
 
 /// Where a lease lives, for the settings that turn one on (`cluster.sharding.use-lease`,
 /// `cluster.sharding.coordinator-singleton.use-lease`): in Akka these name a lease
-/// implementation's configuration block; shardik has one implementation, the node's
-/// persistence store.
+/// implementation's configuration block; shardik has one implementation, a store (the kind's
+/// own, where its entities write).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub enum LeaseImplementation {
-    /// `""`: no lease (the default).
-    #[default]
+    /// `""`: no lease.
     #[serde(rename = "")]
     None,
-    /// `"store"`: a lease row in the node's persistence store (`persistence.store`), with the
-    /// timing of `coordination.lease.*`.
+    /// `"auto"` (the default): a lease in the kind's store when it has one of its own (a
+    /// durable kind, or one given `EntityKind::with_lease_store`); none for a kind without.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// `"store"`: a lease for every kind, in its store; a kind that hosts shards without a
+    /// store is refused at registration.
     #[serde(rename = "store")]
     Store,
 }
 
 impl LeaseImplementation {
-    /// Whether a lease is used.
+    /// Whether every kind takes the lease (`"store"`).
     pub fn is_on(self) -> bool {
         self == LeaseImplementation::Store
+    }
+
+    /// Whether kinds with a store of their own take the lease (`"auto"`).
+    pub fn is_auto(self) -> bool {
+        self == LeaseImplementation::Auto
     }
 
     /// The configuration spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             LeaseImplementation::None => "",
+            LeaseImplementation::Auto => "auto",
             LeaseImplementation::Store => "store",
         }
     }

@@ -69,6 +69,12 @@ impl Settings {
                 .use_lease
                 .is_on()
                 .then(|| self.lease_timing()),
+            auto_shard_lease: sh.use_lease.is_auto().then(|| self.lease_timing()),
+            auto_coordinator_lease: sh
+                .coordinator_singleton
+                .use_lease
+                .is_auto()
+                .then(|| self.lease_timing()),
             cluster_name: self.cluster.name.as_str().into(),
             self_fence_after: membership
                 .downing

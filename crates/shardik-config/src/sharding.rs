@@ -80,9 +80,10 @@ pub struct ShardingSettings {
     pub passivation: shardik_passivation::PassivationSettings,
     /// `healthcheck.*`.
     pub healthcheck: ShardingHealthCheckSettings,
-    /// `use-lease`: `"store"` makes every shard take a lease in the node's store before its
-    /// entities run (their writes carry its fencing token) and stop them when it is lost;
-    /// `""` (default): no lease.
+    /// `use-lease`: a shard under a lease takes it in its kind's store before its entities
+    /// run (their writes carry its fencing token) and stops them when it is lost. `"auto"`
+    /// (default): for kinds with a shared store of their own (durable kinds); `"store"`: for
+    /// every kind; `""`: none.
     pub use_lease: super::coordination::LeaseImplementation,
     /// `lease-retry-interval`: how long a shard (or the coordinator) waits before trying
     /// again to take a lease it did not get.
@@ -96,8 +97,9 @@ pub struct ShardingSettings {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CoordinatorSingletonSettings {
-    /// `use-lease`: `"store"` makes the coordinator start only once its node holds the
-    /// kind's coordinator lease, and stop when it is lost; `""` (default): no lease.
+    /// `use-lease`: a coordinator under a lease starts only once its node holds the kind's
+    /// coordinator lease, and stops when it is lost; `"auto"` (default), `"store"` and `""`
+    /// as for the shards' `use-lease`.
     pub use_lease: super::coordination::LeaseImplementation,
 }
 

@@ -26,6 +26,45 @@ fn err_text(toml: &str) -> (ConfigError, String) {
     (e, text)
 }
 
+/// Leases by default for kinds with a store of their own, short enough that a crashed node's
+/// shards wait seconds, not minutes; `""` turns them off and `"store"` on for every kind.
+#[test]
+fn leases_are_automatic_and_short_by_default() {
+    use shardik_core::sharding::LeaseTiming;
+    let s = Settings::reference();
+    let sh = s.node_settings().sharding;
+    let timing = LeaseTiming {
+        ttl: Duration::from_secs(6),
+        renew_interval: Duration::from_secs(2),
+        operation_timeout: Duration::from_millis(1500),
+        retry_interval: Duration::from_secs(1),
+    };
+    assert_eq!(sh.region.lease, None);
+    assert_eq!(sh.coordinator_lease, None);
+    assert_eq!(sh.auto_shard_lease, Some(timing));
+    assert_eq!(sh.auto_coordinator_lease, Some(timing));
+    let durable = sh.for_kind(true);
+    assert_eq!(durable.region.lease, Some(timing));
+    assert_eq!(durable.coordinator_lease, Some(timing));
+    assert_eq!(sh.for_kind(false).region.lease, None);
+
+    let off = Settings::from_toml_str(
+        "[cluster.sharding]\nuse-lease = \"\"\n[cluster.sharding.coordinator-singleton]\nuse-lease = \"\"\n",
+    )
+    .unwrap()
+    .node_settings()
+    .sharding;
+    assert_eq!(off.for_kind(true).region.lease, None);
+    assert_eq!(off.for_kind(true).coordinator_lease, None);
+
+    let forced = Settings::from_toml_str("[cluster.sharding]\nuse-lease = \"store\"\n")
+        .unwrap()
+        .node_settings()
+        .sharding;
+    assert_eq!(forced.for_kind(false).region.lease, Some(timing));
+    assert_eq!(forced.for_kind(false).coordinator_lease, None, "still auto");
+}
+
 #[test]
 fn sharding_defaults_are_the_reference_values() {
     let s = Settings::reference();

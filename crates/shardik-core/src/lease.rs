@@ -124,6 +124,9 @@ pub enum LeaseEvent<K> {
     Lost {
         /// What was leased.
         key: K,
+        /// The lost tenure's token. Comparing it with the next grant's tells whether another
+        /// owner held the lease in between (the store raises the token on every change of hands).
+        token: u64,
         /// Why.
         reason: LeaseLoss,
     },
@@ -341,11 +344,11 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                 }
             }
             Some(Tenure::Held {
+                token,
                 deadline,
                 next_renewal,
                 renewing,
                 failing,
-                ..
             }) if renewing.is_some_and(|(r, _)| r == id) => {
                 let (_, sent) = renewing.take().expect("checked");
                 match answer {
@@ -356,9 +359,11 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                             .then(|| LeaseEvent::RenewalRecovered { key: key.clone() })
                     }
                     LeaseAnswer::Refused | LeaseAnswer::HeldByOther => {
+                        let token = *token;
                         self.tenures.remove(key);
                         Some(LeaseEvent::Lost {
                             key: key.clone(),
+                            token,
                             reason: LeaseLoss::Refused,
                         })
                     }
@@ -440,7 +445,9 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                     });
                 }
                 Tenure::Retrying { at } if *at <= now => acquire.push(key.clone()),
-                Tenure::Held { deadline, .. } if *deadline <= now => lost.push(key.clone()),
+                Tenure::Held {
+                    token, deadline, ..
+                } if *deadline <= now => lost.push((key.clone(), *token)),
                 Tenure::Held {
                     token,
                     deadline,
@@ -467,10 +474,11 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                 _ => {}
             }
         }
-        for key in lost {
+        for (key, token) in lost {
             self.tenures.remove(&key);
             events.push(LeaseEvent::Lost {
                 key,
+                token,
                 reason: LeaseLoss::Expired,
             });
         }
@@ -495,10 +503,14 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
     /// past its deadline is lost here (the timeout may not have run yet, e.g. after a pause).
     pub fn expire_if_due(&mut self, now: Instant, key: &K) -> Option<LeaseEvent<K>> {
         match self.tenures.get(key) {
-            Some(Tenure::Held { deadline, .. }) if *deadline <= now => {
+            Some(Tenure::Held {
+                token, deadline, ..
+            }) if *deadline <= now => {
+                let token = *token;
                 self.tenures.remove(key);
                 Some(LeaseEvent::Lost {
                     key: key.clone(),
+                    token,
                     reason: LeaseLoss::Expired,
                 })
             }

@@ -366,6 +366,14 @@ pub trait Store: Send + Sync + 'static {
     /// The lease `name` as the store sees it now; `None` when it was never taken.
     fn read_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<LeaseInfo>>;
 
+    /// Whether every process that opens this store (the same SQLite file, the same PostgreSQL
+    /// database) sees the same data, so that a lease held in it keeps every other node out.
+    /// `cluster.sharding.use-lease = "auto"` takes leases only in such a store. The default
+    /// says yes; [`MemoryStore`] says no (only the nodes of one process share one).
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     /// Stops the store: waits for the writes it already accepted to be answered, then releases
     /// its connections, threads and files. Calls after `close` fail with
     /// [`StoreError::Unavailable`]; closing twice is harmless. Dropping a store without closing

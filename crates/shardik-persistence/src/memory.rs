@@ -159,6 +159,11 @@ fn answer<'a, T: Send + 'a>(value: Result<T, StoreError>) -> StoreFuture<'a, T> 
 }
 
 impl Store for MemoryStore {
+    /// Only the nodes of one process share a memory store: a lease in it keeps no one else out.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
         ready(self.with(|c| writes.into_iter().map(|w| c.append_one(w)).collect()))
     }

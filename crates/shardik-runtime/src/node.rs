@@ -191,6 +191,7 @@ pub async fn start_with_sbr_lease(
     let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
     let identified = transport.identified();
+    let refused = transport.refused();
     let user_sender = transport.user_sender();
     let user_inbound = transport.user_inbound();
     let epoch = TokioInstant::now();
@@ -222,6 +223,7 @@ pub async fn start_with_sbr_lease(
         user_sender: user_sender.clone(),
         sbr_lease,
         identified: Arc::clone(&identified),
+        refused,
         aliases: std::collections::BTreeSet::new(),
     };
     info!(node = %self_node, bind = %bind, "node started");
@@ -266,6 +268,8 @@ struct Driver {
     sbr_lease: SbrLease,
     /// Addresses our lanes dialled that another incarnation answered (seed aliases).
     identified: Arc<crate::transport::Identified>,
+    /// Peers whose port refused a connection (`Input::PeerRefused`).
+    refused: Arc<crate::transport::Refused>,
     /// Aliases learnt while joining, whose lanes are closed once this node is a member: it
     /// never sends to them again, so they must not linger.
     aliases: std::collections::BTreeSet<Address>,
@@ -302,6 +306,7 @@ impl Driver {
                 }
             };
             let identified = Arc::clone(&self.identified);
+            let refused = Arc::clone(&self.refused);
             tokio::select! {
                 biased;
                 req = stop.recv() => {
@@ -318,6 +323,7 @@ impl Driver {
                     info!("leaving the cluster gracefully");
                 }
                 _ = identified.changed() => self.take_identified(),
+                _ = refused.changed() => self.take_refused(),
                 Some(msg) = inbound.recv() => {
                     // Who answered where we dialled is known before what they answered.
                     self.take_identified();
@@ -373,6 +379,19 @@ impl Driver {
             let mut out = std::mem::take(&mut self.effects);
             self.core
                 .handle(now, Input::PeerIdentified { dialled, node }, &mut out);
+            self.effects = out;
+        }
+    }
+
+    /// Hands the core the peers whose port refused a connection: evidence that a member's
+    /// process is gone (the core decides whether one is).
+    fn take_refused(&mut self) {
+        for address in self.refused.take() {
+            debug!(%address, "connection refused by {address}");
+            let now = self.now();
+            let mut out = std::mem::take(&mut self.effects);
+            self.core
+                .handle(now, Input::PeerRefused { address }, &mut out);
             self.effects = out;
         }
     }

@@ -257,3 +257,69 @@ async fn a_kind_without_a_lease_store_is_refused_when_leases_are_on() {
         "{refused}"
     );
 }
+
+/// One ticket desk for the cluster, a singleton.
+struct Desk(u64);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Take(ReplyTo<u64>);
+
+impl shardik_runtime::sharding::Entity for Desk {
+    type Command = Take;
+    async fn handle(
+        &mut self,
+        Take(reply_to): Take,
+        _ctx: &mut shardik_runtime::sharding::EntityContext<Self>,
+    ) {
+        self.0 += 1;
+        reply_to.send(self.0);
+    }
+}
+
+/// A singleton given a lease store (Akka's `cluster.singleton.use-lease`) runs its one shard
+/// and its coordinator under leases there, with the default `use-lease = "auto"`; one without
+/// takes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_singleton_given_a_lease_store_runs_under_its_lease() {
+    use shardik_runtime::sharding::{ClusterSingleton, SingletonSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(dir.path().join("singleton.db"))
+            .await
+            .unwrap(),
+    );
+    let port = free_port();
+    let (node, sharding) = start_sharding_node_with(CLUSTER, port, port, &[], |c| {
+        c.auto_shard_lease = Some(timing());
+        c.auto_coordinator_lease = Some(timing());
+        c.cluster_name = CLUSTER.into();
+    })
+    .await;
+    wait_up(&[&node], 1).await;
+    let leased = ClusterSingleton::init(
+        &sharding,
+        SingletonSettings::new("desk").with_lease_store(store.clone()),
+        || Desk(0),
+    )
+    .unwrap();
+    let plain =
+        ClusterSingleton::init(&sharding, SingletonSettings::new("plain"), || Desk(0)).unwrap();
+    assert_eq!(leased.ask(Take, ASK).await, Ok(1));
+    assert_eq!(plain.ask(Take, ASK).await, Ok(1));
+
+    let owner = shardik_runtime::lease::owner_for(&node.self_node);
+    for name in [
+        format!("{CLUSTER}-shard-cluster-singleton-desk-singleton"),
+        format!("{CLUSTER}-coordinator-cluster-singleton-desk"),
+    ] {
+        let info = store.read_lease(&name).await.unwrap();
+        let info = info.unwrap_or_else(|| panic!("{name} not taken"));
+        assert_eq!(info.holder(), Some(owner.as_str()), "{name}: {info:?}");
+    }
+    for name in [
+        format!("{CLUSTER}-shard-cluster-singleton-plain-singleton"),
+        format!("{CLUSTER}-coordinator-cluster-singleton-plain"),
+    ] {
+        assert_eq!(store.read_lease(&name).await.unwrap(), None, "{name}");
+    }
+}

@@ -44,6 +44,10 @@ pub struct WorldConfig {
     /// How long a leave a node asks for itself ([`World::leave`]), and its exit tasks, may
     /// take (the runtime's leave timeout, 60 s by default).
     pub leave_timeout: Duration,
+    /// Whether the machine of a crashed node refuses connections to it, as a host does when
+    /// nothing listens on the port (the runtime then hands the sender `Input::PeerRefused`).
+    /// Off, a crash is silent, as a machine that lost its power or its network.
+    pub refuse_connections: bool,
 }
 
 impl WorldConfig {
@@ -59,6 +63,7 @@ impl WorldConfig {
             sbr_lease: SbrLeaseConfig::default(),
             seed_aliases: false,
             leave_timeout: shardik_core::node::DEFAULT_LEAVE_TIMEOUT,
+            refuse_connections: true,
         }
     }
 }
@@ -814,6 +819,37 @@ impl World {
         }
     }
 
+    /// Tells the sender of `d` that the connection to its destination was refused (nothing
+    /// listens there: the process crashed or stopped), as the runtime's lanes report it
+    /// (`Input::PeerRefused`). Lost if the sending incarnation is gone or paused (a paused
+    /// process dials nothing).
+    fn refuse(&mut self, d: &Delivery) {
+        let from = d.from;
+        let n = &self.nodes[from];
+        if !n.alive
+            || n.core.self_node() != &d.sender
+            || n.paused_until.is_some_and(|p| p > self.now)
+        {
+            return;
+        }
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.effects);
+        self.nodes[from].core.handle(
+            now,
+            Input::PeerRefused {
+                address: d.to.clone(),
+            },
+            &mut out,
+        );
+        self.apply_effects(from, &mut out);
+        self.effects = out;
+        self.reschedule(from);
+        if self.cfg.check_states {
+            self.checker
+                .check_node(now, from, self.nodes[from].core.membership());
+        }
+    }
+
     /// Hands a handshake reply to the node that dialled (lost if that incarnation is gone;
     /// held while it is paused).
     fn identify(&mut self, i: Identification) {
@@ -858,6 +894,16 @@ impl World {
             self.stats.lost += 1;
             return;
         };
+        if self.cfg.refuse_connections
+            && !self.nodes[to].alive
+            && self.linked(d.from, to)
+            && self.linked(to, d.from)
+        {
+            // The process is gone but its machine answers: the connection is refused.
+            self.stats.lost += 1;
+            self.refuse(&d);
+            return;
+        }
         if !self.nodes[to].alive || !self.linked(d.from, to) {
             self.stats.lost += 1;
             return;

@@ -92,10 +92,12 @@ fn leader_leaving_hands_leadership_on() {
     }
 }
 
+/// A crash whose machine goes silent (no refused connections): the failure detector and the
+/// resolver's stable-after decide, as in the reference.
 #[test]
 fn crashed_node_is_detected_downed_and_removed() {
     for seed in 1..=5 {
-        let mut w = world(seed);
+        let mut w = world_with(seed, |c| c.refuse_connections = false);
         form_cluster(&mut w, 5).expect("formed");
         let crash_at = w.now();
         w.crash(2);
@@ -117,6 +119,32 @@ fn crashed_node_is_detected_downed_and_removed() {
         assert!(saw("UnreachableMember node-00002"), "seed {seed}");
         assert!(saw("MemberDowned node-00002"), "seed {seed}");
         assert!(saw("MemberRemoved node-00002 (was Down)"), "seed {seed}");
+        assert_clean(&w, seed);
+    }
+}
+
+/// A crashed process whose machine refuses connections to its port is gone, not silent: the
+/// survivors mark it unreachable at once and, being the side the strategy keeps, down and
+/// remove it without waiting for stable-after (issue 24).
+#[test]
+fn a_crashed_node_whose_port_refuses_is_downed_without_waiting_for_stable_after() {
+    for seed in 1..=5 {
+        let mut w = world(seed);
+        form_cluster(&mut w, 5).expect("formed");
+        let crash_at = w.now();
+        w.crash(2);
+        let rest = [0, 1, 3, 4];
+        let t = w
+            .run_until_pred(Duration::from_secs(90), |w| w.all_up(&rest))
+            .expect("removed");
+        let elapsed = t - crash_at;
+        assert!(elapsed < Duration::from_secs(5), "seed {seed}: {elapsed:?}");
+        assert!(
+            w.timeline()
+                .iter()
+                .any(|e| e.node == Some(0) && e.what == "MemberRemoved node-00002 (was Down)"),
+            "seed {seed}"
+        );
         assert_clean(&w, seed);
     }
 }
@@ -612,7 +640,10 @@ fn heartbeat_jitter_within_the_acceptable_pause_gives_no_false_positive() {
 #[test]
 fn a_crash_is_seen_by_every_node_within_the_phi_detection_time() {
     for seed in 1..=3 {
-        let (_, out) = scenario::run(Scenario::Detect, 30, seed, None);
+        // A silent crash (a machine that lost its power): the detector alone judges it.
+        let mut cfg = WorldConfig::new(seed);
+        cfg.refuse_connections = false;
+        let (_, out) = scenario::run(Scenario::Detect, 30, seed, Some(cfg));
         let ms = out
             .simulated_ms_to_convergence
             .expect("everyone saw the crash");

@@ -144,6 +144,9 @@ pub struct NodeSpec {
     /// A network namespace to run the node in (`ip netns exec NAME shardik ...`; see
     /// `netns.rs`), or `None` for the test's own.
     pub netns: Option<String>,
+    /// Whether the membership and transport timers stay as shipped instead of [`FAST`]'s
+    /// (only its logging settings apply then).
+    pub shipped_timers: bool,
 }
 
 impl NodeSpec {
@@ -157,7 +160,15 @@ impl NodeSpec {
             env: Vec::new(),
             args: Vec::new(),
             netns: None,
+            shipped_timers: false,
         }
+    }
+
+    /// Keeps the membership and transport timers as shipped (failure detection, the
+    /// resolver's stable-after, gossip): for a test of what the defaults do.
+    pub fn with_shipped_timers(mut self) -> NodeSpec {
+        self.shipped_timers = true;
+        self
     }
 
     /// Runs the node in the network namespace `name`.
@@ -227,7 +238,9 @@ impl Node {
             }
         }
         for (k, v) in FAST {
-            cmd.env(k, v);
+            if !spec.shipped_timers || k.starts_with("SHARDIK_LOGGING__") {
+                cmd.env(k, v);
+            }
         }
         for (k, v) in &spec.env {
             cmd.env(k, v);
@@ -547,7 +560,7 @@ pub async fn start_cluster_with_args(
     env: &[(&str, &str)],
     args: &[&str],
 ) -> Vec<Node> {
-    let mut specs: Vec<NodeSpec> = (0..n)
+    let specs: Vec<NodeSpec> = (0..n)
         .map(|i| {
             let spec = env.iter().fold(
                 NodeSpec::new(&format!("{prefix}{i}"), &[]),
@@ -556,6 +569,12 @@ pub async fn start_cluster_with_args(
             args.iter().fold(spec, |spec, a| spec.arg(a))
         })
         .collect();
+    start_cluster_of(http, specs).await
+}
+
+/// Starts a node for each of `specs`, the first two the seeds of all, and waits until all are
+/// Up.
+pub async fn start_cluster_of(http: &reqwest::Client, mut specs: Vec<NodeSpec>) -> Vec<Node> {
     let seeds: Vec<String> = specs.iter().take(2).map(|s| s.bind.clone()).collect();
     for s in &mut specs {
         s.seeds = seeds.clone();

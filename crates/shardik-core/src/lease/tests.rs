@@ -75,6 +75,7 @@ fn renewals_move_the_deadline_and_a_refusal_loses_the_lease() {
         ev,
         Some(LeaseEvent::Lost {
             key: "s",
+            token: 3,
             reason: LeaseLoss::Refused
         })
     );
@@ -136,6 +137,7 @@ fn failed_renewals_retry_sooner_and_the_deadline_loses_the_lease() {
         evs,
         vec![LeaseEvent::Lost {
             key: "s",
+            token: 1,
             reason: LeaseLoss::Expired
         }]
     );
@@ -240,6 +242,7 @@ fn a_deadline_passed_during_a_pause_is_caught_before_use() {
         k.expire_if_due(at(9_000), &"s"),
         Some(LeaseEvent::Lost {
             key: "s",
+            token: 5,
             reason: LeaseLoss::Expired
         })
     );

@@ -61,9 +61,15 @@ pub struct ShardingSettings {
     /// Whether kinds remember their entities when their code does not say
     /// (`remember-entities`), and then how a shard starts them (`entity-recovery-strategy`).
     pub remember_entities: Option<EntityRecovery>,
-    /// The coordinator's lease (`coordinator-singleton.use-lease`), with its timing; the
-    /// shards' leases are `region.lease` (`use-lease`).
+    /// The coordinator's lease (`coordinator-singleton.use-lease = "store"`), with its timing;
+    /// the shards' leases are `region.lease` (`use-lease = "store"`).
     pub coordinator_lease: Option<LeaseTiming>,
+    /// The shards' leases of a kind that has a store of its own (`use-lease = "auto"`):
+    /// applied by [`for_kind`](Self::for_kind).
+    pub auto_shard_lease: Option<LeaseTiming>,
+    /// The coordinator's lease of a kind that has a store of its own
+    /// (`coordinator-singleton.use-lease = "auto"`): applied by [`for_kind`](Self::for_kind).
+    pub auto_coordinator_lease: Option<LeaseTiming>,
     /// The cluster's name, the prefix of lease names.
     pub cluster_name: Arc<str>,
     /// Self-fencing: a node that has not seen a majority for this long stops running shards
@@ -73,7 +79,8 @@ pub struct ShardingSettings {
 }
 
 impl Default for ShardingSettings {
-    /// The reference's values, with no lease, no remembering and no self-fencing.
+    /// The reference's values, except that no lease is taken (not even by a kind with a store
+    /// of its own), nothing is remembered and no node fences itself.
     fn default() -> Self {
         ShardingSettings {
             number_of_shards: 1000,
@@ -89,6 +96,8 @@ impl Default for ShardingSettings {
             entity_restart_backoff: Duration::from_secs(10),
             remember_entities: None,
             coordinator_lease: None,
+            auto_shard_lease: None,
+            auto_coordinator_lease: None,
             cluster_name: "shardik".into(),
             self_fence_after: None,
         }
@@ -101,6 +110,18 @@ impl ShardingSettings {
         self.region.handoff_mode = mode;
         self.coordinator.forward_handoff = mode == HandOffMode::Forward;
         self
+    }
+
+    /// These settings as they apply to one kind: the leases set to `"auto"` are on when the
+    /// kind has a store of its own (`has_store`), where its entities write and so where the
+    /// lease's fencing token is checked; a kind without one runs without them.
+    pub fn for_kind(&self, has_store: bool) -> ShardingSettings {
+        let mut s = self.clone();
+        if has_store {
+            s.region.lease = s.region.lease.or(s.auto_shard_lease);
+            s.coordinator_lease = s.coordinator_lease.or(s.auto_coordinator_lease);
+        }
+        s
     }
 
     /// The role whose members host a kind: the kind's own (`kind_role`, from its code) or,
@@ -121,10 +142,24 @@ impl ShardingSettings {
             coordinator: self.coordinator.clone(),
             role,
             proxy,
-            down_removal_margin: self.down_removal_margin,
+            down_removal_margin: self.margin_for_kind(),
             shutdown_timeout: self.shutdown_timeout,
             coordinator_lease: self.coordinator_lease.filter(|_| !proxy),
             self_fence_after: self.self_fence_after,
+        }
+    }
+
+    /// The down-removal margin a kind's sharding waits after a failed member's removal. None
+    /// when both its shards and its coordinator run under leases: neither can start elsewhere
+    /// before the failed member's lease has run out in the store, whatever the membership says,
+    /// and a member that is cut off but alive loses its leases (and stops their entities) by
+    /// its own clock first (docs/ARCHITECTURE.md, "Timing"). Otherwise the configured margin,
+    /// which must cover the cut-off side's self-fencing.
+    pub fn margin_for_kind(&self) -> Duration {
+        if self.region.lease.is_some() && self.coordinator_lease.is_some() {
+            Duration::ZERO
+        } else {
+            self.down_removal_margin
         }
     }
 
@@ -178,8 +213,21 @@ mod tests {
         assert_eq!(k.region.handoff_mode, HandOffMode::Drop);
         assert!(!k.coordinator.forward_handoff);
         assert_eq!(k.self_fence_after, Some(Duration::from_secs(7)));
-        assert_eq!(k.down_removal_margin, s.down_removal_margin);
         assert_eq!(k.shutdown_timeout, s.shutdown_timeout);
+    }
+
+    #[test]
+    fn only_a_kind_whose_shards_and_coordinator_are_leased_waits_no_margin() {
+        let leased = with_leases();
+        let k = leased.kind_node_settings(None, false);
+        assert_eq!(k.down_removal_margin, Duration::ZERO);
+        let mut shards_only = with_leases();
+        shards_only.coordinator_lease = None;
+        let k = shards_only.kind_node_settings(None, false);
+        assert_eq!(k.down_removal_margin, shards_only.down_removal_margin);
+        let plain = ShardingSettings::default();
+        let k = plain.kind_node_settings(None, false);
+        assert_eq!(k.down_removal_margin, Duration::from_secs(20));
     }
 
     #[test]
@@ -190,6 +238,34 @@ mod tests {
         assert!(k.proxy);
         assert_eq!(k.region.lease, None);
         assert_eq!(k.coordinator_lease, None);
+    }
+
+    #[test]
+    fn automatic_leases_apply_only_to_a_kind_with_a_store_and_never_replace_configured_ones() {
+        let auto = LeaseTiming {
+            ttl: Duration::from_secs(6),
+            renew_interval: Duration::from_secs(2),
+            operation_timeout: Duration::from_millis(1500),
+            retry_interval: Duration::from_secs(1),
+        };
+        let s = ShardingSettings {
+            auto_shard_lease: Some(auto),
+            auto_coordinator_lease: Some(auto),
+            ..ShardingSettings::default()
+        };
+        let stored = s.for_kind(true);
+        assert_eq!(stored.region.lease, Some(auto));
+        assert_eq!(stored.coordinator_lease, Some(auto));
+        let plain = s.for_kind(false);
+        assert_eq!(plain.region.lease, None);
+        assert_eq!(plain.coordinator_lease, None);
+
+        let configured = with_leases();
+        let both = ShardingSettings {
+            auto_shard_lease: Some(auto),
+            ..configured.clone()
+        };
+        assert_eq!(both.for_kind(true).region.lease, configured.region.lease);
     }
 
     #[test]

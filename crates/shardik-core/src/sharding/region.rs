@@ -126,6 +126,10 @@ pub enum DropReason {
     /// The shard runs under a lease (`use-lease`) that could not be acquired because the
     /// lease's store failed or did not answer: its entities do not run unfenced.
     LeaseUnavailable,
+    /// It waited here while the shard's lease had lapsed, and another node held the shard in
+    /// between: delivering it now could run it after newer messages from the same sender that
+    /// the other node already handled.
+    LeaseLapsed,
 }
 
 impl DropReason {
@@ -137,6 +141,7 @@ impl DropReason {
             DropReason::RegionStopped => "region-stopped",
             DropReason::ProxyCannotHost => "proxy-cannot-host",
             DropReason::LeaseUnavailable => "lease-unavailable",
+            DropReason::LeaseLapsed => "lease-lapsed",
         }
     }
 }
@@ -231,6 +236,10 @@ enum Hosted<M> {
     /// lease is held.
     AwaitingLease {
         predecessor: Option<UniqueAddress>,
+        /// The token of the tenure this region lost while hosting the shard, until the lease
+        /// is held again. A grant more than one above it means another node held the shard in
+        /// between, and what waited here meanwhile is older than what that node handled.
+        lapsed: Option<u64>,
     },
     /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker.
     AwaitingPredecessor {

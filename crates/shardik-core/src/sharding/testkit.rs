@@ -239,6 +239,11 @@ impl Net {
         }
     }
 
+    /// The shard of `entity`.
+    pub fn shard_of(&self, entity: &str) -> ShardId {
+        shard_id_for(entity, self.number_of_shards).unwrap()
+    }
+
     /// A local sender on `at` tells `entity` message number `seq`.
     pub fn tell(&mut self, at: &UniqueAddress, entity: &str, seq: u64) {
         let shard = shard_id_for(entity, self.number_of_shards).unwrap();

@@ -29,7 +29,10 @@ impl Sharding {
         if kind.name.is_empty() || kind.name.len() > 255 {
             return Err(InitError::InvalidName(kind.name.to_string()));
         }
-        let cfg = &self.inner.config;
+        // Leases set to "auto" apply to a kind with a store of its own (durable kinds) that
+        // every node shares.
+        let shared_store = kind.own_store.as_ref().is_some_and(|s| s.is_shared());
+        let cfg = &self.inner.config.for_kind(shared_store);
         let role = cfg.kind_role(kind.role.as_deref());
         let snapshot = self.inner.node.snapshot();
         let self_roles = snapshot

@@ -18,6 +18,11 @@
 //!   sharding's graceful shutdown), then the coordinator places the shard on the next oldest;
 //!   after a crash, the shard is re-placed once the member is removed (plus the down-removal
 //!   margin), which is Akka's `DelayedMemberRemoved` rule;
+//! * **the lease** (Akka's `cluster.singleton.use-lease`): given a store
+//!   ([`SingletonSettings::with_lease_store`]), the singleton's shard and its coordinator run
+//!   under leases there (`cluster.sharding.use-lease = "auto"`), so the singleton runs only
+//!   while its node holds the lease, stops when the node loses it, and after a crash starts at
+//!   its new home as soon as the old lease has run out, without the down-removal margin;
 //! * **the proxy**: every node gets a region of the kind (a proxy where the node lacks the
 //!   role); messages sent while the singleton moves wait in the region's buffer and, in the
 //!   default `forward` hand-off mode, reach the new incarnation in order;
@@ -34,10 +39,12 @@
 //! * Between the old incarnation's stop and the new one's start, the gap is the shard
 //!   hand-off plus up to one keep-alive interval (or the first user message, whichever comes
 //!   first); Akka's gap is its hand-over protocol's round trips.
-//! * No lease (`use-lease`) yet.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
+
+use shardik_persistence::Store;
 
 use shardik_core::membership::{MemberStatus, UniqueAddress};
 use shardik_core::sharding::{AllocationSnapshot, ShardAllocationStrategy, ShardId};
@@ -56,6 +63,7 @@ const SINGLETON_ID: &str = "singleton";
 pub struct SingletonSettings<C> {
     name: String,
     options: ManagedOptions<C>,
+    lease_store: Option<Arc<dyn Store>>,
 }
 
 impl<C> std::fmt::Debug for SingletonSettings<C> {
@@ -75,6 +83,7 @@ impl<C> SingletonSettings<C> {
         SingletonSettings {
             name: name.to_string(),
             options: ManagedOptions::default(),
+            lease_store: None,
         }
     }
 
@@ -96,6 +105,18 @@ impl<C> SingletonSettings<C> {
     /// Akka's `terminationMessage`.
     pub fn with_stop_message(mut self, make: impl Fn() -> C + Send + Sync + 'static) -> Self {
         self.options.set_stop_message(make);
+        self
+    }
+
+    /// Runs the singleton under a lease kept in `store` (Akka's `cluster.singleton.use-lease`;
+    /// every node must give a store that all of them share, such as the same SQLite file or
+    /// PostgreSQL database). Its one shard and its coordinator then take their leases there as
+    /// a durable kind's do (`cluster.sharding.use-lease` and
+    /// `coordinator-singleton.use-lease`, "auto" by default): the singleton runs only while
+    /// its node holds the lease, and after a crash it starts elsewhere once the lease has run
+    /// out (`coordination.lease.heartbeat-timeout`), with no down-removal margin to wait.
+    pub fn with_lease_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.lease_store = Some(store);
         self
     }
 
@@ -150,11 +171,14 @@ impl ClusterSingleton {
         settings: SingletonSettings<E::Command>,
         factory: impl Fn() -> E + Send + Sync + 'static,
     ) -> Result<SingletonRef<E>, ManagedInitError> {
-        let kind = EntityKind::new(&settings.kind_name(), move |_| ManagedEntity {
+        let mut kind = EntityKind::new(&settings.kind_name(), move |_| ManagedEntity {
             inner: Some(factory()),
         })
         .with_shard_extractor(|_| ShardId::from(SINGLETON_ID))
         .with_allocation_strategy(|| OldestUpStrategy);
+        if let Some(store) = settings.lease_store {
+            kind = kind.with_lease_store(store);
+        }
         let region = init_managed(sharding, kind, settings.options, || {
             Box::new(std::iter::once(SINGLETON_ID.to_string()))
         })?;

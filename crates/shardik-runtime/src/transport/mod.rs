@@ -25,6 +25,7 @@ pub(crate) mod limits;
 mod members;
 mod outbound;
 pub mod recipient;
+mod refused;
 #[cfg(feature = "tls")]
 mod tls_conn;
 
@@ -41,6 +42,7 @@ use tokio::sync::mpsc;
 pub use identified::Identified;
 pub use inbound::{Backpressure, Inbound, InboundUser, UserConnection, UserSink};
 pub use members::MemberDirectory;
+pub use refused::Refused;
 
 /// The largest handshake or handshake-reply frame read (or sent): a handshake is a cluster name
 /// and two addresses, and a connection that has not handshaken must not make us buffer more.
@@ -176,6 +178,8 @@ struct Shared {
     recipient: recipient::Recipient,
     /// Who answered where our lanes dialled, when that was not the dialled address.
     identified: Arc<Identified>,
+    /// Peers whose port refused a connection, for the node driver.
+    refused: Arc<Refused>,
     /// Who is a member now (user traffic only from them; the non-member pool for the rest).
     members: MemberDirectory,
     /// Inbound connections, all of them.
@@ -272,6 +276,7 @@ impl Transport {
         let shared = Arc::new(Shared {
             recipient,
             identified: Arc::default(),
+            refused: Arc::default(),
             inbound: limits::Pool::new(config.maximum_inbound_connections),
             pending: limits::Pending::new(config.maximum_unauthenticated_connections),
             non_members: limits::Pool::new(config.maximum_non_member_connections),
@@ -398,6 +403,11 @@ impl Transport {
     /// another incarnation (an alias, or another address of the node).
     pub fn identified(&self) -> Arc<Identified> {
         Arc::clone(&self.shared.identified)
+    }
+
+    /// Where the lanes record peers whose port refused a connection, for the node driver.
+    pub fn refused(&self) -> Arc<Refused> {
+        Arc::clone(&self.shared.refused)
     }
 
     /// Why the last attempt to connect to `to` failed, while attempts keep failing (`None`

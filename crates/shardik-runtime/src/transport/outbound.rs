@@ -637,7 +637,12 @@ async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     let stream = match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&target)).await
     {
         Err(_) => return Err(format!("no connection within {:?}", cfg.connect_timeout)),
-        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Err(e)) => {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                shared.refused.record(to);
+            }
+            return Err(e.to_string());
+        }
         Ok(Ok(s)) => s,
     };
     let _ = stream.set_nodelay(true);

@@ -82,6 +82,10 @@ impl GatedStore {
 }
 
 impl Store for GatedStore {
+    fn is_shared(&self) -> bool {
+        self.inner.is_shared()
+    }
+
     fn renew_lease<'a>(
         &'a self,
         name: &'a str,

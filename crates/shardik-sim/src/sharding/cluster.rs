@@ -1007,7 +1007,12 @@ impl ShardingWorld {
                     .filter(|&j| j != id && self.world.core(j).is_member())
                     .take(3)
                     .collect();
-                if !seeds.is_empty() {
+                if seeds.is_empty() {
+                    // Every member is gone: it forms a cluster of its own, as the first of the
+                    // configured seeds would, and the others that restart join it (otherwise
+                    // nodes restarted earlier would wait for members that no longer exist).
+                    self.join(id, &[id]);
+                } else {
                     self.join(id, &seeds);
                 }
             }

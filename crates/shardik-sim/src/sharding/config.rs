@@ -206,12 +206,17 @@ impl ShardingConfig {
         self.sharding.region.handoff_mode
     }
 
+    /// The sharding settings every kind runs with: the node's defaults as they apply to a kind
+    /// (`ShardingSettings::for_kind`, as the runtime applies them), which has a store of its
+    /// own when the entities are durable, so that leases set to `"auto"` are on for it.
+    pub fn kind_sharding(&self) -> ShardingSettings {
+        self.sharding.for_kind(self.durable.is_some())
+    }
+
     /// The timing of the shards' and coordinators' leases, when they are on.
     pub fn leases(&self) -> Option<LeaseTiming> {
-        self.sharding
-            .region
-            .lease
-            .or(self.sharding.coordinator_lease)
+        let s = self.kind_sharding();
+        s.region.lease.or(s.coordinator_lease)
     }
 
     /// Whether the entities are remembered (`remember-entities`).

@@ -80,6 +80,7 @@ impl ShardNode {
         incarnations: Arc<AtomicU64>,
         now: Instant,
     ) -> Self {
+        let sharding = cfg.kind_sharding();
         let kinds = cfg
             .kinds
             .iter()
@@ -87,11 +88,11 @@ impl ShardNode {
             .map(|(i, k)| {
                 // The node's sharding defaults applied to this kind, as the runtime applies
                 // them (a kind's own role wins over the configured one).
-                let role = cfg.sharding.kind_role(k.role.as_deref());
+                let role = sharding.kind_role(k.role.as_deref());
                 let proxy = role.as_ref().is_some_and(|r| !roles.contains(r));
-                let settings = cfg.sharding.kind_node_settings(role, proxy);
-                let entity_settings = cfg.sharding.entity_settings(cfg.remembers());
-                let allocation = cfg.sharding.allocation_choice();
+                let settings = sharding.kind_node_settings(role, proxy);
+                let entity_settings = sharding.entity_settings(cfg.remembers());
+                let allocation = sharding.allocation_choice();
                 let started = k
                     .not_started_with_role
                     .as_ref()

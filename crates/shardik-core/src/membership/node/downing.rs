@@ -34,12 +34,19 @@ impl Membership {
     /// What the split-brain resolver sees from this node.
     fn sbr_view(&self) -> SbrView {
         let g = &self.gossip;
-        SbrView::from_state(
+        let mut view = SbrView::from_state(
             self.self_node.clone(),
             g.members.values().cloned().collect(),
             &g.reachability,
             g.seen.clone(),
-        )
+        );
+        view.gone = self
+            .refused
+            .iter()
+            .filter(|n| view.unreachable.contains(*n))
+            .cloned()
+            .collect();
+        view
     }
 
     /// Split-brain resolver tick: decides on the leader, and "down all when unstable" everywhere.

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use super::{Effect, Membership};
-use crate::membership::address::UniqueAddress;
+use crate::membership::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
+use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;
 use crate::membership::reachability::ReachabilityStatus;
 use crate::time::Instant;
@@ -45,14 +46,55 @@ impl Membership {
         }
     }
 
-    /// The reaper: marks members our detector gave up on as unreachable, and those we marked
-    /// that it hears again as reachable. A node this one does not heartbeat has no detector
-    /// history and counts as available, so only this node's heartbeat receivers are ever
-    /// marked by it.
+    /// A connection to `address` was refused ([`Input::PeerRefused`](super::Input)): the member
+    /// there (other than this node) is unreachable from here now, and stays so until it
+    /// answers a heartbeat. Not a member on its way out: one that leaves closes its port once
+    /// it has exited, which is no failure, and a downed one is decided already.
+    pub(super) fn peer_refused(&mut self, now: Instant, address: &Address, out: &mut Vec<Effect>) {
+        if !self.is_member() {
+            return;
+        }
+        let me = self.self_node.clone();
+        let Some(node) = self
+            .gossip
+            .members
+            .values()
+            .find(|m| {
+                m.addr.address == *address
+                    && m.addr != me
+                    && !matches!(
+                        m.status,
+                        MemberStatus::Leaving
+                            | MemberStatus::Exiting
+                            | MemberStatus::Down
+                            | MemberStatus::Removed
+                    )
+            })
+            .map(|m| m.addr.clone())
+        else {
+            return;
+        };
+        self.stats.peers_refused += 1;
+        self.refused.insert(node.clone());
+        if self.gossip.reachability.is_reachable_from(&me, &node) {
+            let mut g = Gossip::clone(&self.gossip);
+            g.reachability.unreachable(&me, &node);
+            self.update_gossip(now, g, out);
+        }
+    }
+
+    /// The reaper: marks members our detector gave up on (or whose port refused a connection)
+    /// as unreachable, and those we marked that it hears again as reachable. A node this one
+    /// does not heartbeat has no detector history and counts as available, so only this
+    /// node's heartbeat receivers (and refusing members) are ever marked by it.
     pub(super) fn reap_unreachable(&mut self, now: Instant, out: &mut Vec<Effect>) {
         if !self.is_member() {
             return;
         }
+        // A removed member's refusal is no longer evidence of anything: forget it, so that the
+        // set stays bounded by the members.
+        let members = &self.gossip.members;
+        self.refused.retain(|n| members.contains_key(n));
         let me = self.self_node.clone();
         let r = &self.gossip.reachability;
         let fd = self.heartbeat.fd();
@@ -60,7 +102,11 @@ impl Membership {
             .gossip
             .members
             .keys()
-            .filter(|n| **n != me && r.is_reachable_from(&me, n) && !fd.is_available(n, now))
+            .filter(|n| {
+                **n != me
+                    && r.is_reachable_from(&me, n)
+                    && (!fd.is_available(n, now) || self.refused.contains(*n))
+            })
             .cloned()
             .collect();
         let again_reachable: Vec<UniqueAddress> = r
@@ -72,6 +118,7 @@ impl Membership {
                     .and_then(|rows| rows.subjects.get(n))
                     .is_some_and(|s| *s == ReachabilityStatus::Unreachable)
                     && fd.is_available(n, now)
+                    && !self.refused.contains(n)
             })
             .collect();
         if newly_unreachable.is_empty() && again_reachable.is_empty() {

@@ -15,9 +15,11 @@ use crate::membership::messages::{ConfigCheck, JoinConfig, Message};
 use crate::time::Instant;
 
 impl Membership {
-    /// Whether this node takes joiners: a member that is not on its way out.
+    /// Whether this node takes joiners: a member that is not on its way out and, after a
+    /// freeze, has heard from the members it heartbeats again (`freeze.rs`).
     pub(super) fn can_welcome(&self) -> bool {
         self.is_member()
+            && self.answered_since_freeze()
             && !matches!(
                 self.self_status(),
                 Some(MemberStatus::Down | MemberStatus::Exiting) | None

@@ -30,6 +30,7 @@ mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
+mod freeze;
 mod full_shutdown;
 #[cfg(test)]
 mod full_shutdown_tests;
@@ -101,6 +102,15 @@ pub enum Input {
         dialled: Address,
         /// The incarnation that answered there.
         node: UniqueAddress,
+    },
+    /// The runtime's connection attempt to `address` was refused: nothing listens on that
+    /// port, so the process of the member there is gone (a process that is merely slow, paused
+    /// or cut off by the network does not refuse; it is silent). The member there is marked
+    /// unreachable from this node at once instead of after the failure detector's silence, and
+    /// stays so until it answers a heartbeat again (`failure_detection.rs`).
+    PeerRefused {
+        /// The address dialled.
+        address: Address,
     },
 }
 
@@ -338,6 +348,9 @@ pub struct MembershipStats {
     /// `Join`s sent again by this node, a member still Joining, to a member that did not know
     /// it (see `node/not_known.rs`).
     pub rejoins: u64,
+    /// Refused connections to members (`Input::PeerRefused`) taken as evidence that their
+    /// process is gone.
+    pub peers_refused: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -372,6 +385,11 @@ pub struct Membership {
     heartbeat: HeartbeatSenderState,
     heartbeat_seq: u64,
     heartbeat_started: BTreeSet<UniqueAddress>,
+    /// Members whose port refused a connection and that have not answered a heartbeat since:
+    /// unreachable from this node whatever the failure detector's history says.
+    refused: BTreeSet<UniqueAddress>,
+    /// Set by a freeze, until the members it heartbeats answered again (`freeze.rs`).
+    freeze_check: Option<freeze::FreezeCheck>,
     first_heartbeat_due: BTreeSet<(Instant, UniqueAddress)>,
     /// The member table the heartbeat ring was last synced with (shared, not a copy).
     ring_members: Arc<std::collections::BTreeMap<UniqueAddress, Member>>,
@@ -439,6 +457,8 @@ impl Membership {
             heartbeat,
             heartbeat_seq: 0,
             heartbeat_started: BTreeSet::new(),
+            refused: BTreeSet::new(),
+            freeze_check: None,
             first_heartbeat_due: BTreeSet::new(),
             ring_members: Arc::default(),
             ring_unreachable: BTreeSet::new(),
@@ -565,6 +585,7 @@ impl Membership {
         if self.is_stopped() {
             return;
         }
+        self.notice_freeze(now);
         match input {
             Input::Command(c) => self.handle_command(now, c, out),
             Input::Message {
@@ -576,6 +597,7 @@ impl Membership {
             Input::PeerIdentified { dialled, node } => {
                 self.peer_identified(now, dialled, node, out)
             }
+            Input::PeerRefused { address } => self.peer_refused(now, &address, out),
         }
     }
 
@@ -584,6 +606,7 @@ impl Membership {
         if self.is_stopped() {
             return;
         }
+        self.notice_freeze(now);
         // First the lease's timers: an acquisition not answered in time is the resolver's
         // answer before its own deadline for it, due at the same instant, is checked.
         self.sbr_lease_timeout(now, out);
@@ -758,8 +781,10 @@ impl Membership {
                 self.receive_gossip_envelope(now, from, to, gossip, &msg, out)
             }
             Message::Heartbeat { ref from, seq } => self.answer_heartbeat(from, seq, out),
-            Message::HeartbeatRsp { ref from, .. } => {
+            Message::HeartbeatRsp { ref from, seq } => {
                 self.heartbeat.heartbeat_rsp(from, now);
+                self.refused.remove(from);
+                self.note_answer_after_freeze(from, seq);
             }
             Message::Quarantined { ref to, .. } => self.receive_quarantined(to, &msg, out),
             Message::NotKnown { ref from, ref to } => {

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use super::*;
 use crate::membership::address::Address;
 use crate::membership::member::NOT_YET_UP;
-use crate::membership::messages::ConfigCheck;
+use crate::membership::messages::{ConfigCheck, JoinConfig};
 use crate::membership::vclock::VectorClock;
 pub(super) fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)
@@ -1070,4 +1070,139 @@ fn a_join_to_a_given_node_that_never_welcomes_is_reported_naming_that_node() {
             ),
         ]
     );
+}
+
+/// A member whose port refuses a connection is unreachable from this node at once, stays so
+/// while the failure detector (which has heard nothing amiss) would still call it available,
+/// and becomes reachable again once it answers a heartbeat. A refusal at an address no member
+/// has, or from a member that is leaving, changes nothing.
+#[test]
+fn a_refused_connection_marks_the_member_unreachable_until_it_answers_a_heartbeat() {
+    let me = addr(1);
+    let other = addr(2);
+    let mut node = member_of_two(&other);
+    let reachable = |node: &Membership| node.gossip().reachability.is_reachable_from(&me, &other);
+    let mut out = Vec::new();
+    node.handle(
+        t(100),
+        Input::PeerRefused {
+            address: Address::new("127.0.0.1", 9),
+        },
+        &mut out,
+    );
+    assert!(reachable(&node), "no member there");
+    assert_eq!(node.stats().peers_refused, 0);
+
+    node.handle(
+        t(100),
+        Input::PeerRefused {
+            address: other.address.clone(),
+        },
+        &mut out,
+    );
+    assert!(!reachable(&node), "unreachable at once");
+    assert_eq!(node.stats().peers_refused, 1);
+    run_timers(&mut node, 1_100);
+    assert!(!reachable(&node), "the reaper keeps it unreachable");
+
+    deliver_from(
+        &mut node,
+        1_200,
+        &other,
+        Message::HeartbeatRsp {
+            from: other.clone(),
+            seq: 1,
+        },
+    );
+    run_timers(&mut node, 2_500);
+    assert!(reachable(&node), "it answered a heartbeat: reachable again");
+
+    let mut g = Gossip::clone(node.gossip());
+    if let Some(m) = Arc::make_mut(&mut g.members).get_mut(&other) {
+        m.status = MemberStatus::Leaving;
+    }
+    let mut out = Vec::new();
+    node.set_gossip(t(2_600), g, &mut out);
+    node.handle(
+        t(2_600),
+        Input::PeerRefused {
+            address: other.address.clone(),
+        },
+        &mut out,
+    );
+    assert!(
+        reachable(&node),
+        "a leaving member closes its port once it exits"
+    );
+    assert_eq!(node.stats().peers_refused, 1);
+}
+
+/// Simulator seed 1344, reduced: a member frozen long enough to have been removed must not
+/// welcome a joiner into the view it still holds when it wakes, only once the members it
+/// heartbeats have answered a heartbeat sent after the freeze (a member that removed it would
+/// have answered `Quarantined` instead, which stops it).
+#[test]
+fn after_a_freeze_a_member_welcomes_only_once_the_members_it_heartbeats_answer_again() {
+    let other = addr(2);
+    let joiner = addr(5);
+    let mut node = member_of_two(&other);
+    let init_join = || Message::InitJoin {
+        from: joiner.clone(),
+        config: JoinConfig {
+            cluster_name: "shardik".into(),
+            must_match: Default::default(),
+        },
+    };
+    let acked = |out: &[Effect]| {
+        sent(out)
+            .iter()
+            .any(|(_, m)| matches!(m, Message::InitJoinAck { .. }))
+    };
+    let nacked = |out: &[Effect]| {
+        sent(out)
+            .iter()
+            .any(|(_, m)| matches!(m, Message::InitJoinNack { .. }))
+    };
+    run_timers(&mut node, 2_000);
+    assert!(acked(&deliver(&mut node, 2_000, init_join())));
+    let before_freeze = node.heartbeat_seq;
+
+    // Frozen from 2 s to 30 s: the joiner's InitJoin is the first thing it handles on waking.
+    let out = deliver(&mut node, 30_000, init_join());
+    assert!(nacked(&out), "{out:?}");
+    // An answer to a heartbeat sent before the freeze proves nothing.
+    deliver_from(
+        &mut node,
+        30_001,
+        &other,
+        Message::HeartbeatRsp {
+            from: other.clone(),
+            seq: before_freeze,
+        },
+    );
+    assert!(nacked(&deliver(&mut node, 30_002, init_join())));
+    let heartbeats: Vec<u64> = run_timers(&mut node, 30_010)
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            Effect::Send {
+                msg: Message::Heartbeat { seq, .. },
+                ..
+            } => Some(seq),
+            _ => None,
+        })
+        .collect();
+    let after_freeze = *heartbeats.last().expect("heartbeats go out on waking");
+    assert!(after_freeze > before_freeze);
+    assert!(nacked(&deliver(&mut node, 30_020, init_join())));
+    deliver_from(
+        &mut node,
+        30_030,
+        &other,
+        Message::HeartbeatRsp {
+            from: other.clone(),
+            seq: after_freeze,
+        },
+    );
+    let out = deliver(&mut node, 30_040, init_join());
+    assert!(acked(&out), "{out:?}");
 }

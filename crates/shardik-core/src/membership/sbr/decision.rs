@@ -156,6 +156,9 @@ pub struct SbrView {
     pub records: Vec<(UniqueAddress, UniqueAddress, ReachabilityStatus)>,
     /// Nodes that have seen the current gossip version.
     pub seen_by: BTreeSet<UniqueAddress>,
+    /// Unreachable members whose process this node knows is gone: a connection to their port
+    /// was refused (nothing listens there) and they have not answered since.
+    pub gone: BTreeSet<UniqueAddress>,
 }
 
 impl SbrView {
@@ -198,7 +201,32 @@ impl SbrView {
             unreachable,
             records,
             seen_by,
+            gone: BTreeSet::new(),
         }
+    }
+
+    /// Whether the split is known without waiting for it to be stable: every unreachable
+    /// member that is not Down is gone (its port refused a connection, so no process of it
+    /// runs on the far side of a partition), and every reachable member has seen the current
+    /// state, so this side agrees on it. Stable-after is there for silent members, whose side
+    /// of a split the failure detector may still be finding out; a refused connection is an
+    /// answer, not a silence. The resolver acts on it early only for the side its strategy
+    /// keeps (`SplitBrainResolver::tick`); a firewall that refuses connections across a
+    /// partition (a REJECT rule) is discussed in docs/ARCHITECTURE.md, "Self-fencing".
+    pub fn split_is_evident(&self) -> bool {
+        let down = |n: &UniqueAddress| {
+            self.members
+                .iter()
+                .any(|m| &m.addr == n && m.status == MemberStatus::Down)
+        };
+        let mut undecided = self.unreachable.iter().filter(|n| !down(n)).peekable();
+        undecided.peek().is_some()
+            && undecided.all(|n| self.gone.contains(n))
+            && self
+                .members
+                .iter()
+                .filter(|m| !self.unreachable.contains(&m.addr))
+                .all(|m| self.seen_by.contains(&m.addr))
     }
 }
 

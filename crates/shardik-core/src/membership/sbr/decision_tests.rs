@@ -62,6 +62,7 @@ impl Setup {
             members: all,
             records,
             seen_by: side_addrs,
+            gone: BTreeSet::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! majority gets the lease; the minority waits, fails and downs itself; indirectly connected
 //! nodes; a lease already held; a lease that never answers) and when the lease is released.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::test_fixtures::*;
@@ -64,6 +65,7 @@ fn view(me: &Member, unreachable: &[Member], gone: &[Member]) -> SbrView {
             .map(|m| m.addr.clone())
             .collect(),
         members,
+        gone: BTreeSet::new(),
     }
 }
 

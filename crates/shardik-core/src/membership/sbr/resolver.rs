@@ -261,6 +261,11 @@ impl SplitBrainResolver {
                 }
             }
         }
+        if responsible && !view.unreachable.is_empty() && now < self.stable_deadline {
+            if let Some(action) = self.act_on_evident_split(now, view) {
+                return Some(action);
+            }
+        }
         if responsible && !view.unreachable.is_empty() && now >= self.stable_deadline {
             let decision = decide(&self.settings.strategy, view);
             if !self.settings.strategy.needs_lease() {
@@ -309,6 +314,22 @@ impl SplitBrainResolver {
                 ..
             } => (*lease_operation_timeout, *release_after),
             _ => (Duration::ZERO, Duration::ZERO),
+        }
+    }
+
+    /// Before stable-after has passed: when the split is evident (every unreachable member is
+    /// gone, `SbrView::split_is_evident`) and the strategy keeps this side, downs the gone
+    /// members now. A side the strategy would down waits for stable-after as usual: what is
+    /// gone may be restarting, and its new incarnations replace the old ones as they join (the
+    /// simulator's seed 1512: two of three nodes crash and restart within 2 s, and the third
+    /// must not down itself meanwhile). Under lease-majority the lease decides, as always.
+    fn act_on_evident_split(&mut self, now: Instant, view: &SbrView) -> Option<SbrAction> {
+        if self.settings.strategy.needs_lease() || !view.split_is_evident() {
+            return None;
+        }
+        match decide(&self.settings.strategy, view) {
+            Decision::DownUnreachable => self.act(now, Decision::DownUnreachable, view),
+            _ => None,
         }
     }
 

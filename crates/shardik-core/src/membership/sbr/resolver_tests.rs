@@ -1,5 +1,6 @@
 //! The resolver's timing: stable-after, instability, down-all-when-unstable.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::test_fixtures::*;
@@ -44,6 +45,7 @@ fn five(unreachable: &[Member]) -> SbrView {
             .map(|m| m.addr.clone())
             .collect(),
         members,
+        gone: BTreeSet::new(),
     }
 }
 
@@ -202,4 +204,52 @@ fn instability_tracking_expires_when_feature_off() {
         downs(r.tick(secs(4.2), true, &v)).map(|(d, _)| d),
         Some(Unreach)
     );
+}
+
+/// A member whose port refused a connection is gone, not silent: once every reachable member
+/// has seen the current state, the leader downs it without waiting for stable-after.
+#[test]
+fn a_gone_member_is_downed_without_waiting_for_stable_after() {
+    let mut r = sbr(20.0, None);
+    let mut v = five(&[e()]);
+    r.note_change(secs(0.0), SbrChange::Unreachable, &v);
+    assert!(r.tick(secs(1.0), true, &v).is_none(), "silent: it waits");
+    v.gone = addrs(&[e()]);
+    assert!(
+        r.tick(secs(1.0), false, &v).is_none(),
+        "only the leader decides"
+    );
+    let (decision, nodes) = downs(r.tick(secs(2.0), true, &v)).expect("decided at once");
+    assert_eq!(decision, Unreach);
+    assert_eq!(nodes, vec![e().addr]);
+}
+
+/// A gone member beside a silent one, or a state some reachable member has not seen yet: the
+/// split is not evident, and the resolver waits for stable-after as usual.
+#[test]
+fn a_gone_member_beside_a_silent_one_or_an_unseen_state_waits_for_stable_after() {
+    let mut r = sbr(20.0, None);
+    let mut beside_silent = five(&[d(), e()]);
+    beside_silent.gone = addrs(&[e()]);
+    r.note_change(secs(0.0), SbrChange::Unreachable, &beside_silent);
+    assert!(r.tick(secs(2.0), true, &beside_silent).is_none());
+    let mut unseen = five(&[e()]);
+    unseen.gone = addrs(&[e()]);
+    unseen.seen_by.remove(&b().addr);
+    assert!(r.tick(secs(2.0), true, &unseen).is_none());
+    let (_, nodes) = downs(r.tick(secs(20.0), true, &beside_silent)).expect("stable by now");
+    assert_eq!(nodes, vec![d().addr, e().addr]);
+}
+
+/// The side the strategy would down does not act early, even when everything unreachable is
+/// gone: those nodes may be restarting, and their new incarnations replace them as they join.
+#[test]
+fn a_minority_facing_gone_members_still_waits_for_stable_after() {
+    let mut r = sbr(20.0, None);
+    let mut v = five(&[c(), d(), e()]);
+    v.gone = addrs(&[c(), d(), e()]);
+    r.note_change(secs(0.0), SbrChange::Unreachable, &v);
+    assert!(r.tick(secs(2.0), true, &v).is_none());
+    let (decision, _) = downs(r.tick(secs(20.0), true, &v)).expect("stable by now");
+    assert_eq!(decision, Reach);
 }

@@ -55,7 +55,10 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        if let Some(Hosted::AwaitingLease { predecessor: known }) = self.hosted.get_mut(&shard) {
+        if let Some(Hosted::AwaitingLease {
+            predecessor: known, ..
+        }) = self.hosted.get_mut(&shard)
+        {
             // Hosted on a `ShardHome` naming us that overtook this `HostShard`: the predecessor
             // it names is the one whose forwarded messages go first once the lease is held.
             if known.is_none() {

@@ -19,11 +19,16 @@ impl<M> Region<M> {
     }
 
     /// Puts a running `shard` back to waiting (its entities were stopped): what waited for a
-    /// predecessor goes back in front of the buffer.
-    pub(super) fn park(&mut self, shard: &ShardId) {
-        let previous = self
-            .hosted
-            .replace(shard, Hosted::AwaitingLease { predecessor: None });
+    /// predecessor goes back in front of the buffer. `lapsed` is the token of the tenure that
+    /// was lost, if that is why.
+    pub(super) fn park(&mut self, shard: &ShardId, lapsed: Option<u64>) {
+        let previous = self.hosted.replace(
+            shard,
+            Hosted::AwaitingLease {
+                predecessor: None,
+                lapsed,
+            },
+        );
         if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
             if !held.is_empty() {
                 self.buffered += held.len();
@@ -43,8 +48,13 @@ impl<M> Region<M> {
         predecessor: Option<UniqueAddress>,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        self.hosted
-            .insert(shard.clone(), Hosted::AwaitingLease { predecessor });
+        self.hosted.insert(
+            shard.clone(),
+            Hosted::AwaitingLease {
+                predecessor,
+                lapsed: None,
+            },
+        );
         if let Some(keeper) = &mut self.leases {
             let mut calls = Vec::new();
             keeper.want(now, shard, &mut calls);
@@ -112,10 +122,11 @@ impl<M> Region<M> {
         match event {
             LeaseEvent::Acquired { key: shard, token } => {
                 self.lease_unavailable.remove(&shard);
+                self.drop_what_waited_through_another_tenure(&shard, token, out);
                 match self.hosted.get(&shard) {
                     // Held, but fenced: it starts when the fence opens.
                     Some(Hosted::AwaitingLease { .. }) if self.suspended => {}
-                    Some(Hosted::AwaitingLease { predecessor }) if !self.stopped => {
+                    Some(Hosted::AwaitingLease { predecessor, .. }) if !self.stopped => {
                         let predecessor = predecessor.clone();
                         out.push(RegionEffect::ShardLeased {
                             shard: shard.clone(),
@@ -159,6 +170,36 @@ impl<M> Region<M> {
         }
     }
 
+    /// `shard`'s lease is held again with `token`, after this region lost it: if another node
+    /// held it in between (the store raised the token more than once), what was buffered here
+    /// meanwhile may be older than what that node handled for the same senders. Delivering it
+    /// now would break per-sender order, so it is dropped, each drop reported.
+    fn drop_what_waited_through_another_tenure(
+        &mut self,
+        shard: &ShardId,
+        token: u64,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let Some(Hosted::AwaitingLease { lapsed, .. }) = self.hosted.get_mut(shard) else {
+            return;
+        };
+        let Some(lost) = lapsed.take() else {
+            return;
+        };
+        if token <= lost.saturating_add(1) {
+            return; // ours again, or taken back by us with nobody in between
+        }
+        if let Some(buffer) = self.buffers.remove(shard) {
+            self.buffered -= buffer.len();
+            for b in buffer {
+                out.push(RegionEffect::Dropped {
+                    env: b.env,
+                    reason: DropReason::LeaseLapsed,
+                });
+            }
+        }
+    }
+
     /// `shard`'s lease is lost: its entities stop now, without waiting for them, and the shard
     /// waits for its lease again (unless it was being handed off).
     fn lease_lost(
@@ -167,7 +208,12 @@ impl<M> Region<M> {
         event: LeaseEvent<ShardId>,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        let LeaseEvent::Lost { key: shard, reason } = event else {
+        let LeaseEvent::Lost {
+            key: shard,
+            token,
+            reason,
+        } = event
+        else {
             return;
         };
         match self.hosted.get_mut(&shard) {
@@ -191,7 +237,7 @@ impl<M> Region<M> {
                     shard: shard.clone(),
                     reason,
                 });
-                self.park(&shard);
+                self.park(&shard, Some(token));
                 if let Some(keeper) = &mut self.leases {
                     let mut calls = Vec::new();
                     keeper.acquire_again(now, shard, &mut calls);
@@ -211,6 +257,9 @@ impl<M> Region<M> {
                     shard: shard.clone(),
                     reason,
                 });
+                if let Some(Hosted::AwaitingLease { lapsed, .. }) = self.hosted.get_mut(&shard) {
+                    *lapsed = Some(token);
+                }
                 // Lost while waiting (fenced): taken again for when the fence opens.
                 if self.hosted.contains_key(&shard) {
                     if let Some(keeper) = &mut self.leases {

@@ -30,7 +30,7 @@ impl<M> Region<M> {
         for shard in running {
             out.push(RegionEffect::ForceStopEntities(shard.clone()));
             out.push(RegionEffect::ShardStopped(shard.clone()));
-            self.park(&shard);
+            self.park(&shard, None);
         }
     }
 
@@ -45,7 +45,7 @@ impl<M> Region<M> {
             .hosted
             .iter_mut()
             .filter_map(|(s, st)| match st {
-                Hosted::AwaitingLease { predecessor } => Some((s.clone(), predecessor.clone())),
+                Hosted::AwaitingLease { predecessor, .. } => Some((s.clone(), predecessor.clone())),
                 _ => None,
             })
             .collect();

@@ -11,6 +11,23 @@ fn entities(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("e{i}")).collect()
 }
 
+/// Three regions on nodes 1, 2 and 3 (node 1 the oldest, so the coordinator's), with `count`
+/// entities each told message 1 through node 3 and the network settled.
+fn three_regions_with_entities(
+    seed: u64,
+    count: usize,
+) -> (Net, [crate::membership::UniqueAddress; 3], Vec<String>) {
+    let mut net = Net::new(seed, HandOffMode::Forward);
+    let nodes = [net.add(1, false), net.add(2, false), net.add(3, false)];
+    net.advance(Duration::from_millis(10));
+    let ids = entities(count);
+    for e in &ids {
+        net.tell(&nodes[2], e, 1);
+    }
+    net.settle();
+    (net, nodes, ids)
+}
+
 /// Every message told was delivered exactly once and in order per sender and entity.
 fn assert_all_delivered_in_order(net: &Net, expected_per_sender_entity: u64) {
     assert!(net.violations.is_empty(), "{:#?}", net.violations);
@@ -125,16 +142,7 @@ fn rebalance_in_drop_mode_reports_drops_and_keeps_order() {
 
 #[test]
 fn graceful_shutdown_hands_off_every_shard() {
-    let mut net = Net::new(3, HandOffMode::Forward);
-    let a = net.add(1, false);
-    let b = net.add(2, false);
-    let c = net.add(3, false);
-    net.advance(Duration::from_millis(10));
-    let ids = entities(40);
-    for e in &ids {
-        net.tell(&c, e, 1);
-    }
-    net.settle();
+    let (mut net, [_, b, c], ids) = three_regions_with_entities(3, 40);
     assert!(net.hosts().values().any(|h| h.contains(&b)));
     net.graceful_shutdown(&b);
     for e in &ids {
@@ -144,7 +152,6 @@ fn graceful_shutdown_hands_off_every_shard() {
     assert!(net.region(&b).is_stopped());
     assert!(net.hosts().values().all(|h| !h.contains(&b)));
     assert_all_delivered_in_order(&net, 2);
-    let _ = a;
 }
 
 /// Two nodes leave at once, one of them the coordinator's: every shard ends up on the rest and
@@ -246,6 +253,44 @@ fn coordinator_crash_rebuilds_the_table_from_the_regions() {
         .count();
     assert_eq!(second, ids.len(), "every entity answered after fail-over");
     assert!(net.hosts().values().all(|h| !h.contains(&a)));
+}
+
+/// Messages for the shards of a member that crashed and was downed are held, not sent to it,
+/// and reach the shards' new homes once the member is gone: none is lost on the way.
+#[test]
+fn messages_for_a_downed_members_shards_wait_for_their_new_home() {
+    let (mut net, [_, b, c], ids) = three_regions_with_entities(14, 60);
+    let on_b: Vec<&String> = ids
+        .iter()
+        .filter(|e| {
+            let shard = net.shard_of(e);
+            net.hosts().get(&shard).is_some_and(|h| h.contains(&b))
+        })
+        .collect();
+    assert!(
+        !on_b.is_empty(),
+        "some entities live on the node that crashes"
+    );
+    net.crash(&b);
+    net.set_status(&b, MemberStatus::Down);
+    for e in &on_b {
+        net.tell(&c, e, 2);
+    }
+    net.advance(Duration::from_secs(1));
+    assert!(
+        net.region(&c).buffered() >= on_b.len(),
+        "held while the downed member may still run them"
+    );
+    net.set_status(&b, MemberStatus::Removed);
+    net.advance(Duration::from_secs(10));
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+    let second = net
+        .delivered
+        .iter()
+        .filter(|(_, _, (_, s))| *s == 2)
+        .count();
+    assert_eq!(second, on_b.len(), "every message reached the new home");
+    assert!(net.dropped.is_empty(), "{:?}", net.dropped);
 }
 
 /// Allocation waits until the minimum number of regions has registered.

@@ -10,8 +10,13 @@ use crate::sharding::view::ShardingView;
 
 impl<M> Region<M> {
     /// Applies a new membership view: re-registers when the coordinator moved, forgets homes
-    /// on nodes that are gone, stops waiting for markers from them, and stops the region when
-    /// this node is downed or removed.
+    /// on nodes that are gone or on their way out after a failure, stops waiting for markers
+    /// from nodes that are gone, and stops the region when this node is downed or removed.
+    ///
+    /// A home on a Down (or removed and lingering) member is forgotten at once rather than when
+    /// the member is gone: a message sent there would never be answered, while one buffered
+    /// here waits for the shard's next home (the coordinator answers for the shard again once
+    /// the member is gone) and is delivered there.
     pub fn view_changed(
         &mut self,
         now: Instant,
@@ -44,7 +49,8 @@ impl<M> Region<M> {
                 self.registration.next_attempt = Some(now);
             }
         }
-        self.homes.retain(|_, home| view.may_be_alive(home));
+        self.homes
+            .retain(|_, home| view.may_be_alive(home) && !view.is_terminating(home));
         let mut finished = Vec::new();
         let mut released = Vec::new();
         for (shard, state) in self.hosted.iter_mut() {
