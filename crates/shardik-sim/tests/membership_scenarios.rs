@@ -92,20 +92,26 @@ fn leader_leaving_hands_leadership_on() {
     }
 }
 
+/// Forms a cluster of five in `w`, crashes node 2, and returns how long until the other four
+/// are all that is left (node 2 downed and removed).
+fn crash_node_2_of_5(w: &mut World) -> Duration {
+    form_cluster(w, 5).expect("formed");
+    let crash_at = w.now();
+    w.crash(2);
+    let rest = [0, 1, 3, 4];
+    let removed_at = w
+        .run_until_pred(Duration::from_secs(90), |w| w.all_up(&rest))
+        .expect("removed");
+    removed_at - crash_at
+}
+
 /// A crash whose machine goes silent (no refused connections): the failure detector and the
 /// resolver's stable-after decide, as in the reference.
 #[test]
 fn crashed_node_is_detected_downed_and_removed() {
     for seed in 1..=5 {
         let mut w = world_with(seed, |c| c.refuse_connections = false);
-        form_cluster(&mut w, 5).expect("formed");
-        let crash_at = w.now();
-        w.crash(2);
-        let rest = [0, 1, 3, 4];
-        let t = w
-            .run_until_pred(Duration::from_secs(90), |w| w.all_up(&rest))
-            .expect("removed");
-        let elapsed = t - crash_at;
+        let elapsed = crash_node_2_of_5(&mut w);
         // Detection (~5 s) + stable-after (20 s) + removal: well under a minute, never instant.
         assert!(
             elapsed > Duration::from_secs(20) && elapsed < Duration::from_secs(40),
@@ -130,14 +136,7 @@ fn crashed_node_is_detected_downed_and_removed() {
 fn a_crashed_node_whose_port_refuses_is_downed_without_waiting_for_stable_after() {
     for seed in 1..=5 {
         let mut w = world(seed);
-        form_cluster(&mut w, 5).expect("formed");
-        let crash_at = w.now();
-        w.crash(2);
-        let rest = [0, 1, 3, 4];
-        let t = w
-            .run_until_pred(Duration::from_secs(90), |w| w.all_up(&rest))
-            .expect("removed");
-        let elapsed = t - crash_at;
+        let elapsed = crash_node_2_of_5(&mut w);
         assert!(elapsed < Duration::from_secs(5), "seed {seed}: {elapsed:?}");
         assert!(
             w.timeline()
