@@ -7,49 +7,33 @@
 //! is recorded before the lane writes anything, so an answer to what it wrote always finds
 //! it taken. One entry per dialled address, so the table is bounded by the lanes.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use shardik_core::membership::{Address, UniqueAddress};
-use tokio::sync::Notify;
+
+use super::driver_notes::DriverNotes;
 
 /// Identifications not yet taken by the driver.
 #[derive(Default)]
 pub struct Identified {
-    pending: Mutex<BTreeMap<Address, UniqueAddress>>,
-    /// Whether `pending` may hold something (one load per message for the driver).
-    any: AtomicBool,
-    changed: Notify,
+    notes: DriverNotes<Address, UniqueAddress>,
 }
 
 impl Identified {
     /// A lane dialled `dialled` and `node` accepted (recorded only when they differ).
     pub(crate) fn record(&self, dialled: &Address, node: &UniqueAddress) {
-        if *dialled == node.address {
-            return;
+        if *dialled != node.address {
+            self.notes.note(dialled.clone(), node.clone());
         }
-        self.lock().insert(dialled.clone(), node.clone());
-        self.any.store(true, Ordering::Release);
-        self.changed.notify_one();
     }
 
     /// Everything recorded since the last call.
     pub fn take(&self) -> Vec<(Address, UniqueAddress)> {
-        if !self.any.swap(false, Ordering::AcqRel) {
-            return Vec::new();
-        }
-        std::mem::take(&mut *self.lock()).into_iter().collect()
+        self.notes.take()
     }
 
     /// Completes when something was recorded (after the last `take`, or before it if the
     /// notification was not consumed yet).
     pub async fn changed(&self) {
-        self.changed.notified().await
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Address, UniqueAddress>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.notes.changed().await
     }
 }
 

@@ -19,6 +19,7 @@
 
 mod backoff;
 mod connect_errors;
+mod driver_notes;
 mod identified;
 mod inbound;
 pub(crate) mod limits;

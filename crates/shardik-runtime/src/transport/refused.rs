@@ -7,46 +7,31 @@
 //! the failure detector judges it. One entry per address until the driver takes them, so the
 //! table is bounded by the lanes.
 
-use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use shardik_core::membership::Address;
-use tokio::sync::Notify;
+
+use super::driver_notes::DriverNotes;
 
 /// Refusals not yet taken by the driver.
 #[derive(Default)]
 pub struct Refused {
-    pending: Mutex<BTreeSet<Address>>,
-    /// Whether `pending` may hold something.
-    any: AtomicBool,
-    changed: Notify,
+    notes: DriverNotes<Address, ()>,
 }
 
 impl Refused {
     /// A connection to `to` was refused.
     pub(crate) fn record(&self, to: &Address) {
-        self.lock().insert(to.clone());
-        self.any.store(true, Ordering::Release);
-        self.changed.notify_one();
+        self.notes.note(to.clone(), ());
     }
 
     /// Every address refused since the last call.
     pub fn take(&self) -> Vec<Address> {
-        if !self.any.swap(false, Ordering::AcqRel) {
-            return Vec::new();
-        }
-        std::mem::take(&mut *self.lock()).into_iter().collect()
+        self.notes.take().into_iter().map(|(a, ())| a).collect()
     }
 
     /// Completes when something was recorded (after the last `take`, or before it if the
     /// notification was not consumed yet).
     pub async fn changed(&self) {
-        self.changed.notified().await
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<Address>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.notes.changed().await
     }
 }
 
