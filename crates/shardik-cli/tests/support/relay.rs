@@ -105,16 +105,32 @@ mod tests {
     use super::Relay;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// Tries `bind` on ports from `free_port` until one is not in use. `free_port` only knows
+    /// that a port was free when it looked: something else on the machine can take it before
+    /// the caller binds (seen once in CI), and a test must not fail for that.
+    fn on_a_free_port<T>(mut bind: impl FnMut(u16) -> std::io::Result<T>) -> T {
+        let mut last = None;
+        for _ in 0..20 {
+            match bind(super::super::free_port()) {
+                Ok(bound) => return bound,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => panic!("cannot bind a loopback port: {e}"),
+            }
+        }
+        panic!("20 free ports in a row were taken before they could be bound: {last:?}");
+    }
+
     #[tokio::test]
     async fn bytes_go_both_ways_and_dropping_it_closes_the_connections() {
         // Ports from `free_port`, never port 0: a port the OS picks for this test could be one
         // `free_port` just handed to a node that the test binary's other tests are starting.
-        let server = tokio::net::TcpListener::bind(("127.0.0.1", super::super::free_port()))
-            .await
-            .unwrap();
+        let server = on_a_free_port(|port| {
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+            listener.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(listener)
+        });
         let target = server.local_addr().unwrap();
-        let at = format!("127.0.0.1:{}", super::super::free_port());
-        let relay = Relay::start(at.parse().unwrap(), target).unwrap();
+        let relay = on_a_free_port(|port| Relay::start(([127, 0, 0, 1], port).into(), target));
         let mut client = tokio::net::TcpStream::connect(relay.addr()).await.unwrap();
         let (mut served, _) = server.accept().await.unwrap();
         client.write_all(b"ping").await.unwrap();
