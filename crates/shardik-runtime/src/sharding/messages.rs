@@ -93,15 +93,25 @@ impl AskHandle {
 }
 
 impl Drop for AskHandle {
+    // Inlined, with the failure out of line: every told command drops an empty handle, and a
+    // call for that cost about nine instructions per tell (callgrind, `bench sharding local`).
+    #[inline]
     fn drop(&mut self) {
         if let Some(slot) = self.0.take() {
-            slot.fail(ShardingError::ShardUnavailable(
-                "the command was lost with its region or shard (node stopping or failing); it \
-                 may not have been handled"
-                    .into(),
-            ));
+            lost(slot);
         }
     }
+}
+
+/// Fails the ask of a command dropped with its handle armed.
+#[cold]
+#[inline(never)]
+fn lost(slot: std::sync::Arc<dyn AskSlot>) {
+    slot.fail(ShardingError::ShardUnavailable(
+        "the command was lost with its region or shard (node stopping or failing); it may \
+         not have been handled"
+            .into(),
+    ));
 }
 
 /// A command from a sender on this node.
