@@ -249,17 +249,18 @@ async fn a_rolling_update_keeps_every_increment_and_places_shards_on_the_newest_
 
     load.stop().await;
     assert_no_violation(&ledger, "after the rollout");
-    let (acked, tried, failures) = {
+    let (acked, tried, failures, failed) = {
         let st = ledger.lock();
         (
             st.books.acked.clone(),
             st.books.tried.clone(),
             st.books.failures,
+            st.failed.clone(),
         )
     };
     assert_eq!(
         failures, 0,
-        "every increment sent to a running node is answered"
+        "every increment sent to a running node is answered; not answered: {failed:#?}"
     );
     let values = ledger.check_all(&http, &all).await.expect("read back");
     // Nothing unanswered: each counter holds exactly its acknowledged increments.

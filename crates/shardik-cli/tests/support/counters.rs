@@ -68,16 +68,30 @@ impl Books {
 /// `POST /demo/counter/c{i}/increment` on `management`: the value answered, or `None` if it
 /// was not answered 200 in time.
 pub async fn post_increment(http: &reqwest::Client, management: &str, i: usize) -> Option<u64> {
+    try_increment(http, management, i).await.ok()
+}
+
+/// [`post_increment`], saying why when the increment was not answered 200 with a value.
+pub async fn try_increment(
+    http: &reqwest::Client,
+    management: &str,
+    i: usize,
+) -> Result<u64, String> {
     let resp = http
         .post(format!("http://{management}/demo/counter/c{i}/increment"))
         .timeout(Duration::from_secs(6))
         .send()
         .await
-        .ok()?;
-    if resp.status().as_u16() != 200 {
-        return None;
+        .map_err(|e| format!("c{i} through {management}: {e}"))?;
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    if status != 200 {
+        return Err(format!("c{i} through {management}: {status} {body}"));
     }
-    resp.json::<Value>().await.ok()?["value"].as_u64()
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["value"].as_u64())
+        .ok_or_else(|| format!("c{i} through {management}: no value in {body}"))
 }
 
 /// `GET /demo/counter/c{i}` on `management`.
@@ -131,7 +145,13 @@ pub struct LedgerState {
     pub books: Books,
     /// Answers that lost an increment or applied one twice.
     pub violations: Vec<String>,
+    /// Why increments were not answered, with when (since the ledger was made), the first
+    /// [`KEPT_FAILURES`] of them: what a test that expects none reports.
+    pub failed: Vec<String>,
 }
+
+/// How many reasons for unanswered increments a [`Ledger`] keeps.
+pub const KEPT_FAILURES: usize = 20;
 
 impl Ledger {
     /// A ledger for `counters` counters.
@@ -139,6 +159,7 @@ impl Ledger {
         Ledger(Arc::new(Mutex::new(LedgerState {
             books: Books::new(counters),
             violations: Vec::new(),
+            failed: Vec::new(),
         })))
     }
 
@@ -160,18 +181,26 @@ impl Ledger {
     /// Sends one increment of counter `i` through `management` and books it.
     pub async fn increment(&self, http: &reqwest::Client, management: &str, i: usize) -> bool {
         self.lock().books.tried[i] += 1;
-        let answer = post_increment(http, management, i).await;
+        let sent = std::time::SystemTime::now();
+        let answer = try_increment(http, management, i).await;
         let mut st = self.lock();
         match answer {
-            Some(value) => {
+            Ok(value) => {
                 st.books.acked[i] += 1;
                 if let Some(v) = st.books.violation(i, value, "answering an increment") {
                     st.violations.push(v);
                 }
                 true
             }
-            None => {
+            Err(why) => {
                 st.books.failures += 1;
+                if st.failed.len() < KEPT_FAILURES {
+                    let at = sent
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs_f64();
+                    st.failed.push(format!("sent at unix {at:.3}: {why}"));
+                }
                 false
             }
         }
