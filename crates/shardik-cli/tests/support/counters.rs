@@ -145,13 +145,14 @@ pub struct LedgerState {
     pub books: Books,
     /// Answers that lost an increment or applied one twice.
     pub violations: Vec<String>,
-    /// Why increments were not answered, with when (since the ledger was made), the first
-    /// [`KEPT_FAILURES`] of them: what a test that expects none reports.
+    /// Why increments were not answered, each with when it was sent (unix seconds, to read
+    /// against the nodes' logs): the first [`KEPT_FAILURES`], what a test that expects none
+    /// reports.
     pub failed: Vec<String>,
 }
 
 /// How many reasons for unanswered increments a [`Ledger`] keeps.
-pub const KEPT_FAILURES: usize = 20;
+const KEPT_FAILURES: usize = 20;
 
 impl Ledger {
     /// A ledger for `counters` counters.
