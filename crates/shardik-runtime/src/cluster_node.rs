@@ -176,6 +176,7 @@ impl Node {
     /// management API, if it serves one.
     pub async fn wait(self) -> ShutdownReason {
         let reason = self.running.finished.await.unwrap_or(ShutdownReason::Left);
+        stop_sharding(&self.sharding).await;
         #[cfg(feature = "management")]
         if let Some(management) = self.management {
             management.shut_down().await;
@@ -208,6 +209,7 @@ impl Node {
         let finished = async { self.running.finished.await.unwrap_or(ShutdownReason::Left) };
         let reason =
             crate::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
+        stop_sharding(&self.sharding).await;
         crate::process::log_shutdown(&reason);
         #[cfg(feature = "management")]
         if let Some(management) = self.management {
@@ -245,6 +247,24 @@ impl Node {
     /// builder started keeps serving until the process ends.
     pub fn into_parts(self) -> (RunningNode, Sharding) {
         (self.running, self.sharding)
+    }
+}
+
+/// The longest a stopped node waits for its kinds' tasks to end (they give their leases back,
+/// each release bounded by `lease-operation-timeout`, 1.5 s by default): a store that hangs
+/// must not keep the process from ending.
+const SHARDING_STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// Waits, within [`SHARDING_STOP_LIMIT`], for sharding to have stopped after the node did.
+async fn stop_sharding(sharding: &Sharding) {
+    if tokio::time::timeout(SHARDING_STOP_LIMIT, sharding.stopped())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            limit = ?SHARDING_STOP_LIMIT,
+            "sharding did not stop in time after the node stopped: leases it held expire on their own"
+        );
     }
 }
 

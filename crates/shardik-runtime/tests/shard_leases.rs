@@ -323,3 +323,64 @@ async fn a_singleton_given_a_lease_store_runs_under_its_lease() {
         assert_eq!(store.read_lease(&name).await.unwrap(), None, "{name}");
     }
 }
+
+/// A node that leaves gives back every lease it held, its coordinator's included, before
+/// `leave()` returns: a release still under way when the process ends would keep the lease
+/// held in the store for its whole time-to-live, and the next oldest node's coordinator (and
+/// with it every region's registration) would wait that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_leaves_has_given_its_leases_back_when_leave_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = shardik_runtime::config::Settings::load_with_env(None, &[]).unwrap();
+    settings.cluster.name = CLUSTER.into();
+    settings.cluster.seed_node_timeout = Duration::from_millis(300);
+    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
+    settings.cluster.gossip_interval = Duration::from_millis(100);
+    settings.cluster.leader_actions_interval = Duration::from_millis(100);
+    settings.persistence.store = format!("sqlite:{}", dir.path().join("node.db").display());
+    let shards = settings.cluster.sharding.number_of_shards;
+    let me: shardik_core::membership::Address =
+        format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let node = shardik_runtime::Node::builder(settings)
+        .bind(me.clone())
+        .seeds([me])
+        .start()
+        .await
+        .unwrap();
+    node.wait_until_up().await.unwrap();
+    let persistence = node.persistence().await.unwrap();
+    let store = Arc::clone(persistence.store());
+    node.sharding()
+        .init(EventSourcedKind::new(COUNTER, &persistence, |_| Counter::default()).into_kind())
+        .unwrap();
+    let entities = ["a", "b", "c", "d", "e"];
+    for id in entities {
+        assert_eq!(add(node.sharding(), id, 1).await, Ok(1), "{id}");
+    }
+    let mut names = vec![format!("{CLUSTER}-coordinator-{}", COUNTER.name())];
+    names.extend(entities.iter().map(|id| {
+        let shard = shard_id_for(id, shards).unwrap();
+        format!("{CLUSTER}-shard-{}-{shard}", COUNTER.name())
+    }));
+    names.sort();
+    names.dedup();
+    let owner = shardik_runtime::lease::owner_for(node.self_node());
+    for name in &names {
+        let info = store.read_lease(name).await.unwrap();
+        let info = info.unwrap_or_else(|| panic!("{name} not taken (leases are \"auto\")"));
+        assert_eq!(info.holder(), Some(owner.as_str()), "{name}: {info:?}");
+    }
+
+    assert_eq!(
+        node.leave().await,
+        shardik_core::membership::ShutdownReason::Left
+    );
+    for name in &names {
+        let info = store.read_lease(name).await.unwrap().unwrap();
+        assert_eq!(
+            info.holder(),
+            None,
+            "{name} still held after leave(): {info:?}"
+        );
+    }
+}

@@ -91,6 +91,7 @@ impl Sharding {
             sender,
             config,
             kinds: Mutex::new(HashMap::new()),
+            kind_tasks: Mutex::new(Vec::new()),
             pending,
             replies,
             stats_waiters: Mutex::new(HashMap::new()),
@@ -188,6 +189,29 @@ impl Sharding {
         timeout: Duration,
     ) -> Option<Vec<(ShardId, usize)>> {
         self.inner.query(kind, Control::Stats, timeout).await
+    }
+
+    /// Waits until the task of every kind registered on this node has ended, which each does
+    /// once the node has stopped: its entities stopped, its coordinator (if it ran here)
+    /// stopped, and its leases given back to the store (each release bounded by
+    /// `lease-operation-timeout`). [`Node::wait`](crate::Node::wait) and the calls built on it
+    /// wait for this; a program that drives the node's stop itself
+    /// ([`Node::into_parts`](crate::Node::into_parts)) awaits it after the node's
+    /// `finished`, before the process ends, so that the next node to take a lease this one
+    /// held is not kept waiting for its time-to-live. Only the first call waits; later ones
+    /// return at once.
+    pub async fn stopped(&self) {
+        let tasks = std::mem::take(
+            &mut *self
+                .inner
+                .kind_tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for task in tasks {
+            // A kind task that panicked has stopped too.
+            let _ = task.await;
+        }
     }
 
     /// Hands off every shard of every kind on this node (graceful shutdown), waiting at most

@@ -145,9 +145,16 @@ impl Sharding {
         };
         // Answers its handlers make during one poll leave together (see `answer_batch`).
         let replies = Arc::clone(&self.inner.replies);
-        crate::task::spawn(answer_batch::gathering(task.run(), move |answers| {
+        let running = crate::task::spawn(answer_batch::gathering(task.run(), move |answers| {
             replies.send_gathered(answers)
         }));
+        let mut tasks = self
+            .inner
+            .kind_tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(running);
         Ok(region)
     }
 }

@@ -40,6 +40,8 @@ pub(super) struct Inner {
     pub(super) sender: UserSender,
     pub(super) config: ShardingConfig,
     pub(super) kinds: Mutex<HashMap<Arc<str>, KindEntry>>,
+    /// The kinds' tasks, for [`Sharding::stopped`](super::Sharding::stopped) to wait for.
+    pub(super) kind_tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     pub(super) pending: PendingAsks,
     pub(super) replies: Arc<ReplyEndpoint>,
     pub(super) stats_waiters: Mutex<HashMap<u64, mpsc::UnboundedSender<StatsAnswer>>>,

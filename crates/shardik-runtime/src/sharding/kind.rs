@@ -184,9 +184,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 biased;
                 changed = self.membership.changed() => {
                     if changed.is_err() {
-                        // The node stopped: stop the region (entities are dropped).
+                        // The node stopped: stop the region (entities are dropped) and the
+                        // coordinator, and give their leases back before the task ends, which
+                        // the node's owner waits for (`Sharding::stopped`).
                         self.input(&mut st, KindInput::Stop);
                         self.flush(&mut st).await;
+                        if let Some(leases) = &mut self.leases {
+                            leases.releases_done().await;
+                        }
                         return;
                     }
                     self.membership_changed(&mut st);

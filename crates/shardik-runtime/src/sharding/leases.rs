@@ -13,6 +13,7 @@ use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{LeaseAnswer, LeaseCall, LeaseKey, LeaseRequest, ShardId};
 use shardik_persistence::{Fence, LeaseAcquired, Store};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::messages::Control;
 use crate::metrics as m;
@@ -53,6 +54,11 @@ pub(crate) struct KindLeases {
     operation_timeout: Duration,
     ttl: Duration,
     health: Arc<LeaseHealth>,
+    /// Releases under way. A node that stops waits for them ([`Self::releases_done`]): a
+    /// release lost with the process leaves its lease held in the store until its time-to-live
+    /// runs out, and the next holder (the next oldest node's coordinator, most of all) waits
+    /// that long.
+    releases: Vec<JoinHandle<()>>,
 }
 
 impl KindLeases {
@@ -75,6 +81,7 @@ impl KindLeases {
             operation_timeout,
             ttl,
             health,
+            releases: Vec::new(),
         }
     }
 
@@ -98,15 +105,26 @@ impl KindLeases {
         &self.health
     }
 
+    /// Waits until every release asked for so far has been answered by the store or given up
+    /// (each is bounded by `lease-operation-timeout`).
+    pub async fn releases_done(&mut self) {
+        for release in self.releases.drain(..) {
+            // A release that panicked lost nothing more than one that timed out.
+            let _ = release.await;
+        }
+    }
+
     /// Carries `request` out in the background and sends the answer (for acquisitions and
-    /// renewals) back to the task through `back`.
-    pub fn call(&self, request: LeaseRequest<LeaseKey>, back: mpsc::WeakSender<Control>) {
+    /// renewals) back to the task through `back`; a release is kept for
+    /// [`Self::releases_done`].
+    pub fn call(&mut self, request: LeaseRequest<LeaseKey>, back: mpsc::WeakSender<Control>) {
+        let is_release = matches!(request.call, LeaseCall::Release { .. });
         let store = Arc::clone(&self.store);
         let name = self.name(&request.key);
         let owner = Arc::clone(&self.owner);
         let limit = self.operation_timeout;
         let ttl = self.ttl;
-        crate::task::spawn(async move {
+        let task = crate::task::spawn(async move {
             let LeaseRequest { key, id, call } = request;
             let answer = match call {
                 LeaseCall::Acquire => {
@@ -165,5 +183,9 @@ impl KindLeases {
                 let _ = back.send(Control::LeaseAnswered { key, id, answer }).await;
             }
         });
+        if is_release {
+            self.releases.retain(|r| !r.is_finished());
+            self.releases.push(task);
+        }
     }
 }

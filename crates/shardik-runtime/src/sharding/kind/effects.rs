@@ -53,7 +53,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     }
                 }
                 KindEffect::Lease(request) => {
-                    if let Some(leases) = &self.leases {
+                    if let Some(leases) = &mut self.leases {
                         leases.call(request, self.control_back.clone());
                     }
                 }
