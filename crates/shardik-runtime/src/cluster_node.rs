@@ -172,8 +172,9 @@ impl Node {
         self.wait().await
     }
 
-    /// Waits until the node has stopped (it left, or was downed or removed); then stops its
-    /// management API, if it serves one.
+    /// Waits until the node has stopped (it left, or was downed or removed) and its entity
+    /// kinds have stopped after it, giving back the leases they held ([`Sharding::stopped`]);
+    /// then stops its management API, if it serves one.
     pub async fn wait(self) -> ShutdownReason {
         let reason = self.running.finished.await.unwrap_or(ShutdownReason::Left);
         stop_sharding(&self.sharding).await;

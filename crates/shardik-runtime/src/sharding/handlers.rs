@@ -413,6 +413,7 @@ fn open<E: Entity>(args: Args<E>) -> (E, EntityContext<E>, Job<E>, bool) {
 type Outcome<R> = Result<Result<R, String>, Box<dyn std::any::Any + Send>>;
 
 /// The completion of a handler that ran with `ctx` and ended with `result`.
+#[inline(always)]
 fn completed<E: Entity>(
     entity: E,
     ctx: EntityContext<E>,
@@ -453,24 +454,31 @@ fn completed<E: Entity>(
             from_context,
             unrecorded: false,
         },
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Completed {
-                shard,
-                id,
-                entity: None,
-                reply,
-                outcome: Err(format!("handler panicked: {msg}")),
-                passivate: false,
-                was_stop,
-                requests: Vec::new(),
-                from_context,
-                unrecorded: false,
-            }
-        }
+        Err(panic) => Completed {
+            shard,
+            id,
+            entity: None,
+            reply,
+            outcome: Err(panic_message(panic)),
+            passivate: false,
+            was_stop,
+            requests: Vec::new(),
+            from_context,
+            unrecorded: false,
+        },
     }
+}
+
+/// What a handler's panic said, for the asker's error. Out of line: it is rare, and its code
+/// kept [`completed`] from being inlined into the handler runs, which then copied every
+/// completion once more on its way back.
+#[cold]
+#[inline(never)]
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("handler panicked: {msg}")
 }
