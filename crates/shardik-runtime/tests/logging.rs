@@ -4,11 +4,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 use shardik_runtime::Node;
-use shardik_runtime::config::Settings;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo};
 
 /// Starts the entity, and says so.
@@ -27,15 +24,6 @@ impl Entity for Touched {
 
 const TOUCHED: EntityTypeKey<Touched> = EntityTypeKey::new("touched");
 
-fn fast_settings() -> Settings {
-    let mut settings = Settings::load_with_env(None, &[]).unwrap();
-    settings.cluster.seed_node_timeout = Duration::from_millis(300);
-    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
-    settings.cluster.gossip_interval = Duration::from_millis(100);
-    settings.cluster.leader_actions_interval = Duration::from_millis(100);
-    settings
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lines_name_their_node_and_a_leave_of_many_shards_is_a_few_info_lines() {
     let captured = common::LogSink::default();
@@ -52,14 +40,14 @@ async fn lines_name_their_node_and_a_leave_of_many_shards_is_a_few_info_lines() 
     let second: shardik_core::membership::Address = format!("127.0.0.1:{}", common::free_port())
         .parse()
         .unwrap();
-    let a = Node::builder(fast_settings())
+    let a = Node::builder(common::fast_settings())
         .bind(first.clone())
         .seeds([first.clone()])
         .start()
         .await
         .unwrap();
     a.wait_until_up().await.unwrap();
-    let b = Node::builder(fast_settings())
+    let b = Node::builder(common::fast_settings())
         .bind(second.clone())
         .seeds([first.clone()])
         .start()

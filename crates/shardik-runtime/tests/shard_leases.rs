@@ -331,14 +331,10 @@ async fn a_singleton_given_a_lease_store_runs_under_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_leaves_has_given_its_leases_back_when_leave_returns() {
     let dir = tempfile::tempdir().unwrap();
-    let mut settings = shardik_runtime::config::Settings::load_with_env(None, &[]).unwrap();
+    let mut settings = common::fast_settings();
     settings.cluster.name = CLUSTER.into();
-    settings.cluster.seed_node_timeout = Duration::from_millis(300);
-    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
-    settings.cluster.gossip_interval = Duration::from_millis(100);
-    settings.cluster.leader_actions_interval = Duration::from_millis(100);
+    settings.cluster.sharding.number_of_shards = SHARDS;
     settings.persistence.store = format!("sqlite:{}", dir.path().join("node.db").display());
-    let shards = settings.cluster.sharding.number_of_shards;
     let me: shardik_core::membership::Address =
         format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let node = shardik_runtime::Node::builder(settings)
@@ -358,10 +354,7 @@ async fn a_node_that_leaves_has_given_its_leases_back_when_leave_returns() {
         assert_eq!(add(node.sharding(), id, 1).await, Ok(1), "{id}");
     }
     let mut names = vec![format!("{CLUSTER}-coordinator-{}", COUNTER.name())];
-    names.extend(entities.iter().map(|id| {
-        let shard = shard_id_for(id, shards).unwrap();
-        format!("{CLUSTER}-shard-{}-{shard}", COUNTER.name())
-    }));
+    names.extend(entities.iter().map(|id| lease_name(id)));
     names.sort();
     names.dedup();
     let owner = shardik_runtime::lease::owner_for(node.self_node());

@@ -63,6 +63,18 @@ pub fn fast_membership(cluster_name: &str, roles: &[&str]) -> MembershipConfig {
     }
 }
 
+/// The built-in settings (environment ignored) with membership timers short enough for a
+/// test, for nodes started from `Node::builder`: a lone seed forms its cluster after 0.3 s and
+/// gossip runs every 100 ms.
+pub fn fast_settings() -> shardik_runtime::config::Settings {
+    let mut settings = shardik_runtime::config::Settings::load_with_env(None, &[]).unwrap();
+    settings.cluster.seed_node_timeout = Duration::from_millis(300);
+    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
+    settings.cluster.gossip_interval = Duration::from_millis(100);
+    settings.cluster.leader_actions_interval = Duration::from_millis(100);
+    settings
+}
+
 /// Starts a node on loopback `port` that joins through `seed` (itself for the first), with
 /// sharding attached: 10 shards, region retries every 200 ms.
 pub async fn start_sharding_node(
