@@ -228,6 +228,26 @@ impl<T> Receiver<T> {
             }
             return Poll::Pending;
         }
+        let n = self.take(state, buf, limit);
+        coop.made_progress();
+        Poll::Ready(n)
+    }
+
+    /// Moves up to `limit` of the messages queued now into `buf`, without waiting; 0 if none
+    /// is queued. For a receiver that is about to act on what it took already and wants the
+    /// messages that came meanwhile to join it (see the kind's task, which does this before it
+    /// writes a batch of envelopes).
+    pub fn try_recv_many(&mut self, buf: &mut Vec<T>, limit: usize) -> usize {
+        let state = self.shared.lock();
+        if state.items.is_empty() {
+            return 0;
+        }
+        self.take(state, buf, limit.max(1))
+    }
+
+    /// Moves up to `limit` queued messages into `buf` and wakes the senders waiting for room
+    /// if this made enough of it.
+    fn take(&self, mut state: MutexGuard<'_, State<T>>, buf: &mut Vec<T>, limit: usize) -> usize {
         let before = state.items.len();
         let n = limit.min(before);
         buf.extend(state.items.drain(..n));
@@ -242,8 +262,7 @@ impl<T> Receiver<T> {
         if worth_waking && self.shared.waiting.load(Ordering::SeqCst) > 0 {
             self.shared.room.notify_waiters();
         }
-        coop.made_progress();
-        Poll::Ready(n)
+        n
     }
 }
 
@@ -275,6 +294,54 @@ mod tests {
         assert_eq!(rx.recv_many(&mut buf, 3).await, 3);
         assert_eq!(rx.recv_many(&mut buf, 100).await, 4);
         assert_eq!(buf, (0..7).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn taking_without_waiting_takes_what_is_queued_now_in_order() {
+        let (tx, mut rx) = channel(10);
+        let mut buf = Vec::new();
+        assert_eq!(
+            rx.try_recv_many(&mut buf, 8),
+            0,
+            "nothing queued: nothing taken"
+        );
+        for i in 0..5 {
+            tx.try_send(i).unwrap();
+        }
+        assert_eq!(rx.try_recv_many(&mut buf, 3), 3);
+        tx.try_send(5).unwrap();
+        assert_eq!(rx.try_recv_many(&mut buf, 100), 3);
+        assert_eq!(rx.try_recv_many(&mut buf, 100), 0);
+        assert_eq!(buf, (0..6).collect::<Vec<_>>());
+        // The receiver still waits for the next message as before.
+        tx.try_send(6).unwrap();
+        assert_eq!(rx.recv_many(&mut buf, 100).await, 1);
+        assert_eq!(buf.last(), Some(&6));
+    }
+
+    #[tokio::test]
+    async fn taking_without_waiting_wakes_a_sender_waiting_for_room() {
+        let (tx, mut rx) = channel(8);
+        for i in 0..8 {
+            tx.try_send(i).unwrap();
+        }
+        let tx2 = tx.clone();
+        let sender = crate::task::spawn(async move { tx2.send(8).await.is_ok() });
+        // One thread: the sender runs now, finds the queue full and waits.
+        tokio::task::yield_now().await;
+        let mut buf = Vec::new();
+        assert_eq!(
+            rx.try_recv_many(&mut buf, 2),
+            2,
+            "a quarter of the queue freed"
+        );
+        let sent = tokio::time::timeout(Duration::from_secs(5), sender)
+            .await
+            .expect("the sender was woken")
+            .unwrap();
+        assert!(sent);
+        assert_eq!(rx.try_recv_many(&mut buf, 100), 7);
+        assert_eq!(buf, (0..9).collect::<Vec<_>>());
     }
 
     #[tokio::test]

@@ -92,6 +92,12 @@ impl Outgoing {
         self.open = Some(open);
     }
 
+    /// How many envelopes the open batch holds (0 if none is open): more envelopes for its
+    /// node would join it rather than go out in a frame of their own.
+    pub fn open_batch_len(&self) -> usize {
+        self.open.as_ref().map_or(0, |open| open.envelopes)
+    }
+
     /// Whether nothing waits to be sent.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()

@@ -149,8 +149,9 @@ impl PendingAsks {
         }
     }
 
-    /// Asks waiting (for tests and metrics).
-    #[cfg(test)]
+    /// Asks waiting for an answer from another node (with those past their deadline that are
+    /// not swept yet): a kind's task asks before it writes a batch whether other asks are in
+    /// flight, whose answers will soon wake askers.
     pub fn len(&self) -> usize {
         self.table
             .lock()
