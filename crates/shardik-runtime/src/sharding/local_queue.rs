@@ -284,6 +284,20 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A queue of 8 holding 0..8, and a sender of 8 waiting for room in `send` (one thread: it
+    /// has run and found the queue full). Its task ends with whether the send went through.
+    async fn full_with_a_waiting_sender()
+    -> (Sender<i32>, Receiver<i32>, tokio::task::JoinHandle<bool>) {
+        let (tx, rx) = channel(8);
+        for i in 0..8 {
+            tx.try_send(i).unwrap();
+        }
+        let waiting = tx.clone();
+        let sender = crate::task::spawn(async move { waiting.send(8).await.is_ok() });
+        tokio::task::yield_now().await;
+        (tx, rx, sender)
+    }
+
     #[tokio::test]
     async fn messages_come_out_in_order_in_batches_of_at_most_the_limit() {
         let (tx, mut rx) = channel(10);
@@ -321,14 +335,7 @@ mod tests {
 
     #[tokio::test]
     async fn taking_without_waiting_wakes_a_sender_waiting_for_room() {
-        let (tx, mut rx) = channel(8);
-        for i in 0..8 {
-            tx.try_send(i).unwrap();
-        }
-        let tx2 = tx.clone();
-        let sender = crate::task::spawn(async move { tx2.send(8).await.is_ok() });
-        // One thread: the sender runs now, finds the queue full and waits.
-        tokio::task::yield_now().await;
+        let (_tx, mut rx, sender) = full_with_a_waiting_sender().await;
         let mut buf = Vec::new();
         assert_eq!(
             rx.try_recv_many(&mut buf, 2),
@@ -388,14 +395,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiting_sender_goes_on_once_a_quarter_of_the_queue_is_free() {
-        let (tx, mut rx) = channel(8);
-        for i in 0..8 {
-            tx.try_send(i).unwrap();
-        }
-        let tx2 = tx.clone();
-        let mut sender = crate::task::spawn(async move { tx2.send(8).await.is_ok() });
-        // One thread: the sender runs now, finds the queue full and waits.
-        tokio::task::yield_now().await;
+        let (_tx, mut rx, mut sender) = full_with_a_waiting_sender().await;
         let mut buf = Vec::new();
         rx.recv_many(&mut buf, 1).await;
         // One place free of eight: under the quarter, the sender sleeps on.
