@@ -74,8 +74,9 @@ enum BenchCmd {
     /// The shard coordinator alone: allocation, rebalance and re-homing time, state memory,
     /// from 10 to 1 000 regions and 1 000 to 100 000 shards.
     Coordinator(crate::bench_coordinator::CoordinatorArgs),
-    /// Failover: a node of a real cluster SIGKILLed under load, timed phase by phase until
-    /// its entities answer again from the survivors.
+    /// Failover: a node of a real cluster SIGKILLed (or, with `--silent`, frozen with
+    /// SIGSTOP) under load, timed phase by phase until its entities answer again from the
+    /// survivors.
     Failover(crate::bench_failover::FailoverArgs),
 }
 

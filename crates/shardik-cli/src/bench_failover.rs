@@ -6,7 +6,10 @@
 //! setting as shipped except what `--set KEY=VALUE` overrides. It increments `--counters`
 //! counters through all nodes, then SIGKILLs one node (the youngest, or with `--victim oldest`
 //! the one that runs the coordinator) and asks each counter that node ran, from the survivors,
-//! until every one has answered again.
+//! until every one has answered again. With `--silent` the node is frozen with SIGSTOP
+//! instead: its process and port stay and it answers nothing, as a hung machine or a long
+//! pause would, so no refused connection tells the survivors it is gone. It stays frozen until
+//! the run ends.
 //!
 //! The timeline is read from the survivors' own logs (JSON lines with timestamps, on the same
 //! clock as the bench) and from the clients, each phase as the first survivor to log it:
@@ -20,8 +23,8 @@
 //! | `first_served` | the first of the victim's counters answers a client again |
 //! | `all_served` | the last of them does: the failover's total |
 //!
-//! Every answer is checked against the increments acknowledged before the kill (with a durable
-//! store a counter must count all of them and no more than were sent).
+//! Every answer is checked against the increments acknowledged before the kill: a counter must
+//! count all of them and no more than were sent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -46,7 +49,9 @@ pub struct FailoverArgs {
     #[arg(long, default_value_t = 1)]
     runs: usize,
     /// The store of the counters: `sqlite` (a file in a temporary directory, the default),
-    /// `memory:` (nothing durable), or a URL as `shardik node --store` takes.
+    /// or a URL as `shardik node --store` takes, of a store every node shares (a `memory:`
+    /// store is one per process, and the nodes are processes: the first would refuse the
+    /// others at join).
     #[arg(long, default_value = "sqlite")]
     store: String,
     /// Which node is killed: the youngest (a plain member), or the oldest (it also runs the
@@ -58,6 +63,9 @@ pub struct FailoverArgs {
     /// as its `SHARDIK_` environment variable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Freeze the victim with SIGSTOP instead of killing it: silent, not gone.
+    #[arg(long)]
+    silent: bool,
     /// Longest wait for the victim's counters to answer again, per run.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "180s")]
     limit: Duration,
@@ -112,7 +120,7 @@ struct RunResult {
     /// Counters the victim ran when it was killed.
     victim_counters: usize,
     /// Answers after the kill that did not count every acknowledged increment, or counted
-    /// more than were sent (only checked with a durable store).
+    /// more than were sent.
     wrong: u64,
     /// Requests to the victim's counters that failed before they answered again, by reason.
     failures: BTreeMap<String, u64>,
@@ -335,15 +343,8 @@ struct Recovered {
 }
 
 /// Asks counter `i` through the survivors, round-robin, until it answers or `limit` passes.
-/// `acked` increments were acknowledged before the kill; `durable`: the answer must count them.
-fn recover(
-    i: usize,
-    survivors: &[u16],
-    killed: Instant,
-    limit: Duration,
-    acked: u64,
-    durable: bool,
-) -> Recovered {
+/// `acked` increments were acknowledged before the kill: the answer must count them.
+fn recover(i: usize, survivors: &[u16], killed: Instant, limit: Duration, acked: u64) -> Recovered {
     let mut failures = BTreeMap::new();
     let mut attempt = i;
     while killed.elapsed() < limit {
@@ -355,7 +356,7 @@ fn recover(
                 // It counts every acknowledged increment, the one just made, and at most the
                 // increments that failed on the way (each may have been applied).
                 let tried = acked + 1 + failures.values().sum::<u64>();
-                let wrong = durable && !(acked < value && value <= tried);
+                let wrong = !(acked < value && value <= tried);
                 return Recovered {
                     after: Some(killed.elapsed()),
                     wrong,
@@ -385,7 +386,12 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
         "sqlite" => format!("sqlite:{}", data.path().join("shardik.db").display()),
         other => other.to_string(),
     };
-    let durable = !store.starts_with("memory:");
+    if store.starts_with("memory:") {
+        bail!(
+            "--store memory: gives each node process a store of its own, and a node on another \
+             store is refused at join: use sqlite (the default) or a postgres:// URL"
+        );
+    }
     let ports: Vec<u16> = (0..args.nodes)
         .map(|_| crate::ports::free_port())
         .collect::<Result<_, _>>()?;
@@ -411,7 +417,7 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
                 anyhow::anyhow!("counter c{i} did not answer before the kill: {why}")
             })?;
             *acked += 1;
-            if durable && value != *acked {
+            if value != *acked {
                 bail!("counter c{i} answered {value} after {acked} increments");
             }
         }
@@ -430,14 +436,20 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
 
     let killed_at = SystemTime::now();
     let killed = Instant::now();
-    victim.child.kill().context("cannot SIGKILL the victim")?;
-    let _ = victim.child.wait();
+    if args.silent {
+        // Frozen, not gone: dropping `victim` at the end of the run kills it (SIGKILL ends a
+        // stopped process too).
+        freeze(&victim.child)?;
+    } else {
+        victim.child.kill().context("cannot SIGKILL the victim")?;
+        let _ = victim.child.wait();
+    }
 
     let clients: Vec<_> = on_victim
         .iter()
         .map(|&i| {
             let (survivors, limit, acked) = (survivors.clone(), args.limit, acked[i]);
-            std::thread::spawn(move || recover(i, &survivors, killed, limit, acked, durable))
+            std::thread::spawn(move || recover(i, &survivors, killed, limit, acked))
         })
         .collect();
     let recovered: Vec<Recovered> = clients
@@ -470,6 +482,20 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
         wrong: recovered.iter().filter(|r| r.wrong).count() as u64,
         failures,
     })
+}
+
+/// Stops `child` with SIGSTOP (through the `kill` program: this crate makes no signal calls
+/// of its own).
+fn freeze(child: &Child) -> anyhow::Result<()> {
+    let status = std::process::Command::new("kill")
+        .arg("-STOP")
+        .arg(child.id().to_string())
+        .status()
+        .context("cannot run kill -STOP")?;
+    if !status.success() {
+        bail!("kill -STOP {} failed ({status})", child.id());
+    }
+    Ok(())
 }
 
 /// The median of the values seen (`None` if a run did not see the phase).
@@ -561,6 +587,7 @@ pub fn run(args: FailoverArgs) -> anyhow::Result<ExitCode> {
                 "counters": args.counters,
                 "store": args.store,
                 "victim": format!("{:?}", args.victim).to_lowercase(),
+                "failure": if args.silent { "sigstop" } else { "sigkill" },
                 "settings": args.settings,
                 "runs": runs,
                 "median": medians,

@@ -374,6 +374,17 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// The store's identity: chosen at random when the store was created and kept with its
+    /// data, so every process that opens the same store (the same SQLite file under any path,
+    /// the same PostgreSQL database through any host name) reads the same one, and two
+    /// stores never share one. Nodes compare it when one joins another: a durable entity
+    /// that moves between nodes keeps its history only if both use the same store.
+    fn identity(&self) -> &str;
+
+    /// Where the store is, for messages: `sqlite:PATH`, `postgres://HOST:PORT/DATABASE`
+    /// (never a password), `memory:`.
+    fn location(&self) -> String;
+
     /// Stops the store: waits for the writes it already accepted to be answered, then releases
     /// its connections, threads and files. Calls after `close` fail with
     /// [`StoreError::Unavailable`]; closing twice is harmless. Dropping a store without closing

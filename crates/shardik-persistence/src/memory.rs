@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,7 +64,14 @@ type Clock = Arc<dyn Fn() -> Duration + Send + Sync>;
 pub struct MemoryStore {
     contents: Arc<Mutex<Contents>>,
     clock: Clock,
+    /// `memory-{process id}-{n}`: the n-th memory store this process made. Unique among the
+    /// stores a node could meet (a memory store is never shared across processes), and
+    /// counted rather than drawn at random, so that a simulation stays replayable.
+    identity: Arc<str>,
 }
+
+/// How many memory stores this process made.
+static MADE: AtomicU64 = AtomicU64::new(0);
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -93,9 +101,11 @@ impl MemoryStore {
     /// An empty store whose leases expire by `clock`: the time since an origin of the
     /// caller's choosing (a simulator's virtual time, say). It must never go back.
     pub fn with_clock(clock: impl Fn() -> Duration + Send + Sync + 'static) -> Self {
+        let n = MADE.fetch_add(1, Ordering::Relaxed) + 1;
         MemoryStore {
             contents: Arc::default(),
             clock: Arc::new(clock),
+            identity: Arc::from(format!("memory-{}-{n}", std::process::id())),
         }
     }
 
@@ -162,6 +172,14 @@ impl Store for MemoryStore {
     /// Only the nodes of one process share a memory store: a lease in it keeps no one else out.
     fn is_shared(&self) -> bool {
         false
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn location(&self) -> String {
+        "memory:".to_string()
     }
 
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {

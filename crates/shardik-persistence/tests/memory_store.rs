@@ -11,6 +11,15 @@ async fn the_memory_store_keeps_the_store_rules() {
     conformance::run_all(&MemoryStore::new()).await;
 }
 
+/// Clones share their store's identity (the nodes of one process that share a memory store
+/// are on one store); a new memory store has another.
+#[test]
+fn a_memory_store_and_its_clones_have_one_identity() {
+    let store = MemoryStore::new();
+    conformance::one_identity_per_store(&[&store, &store.clone()], &MemoryStore::new());
+    assert_eq!(store.location(), "memory:");
+}
+
 #[tokio::test]
 async fn two_writers_on_one_memory_store_never_interleave() {
     let store = MemoryStore::new();

@@ -94,7 +94,7 @@ async fn a_version_1_database_migrates_forward() {
     client
         .batch_execute(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
-             ALTER TABLE shardik_events DROP COLUMN manifest;
+             ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
              UPDATE shardik_schema SET version = 1;",
         )
         .await
@@ -112,7 +112,7 @@ async fn a_version_1_database_migrates_forward() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// A database of schema version 2 (events without manifests) is migrated forward at connect:
@@ -137,7 +137,7 @@ async fn a_version_2_database_gains_event_manifests() {
     let client = common::admin(&url).await;
     client
         .batch_execute(
-            "ALTER TABLE shardik_events DROP COLUMN manifest;
+            "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
              UPDATE shardik_schema SET version = 2;",
         )
         .await
@@ -161,7 +161,7 @@ async fn a_version_2_database_gains_event_manifests() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// Nodes starting together on an empty database migrate it once (the advisory lock), and all
@@ -170,8 +170,22 @@ async fn a_version_2_database_gains_event_manifests() {
 async fn nodes_starting_together_migrate_once() {
     let url = common::fresh_database().await;
     let starts = futures_util::future::join_all((0..4).map(|_| PostgresStore::connect(&url))).await;
-    for start in starts {
-        start.unwrap().close().await.unwrap();
+    let stores: Vec<PostgresStore> = starts.into_iter().map(Result::unwrap).collect();
+    // One identity for the database, however many nodes created it together; another
+    // database has another.
+    let other = PostgresStore::connect(&common::fresh_database().await)
+        .await
+        .unwrap();
+    let same: Vec<&dyn Store> = stores.iter().map(|s| s as &dyn Store).collect();
+    conformance::one_identity_per_store(&same, &other);
+    assert!(
+        other.location().starts_with("postgres://") && !other.location().contains('@'),
+        "{}",
+        other.location()
+    );
+    other.close().await.unwrap();
+    for store in stores {
+        store.close().await.unwrap();
     }
     let client = common::admin(&url).await;
     let rows = client

@@ -63,6 +63,34 @@ async fn two_sqlite_stores_on_one_file_never_interleave() {
     second.close().await.unwrap();
 }
 
+/// A file keeps the identity it got when it was created, under any path that leads to it
+/// (a symbolic link here), and another file has another.
+#[tokio::test]
+async fn a_file_has_one_identity_under_every_path_and_another_file_another() {
+    let dir = temp_dir();
+    let path = dir.path().join("one.db");
+    let first = SqliteStore::open(&path).await.unwrap();
+    let created = first.identity().to_string();
+    first.close().await.unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let again = SqliteStore::open(&path).await.unwrap();
+    let linked = SqliteStore::open(&link).await.unwrap();
+    let other = SqliteStore::open(dir.path().join("other.db"))
+        .await
+        .unwrap();
+    conformance::one_identity_per_store(&[&again, &linked], &other);
+    assert_eq!(again.identity(), created, "kept across a reopen");
+    assert_eq!(created.len(), 32, "128 random bits in hex: {created}");
+    assert_eq!(
+        other.location(),
+        format!("sqlite:{}", dir.path().join("other.db").display())
+    );
+    for store in [again, linked, other] {
+        store.close().await.unwrap();
+    }
+}
+
 /// Processes started together (the nodes of a local cluster) open a new file at the same
 /// moment: every one of them opens it. Switching a new file to WAL mode needs it to itself,
 /// and SQLite refuses that at once, without waiting, when another connection is in the middle
@@ -75,13 +103,17 @@ async fn stores_opened_at_the_same_moment_on_a_new_file_all_open() {
         let opening: Vec<_> = (0..6)
             .map(|_| tokio::spawn(SqliteStore::open(path.clone())))
             .collect();
+        let mut identities = std::collections::BTreeSet::new();
         for open in opening {
             let store = open
                 .await
                 .unwrap()
                 .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            identities.insert(store.identity().to_string());
             store.close().await.unwrap();
         }
+        // The file got one identity, however many created it together.
+        assert_eq!(identities.len(), 1, "round {round}: {identities:?}");
     }
 }
 
@@ -458,7 +490,7 @@ async fn a_version_1_file_migrates_forward() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
-             ALTER TABLE shardik_events DROP COLUMN manifest;
+             ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
              UPDATE shardik_schema SET version = 1;",
         )
         .unwrap();
@@ -475,7 +507,7 @@ async fn a_version_1_file_migrates_forward() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// A file of schema version 2 (events without manifests) is migrated forward when opened: its
@@ -494,7 +526,7 @@ async fn a_version_2_file_gains_event_manifests() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "ALTER TABLE shardik_events DROP COLUMN manifest;
+            "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
              UPDATE shardik_schema SET version = 2;",
         )
         .unwrap();
@@ -530,7 +562,7 @@ async fn a_version_2_file_gains_event_manifests() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// Set in the child process of the test below: the database file its contenders use.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::membership::{
-    Address, ClusterEvent, JoinConfigCompatChecker, ShutdownReason, UniqueAddress,
+    Address, ClusterEvent, JoinConfigCompatChecker, SameStore, ShutdownReason, UniqueAddress,
 };
 use shardik_core::node::NodeSettings;
 use shardik_persistence::{Store, StoreError};
@@ -54,14 +54,46 @@ impl std::fmt::Debug for Node {
 struct NodePersistence {
     settings: Settings,
     opened: tokio::sync::OnceCell<Persistence>,
+    /// Set once the node has asked to join: a store opened after that was not compared with
+    /// the cluster's (see `membership::same_store`).
+    joined: std::sync::atomic::AtomicBool,
 }
 
 impl NodePersistence {
     async fn get(&self) -> Result<Persistence, StoreError> {
         self.opened
-            .get_or_try_init(|| Persistence::from_settings(&self.settings))
+            .get_or_try_init(|| async {
+                let persistence = Persistence::from_settings(&self.settings).await?;
+                if self.joined.load(std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        store = %persistence.store().location(),
+                        "the node's store was opened after the node joined, so the cluster \
+                         could not check that every node uses this same store (durable \
+                         entities that move between nodes on different stores lose their \
+                         history): build the node with NodeBuilder::persistence() to open it \
+                         before joining"
+                    );
+                }
+                Ok(persistence)
+            })
             .await
             .cloned()
+    }
+
+    /// The join check of the node's store ([`SameStore`]), when it is open before the node
+    /// joins; and a warning when it is a store of this process only.
+    fn same_store_check(&self) -> Option<SameStore> {
+        let store = self.opened.get()?.store();
+        if !store.is_shared() {
+            tracing::warn!(
+                store = %store.location(),
+                "the node's store keeps everything in this process: it is for tests, since \
+                 durable entities lose their history when the process ends or they move to \
+                 another node, and its leases keep no other process out; give a cluster of \
+                 several processes one SQLite file (one machine) or one PostgreSQL server"
+            );
+        }
+        Some(SameStore::new(store.identity(), store.location()))
     }
 }
 
@@ -320,6 +352,12 @@ impl NodeBuilder {
     /// so that a store that cannot be opened stops the node with [`StartError::Store`] instead
     /// of failing the first entity after the node became a member (a node that joined and then
     /// stopped makes the cluster move shards twice for nothing).
+    ///
+    /// A store open before the node joins (this, [`store`](Self::store), or lease-majority's
+    /// lease) is also compared with the cluster's: its identity travels with the join, and a
+    /// member on another store refuses the node, naming both stores
+    /// ([`SameStore`](shardik_core::membership::SameStore)). Every node with durable entities
+    /// should open its store this way.
     pub fn persistence(mut self) -> Self {
         self.open_store_at_start = true;
         self
@@ -461,6 +499,7 @@ impl NodeBuilder {
         // Bad TLS files stop the node here, with the key and file in the message.
         let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
         let persistence = NodePersistence {
+            joined: std::sync::atomic::AtomicBool::new(false),
             settings: self.settings.clone(),
             opened: match &self.store {
                 Some(store) => {
@@ -505,6 +544,13 @@ impl NodeBuilder {
             .join_compat
             .checkers
             .extend(self.join_checkers.iter().cloned());
+        // Every node on one store: a joiner on another is refused (see `SameStore`).
+        if let Some(check) = persistence.same_store_check() {
+            membership.join_compat.checkers.push(Arc::new(check));
+        }
+        persistence
+            .joined
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let running = node::start_with_sbr_lease(
             NodeOptions {
                 bind: addresses.bind.clone(),

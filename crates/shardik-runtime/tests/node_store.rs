@@ -111,3 +111,106 @@ async fn a_store_that_cannot_be_opened_stops_a_node_that_asked_for_it_at_start()
     assert!(err.contains("no-such-dir"), "{err}");
     node.leave().await;
 }
+
+/// A node on `url` that joins through `seed`, opening its store before it joins.
+fn joiner_on_store(url: &str, seed: &shardik_core::membership::Address) -> NodeBuilder {
+    let mut settings = settings_with_store(url);
+    settings.cluster.seed_node_timeout = Duration::from_millis(300);
+    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
+    let address: shardik_core::membership::Address = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
+    Node::builder(settings)
+        .bind(address)
+        .seeds([seed.clone()])
+        .persistence()
+}
+
+/// One store per cluster: a node whose store is another file is refused at join, with a
+/// message naming both stores and the fix, and stops (exit code 4); a node on the same file,
+/// reached through another path, joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_on_another_store_is_refused_naming_both_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("cluster.db");
+    let first = node_on_free_port(settings_with_store(&format!("sqlite:{}", ours.display())))
+        .persistence()
+        .start()
+        .await
+        .unwrap();
+    first.wait_until_up().await.unwrap();
+    let seed = first.self_node().address.clone();
+
+    let theirs = dir.path().join("own.db");
+    let refused = joiner_on_store(&format!("sqlite:{}", theirs.display()), &seed)
+        .start()
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(common::BOUND, refused.wait())
+        .await
+        .expect("the joiner on another store was neither refused nor stopped");
+    let shardik_core::membership::ShutdownReason::IncompatibleConfig(why) = &reason else {
+        panic!("stopped for another reason: {reason:?}");
+    };
+    assert_eq!(reason.exit_code(), 4);
+    for part in [
+        "`persistence.store` differs",
+        &format!("sqlite:{}", ours.display()),
+        &format!("sqlite:{}", theirs.display()),
+        "one PostgreSQL server",
+        "one SQLite file",
+    ] {
+        assert!(why.contains(part), "{part:?} missing from: {why}");
+    }
+
+    // The same file under another name is the same store.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&ours, &link).unwrap();
+    let welcome = joiner_on_store(&format!("sqlite:{}", link.display()), &seed)
+        .start()
+        .await
+        .unwrap();
+    tokio::time::timeout(common::BOUND, welcome.wait_until_up())
+        .await
+        .expect("the node on the same store did not get Up")
+        .unwrap();
+    assert_eq!(
+        welcome.persistence().await.unwrap().store().identity(),
+        first.persistence().await.unwrap().store().identity()
+    );
+    welcome.leave().await;
+    first.leave().await;
+}
+
+/// With `enforce-on-join` off on the member, a node on another store is let in (the member
+/// warns, as for every other key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enforce_on_join_off_lets_a_node_on_another_store_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings =
+        settings_with_store(&format!("sqlite:{}", dir.path().join("a.db").display()));
+    settings
+        .cluster
+        .configuration_compatibility_check
+        .enforce_on_join = false;
+    let first = node_on_free_port(settings)
+        .persistence()
+        .start()
+        .await
+        .unwrap();
+    first.wait_until_up().await.unwrap();
+    let seed = first.self_node().address.clone();
+    let other = joiner_on_store(
+        &format!("sqlite:{}", dir.path().join("b.db").display()),
+        &seed,
+    )
+    .start()
+    .await
+    .unwrap();
+    tokio::time::timeout(common::BOUND, other.wait_until_up())
+        .await
+        .expect("the node on another store was not let in")
+        .unwrap();
+    other.leave().await;
+    first.leave().await;
+}

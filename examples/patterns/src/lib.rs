@@ -23,17 +23,36 @@ pub fn addresses(n: usize) -> Result<Vec<Address>, Box<dyn std::error::Error>> {
 }
 
 /// Starts one node per address, the first forming the cluster and the others joining it, and
-/// waits until all are Up. Settings come from the defaults and `SHARDIK_*` variables. A node
-/// opens its store (`Node::persistence`: by default `sqlite:{persistence.data-dir}/shardik.db`,
-/// one file the nodes of a machine share) when a program first asks for it.
+/// waits until all are Up. Settings come from the defaults and `SHARDIK_*` variables. The
+/// nodes open no store; a program with durable entities starts them with
+/// [`start_durable_cluster`].
 pub async fn start_cluster(addresses: &[Address]) -> Result<Vec<Node>, Box<dyn std::error::Error>> {
+    start(addresses, false).await
+}
+
+/// As [`start_cluster`], for programs with durable entities: each node opens its store
+/// (`Node::persistence`: by default `sqlite:{persistence.data-dir}/shardik.db`, one file the
+/// nodes of a machine share) before it joins, so that a member on another store refuses it
+/// instead of letting durable entities move to a node that lacks their history.
+pub async fn start_durable_cluster(
+    addresses: &[Address],
+) -> Result<Vec<Node>, Box<dyn std::error::Error>> {
+    start(addresses, true).await
+}
+
+async fn start(
+    addresses: &[Address],
+    durable: bool,
+) -> Result<Vec<Node>, Box<dyn std::error::Error>> {
     let mut nodes = Vec::new();
     for address in addresses {
-        let node = Node::builder(Settings::load(None)?)
+        let mut builder = Node::builder(Settings::load(None)?)
             .bind(address.clone())
-            .seeds([addresses[0].clone()])
-            .start()
-            .await?;
+            .seeds([addresses[0].clone()]);
+        if durable {
+            builder = builder.persistence();
+        }
+        let node = builder.start().await?;
         node.wait_until_up().await?;
         nodes.push(node);
     }

@@ -12,6 +12,7 @@ pub mod node;
 pub mod phi;
 pub mod reachability;
 pub mod ring;
+pub mod same_store;
 pub mod sbr;
 pub mod vclock;
 
@@ -26,4 +27,5 @@ pub use node::{
     Command, CommandError, DropReason, Effect, Input, Membership, MembershipStats, ShutdownReason,
 };
 pub use reachability::{Reachability, ReachabilityStatus};
+pub use same_store::SameStore;
 pub use vclock::VectorClock;

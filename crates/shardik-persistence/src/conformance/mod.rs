@@ -81,6 +81,30 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     lease_arguments_are_checked(store).await;
 }
 
+/// Stores opened on the same data (`same`: the same file or database, opened again, maybe by
+/// another process) have one identity; a store on other data (`other`) has another. The
+/// identity is what nodes compare when one joins another, so it must not depend on who
+/// opened the store, or how.
+pub fn one_identity_per_store(same: &[&dyn Store], other: &dyn Store) {
+    let first = same.first().expect("at least one store").identity();
+    assert!(!first.is_empty(), "a store has an identity");
+    for store in same {
+        assert_eq!(
+            store.identity(),
+            first,
+            "{} opened twice has two identities",
+            store.location()
+        );
+    }
+    assert_ne!(
+        other.identity(),
+        first,
+        "{} and {} share an identity",
+        other.location(),
+        same[0].location()
+    );
+}
+
 /// Events come back in order, bounded by range and count; the highest number is known.
 pub async fn journal_round_trip<S: Store + ?Sized>(store: &S) {
     let pid = persistence_id(&fresh("rt"), "a");

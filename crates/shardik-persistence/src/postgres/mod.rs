@@ -58,6 +58,10 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 pub struct PostgresStore {
     pool: Pool,
     err: PgErr,
+    /// Read at open (schema version 4): see [`Store::identity`].
+    identity: String,
+    /// `postgres://HOST:PORT/DATABASE`, for messages.
+    location: String,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -127,6 +131,11 @@ impl PostgresStore {
         let err = PgErr {
             server: Arc::from(server_name(&config)),
         };
+        let location = format!(
+            "postgres://{}/{}",
+            err.server,
+            config.get_dbname().unwrap_or("")
+        );
         let manager = Manager::from_config(
             config,
             tls,
@@ -143,11 +152,16 @@ impl PostgresStore {
             .create_timeout(Some(CREATE_TIMEOUT))
             .build()
             .map_err(|e| StoreError::Failed(format!("cannot build the connection pool: {e}")))?;
-        let store = PostgresStore { pool, err };
-        let mut client = store.client().await?;
-        schema::migrate(&mut client, &store.err).await?;
+        let mut client = pool.get().await.map_err(|e| err.pool(e))?;
+        schema::migrate(&mut client, &err).await?;
+        let identity = schema::read_identity(&client, &err).await?;
         drop(client);
-        Ok(store)
+        Ok(PostgresStore {
+            pool,
+            err,
+            identity,
+            location,
+        })
     }
 
     /// Reads a `(number, payload)` row: a snapshot's sequence number or a state's revision.
@@ -216,6 +230,14 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
         Box::pin(async move {
             if writes.is_empty() {

@@ -26,6 +26,10 @@ use crate::StoreError;
 /// Version 3, event manifests: each event keeps what its writer says it is (format and
 /// version), so that a later version of the program can read, or adapt, an event written by an
 /// earlier one. Events from before have none (`NULL`, read as empty).
+///
+/// Version 4, the store's identity: one row, drawn at random by the server
+/// (`gen_random_uuid`, PostgreSQL 13 and later) in the migration's transaction, so it is
+/// written once per database whatever number of nodes start together.
 const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE shardik_events (
@@ -74,6 +78,10 @@ const MIGRATIONS: &[&str] = &[
 "#,
     r#"
     ALTER TABLE shardik_events ADD COLUMN manifest TEXT COLLATE "C";
+"#,
+    r#"
+    CREATE TABLE shardik_store (id TEXT COLLATE "C" NOT NULL);
+    INSERT INTO shardik_store (id) VALUES (replace(gen_random_uuid()::text, '-', ''));
 "#,
 ];
 
@@ -158,5 +166,26 @@ pub(super) async fn migrate(client: &mut Client, err: &PgErr) -> Result<(), Stor
             let _ = tx.rollback().await;
             Err(refused)
         }
+    }
+}
+
+/// The store's identity (schema version 4), once the schema is current.
+pub(super) async fn read_identity(client: &Client, err: &PgErr) -> Result<String, StoreError> {
+    let rows = client
+        .query("SELECT id FROM shardik_store", &[])
+        .await
+        .map_err(|e| err.query("reading the store's identity", e))?;
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .map_err(|e| err.decode("the store's identity", e))?;
+    match ids.as_slice() {
+        [id] if !id.is_empty() => Ok(id.clone()),
+        _ => Err(StoreError::Corrupt(format!(
+            "shardik_store on {} holds {} identities, where shardik writes exactly one",
+            err.server,
+            ids.len()
+        ))),
     }
 }

@@ -54,6 +54,8 @@ const QUEUE: usize = 1024;
 /// write) hold across all of them.
 pub struct SqliteStore {
     path: Arc<Path>,
+    /// Read at open (schema version 4): see [`Store::identity`].
+    identity: String,
     writer: mpsc::Sender<WriterMsg>,
     reader: mpsc::Sender<ReaderMsg>,
 }
@@ -115,6 +117,7 @@ impl SqliteStore {
             )));
         }
         schema::migrate(&writer_conn, &path)?;
+        let identity = schema::read_identity(&writer_conn, &path)?;
         let reader_conn = connect(&path)?;
         // The reader only reads; this makes a mistake an error instead of a write.
         reader_conn
@@ -136,6 +139,7 @@ impl SqliteStore {
         })?;
         Ok(SqliteStore {
             path,
+            identity,
             writer,
             reader,
         })
@@ -296,6 +300,14 @@ impl<T> Ctx<T> for rusqlite::Result<T> {
 }
 
 impl Store for SqliteStore {
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn location(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
         if writes.is_empty() {
             return Box::pin(std::future::ready(Ok(Vec::new())));

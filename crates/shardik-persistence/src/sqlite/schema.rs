@@ -28,6 +28,10 @@ use crate::StoreError;
 /// Version 3, event manifests: each event keeps what its writer says it is (format and
 /// version), so that a later version of the program can read, or adapt, an event written by an
 /// earlier one. Events from before have none (`NULL`, read as empty).
+///
+/// Version 4, the store's identity: one row, drawn at random (128 bits from SQLite's own
+/// generator) in the transaction that creates the table, so it is written once per file
+/// whatever number of processes open it together (see [`read_identity`]).
 const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE shardik_events (
@@ -76,6 +80,10 @@ const MIGRATIONS: &[&str] = &[
 ",
     "
     ALTER TABLE shardik_events ADD COLUMN manifest TEXT;
+",
+    "
+    CREATE TABLE shardik_store (id TEXT NOT NULL);
+    INSERT INTO shardik_store (id) VALUES (lower(hex(randomblob(16))));
 ",
 ];
 
@@ -286,4 +294,23 @@ fn migrate_in_transaction(conn: &Connection, path: &Path) -> Result<(), StoreErr
     conn.execute("UPDATE shardik_schema SET version = ?1", [CURRENT])
         .ctx(path, "recording the schema version")?;
     Ok(())
+}
+
+/// The store's identity (schema version 4), from a connection whose schema is current.
+pub(super) fn read_identity(conn: &Connection, path: &Path) -> Result<String, StoreError> {
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM shardik_store")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| row.get(0))?
+                .collect::<Result<_, _>>()
+        })
+        .ctx(path, "reading the store's identity")?;
+    match ids.as_slice() {
+        [id] if !id.is_empty() => Ok(id.clone()),
+        _ => Err(StoreError::Corrupt(format!(
+            "{}: shardik_store holds {} identities, where shardik writes exactly one",
+            path.display(),
+            ids.len()
+        ))),
+    }
 }

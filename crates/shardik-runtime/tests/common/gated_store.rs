@@ -86,6 +86,14 @@ impl Store for GatedStore {
         self.inner.is_shared()
     }
 
+    fn identity(&self) -> &str {
+        self.inner.identity()
+    }
+
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+
     fn renew_lease<'a>(
         &'a self,
         name: &'a str,

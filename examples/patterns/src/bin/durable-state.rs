@@ -67,7 +67,7 @@ const ASK: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let nodes = patterns::start_cluster(&patterns::addresses(1)?).await?;
+    let nodes = patterns::start_durable_cluster(&patterns::addresses(1)?).await?;
     let node = &nodes[0];
     let persistence = node.persistence().await?;
     node.sharding()

@@ -96,7 +96,7 @@ const ASK: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut nodes = patterns::start_cluster(&patterns::addresses(2)?).await?;
+    let mut nodes = patterns::start_durable_cluster(&patterns::addresses(2)?).await?;
     for node in &nodes {
         // The node's store: persistence.store, by default a SQLite file in persistence.data-dir.
         let persistence = node.persistence().await?;

@@ -33,7 +33,7 @@ const DEVICES: [&str; 6] = ["d1", "d2", "d3", "d4", "d5", "d6"];
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut nodes = patterns::start_cluster(&patterns::addresses(2)?).await?;
+    let mut nodes = patterns::start_durable_cluster(&patterns::addresses(2)?).await?;
     for node in &nodes {
         let store = Arc::clone(node.persistence().await?.store());
         node.sharding().init(
