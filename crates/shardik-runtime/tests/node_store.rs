@@ -126,6 +126,16 @@ fn joiner_on_store(url: &str, seed: &shardik_core::membership::Address) -> NodeB
         .persistence()
 }
 
+/// A node on `url` that joined through `seed` and is Up.
+async fn joined(url: &str, seed: &shardik_core::membership::Address) -> Node {
+    let node = joiner_on_store(url, seed).start().await.unwrap();
+    tokio::time::timeout(common::BOUND, node.wait_until_up())
+        .await
+        .unwrap_or_else(|_| panic!("the node on {url} was not let in"))
+        .unwrap();
+    node
+}
+
 /// One store per cluster: a node whose store is another file is refused at join, with a
 /// message naming both stores and the fix, and stops (exit code 4); a node on the same file,
 /// reached through another path, joins.
@@ -166,14 +176,7 @@ async fn a_node_on_another_store_is_refused_naming_both_stores() {
     // The same file under another name is the same store.
     let link = dir.path().join("link.db");
     std::os::unix::fs::symlink(&ours, &link).unwrap();
-    let welcome = joiner_on_store(&format!("sqlite:{}", link.display()), &seed)
-        .start()
-        .await
-        .unwrap();
-    tokio::time::timeout(common::BOUND, welcome.wait_until_up())
-        .await
-        .expect("the node on the same store did not get Up")
-        .unwrap();
+    let welcome = joined(&format!("sqlite:{}", link.display()), &seed).await;
     assert_eq!(
         welcome.persistence().await.unwrap().store().identity(),
         first.persistence().await.unwrap().store().identity()
@@ -200,17 +203,11 @@ async fn enforce_on_join_off_lets_a_node_on_another_store_in() {
         .unwrap();
     first.wait_until_up().await.unwrap();
     let seed = first.self_node().address.clone();
-    let other = joiner_on_store(
+    let other = joined(
         &format!("sqlite:{}", dir.path().join("b.db").display()),
         &seed,
     )
-    .start()
-    .await
-    .unwrap();
-    tokio::time::timeout(common::BOUND, other.wait_until_up())
-        .await
-        .expect("the node on another store was not let in")
-        .unwrap();
+    .await;
     other.leave().await;
     first.leave().await;
 }
