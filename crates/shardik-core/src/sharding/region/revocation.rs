@@ -34,12 +34,6 @@ impl<M> Region<M> {
             return;
         }
         for shard in shards {
-            // Marked only while still hosted: a resent revocation of a shard given up already
-            // must not mark it again (a new nonce would drop what senders now route here), and
-            // one naming shards this region never held must add nothing.
-            if self.hosted.contains_key(&shard) {
-                self.mark_order_broken(&shard);
-            }
             self.stop_revoked(&shard, out);
             self.give_up_lease(&shard, out);
             self.early_drains.remove(&shard);
@@ -47,6 +41,7 @@ impl<M> Region<M> {
             self.handover_pending.remove(&shard);
             self.homes.remove(&shard);
             self.forget_told(&shard);
+            self.mark_order_broken(&shard);
             self.keep_only_own_messages(&shard, out);
             out.push(RegionEffect::Send {
                 to: from.clone(),
