@@ -114,14 +114,7 @@ async fn a_store_that_cannot_be_opened_stops_a_node_that_asked_for_it_at_start()
 
 /// A node on `url` that joins through `seed`, opening its store before it joins.
 fn joiner_on_store(url: &str, seed: &shardik_core::membership::Address) -> NodeBuilder {
-    let mut settings = settings_with_store(url);
-    settings.cluster.seed_node_timeout = Duration::from_millis(300);
-    settings.cluster.periodic_tasks_initial_delay = Duration::from_millis(50);
-    let address: shardik_core::membership::Address = format!("127.0.0.1:{}", common::free_port())
-        .parse()
-        .unwrap();
-    Node::builder(settings)
-        .bind(address)
+    node_on_free_port(settings_with_store(url))
         .seeds([seed.clone()])
         .persistence()
 }
