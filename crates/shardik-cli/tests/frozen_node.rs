@@ -1,6 +1,6 @@
-//! A node frozen with SIGSTOP past the shipped timeouts and then resumed (issue 24): while it
-//! is frozen its durable counters run again on the survivors, and once it wakes it answers
-//! nothing stale and writes nothing. The timers are as shipped (failure detection, the
+//! A node frozen with SIGSTOP past the shipped timeouts and then resumed (issues 24 and 43):
+//! while it is frozen its durable counters run again on the survivors (moved once their leases
+//! lapsed in the store), and once it wakes it answers nothing stale and writes nothing. The timers are as shipped (failure detection, the
 //! resolver's 20 s stable-after, leases "auto" on the SQLite store with their 6 s
 //! time-to-live); only the shard count and the sharding retry timers are the fast ones.
 
@@ -61,7 +61,8 @@ async fn a_node_frozen_past_its_leases_answers_nothing_stale_and_writes_nothing_
     }
 
     // Freeze the youngest node (the coordinators run on the oldest). Its counters answer again
-    // through the survivors once it is downed and its leases have run out.
+    // through the survivors once its leases have run out in the store: the coordinator moves
+    // its shards then, before the resolver downs it (issue 43), so it may wake still a member.
     let frozen_at = Instant::now();
     nodes[2].signal("STOP");
     let survivors = &managements[..2];

@@ -48,6 +48,9 @@ impl Settings {
                 min_members,
                 forward_handoff: mode == HandOffMode::Forward,
                 unheard_warning_after: sh.unheard_region_warning_after,
+                // Set per kind, once it is known whether both its shards and its coordinator
+                // run under leases (`ShardingSettings::kind_node_settings`).
+                lease_takeover: None,
             },
             allocation: sh.allocation_settings(),
             down_removal_margin: self.cluster.effective_down_removal_margin(),

@@ -25,10 +25,14 @@
 //! Keys are whatever the user of the keeper leases: shards in a region, the coordinator, or
 //! `()` for a single lease.
 
+pub mod witness;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::Instant;
+
+pub use witness::{Lapse, StoreLease, owner_name};
 
 /// The timing of leases (`[coordination.lease]` and `lease-retry-interval`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -12,5 +12,5 @@ use shardik_core::membership::UniqueAddress;
 /// that a restarted node is a new owner and never mistakes its predecessor's tenure for its
 /// own.
 pub fn owner_for(node: &UniqueAddress) -> String {
-    node.to_string()
+    shardik_core::lease::owner_name(node)
 }

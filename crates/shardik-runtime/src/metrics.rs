@@ -108,6 +108,9 @@ pub const LEASE_ACQUISITIONS_TOTAL: &str = "shardik_lease_acquisitions_total";
 /// Leases this node held and lost (counter; label `reason` = `refused`: the store says it is no
 /// longer ours, `expired`: no renewal succeeded before it would expire).
 pub const LEASE_LOSSES_TOTAL: &str = "shardik_lease_losses_total";
+/// Shards this node's coordinator took from a silent member because the store said their
+/// leases had lapsed, before the member was downed (counter).
+pub const SHARDS_TAKEN_OVER_TOTAL: &str = "shardik_sharding_shards_taken_over_total";
 /// Renewals of held leases that failed (store error or timeout) (counter). A lease is lost
 /// only when renewals keep failing until it would expire.
 pub const LEASE_RENEWAL_FAILURES_TOTAL: &str = "shardik_lease_renewal_failures_total";
@@ -149,7 +152,7 @@ pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
 pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 42] = [
+pub const ALL_NAMES: [&str; 43] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     CLUSTER_PREPARING_FOR_SHUTDOWN,
@@ -183,6 +186,7 @@ pub const ALL_NAMES: [&str; 42] = [
     LEASE_ACQUISITIONS_TOTAL,
     LEASE_LOSSES_TOTAL,
     LEASE_RENEWAL_FAILURES_TOTAL,
+    SHARDS_TAKEN_OVER_TOTAL,
     SELF_FENCES_TOTAL,
     SBR_DECISIONS_TOTAL,
     SBR_LEASE_REQUESTS_TOTAL,
@@ -367,6 +371,11 @@ pub fn describe_all() {
         LEASE_LOSSES_TOTAL,
         Unit::Count,
         "Leases this node held and lost, by reason (refused by the store, or expired)."
+    );
+    describe_counter!(
+        SHARDS_TAKEN_OVER_TOTAL,
+        Unit::Count,
+        "Shards taken from a silent member once the store said their leases had lapsed."
     );
     describe_counter!(
         LEASE_RENEWAL_FAILURES_TOTAL,

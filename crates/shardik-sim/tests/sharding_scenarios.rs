@@ -874,6 +874,11 @@ struct Variant {
     /// Crashes are silent (the crashed node's machine refuses no connection), as every crash
     /// was before refusals were modelled: the scenarios that reproduce a fault found then.
     silent_crashes: bool,
+    /// Nodes may also lose the store (not their peers) for a while: one more fault to draw
+    /// from, drawn only in this variant so that the other seeds keep their fault sequences.
+    /// (Every partition already cuts nodes off from their peers and not from the store: the
+    /// simulated store is reached whatever the partitions.)
+    store_cuts: bool,
 }
 
 /// No lease, even for durable entities (whose default, "auto", takes them): the scenarios that
@@ -900,6 +905,7 @@ fn chaos_run(
         entities,
         config,
         silent_crashes,
+        store_cuts,
     } = variant;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
     let mode = if seed % 2 == 0 {
@@ -940,7 +946,9 @@ fn chaos_run(
     for _ in 0..rng.random_range(3..8) {
         let slots = s.world().len();
         let victim = rng.random_range(0..slots);
-        match rng.random_range(0..6) {
+        let faults = if store_cuts { 7 } else { 6 };
+        match rng.random_range(0..faults) {
+            6 => s.cut_from_store(victim, Duration::from_millis(rng.random_range(500..15_000))),
             0 => s.crash(victim),
             // Under leases, pauses may outlast a lease (and the resolver): the paused node
             // wakes up holding shards whose leases others may have taken meanwhile.
@@ -1251,7 +1259,8 @@ fn graceful_churn_in_forward_mode_loses_nothing() {
 /// (default `1..500`) and lists those that fail; the variant `SHARDIK_SIM_SETTLE=reachability`
 /// runs [`Settle::Reachability`], `SHARDIK_SIM_DURABLE=1` the durable-entity variant
 /// ([`durable_chaos`]), `SHARDIK_SIM_LEASES=1` the leased one ([`leased_chaos`]) and
-/// `SHARDIK_SIM_LIFECYCLE=1` the entity-lifecycle one ([`lifecycle_chaos`]); `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
+/// `SHARDIK_SIM_LIFECYCLE=1` the entity-lifecycle one ([`lifecycle_chaos`]),
+/// `SHARDIK_SIM_STORE_CUTS=1` (with the leased one) nodes losing the store; `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
 /// them. For hunting: `cargo test -p shardik-sim --test
 /// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
 #[test]
@@ -1267,13 +1276,14 @@ fn many_seeds() {
     let durable = std::env::var("SHARDIK_SIM_DURABLE").is_ok_and(|v| v == "1");
     let leases = std::env::var("SHARDIK_SIM_LEASES").is_ok_and(|v| v == "1");
     let lifecycle = std::env::var("SHARDIK_SIM_LIFECYCLE").is_ok_and(|v| v == "1");
+    let store_cuts = std::env::var("SHARDIK_SIM_STORE_CUTS").is_ok_and(|v| v == "1");
     let failed: Vec<u64> = (from..to)
         .filter(|&seed| {
             std::panic::catch_unwind(|| {
                 if lifecycle {
                     lifecycle_chaos(seed);
                 } else if leases {
-                    leased_chaos(seed, settle);
+                    leased_chaos_with(seed, settle, store_cuts);
                 } else if durable {
                     durable_chaos(seed);
                 } else {
@@ -1313,6 +1323,7 @@ fn durable_spec(seed: u64) -> DurableSpec {
             limit: 3,
             restart_after: Duration::from_secs(2),
         },
+        reads_say_every_lease_lapsed: false,
     }
 }
 
@@ -1445,11 +1456,17 @@ fn two_live_copies_of_a_durable_entity_cannot_interleave_their_journal() {
 /// of everything [`durable_chaos`] checks: no entity and no shard ever runs on two nodes at
 /// once, counting a copy on a node whose lease has passed its deadline (a paused node, which
 /// checks its lease before it delivers anything) as stopped.
-fn leased_chaos(seed: u64, settle: Settle) -> (StoreStats, usize) {
+fn leased_chaos(seed: u64, settle: Settle) -> (StoreStats, usize, usize) {
+    leased_chaos_with(seed, settle, false)
+}
+
+/// [`leased_chaos`], with nodes also losing the store for a while when `store_cuts`.
+fn leased_chaos_with(seed: u64, settle: Settle, store_cuts: bool) -> (StoreStats, usize, usize) {
     let spec = Some(durable_spec(seed));
     let variant = Variant {
         durable: spec,
         leases: true,
+        store_cuts,
         ..Variant::default()
     };
     let mut s = chaos_run(seed, settle, Timing::FAST, variant, Expect::Clean);
@@ -1464,7 +1481,7 @@ fn leased_chaos(seed: u64, settle: Settle) -> (StoreStats, usize) {
     );
     let stats = s.store_stats().expect("a store").clone();
     assert!(stats.leases_granted > 0, "seed {seed}: no lease taken");
-    (stats, s.checker().fenced_copies())
+    (stats, s.checker().fenced_copies(), s.shards_taken_over())
 }
 
 /// The random scenario with leases, in its harder settling mode (a partition may be cut again
@@ -1475,20 +1492,68 @@ fn random_faults_with_leases_never_run_an_entity_twice() {
     let mut granted = 0;
     let mut fenced_writes = 0;
     let mut held_by_other = 0;
+    let mut taken_over = 0;
     for seed in 1..=150 {
-        let (stats, _) = leased_chaos(seed, Settle::Reachability);
+        let (stats, _, taken) = leased_chaos(seed, Settle::Reachability);
+        taken_over += taken;
         granted += stats.leases_granted;
         held_by_other += stats.leases_held_by_other;
         fenced_writes += stats.fenced_writes;
     }
     eprintln!(
         "150 seeds: {granted} leases granted, {held_by_other} acquisitions found the lease \
-         held, {fenced_writes} writes fenced"
+         held, {fenced_writes} writes fenced, {taken_over} shards taken from silent members"
     );
     assert!(
-        granted > 1000 && held_by_other > 0,
-        "{granted} {held_by_other}"
+        granted > 1000 && held_by_other > 0 && taken_over > 0,
+        "{granted} {held_by_other} {taken_over}"
     );
+}
+
+/// The random scenario with leases, where nodes also lose the store (and only the store) for
+/// up to 15 s: a node that cannot renew stops its shards by its own deadline, a coordinator
+/// that cannot read leases moves nothing early, and writes that wait out the cut meet the
+/// fence. Never two copies, never a reorder.
+#[test]
+fn random_faults_with_leases_and_store_cuts_never_run_an_entity_twice() {
+    let mut taken_over = 0;
+    for seed in 1..=150 {
+        let (_, _, taken) = leased_chaos_with(seed, Settle::Reachability, true);
+        taken_over += taken;
+    }
+    eprintln!("150 seeds with store cuts: {taken_over} shards taken from silent members");
+    assert!(taken_over > 0, "no shard was taken over");
+}
+
+/// The checker's own test: a store whose reads say every lease has lapsed makes coordinators
+/// move silent members' shards whose leases they still hold. The new home's acquisition
+/// still keeps a second copy out (the durable entities' invariants hold, which the run
+/// asserts), so only the checker's rule that a shard is never taken while its holder still
+/// counts on its lease can catch it; it must, within the seeds that take shards over when
+/// the store tells the truth.
+#[test]
+fn a_takeover_of_a_shard_whose_lease_has_not_lapsed_is_caught() {
+    let caught = (1..=150).find(|&seed| {
+        let mut spec = durable_spec(seed);
+        spec.reads_say_every_lease_lapsed = true;
+        let variant = Variant {
+            durable: Some(spec),
+            leases: true,
+            ..Variant::default()
+        };
+        let s = chaos_run(
+            seed,
+            Settle::Reachability,
+            Timing::FAST,
+            variant,
+            Expect::DurableOnly,
+        );
+        s.checker()
+            .violations()
+            .iter()
+            .any(|v| v.contains("while its lease there still counted"))
+    });
+    assert!(caught.is_some(), "no seed of 150 caught the lying store");
 }
 
 /// The seeds that run an entity twice without leases (see

@@ -437,6 +437,17 @@ fn protocol_to_pb(p: &Protocol) -> pb::ProtocolMessage {
             shard: shard(s),
             drained_from: drained_from.iter().map(unique_address_to_pb).collect(),
         }),
+        Protocol::RoutingHere { shard: s, nonce } => PM::RoutingHere(pb::RoutingHere {
+            shard: shard(s),
+            nonce: *nonce,
+        }),
+        Protocol::NotHere { shard: s, nonce } => PM::NotHere(pb::NotHere {
+            shard: shard(s),
+            nonce: *nonce,
+        }),
+        Protocol::ShardsRevoked { shards } => PM::ShardsRevoked(pb::ShardsRevoked {
+            shards: ids_to_pb(shards),
+        }),
         Protocol::HandOffDrained { shard: s } => {
             PM::HandOffDrained(pb::HandOffDrained { shard: shard(s) })
         }
@@ -703,6 +714,26 @@ fn protocol_from_pb(
             shard: shard(m.shard, limits, "HandOff")?,
             drained_from: address_list(m.drained_from, "HandOff.drained_from")?,
         },
+        PM::RoutingHere(m) => Protocol::RoutingHere {
+            shard: shard(m.shard, limits, "RoutingHere")?,
+            nonce: m.nonce,
+        },
+        PM::NotHere(m) => Protocol::NotHere {
+            shard: shard(m.shard, limits, "NotHere")?,
+            nonce: m.nonce,
+        },
+        PM::ShardsRevoked(m) => {
+            check_shard_count("ShardsRevoked.shards", m.shards.len(), limits)?;
+            let mut seen = HashSet::with_capacity(m.shards.len());
+            Protocol::ShardsRevoked {
+                shards: shard_list(
+                    m.shards,
+                    limits,
+                    |i| format!("ShardsRevoked.shards[{i}]"),
+                    &mut seen,
+                )?,
+            }
+        }
         PM::HandOffDrained(m) => Protocol::HandOffDrained {
             shard: shard(m.shard, limits, "HandOffDrained")?,
         },
@@ -883,9 +914,12 @@ mod tests {
             Protocol::HandOverDone { .. } => 14,
             Protocol::CoordinatorStarted { .. } => 15,
             Protocol::KindNotStarted { .. } => 16,
+            Protocol::ShardsRevoked { .. } => 17,
+            Protocol::RoutingHere { .. } => 18,
+            Protocol::NotHere { .. } => 19,
         }
     }
-    const VARIANTS: usize = 17;
+    const VARIANTS: usize = 20;
 
     fn all_protocol() -> Vec<Protocol> {
         vec![
@@ -954,6 +988,22 @@ mod tests {
             Protocol::HandOff {
                 shard: s("6"),
                 drained_from: vec![node(1), node(2)],
+            },
+            Protocol::RoutingHere {
+                shard: s("4"),
+                nonce: 0,
+            },
+            Protocol::RoutingHere {
+                shard: s("4"),
+                nonce: 7,
+            },
+            Protocol::NotHere {
+                shard: s("4"),
+                nonce: 7,
+            },
+            Protocol::ShardsRevoked { shards: vec![] },
+            Protocol::ShardsRevoked {
+                shards: vec![s("3"), s("9")],
             },
             Protocol::HandOffDrained { shard: s("8") },
             Protocol::HandOverDone { shard: s("8") },
@@ -1956,8 +2006,16 @@ mod tests {
                     drained_from: drained.into_iter().collect(),
                 }
             ),
+            proptest::collection::btree_set(arb_id(), 0..8).prop_map(|shards| {
+                Protocol::ShardsRevoked {
+                    shards: shards.into_iter().collect(),
+                }
+            }),
             arb_id().prop_map(|shard| Protocol::HandOffDrained { shard }),
             arb_id().prop_map(|shard| Protocol::HandOverDone { shard }),
+            (arb_id(), any::<u64>())
+                .prop_map(|(shard, nonce)| Protocol::RoutingHere { shard, nonce }),
+            (arb_id(), any::<u64>()).prop_map(|(shard, nonce)| Protocol::NotHere { shard, nonce }),
         ]
     }
 

@@ -139,7 +139,15 @@ impl ShardingSettings {
                 lease: self.region.lease.filter(|_| !proxy),
                 ..self.region.clone()
             },
-            coordinator: self.coordinator.clone(),
+            coordinator: CoordinatorSettings {
+                // Only a kind whose shards and coordinator both run under leases moves a
+                // silent member's shards on the store's word (coordinator/takeover.rs).
+                lease_takeover: self
+                    .region
+                    .lease
+                    .filter(|_| self.coordinator_lease.is_some() && !proxy),
+                ..self.coordinator.clone()
+            },
             role,
             proxy,
             down_removal_margin: self.margin_for_kind(),

@@ -64,14 +64,17 @@
 //! shards were retired and allocates them when asked, as the reference always does.
 
 mod state;
+pub mod takeover;
 pub mod unheard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub use state::{CoordinatorState, StateError, StateEvent};
+pub use takeover::LeasesRead;
 
 use crate::Instant;
+use crate::lease::LeaseTiming;
 use crate::membership::UniqueAddress;
 
 use super::allocation::{AllocationSnapshot, RegionEntry, ShardAllocationStrategy};
@@ -98,6 +101,11 @@ pub struct CoordinatorSettings {
     /// long while it holds allocation back is reported
     /// ([`CoordinatorEvent::RegionsUnheard`]).
     pub unheard_warning_after: Duration,
+    /// When the kind's shards and its coordinator both run under leases, their timing: the
+    /// shards of a silent member then move as soon as the store says their leases have
+    /// lapsed, without waiting for the member to be downed (see [`takeover`]). `None`: they
+    /// wait for the member's removal, as without leases.
+    pub lease_takeover: Option<LeaseTiming>,
 }
 
 impl Default for CoordinatorSettings {
@@ -109,6 +117,7 @@ impl Default for CoordinatorSettings {
             min_members: 1,
             forward_handoff: true,
             unheard_warning_after: Duration::from_secs(10),
+            lease_takeover: None,
         }
     }
 }
@@ -167,6 +176,22 @@ pub enum CoordinatorEvent {
         /// How many shards it had.
         shards: usize,
     },
+    /// The store said the leases of these shards of a silent region had lapsed: they were
+    /// taken from it and given other homes before its member was downed (see [`takeover`]).
+    ShardLeasesLapsed {
+        /// The silent region.
+        region: UniqueAddress,
+        /// The shards that moved.
+        shards: Vec<ShardId>,
+    },
+    /// Reading a silent region's shard leases from the store failed: nothing moved, and the
+    /// read is tried again after the lease retry interval.
+    LeaseReadFailed {
+        /// The silent region.
+        region: UniqueAddress,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// What the coordinator asks its runtime to do.
@@ -181,6 +206,15 @@ pub enum CoordinatorEffect {
     },
     /// Log or check.
     Event(CoordinatorEvent),
+    /// Read the leases of these shards from the store, each as the store sees it now by its
+    /// own clock, and answer with [`Coordinator::leases_read`] quoting `id`. An answer that
+    /// does not come within the lease operation timeout counts as failed.
+    ReadLeases {
+        /// Quoted back in the answer.
+        id: u64,
+        /// The shards.
+        shards: Vec<ShardId>,
+    },
 }
 
 #[derive(Debug)]
@@ -229,6 +263,9 @@ pub struct Coordinator<S> {
     /// Shards that lost their home while the cluster prepared for a full shutdown: never given
     /// another by this coordinator (see the module docs). At most one entry per shard.
     retired: BTreeSet<ShardId>,
+    /// Silent regions watched, and shards taken from them (see [`takeover`]), when the
+    /// kind's shards and coordinator run under leases.
+    takeover: Option<takeover::Takeover>,
 }
 
 impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
@@ -239,6 +276,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         strategy: S,
         now: Instant,
     ) -> Self {
+        let takeover = settings.lease_takeover.map(takeover::Takeover::new);
         Coordinator {
             epoch: me.uid.max(1),
             me,
@@ -259,6 +297,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             unanswered: BTreeMap::new(),
             preparing_noted: false,
             retired: BTreeSet::new(),
+            takeover,
         }
     }
 
@@ -370,6 +409,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 }
                 self.progress_hand_off(now, &shard, view, out);
             }
+            Protocol::ShardStopped { shard, .. } if self.revocation_answered(from, &shard) => {}
             Protocol::ShardStopped { shard, forwarding } => {
                 if forwarding && self.settings.forward_handoff {
                     self.predecessors.insert(shard.clone(), from.clone());
@@ -410,8 +450,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             | Protocol::HostShard { .. }
             | Protocol::BeginHandOff { .. }
             | Protocol::HandOff { .. }
+            | Protocol::ShardsRevoked { .. }
             | Protocol::HandOffDrained { .. }
-            | Protocol::HandOverDone { .. } => {}
+            | Protocol::HandOverDone { .. }
+            | Protocol::RoutingHere { .. }
+            | Protocol::NotHere { .. } => {}
         }
     }
 
@@ -439,7 +482,15 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 self.apply(StateEvent::RegionRegistered(from.clone()), out);
             }
             self.graceful.remove(from);
-            for shard in hosted {
+            let taken = self
+                .takeover
+                .as_ref()
+                .and_then(|t| t.revoked_from(from))
+                .cloned()
+                .unwrap_or_default();
+            // A shard taken from it that it has not heard of yet is not its to claim: it is
+            // told again right after the acknowledgement.
+            for shard in hosted.into_iter().filter(|s| !taken.contains(s)) {
                 match self.state.home(&shard) {
                     None => {
                         // A region that runs it says so: whatever retired it, it has a home.
@@ -447,6 +498,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                         self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
                     }
                     Some(home) if home == from => {}
+                    // Under the takeover, a region that went silent may still hold a shard
+                    // it was given (parked, its lease lapsed) whose revocation it never heard
+                    // (the coordinator that took it went away): the first claim stands, and
+                    // the lease decides who runs it, so this one is revoked.
+                    Some(_) if self.takeover.is_some() => self.take_stale_claim(from, shard),
                     Some(home) => out.push(CoordinatorEffect::Event(
                         CoordinatorEvent::ConflictingClaim {
                             shard,
@@ -461,6 +517,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         // It runs the kind now, whatever its node said before.
         self.not_started.remove(from);
         self.send(from, Protocol::RegisterAck, out);
+        self.resend_revocation(from, out);
         let homes: Vec<(UniqueAddress, Vec<ShardId>)> = self
             .state
             .regions()
@@ -642,6 +699,10 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             (home.clone(), now + self.settings.shard_start_timeout),
         );
         let waiting = self.unanswered.remove(&shard).unwrap_or_default();
+        let mut told = waiting.clone();
+        told.insert(requester.clone());
+        told.extend(predecessor.iter().cloned());
+        self.announce_new_home(&shard, &home, &told, out);
         let answer = Protocol::ShardHome {
             shard,
             region: home.clone(),
@@ -838,6 +899,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         out: &mut Vec<CoordinatorEffect>,
     ) {
         self.registered.remove(region);
+        self.forget_taken(region);
         self.not_started.remove(region);
         self.announced.remove(region);
         self.graceful.remove(region);
@@ -923,6 +985,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             self.progress_hand_off(now, &shard, view, out);
         }
         self.update_readiness(now, view, out);
+        self.watch_silent(now, view, out);
     }
 
     /// The next instant [`handle_timeout`](Self::handle_timeout) has work.
@@ -935,6 +998,9 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             next = next.min(*at);
         }
         if let Some(at) = self.unheard.poll_timeout() {
+            next = next.min(at);
+        }
+        if let Some(at) = self.takeover.as_ref().and_then(|t| t.poll_timeout()) {
             next = next.min(at);
         }
         Some(next)
@@ -978,6 +1044,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 self.unacked_hosts.remove(&shard);
             }
         }
+        self.takeover_due(now, out);
         if let Some(waited) = self.unheard.due(now) {
             out.push(CoordinatorEffect::Event(CoordinatorEvent::RegionsUnheard(
                 waited,
@@ -990,6 +1057,8 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 // not have heard that this one started.
                 self.announce(view, out);
             }
+            // Revocations a region may have missed go again while it can hear them.
+            self.watch_silent(now, view, out);
             self.rebalance(now, view, out);
         }
     }

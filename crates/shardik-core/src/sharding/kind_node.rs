@@ -33,7 +33,9 @@ use crate::Instant;
 use crate::membership::{Member, MemberStatus, UniqueAddress};
 
 use super::allocation::AllocationSnapshot;
-use super::coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
+use super::coordinator::{
+    Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings, LeasesRead,
+};
 use super::fence::{FenceChange, SelfFence};
 use super::protocol::Protocol;
 use super::region::{DropReason, Envelope, Region, RegionEffect, RegionSettings};
@@ -136,6 +138,13 @@ pub enum KindInput<M> {
         /// The answer.
         answer: LeaseAnswer,
     },
+    /// The store's answer to [`KindEffect::ReadShardLeases`] request `id`.
+    ShardLeasesRead {
+        /// The request's id.
+        id: u64,
+        /// Each shard's lease as the store saw it, or what went wrong.
+        answer: LeasesRead,
+    },
 }
 
 /// Where [`KindNode::route`] sent a message: most go straight to their entity or to their
@@ -216,6 +225,16 @@ pub enum KindEffect<M> {
     /// The region has stopped: its graceful shutdown finished (every shard handed off), or it
     /// was stopped (downed, removed, timed out, or [`KindInput::Stop`]). Emitted once.
     RegionStopped,
+    /// Read the leases of these shards from the store (each as the store sees it by its own
+    /// clock) and answer with [`KindInput::ShardLeasesRead`] quoting `id`: the coordinator
+    /// looks for the shards of a silent member that nobody serves any more. An answer later
+    /// than the lease operation timeout counts as failed.
+    ReadShardLeases {
+        /// Quoted back in the answer.
+        id: u64,
+        /// The shards.
+        shards: Vec<ShardId>,
+    },
     /// A store call on a lease: carry it out and answer acquisitions and renewals with
     /// [`KindInput::LeaseAnswered`]; a call that takes longer than the lease operation timeout
     /// may be answered late or never (the node counts it as failed).
@@ -282,6 +301,9 @@ pub struct KindNode<M> {
     coordinator_starts: u64,
     region_out: Vec<RegionEffect<M>>,
     coordinator_out: Vec<CoordinatorEffect>,
+    /// The latest `now` any call brought: a call long after it means this node was not run
+    /// meanwhile (see [`Region::woke_after`]).
+    last_run: Instant,
 }
 
 impl<M> std::fmt::Debug for KindNode<M> {
@@ -325,7 +347,22 @@ impl<M> KindNode<M> {
             coordinator_starts: 0,
             region_out: Vec::new(),
             coordinator_out: Vec::new(),
+            last_run: now,
         }
+    }
+
+    /// Notices a call that comes long after the previous one (a pause, a frozen process) and
+    /// tells the region before anything else is done.
+    fn notice_gap(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        let gap = now.saturating_duration_since(self.last_run);
+        self.last_run = self.last_run.max(now);
+        if gap.is_zero() {
+            return;
+        }
+        let mut rout = std::mem::take(&mut self.region_out);
+        self.region.woke_after(gap, &mut rout);
+        self.region_effects(&mut rout, out);
+        self.region_out = rout;
     }
 
     /// This node.
@@ -408,6 +445,7 @@ impl<M> KindNode<M> {
 
     /// Feeds one input; effects are pushed to `out`.
     pub fn handle(&mut self, now: Instant, input: KindInput<M>, out: &mut Vec<KindEffect<M>>) {
+        self.notice_gap(now, out);
         match input {
             KindInput::Membership {
                 members,
@@ -485,6 +523,14 @@ impl<M> KindNode<M> {
                 self.region_effects(&mut rout, out);
                 self.region_out = rout;
             }
+            KindInput::ShardLeasesRead { id, answer } => {
+                if let Some(c) = &mut self.coordinator {
+                    let mut cout = std::mem::take(&mut self.coordinator_out);
+                    c.leases_read(now, id, answer, &self.view, &mut cout);
+                    self.coordinator_effects(&mut cout, out);
+                    self.coordinator_out = cout;
+                }
+            }
             KindInput::LeaseAnswered {
                 key: LeaseKey::Coordinator,
                 id,
@@ -523,6 +569,7 @@ impl<M> KindNode<M> {
     /// Runs what is due at `now`: lingering members expiring, the hand-off limit on leaving,
     /// then the coordinator's and the region's timers.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
+        self.notice_gap(now, out);
         if self.view.expire(now) {
             self.view_changed(now, out);
         }
@@ -833,6 +880,9 @@ impl<M> KindNode<M> {
             match e {
                 CoordinatorEffect::Send { to, msg } => self.send(to, msg, out),
                 CoordinatorEffect::Event(event) => out.push(KindEffect::Coordinator(event)),
+                CoordinatorEffect::ReadLeases { id, shards } => {
+                    out.push(KindEffect::ReadShardLeases { id, shards })
+                }
             }
         }
         let raised = self

@@ -31,6 +31,8 @@ pub mod shard_id;
 pub mod view;
 
 #[cfg(test)]
+mod takeover_tests;
+#[cfg(test)]
 mod testkit;
 
 /// The lease holder's side lives in [`crate::lease`], shared with the split-brain resolver.

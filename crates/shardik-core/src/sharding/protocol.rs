@@ -122,6 +122,17 @@ pub enum Protocol {
         drained_from: Vec<UniqueAddress>,
     },
 
+    /// The coordinator gave these shards other homes without a hand-off: the receiving
+    /// region's node went silent and the store said the shards' leases had lapsed (see
+    /// `coordinator/takeover.rs`). The region stops hosting them (their entities stopped when
+    /// the lease was lost, or stop now) and answers each with
+    /// `ShardStopped { forwarding: false }`. Resent until answered, while the region's node
+    /// is a member.
+    ShardsRevoked {
+        /// The shards.
+        shards: Vec<ShardId>,
+    },
+
     // ---- region → region ----
     /// From a region that was routing to the shard's old home: nothing more follows from it.
     HandOffDrained {
@@ -133,6 +144,25 @@ pub enum Protocol {
     HandOverDone {
         /// The shard.
         shard: ShardId,
+    },
+    /// Under shard leases, from a region that forwards the shard's messages to the receiver,
+    /// before the first of them since it learnt the receiver as the shard's home (see
+    /// `region/routing_order.rs`).
+    RoutingHere {
+        /// The shard.
+        shard: ShardId,
+        /// The nonce of the receiver's last [`Protocol::NotHere`] for the shard, or 0.
+        nonce: u64,
+    },
+    /// The receiver's message for the shard was dropped here: the shard's lease changed hands
+    /// behind this node's back, and the message may have been sent before the receiver heard
+    /// of it. Forget this node as the home, ask the coordinator, and quote `nonce` when routing
+    /// here again.
+    NotHere {
+        /// The shard.
+        shard: ShardId,
+        /// Names the mark: quoted in the next [`Protocol::RoutingHere`] to this node.
+        nonce: u64,
     },
 }
 
@@ -171,8 +201,11 @@ impl Protocol {
             Protocol::HostShard { .. } => "HostShard",
             Protocol::BeginHandOff { .. } => "BeginHandOff",
             Protocol::HandOff { .. } => "HandOff",
+            Protocol::ShardsRevoked { .. } => "ShardsRevoked",
             Protocol::HandOffDrained { .. } => "HandOffDrained",
             Protocol::HandOverDone { .. } => "HandOverDone",
+            Protocol::RoutingHere { .. } => "RoutingHere",
+            Protocol::NotHere { .. } => "NotHere",
         }
     }
 }

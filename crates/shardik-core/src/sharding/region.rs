@@ -46,6 +46,10 @@
 //!   stopping at once;
 //! * `suspension.rs`: self-fencing ([`Region::suspend`], [`Region::resume`]);
 //! * `leases.rs`: shard leases (`use-lease`);
+//! * `revocation.rs`: shards the coordinator took away from a silent node whose leases had
+//!   lapsed;
+//! * `routing_order.rs`: per-sender order after a shard's lease changed hands behind this
+//!   region's back (which nodes' messages it takes then);
 //! * `timers.rs`: [`Region::poll_timeout`] and [`Region::handle_timeout`];
 //! * `hosted.rs` and `shard_map.rs`: the hosted shards' map with its index of running ones,
 //!   and the hashed map of shard homes.
@@ -220,11 +224,16 @@ pub enum RegionEffect<M> {
     },
 }
 
-/// A message waiting for its shard's home, with the node it came from (`None`: local).
+/// A message waiting for its shard's home, with the node it came from (`None`: local, or
+/// forwarded on as this region's own in a hand-off).
 #[derive(Debug)]
 struct Buffered<M> {
     from: Option<UniqueAddress>,
     env: Envelope<M>,
+    /// Sent by a sender on this node, as far as the region knows (a message held for a
+    /// predecessor does not say where it came from, so it is not): what may follow a shard
+    /// taken from this region to its next home (`revocation.rs`).
+    own: bool,
 }
 
 /// A hosted shard's state.
@@ -283,6 +292,16 @@ pub struct Region<M> {
     /// forwards. Only probed and pruned, never iterated in an order that matters, so a
     /// randomly seeded fast hash is safe here.
     homes: ShardMap<UniqueAddress>,
+    /// Under leases, the home this region last told it routes a shard's messages to
+    /// ([`Protocol::RoutingHere`]; see `routing_order.rs`).
+    told: ShardMap<UniqueAddress>,
+    /// Shards taken from this region, or whose lease another node held in between, each with
+    /// its mark: others' messages for them are dropped until they route here again.
+    order_broken: BTreeMap<ShardId, routing_order::Mark>,
+    /// Marks made so far: the next one's nonce.
+    marks_made: u64,
+    /// The last mark's nonce each shard's home quoted in a [`Protocol::NotHere`].
+    nonces: BTreeMap<ShardId, (UniqueAddress, u64)>,
     hosted: HostedShards<M>,
     buffers: BTreeMap<ShardId, VecDeque<Buffered<M>>>,
     buffered: usize,
@@ -328,6 +347,10 @@ impl<M> Region<M> {
                 next_attempt: Some(now),
             },
             homes: ShardMap::default(),
+            told: ShardMap::default(),
+            order_broken: BTreeMap::new(),
+            marks_made: 0,
+            nonces: BTreeMap::new(),
             hosted: HostedShards::default(),
             buffers: BTreeMap::new(),
             buffered: 0,
@@ -423,7 +446,9 @@ mod hosted;
 mod hosting;
 mod leases;
 mod registration;
+mod revocation;
 mod route;
+mod routing_order;
 mod shard_map;
 mod shutdown;
 mod suspension;

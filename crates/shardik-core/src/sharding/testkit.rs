@@ -36,6 +36,10 @@ enum Wire {
         id: u64,
         answer: LeaseAnswer,
     },
+    LeasesRead {
+        id: u64,
+        answer: crate::sharding::coordinator::LeasesRead,
+    },
 }
 
 /// One lease in the test's store: owner, token, expiry by the test's clock.
@@ -84,6 +88,12 @@ pub(crate) struct Net {
     pub leases_lost: Vec<(UniqueAddress, ShardId)>,
     /// Tokens the entities' writes would carry, per node and shard.
     pub lease_tokens: BTreeMap<(UniqueAddress, ShardId), u64>,
+    /// Nodes that are frozen: alive, but they take no input and run no timer until thawed
+    /// (what is sent to them waits); the others see them unreachable.
+    frozen: BTreeSet<UniqueAddress>,
+    /// Nodes cut off from every other node but not from the lease store: they run, renew
+    /// their leases, and hear nothing from the others (what is sent either way waits).
+    cut_off: BTreeSet<UniqueAddress>,
 }
 
 impl Net {
@@ -117,6 +127,8 @@ impl Net {
             lease_store_down: false,
             leases_lost: Vec::new(),
             lease_tokens: BTreeMap::new(),
+            frozen: BTreeSet::new(),
+            cut_off: BTreeSet::new(),
         }
     }
 
@@ -178,6 +190,29 @@ impl Net {
         }
     }
 
+    /// The node freezes (a SIGSTOP, a hung machine): it runs nothing, hears nothing (what is
+    /// sent to it waits), and the others see it unreachable, though it stays a member. A
+    /// frozen process runs no entity either, whatever its region thinks.
+    pub fn freeze(&mut self, n: &UniqueAddress) {
+        self.frozen.insert(n.clone());
+        for homes in self.hosting.values_mut() {
+            homes.remove(n);
+        }
+        self.views_changed();
+    }
+
+    /// The node is cut off from its peers (both ways) but not from the lease store.
+    pub fn cut_off(&mut self, n: &UniqueAddress) {
+        self.cut_off.insert(n.clone());
+        self.views_changed();
+    }
+
+    /// The node runs again where it stopped, and is reachable again.
+    pub fn thaw(&mut self, n: &UniqueAddress) {
+        self.frozen.remove(n);
+        self.views_changed();
+    }
+
     pub fn graceful_shutdown(&mut self, n: &UniqueAddress) {
         self.input(n, KindInput::Shutdown);
     }
@@ -205,7 +240,7 @@ impl Net {
             _ => None,
         };
         match self.nodes.get_mut(n) {
-            Some(t) if t.alive => t.kind.handle(now, input, &mut out),
+            Some(t) if t.alive && !self.frozen.contains(n) => t.kind.handle(now, input, &mut out),
             _ => return,
         }
         match shortcut {
@@ -233,7 +268,7 @@ impl Net {
         for id in ids {
             let input = KindInput::Membership {
                 members: members.clone(),
-                unreachable: BTreeSet::new(),
+                unreachable: self.frozen.union(&self.cut_off).cloned().collect(),
             };
             self.input(&id, input);
         }
@@ -302,6 +337,10 @@ impl Net {
                         self.push(&store_node(), at, Wire::Lease { key, id, answer });
                     }
                 }
+                KindEffect::ReadShardLeases { id, shards } => {
+                    let answer = self.read_leases(&shards);
+                    self.push(&store_node(), at, Wire::LeasesRead { id, answer });
+                }
                 KindEffect::ShardLeased { shard, token } => {
                     self.lease_tokens.insert((at.clone(), shard), token);
                 }
@@ -329,7 +368,13 @@ impl Net {
         let keys: Vec<(UniqueAddress, UniqueAddress)> = self
             .queues
             .iter()
-            .filter(|(_, q)| !q.is_empty())
+            .filter(|((from, to), q)| {
+                let store = *from == store_node();
+                let cut = from != to
+                    && !store
+                    && (self.cut_off.contains(from) || self.cut_off.contains(to));
+                !q.is_empty() && !self.frozen.contains(to) && !cut
+            })
             .map(|(k, _)| k.clone())
             .collect();
         if keys.is_empty() {
@@ -351,6 +396,7 @@ impl Net {
             Wire::EntitiesStopped(shard) => KindInput::EntitiesStopped(shard),
             Wire::Proto(msg) => KindInput::Protocol { from, msg },
             Wire::Lease { key, id, answer } => KindInput::LeaseAnswered { key, id, answer },
+            Wire::LeasesRead { id, answer } => KindInput::ShardLeasesRead { id, answer },
         };
         self.input(&to, input);
         true
@@ -390,9 +436,9 @@ impl Net {
         loop {
             let next = self
                 .nodes
-                .values()
-                .filter(|t| t.alive)
-                .filter_map(|t| t.kind.poll_timeout())
+                .iter()
+                .filter(|(id, t)| t.alive && !self.frozen.contains(*id))
+                .filter_map(|(_, t)| t.kind.poll_timeout())
                 .min();
             let Some(at) = next.filter(|t| *t <= end) else {
                 break;
@@ -404,7 +450,10 @@ impl Net {
                 let mut out = Vec::new();
                 {
                     let t = self.nodes.get_mut(&id).unwrap();
-                    if !t.alive || t.kind.poll_timeout().is_none_or(|x| x > now) {
+                    if !t.alive
+                        || self.frozen.contains(&id)
+                        || t.kind.poll_timeout().is_none_or(|x| x > now)
+                    {
                         continue;
                     }
                     t.kind.handle_timeout(now, &mut out);
@@ -419,6 +468,26 @@ impl Net {
     }
 
     /// The store's side of a lease call by `by` (`None`: releases are not answered).
+    /// The shards' leases as the test's store sees them now.
+    fn read_leases(&self, shards: &[ShardId]) -> crate::sharding::coordinator::LeasesRead {
+        if self.lease_store_down {
+            return Err("the store is down".into());
+        }
+        Ok(shards
+            .iter()
+            .map(|shard| {
+                let row = self.leases.get(&LeaseKey::Shard(shard.clone())).map(|l| {
+                    crate::lease::StoreLease {
+                        owner: l.owner.as_ref().map(crate::lease::owner_name),
+                        token: l.token,
+                        time_left: l.expires.saturating_duration_since(self.now),
+                    }
+                });
+                (shard.clone(), row)
+            })
+            .collect())
+    }
+
     fn lease_call(
         &mut self,
         by: &UniqueAddress,

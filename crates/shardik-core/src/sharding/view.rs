@@ -155,6 +155,14 @@ impl ShardingView {
         self.members.contains_key(node) || self.lingering.contains_key(node)
     }
 
+    /// Whether `node` is a member some member cannot reach that is not on its way out (not
+    /// Down, not removed): silent, for a reason nobody knows yet.
+    pub fn is_silent(&self, node: &UniqueAddress) -> bool {
+        self.members.contains_key(node)
+            && self.unreachable.contains(node)
+            && !self.is_terminating(node)
+    }
+
     /// Whether `node` is on its way out after a failure: Down, or removed and lingering.
     /// Its region's shards are neither answered for nor re-homed until it is gone.
     pub fn is_terminating(&self, node: &UniqueAddress) -> bool {

@@ -464,6 +464,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             Control::RebalanceAnswered(moves) => {
                 self.input(st, KindInput::RebalanceAnswered(moves))
             }
+            Control::LeasesRead { id, answer } => {
+                self.input(st, KindInput::ShardLeasesRead { id, answer })
+            }
             Control::LeaseAnswered { key, id, answer } => {
                 self.input(st, KindInput::LeaseAnswered { key, id, answer })
             }

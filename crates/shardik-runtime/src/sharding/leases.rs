@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shardik_core::lease::StoreLease;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{LeaseAnswer, LeaseCall, LeaseKey, LeaseRequest, ShardId};
 use shardik_persistence::{Fence, LeaseAcquired, Store};
@@ -112,6 +113,48 @@ impl KindLeases {
             // A release that panicked lost nothing more than one that timed out.
             let _ = release.await;
         }
+    }
+
+    /// Reads the leases of `shards` in the background, each as the store sees it now by its
+    /// own clock, and sends them back to the task through `back` (the whole read bounded by
+    /// `lease-operation-timeout`; a failure or a timeout is sent back as an error).
+    pub fn read(&self, id: u64, shards: Vec<ShardId>, back: mpsc::WeakSender<Control>) {
+        let store = Arc::clone(&self.store);
+        let names: Vec<String> = shards
+            .iter()
+            .map(|s| self.name(&LeaseKey::Shard(s.clone())))
+            .collect();
+        let limit = self.operation_timeout;
+        crate::task::spawn(async move {
+            let read = async {
+                let mut rows = Vec::with_capacity(shards.len());
+                for (shard, name) in shards.into_iter().zip(&names) {
+                    let row = store
+                        .read_lease(name)
+                        .await
+                        .map_err(|e| format!("reading {name}: {e}"))?;
+                    rows.push((
+                        shard,
+                        row.map(|info| StoreLease {
+                            owner: info.owner,
+                            token: info.token,
+                            time_left: info.time_left,
+                        }),
+                    ));
+                }
+                Ok(rows)
+            };
+            let answer = match tokio::time::timeout(limit, read).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!(
+                    "reading {} shard leases: the store did not answer within {limit:?}",
+                    names.len()
+                )),
+            };
+            if let Some(back) = back.upgrade() {
+                let _ = back.send(Control::LeasesRead { id, answer }).await;
+            }
+        });
     }
 
     /// Carries `request` out in the background and sends the answer (for acquisitions and

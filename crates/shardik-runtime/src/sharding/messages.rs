@@ -165,6 +165,11 @@ pub(crate) enum Control {
         id: u64,
         answer: LeaseAnswer,
     },
+    /// The store answered a read of shard leases (or the read failed).
+    LeasesRead {
+        id: u64,
+        answer: shardik_core::sharding::coordinator::LeasesRead,
+    },
 }
 
 /// What a region reports about itself.

@@ -334,6 +334,31 @@ impl ShardingChecker {
         }
     }
 
+    /// The coordinator took `shard` from `region`'s node on the store's word that its lease
+    /// had lapsed, while that node (`holder_deadline`: the deadline its own lease keeper still
+    /// counts on, if any) may still serve it: the store's word was wrong, or read wrongly.
+    /// The new home's acquisition would still keep a second copy out, so this is checked on
+    /// its own.
+    pub fn taken_while_held(
+        &mut self,
+        now: Instant,
+        kind: usize,
+        coordinator: &UniqueAddress,
+        region: &UniqueAddress,
+        shard: &ShardId,
+        holder_deadline: Instant,
+    ) {
+        self.violation(
+            now,
+            coordinator,
+            format!(
+                "coordinator of kind {kind} took shard {shard} from {} while its lease there \
+                 still counted until {holder_deadline:?}",
+                name(region)
+            ),
+        );
+    }
+
     /// A coordinator reported that two regions claim one shard.
     pub fn conflicting_claim(
         &mut self,

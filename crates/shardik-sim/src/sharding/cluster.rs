@@ -15,9 +15,10 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
+use shardik_core::lease::{StoreLease, owner_name};
 use shardik_core::membership::{MemberStatus, MembershipConfig, UniqueAddress};
 use shardik_core::sharding::{
-    CoordinatorEvent, EntityId, Envelope, LeaseAnswer, LeaseCall, ShardId, shard_id_for,
+    CoordinatorEvent, EntityId, Envelope, LeaseAnswer, LeaseCall, LeaseKey, ShardId, shard_id_for,
 };
 use shardik_persistence::{LeaseAcquired, WriteRefused};
 
@@ -93,6 +94,8 @@ pub struct ShardingWorld {
     timeline: Vec<TimelineEntry>,
     host_events: Vec<HostEvent>,
     scratch: Vec<Output>,
+    /// Shards coordinators took from silent members on the store's word (each checked).
+    shards_taken_over: usize,
 }
 
 impl ShardingWorld {
@@ -131,6 +134,7 @@ impl ShardingWorld {
             timeline: Vec::new(),
             host_events: Vec::new(),
             scratch: Vec::new(),
+            shards_taken_over: 0,
         }
     }
 
@@ -217,6 +221,17 @@ impl ShardingWorld {
     pub fn pause(&mut self, id: NodeId, d: Duration) {
         self.world.pause(id, d);
         self.reschedule(id);
+    }
+
+    /// Cuts node `id` off from the store for `d`, but not from its peers: its lease calls and
+    /// lease reads go unanswered, its journal writes wait for the cut to end. Without a store
+    /// it does nothing.
+    pub fn cut_from_store(&mut self, id: NodeId, d: Duration) {
+        let now = self.now();
+        if let Some(store) = self.store.as_mut() {
+            store.cut(id, now + d);
+        }
+        self.note(Some(id), format!("cut off from the store for {d:?}"));
     }
 
     /// Splits the network (sharding traffic included) into `groups`.
@@ -714,6 +729,11 @@ impl ShardingWorld {
                     } => self
                         .checker
                         .conflicting_claim(now, kind, &me, &shard, &home, &claimant),
+                    CoordinatorEvent::ShardLeasesLapsed { region, shards } => {
+                        self.check_taken(kind, &me, &region, &shards);
+                        let what = format!("kind {kind}: shards {shards:?} taken from {region}");
+                        self.note(Some(id), what);
+                    }
                     CoordinatorEvent::State(_) => {}
                     other => self.note(Some(id), format!("kind {kind}: {other:?}")),
                 },
@@ -732,6 +752,19 @@ impl ShardingWorld {
                     };
                     if let Some(store) = self.store.as_mut() {
                         store.send_lease(now, from, kind, request);
+                    }
+                }
+                Output::ReadLeases {
+                    kind,
+                    id: read,
+                    shards,
+                } => {
+                    let from = Caller {
+                        id,
+                        node: me.clone(),
+                    };
+                    if let Some(store) = self.store.as_mut() {
+                        store.send_read(now, from, kind, read, shards);
                     }
                 }
                 Output::LeaseNote { kind, what } => {
@@ -786,6 +819,23 @@ impl ShardingWorld {
         let Some(st) = self.store.as_mut() else {
             return;
         };
+        // A call from a node cut off from the store does not reach it: lease calls and reads
+        // are lost (their callers count them failed after the operation timeout), journal
+        // writes and snapshot steps arrive once the cut ends.
+        let caller = match &op {
+            StoreOp::Append { from, .. }
+            | StoreOp::Snapshot { from, .. }
+            | StoreOp::Lease { from, .. }
+            | StoreOp::ReadLeases { from, .. } => Some(from.id),
+            _ => None,
+        };
+        if let Some(until) = caller.and_then(|id| st.cut_until(id, now)) {
+            match op {
+                StoreOp::Append { .. } | StoreOp::Snapshot { .. } => st.schedule(until, op),
+                _ => {}
+            }
+            return;
+        }
         match op {
             StoreOp::Append { from, token, write } => {
                 let current = self.slots[from.id]
@@ -916,7 +966,7 @@ impl ShardingWorld {
                     return;
                 };
                 let name = layer.lease_name(kind, &request.key);
-                let owner = from.node.to_string();
+                let owner = owner_name(&from.node);
                 let ttl = self.cfg.leases().expect("lease calls only with leases").ttl;
                 let answer = match request.call {
                     LeaseCall::Acquire => match at_once(st.store.acquire_lease(&name, &owner, ttl))
@@ -953,21 +1003,68 @@ impl ShardingWorld {
                     st.answer_lease(now, from, kind, key, id, answer);
                 }
             }
+            StoreOp::ReadLeases {
+                from,
+                kind,
+                id,
+                shards,
+            } => {
+                st.set_clock(now);
+                let Some(layer) = self.slots[from.id]
+                    .layer
+                    .as_ref()
+                    .filter(|l| *l.me() == from.node)
+                else {
+                    return;
+                };
+                let rows = shards
+                    .into_iter()
+                    .map(|shard| {
+                        let name = layer.lease_name(kind, &LeaseKey::Shard(shard.clone()));
+                        let row = match at_once(st.store.read_lease(&name)) {
+                            Ok(row) => row,
+                            Err(e) => panic!("the memory store failed a lease read: {e}"),
+                        };
+                        let lie = st.spec.reads_say_every_lease_lapsed;
+                        let row = row.map(|info| StoreLease {
+                            owner: info.owner,
+                            token: info.token,
+                            time_left: if lie { Duration::ZERO } else { info.time_left },
+                        });
+                        (shard, row)
+                    })
+                    .collect();
+                st.answer_read(now, from, kind, id, Ok(rows));
+            }
+            StoreOp::LeasesRead {
+                to,
+                kind,
+                id,
+                answer,
+            } => match answer_due(&self.slots, &self.world, &to) {
+                Due::Never => {}
+                Due::After(until) => {
+                    let op = StoreOp::LeasesRead {
+                        to,
+                        kind,
+                        id,
+                        answer,
+                    };
+                    st.schedule(until, op);
+                }
+                Due::Now => self.in_layer(to.id, |layer, out| {
+                    layer.leases_read(now, kind, id, answer, out)
+                }),
+            },
             StoreOp::LeaseAnswer {
                 to,
                 kind,
                 key,
                 id,
                 answer,
-            } => {
-                if self.slots[to.id]
-                    .layer
-                    .as_ref()
-                    .is_none_or(|l| *l.me() != to.node)
-                {
-                    return;
-                }
-                if let Some(until) = self.world.paused_until(to.id) {
+            } => match answer_due(&self.slots, &self.world, &to) {
+                Due::Never => {}
+                Due::After(until) => {
                     let op = StoreOp::LeaseAnswer {
                         to,
                         kind,
@@ -976,14 +1073,11 @@ impl ShardingWorld {
                         answer,
                     };
                     st.schedule(until, op);
-                    return;
                 }
-                let layer = self.slots[to.id].layer.as_mut().expect("current");
-                let mut out = std::mem::take(&mut self.scratch);
-                layer.lease_answered(now, kind, key, id, answer, &mut out);
-                self.dispatch(to.id, &mut out);
-                self.scratch = out;
-            }
+                Due::Now => self.in_layer(to.id, |layer, out| {
+                    layer.lease_answered(now, kind, key, id, answer, out)
+                }),
+            },
             StoreOp::Crash { node } => {
                 if self.slots[node.id]
                     .layer
@@ -1045,6 +1139,48 @@ impl ShardingWorld {
             .collect();
         for node in stale {
             self.checker.fenced(kind, &node, shard);
+        }
+    }
+
+    /// Runs `f` on node `id`'s sharding layer (which must be there) and carries out what it
+    /// asks for.
+    fn in_layer(&mut self, id: NodeId, f: impl FnOnce(&mut ShardNode, &mut Vec<Output>)) {
+        let layer = self.slots[id].layer.as_mut().expect("current");
+        let mut out = std::mem::take(&mut self.scratch);
+        f(layer, &mut out);
+        self.dispatch(id, &mut out);
+        self.scratch = out;
+    }
+
+    /// A coordinator took `shards` from `region`'s node because the store said their leases
+    /// had lapsed: that node's own lease keeper must not count on any of them any more.
+    fn check_taken(
+        &mut self,
+        kind: usize,
+        coordinator: &UniqueAddress,
+        region: &UniqueAddress,
+        shards: &[ShardId],
+    ) {
+        let now = self.now();
+        self.shards_taken_over += shards.len();
+        let Some(layer) = self
+            .by_node
+            .get(region)
+            .and_then(|&id| self.slots[id].layer.as_ref())
+            .filter(|l| l.me() == region)
+        else {
+            return; // that incarnation is gone: it serves nothing
+        };
+        let held: Vec<(ShardId, Instant)> = shards
+            .iter()
+            .filter_map(|s| {
+                let deadline = layer.region(kind).lease_deadline(s)?;
+                (deadline > now).then(|| (s.clone(), deadline))
+            })
+            .collect();
+        for (shard, deadline) in held {
+            self.checker
+                .taken_while_held(now, kind, coordinator, region, &shard, deadline);
         }
     }
 
@@ -1183,6 +1319,12 @@ impl ShardingWorld {
         self.net.stats()
     }
 
+    /// Shards coordinators took from silent members because the store said their leases had
+    /// lapsed, over the run.
+    pub fn shards_taken_over(&self) -> usize {
+        self.shards_taken_over
+    }
+
     /// Sharding events (shards, coordinators, layers), in order.
     pub fn timeline(&self) -> &[TimelineEntry] {
         &self.timeline
@@ -1228,5 +1370,31 @@ impl ShardingWorld {
         (0..self.slots.len())
             .filter(|&id| self.node(id).is_some_and(|l| l.coordinator(kind).is_some()))
             .collect()
+    }
+}
+
+/// When the store's answer to `to` can be handed over.
+enum Due {
+    /// Never: that incarnation is gone.
+    Never,
+    /// Once its node's pause ends.
+    After(Instant),
+    /// Now.
+    Now,
+}
+
+/// When the store's answer to `to` can be handed over: never to an incarnation that is gone,
+/// after the pause to a paused node, now otherwise.
+fn answer_due(slots: &[Slot], world: &World, to: &Caller) -> Due {
+    if slots[to.id]
+        .layer
+        .as_ref()
+        .is_none_or(|l| *l.me() != to.node)
+    {
+        return Due::Never;
+    }
+    match world.paused_until(to.id) {
+        Some(until) => Due::After(until),
+        None => Due::Now,
     }
 }

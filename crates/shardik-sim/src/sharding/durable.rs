@@ -43,6 +43,10 @@ pub struct DurableSpec {
     pub store_latency: Duration,
     /// Where the store makes the writing node crash.
     pub crash_points: CrashPoints,
+    /// A deliberate fault, for the checker's own test: reads of shard leases say every lease
+    /// has expired, held or not (what a coordinator that moved a shard whose lease had not
+    /// lapsed would act on). Never set outside that test.
+    pub reads_say_every_lease_lapsed: bool,
 }
 
 impl DurableSpec {
@@ -56,6 +60,7 @@ impl DurableSpec {
             }),
             store_latency: Duration::from_millis(2),
             crash_points: CrashPoints::none(),
+            reads_say_every_lease_lapsed: false,
         }
     }
 }

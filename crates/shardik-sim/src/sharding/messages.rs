@@ -191,6 +191,16 @@ pub enum Output {
         /// The call.
         request: LeaseRequest<LeaseKey>,
     },
+    /// A read of shard leases from the store, for the coordinator's takeover of a silent
+    /// member's shards (answered through [`ShardNode::leases_read`]).
+    ReadLeases {
+        /// Entity kind.
+        kind: usize,
+        /// Quoted back in the answer.
+        id: u64,
+        /// The shards.
+        shards: Vec<ShardId>,
+    },
     /// Something about a lease worth a line in the timeline.
     LeaseNote {
         /// Entity kind.

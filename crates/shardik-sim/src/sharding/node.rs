@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use shardik_core::Instant;
 use shardik_core::membership::{Member, UniqueAddress};
+use shardik_core::sharding::coordinator::LeasesRead;
 use shardik_core::sharding::{
     Coordinator, EntityId, Envelope, KindEffect, KindInput, KindNode, KindNodeSettings,
     KindStrategy, LeaseAnswer, LeaseKey, Protocol, Region, Routed, ShardId, ShardingView,
@@ -463,6 +464,18 @@ impl ShardNode {
         self.input(now, kind, KindInput::LeaseAnswered { key, id, answer }, out);
     }
 
+    /// The store answered read `id` of kind `kind`'s shard leases.
+    pub fn leases_read(
+        &mut self,
+        now: Instant,
+        kind: usize,
+        id: u64,
+        answer: LeasesRead,
+        out: &mut Vec<Output>,
+    ) {
+        self.input(now, kind, KindInput::ShardLeasesRead { id, answer }, out);
+    }
+
     /// The name of kind `kind`'s lease `key` in the store, and so the scope of its fence.
     pub fn lease_name(&self, kind: usize, key: &LeaseKey) -> String {
         let name = &self.cfg.kinds[kind].name;
@@ -627,6 +640,11 @@ impl ShardNode {
                 // The simulator's strategy answers on the spot.
                 KindEffect::AllocationAsked { .. } | KindEffect::RebalanceAsked { .. } => {}
                 KindEffect::Lease(request) => out.push(Output::Lease { kind: k, request }),
+                KindEffect::ReadShardLeases { id, shards } => out.push(Output::ReadLeases {
+                    kind: k,
+                    id,
+                    shards,
+                }),
                 KindEffect::ShardLeased { shard, token } => {
                     let scope = self.lease_name(k, &LeaseKey::Shard(shard.clone()));
                     self.kinds[k]

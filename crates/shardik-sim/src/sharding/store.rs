@@ -22,7 +22,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::UniqueAddress;
-use shardik_core::sharding::{LeaseAnswer, LeaseKey, LeaseRequest};
+use shardik_core::sharding::coordinator::LeasesRead;
+use shardik_core::sharding::{LeaseAnswer, LeaseKey, LeaseRequest, ShardId};
 use shardik_persistence::{AtomicWrite, MemoryStore, WriteResult};
 
 use super::durable::{DurableSpec, SnapshotTask};
@@ -66,6 +67,20 @@ pub(crate) enum StoreOp {
         from: Caller,
         kind: usize,
         request: LeaseRequest<LeaseKey>,
+    },
+    /// A read of shard leases reaches the store.
+    ReadLeases {
+        from: Caller,
+        kind: usize,
+        id: u64,
+        shards: Vec<ShardId>,
+    },
+    /// The store's answer to a read of shard leases reaches its node.
+    LeasesRead {
+        to: Caller,
+        kind: usize,
+        id: u64,
+        answer: LeasesRead,
     },
     /// The store's answer to a lease call reaches its node.
     LeaseAnswer {
@@ -121,6 +136,9 @@ pub(crate) struct SimStore {
     next: u64,
     crashes_left: usize,
     pub(crate) stats: StoreStats,
+    /// Nodes cut off from the store, until when: their calls do not reach it meanwhile
+    /// (lease calls and reads go unanswered, journal writes wait for the cut to end).
+    cut: BTreeMap<NodeId, Instant>,
 }
 
 impl SimStore {
@@ -138,7 +156,19 @@ impl SimStore {
             ops: BTreeMap::new(),
             next: 0,
             stats: StoreStats::default(),
+            cut: BTreeMap::new(),
         }
+    }
+
+    /// Cuts node `id` off from the store until `until`.
+    pub(crate) fn cut(&mut self, id: NodeId, until: Instant) {
+        let end = self.cut.entry(id).or_insert(until);
+        *end = (*end).max(until);
+    }
+
+    /// Until when node `id`'s calls cannot reach the store, if they cannot at `now`.
+    pub(crate) fn cut_until(&self, id: NodeId, now: Instant) -> Option<Instant> {
+        self.cut.get(&id).copied().filter(|until| *until > now)
     }
 
     /// One store call's time.
@@ -233,6 +263,48 @@ impl SimStore {
                 from,
                 kind,
                 request,
+            },
+        );
+    }
+
+    /// A read of shard leases leaves `from`; it reaches the store after a call's time.
+    pub(crate) fn send_read(
+        &mut self,
+        now: Instant,
+        from: Caller,
+        kind: usize,
+        id: u64,
+        shards: Vec<ShardId>,
+    ) {
+        let d = self.latency();
+        self.schedule(
+            now + d,
+            StoreOp::ReadLeases {
+                from,
+                kind,
+                id,
+                shards,
+            },
+        );
+    }
+
+    /// The answer to a read of shard leases leaves the store.
+    pub(crate) fn answer_read(
+        &mut self,
+        now: Instant,
+        to: Caller,
+        kind: usize,
+        id: u64,
+        answer: LeasesRead,
+    ) {
+        let d = self.latency();
+        self.schedule(
+            now + d,
+            StoreOp::LeasesRead {
+                to,
+                kind,
+                id,
+                answer,
             },
         );
     }

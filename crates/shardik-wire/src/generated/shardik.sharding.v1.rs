@@ -207,6 +207,15 @@ pub struct HandOff {
         super::super::membership::v1::UniqueAddress,
     >,
 }
+/// The coordinator gave these shards other homes without a hand-off: the receiving region's
+/// node went silent and the store said their leases had lapsed. Added after the first release
+/// (an earlier version drops the frame as malformed, and keeps the shards parked until its
+/// node is downed). No duplicates.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShardsRevoked {
+    #[prost(string, repeated, tag = "1")]
+    pub shards: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct HandOffDrained {
     #[prost(string, tag = "1")]
@@ -217,12 +226,31 @@ pub struct HandOverDone {
     #[prost(string, tag = "1")]
     pub shard: ::prost::alloc::string::String,
 }
+/// Under shard leases, before the first message for the shard a region forwards to a home it
+/// learnt: nonce is that of the home's last NotHere for the shard, or 0. Added after the first
+/// release (see ShardsRevoked).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RoutingHere {
+    #[prost(string, tag = "1")]
+    pub shard: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub nonce: u64,
+}
+/// The sender dropped a message for the shard: its lease changed hands behind the sender's
+/// back. Forget it as the home, and quote nonce in the next RoutingHere to it.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NotHere {
+    #[prost(string, tag = "1")]
+    pub shard: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub nonce: u64,
+}
 /// One message of the region/coordinator protocol: exactly one variant.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ProtocolMessage {
     #[prost(
         oneof = "protocol_message::Message",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
     )]
     pub message: ::core::option::Option<protocol_message::Message>,
 }
@@ -264,6 +292,12 @@ pub mod protocol_message {
         CoordinatorStarted(super::CoordinatorStarted),
         #[prost(message, tag = "17")]
         KindNotStarted(super::KindNotStarted),
+        #[prost(message, tag = "18")]
+        ShardsRevoked(super::ShardsRevoked),
+        #[prost(message, tag = "19")]
+        RoutingHere(super::RoutingHere),
+        #[prost(message, tag = "20")]
+        NotHere(super::NotHere),
     }
 }
 /// Why an ask failed instead of producing an answer.

@@ -22,6 +22,7 @@ impl<M> Region<M> {
         out: &mut Vec<RegionEffect<M>>,
     ) {
         let old = self.homes.remove(&shard);
+        self.forget_told(&shard);
         let drained = match old {
             Some(home) if home != self.me => {
                 out.push(RegionEffect::Send {
@@ -120,7 +121,11 @@ impl<M> Region<M> {
                     let buffer = self.buffers.entry(shard.clone()).or_default();
                     // Held messages arrived before anything buffered after them.
                     for env in held.into_iter().rev() {
-                        buffer.push_front(Buffered { from: None, env });
+                        buffer.push_front(Buffered {
+                            from: None,
+                            env,
+                            own: false,
+                        });
                     }
                 }
             }

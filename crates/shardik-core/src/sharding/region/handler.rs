@@ -46,7 +46,10 @@ impl<M> Region<M> {
                 shard,
                 drained_from,
             } => self.hand_off(now, from, shard, drained_from, view, out),
+            Protocol::ShardsRevoked { shards } => self.shards_revoked(from, shards, view, out),
             Protocol::HandOffDrained { shard } => self.hand_off_drained(from, shard, out),
+            Protocol::RoutingHere { shard, nonce } => self.routing_here(from, &shard, nonce),
+            Protocol::NotHere { shard, nonce } => self.not_here(from, &shard, nonce),
             Protocol::HandOverDone { shard } => self.hand_over_done(from, shard, out),
             // Messages for the coordinator never reach a region's handler.
             Protocol::Register { .. }

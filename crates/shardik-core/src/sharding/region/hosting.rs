@@ -70,6 +70,7 @@ impl<M> Region<M> {
             return;
         }
         self.homes.remove(&shard);
+        self.forget_told(&shard);
         self.early_drains.remove(&shard);
         if self.needs_lease(now, &shard) {
             self.await_lease(now, shard, predecessor, out);

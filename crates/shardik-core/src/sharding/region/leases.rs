@@ -34,7 +34,11 @@ impl<M> Region<M> {
                 self.buffered += held.len();
                 let buffer = self.buffers.entry(shard.clone()).or_default();
                 for env in held.into_iter().rev() {
-                    buffer.push_front(Buffered { from: None, env });
+                    buffer.push_front(Buffered {
+                        from: None,
+                        env,
+                        own: false,
+                    });
                 }
             }
         }
@@ -189,6 +193,7 @@ impl<M> Region<M> {
         if token <= lost.saturating_add(1) {
             return; // ours again, or taken back by us with nobody in between
         }
+        self.mark_order_broken(shard);
         if let Some(buffer) = self.buffers.remove(shard) {
             self.buffered -= buffer.len();
             for b in buffer {

@@ -68,6 +68,9 @@ impl<M> Region<M> {
             out.push(RegionEffect::Deliver(env));
             return;
         }
+        let Some(env) = self.admit(from, env, out) else {
+            return;
+        };
         if !self.lease_still_held(now, &env.shard, out) {
             // Lost just now: the shard waits for its lease again, and so does this message.
             return self.route(now, from, env, out);
@@ -94,7 +97,10 @@ impl<M> Region<M> {
                 }
             }
             Some(Hosted::HandingOff { .. }) => match self.settings.handoff_mode {
-                HandOffMode::Forward => self.buffer(now, None, env, out),
+                HandOffMode::Forward => {
+                    let own = from.is_none();
+                    self.buffer_as(now, None, own, env, out)
+                }
                 HandOffMode::Drop => out.push(RegionEffect::Dropped {
                     env,
                     reason: DropReason::HandOff,
@@ -116,10 +122,9 @@ impl<M> Region<M> {
                         && *home != self.me
                         && !self.buffers.contains_key(&env.shard) =>
                 {
-                    out.push(RegionEffect::Forward {
-                        to: home.clone(),
-                        env,
-                    })
+                    let home = home.clone();
+                    self.tell_routing_here(&env.shard, &home, out);
+                    out.push(RegionEffect::Forward { to: home, env })
                 }
                 _ => self.buffer(now, from.cloned(), env, out),
             },
@@ -128,8 +133,21 @@ impl<M> Region<M> {
 
     fn buffer(
         &mut self,
+        now: Instant,
+        from: Option<UniqueAddress>,
+        env: Envelope<M>,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let own = from.is_none();
+        self.buffer_as(now, from, own, env, out);
+    }
+
+    /// Buffers `env` as coming from `from`, `own` when a sender on this node sent it.
+    fn buffer_as(
+        &mut self,
         _now: Instant,
         from: Option<UniqueAddress>,
+        own: bool,
         env: Envelope<M>,
         out: &mut Vec<RegionEffect<M>>,
     ) {
@@ -152,7 +170,7 @@ impl<M> Region<M> {
         let shard = env.shard.clone();
         let buffer = self.buffers.entry(shard.clone()).or_default();
         let first = buffer.is_empty();
-        buffer.push_back(Buffered { from, env });
+        buffer.push_back(Buffered { from, env, own });
         self.buffered += 1;
         // A shard hosted here (handing off, or waiting for its lease) has no home to ask for.
         if first && !self.hosted.contains_key(&shard) {
@@ -210,9 +228,12 @@ impl<M> Region<M> {
             // and will hand it off explicitly if it must move.
             return;
         }
-        self.homes.insert(shard.clone(), region.clone());
+        if self.homes.insert(shard.clone(), region.clone()).as_ref() != Some(&region) {
+            self.forget_told(&shard);
+        }
         if let Some(buffer) = self.buffers.remove(&shard) {
             self.buffered -= buffer.len();
+            self.tell_routing_here(&shard, &region, out);
             for b in buffer {
                 out.push(RegionEffect::Forward {
                     to: region.clone(),

@@ -51,6 +51,9 @@ impl<M> Region<M> {
         }
         self.homes
             .retain(|_, home| view.may_be_alive(home) && !view.is_terminating(home));
+        let homes = &self.homes;
+        self.told
+            .retain(|shard, told| homes.get(shard) == Some(told));
         let mut finished = Vec::new();
         let mut released = Vec::new();
         for (shard, state) in self.hosted.iter_mut() {

@@ -57,6 +57,11 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                         leases.call(request, self.control_back.clone());
                     }
                 }
+                KindEffect::ReadShardLeases { id, shards } => {
+                    if let Some(leases) = &self.leases {
+                        leases.read(id, shards, self.control_back.clone());
+                    }
+                }
                 KindEffect::ShardLeased { shard, token } => {
                     if let Some(leases) = &self.leases {
                         let fence = leases.fence(&shard, token);

@@ -217,6 +217,29 @@ pub(super) fn log_coordinator_event(kind: &str, ev: &CoordinatorEvent, rounds: &
              while the cluster prepares for a full shutdown",
             region.address
         ),
+        // The line of a silent member's failover that says when its shards moved: before it
+        // was downed, because the store said their leases had lapsed.
+        CoordinatorEvent::ShardLeasesLapsed { region, shards } => {
+            let shards = shards.len();
+            metrics::counter!(crate::metrics::SHARDS_TAKEN_OVER_TOTAL).increment(shards as u64);
+            info!(
+                %kind,
+                event = "shards-lapsed",
+                member = %region.address,
+                shards,
+                "{shards} shards of {kind} on {}, which is silent, get new homes: the store \
+                 says their leases have lapsed, so that node no longer serves them",
+                region.address
+            )
+        }
+        CoordinatorEvent::LeaseReadFailed { region, error } => warn!(
+            %kind,
+            member = %region.address,
+            %error,
+            "cannot read the shard leases of {}, which is silent: its shards move only once \
+             it is downed, unless the store answers again",
+            region.address
+        ),
         CoordinatorEvent::HandOffDone { shard, ok } => {
             if *ok {
                 debug!(%kind, %shard, "hand-off done")

@@ -1,0 +1,111 @@
+//! Shards the coordinator took away without a hand-off ([`Protocol::ShardsRevoked`]): this
+//! node went silent, the store said the shards' leases had lapsed, and they were given other
+//! homes (see `coordinator/takeover.rs`). Without this the region, heard again, would keep
+//! them parked and try for their leases for as long as their next homes hold them.
+
+use std::collections::VecDeque;
+
+use super::{DropReason, Hosted, Region, RegionEffect};
+use crate::membership::UniqueAddress;
+use crate::sharding::protocol::Protocol;
+use crate::sharding::shard_id::ShardId;
+use crate::sharding::view::ShardingView;
+
+impl<M> Region<M> {
+    /// The coordinator on `from` took `shards` from this region: stop hosting them and
+    /// answer each with `ShardStopped`.
+    ///
+    /// Their entities stop at once (under a lapsed lease they stopped already), the lease is
+    /// given up (if this region took it back meanwhile, the next home gets it as soon as it
+    /// is released) and the shards leave the region. Of what waited for them, messages from
+    /// other nodes are dropped, each reported: their senders may already have sent newer
+    /// ones to the next home, which waits for no predecessor. This node's own go to the next
+    /// home, once it is known, ahead of anything its senders send later.
+    pub(super) fn shards_revoked(
+        &mut self,
+        from: &UniqueAddress,
+        shards: Vec<ShardId>,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let ours = self.registration.coordinator.as_ref() == Some(from)
+            || view.coordinator_node() == Some(from);
+        if !ours || self.proxy {
+            return;
+        }
+        for shard in shards {
+            // Marked only while still hosted: a resent revocation of a shard given up already
+            // must not mark it again (a new nonce would drop what senders now route here), and
+            // one naming shards this region never held must add nothing.
+            if self.hosted.contains_key(&shard) {
+                self.mark_order_broken(&shard);
+            }
+            self.stop_revoked(&shard, out);
+            self.give_up_lease(&shard, out);
+            self.early_drains.remove(&shard);
+            self.early_handovers.remove(&shard);
+            self.handover_pending.remove(&shard);
+            self.homes.remove(&shard);
+            self.forget_told(&shard);
+            self.keep_only_own_messages(&shard, out);
+            out.push(RegionEffect::Send {
+                to: from.clone(),
+                msg: Protocol::ShardStopped {
+                    shard,
+                    forwarding: false,
+                },
+            });
+        }
+        self.check_shutdown(out);
+    }
+
+    /// Takes `shard` out of the hosted ones, stopping its entities if they may still run.
+    fn stop_revoked(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+        let stop = match self.hosted.remove(shard) {
+            Some(Hosted::Running | Hosted::Stopping { .. }) => true,
+            Some(Hosted::AwaitingPredecessor { held, .. }) => {
+                for env in held {
+                    out.push(RegionEffect::Dropped {
+                        env,
+                        reason: DropReason::LeaseLapsed,
+                    });
+                }
+                true
+            }
+            Some(Hosted::HandingOff {
+                entities_stopped, ..
+            }) => !entities_stopped,
+            Some(Hosted::AwaitingLease { .. }) | None => false,
+        };
+        if stop {
+            out.push(RegionEffect::ForceStopEntities(shard.clone()));
+            out.push(RegionEffect::ShardStopped(shard.clone()));
+        }
+    }
+
+    /// Drops what other nodes sent for `shard` (and what was held for a predecessor, whose
+    /// origin is not kept) and keeps this node's own, asking for the shard's next home for
+    /// them.
+    fn keep_only_own_messages(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+        let Some(buffer) = self.buffers.remove(shard) else {
+            return;
+        };
+        self.buffered -= buffer.len();
+        let mut own = VecDeque::new();
+        for b in buffer {
+            if !b.own {
+                out.push(RegionEffect::Dropped {
+                    env: b.env,
+                    reason: DropReason::LeaseLapsed,
+                });
+            } else {
+                own.push_back(b);
+            }
+        }
+        if !own.is_empty() {
+            self.buffered += own.len();
+            self.buffers.insert(shard.clone(), own);
+            self.request_home(shard.clone(), out);
+        }
+    }
+}

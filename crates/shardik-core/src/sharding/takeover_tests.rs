@@ -1,0 +1,242 @@
+//! A silent member's leased shards move once the store says their leases have lapsed
+//! (`coordinator/takeover.rs`, `region/revocation.rs`), through the in-memory test network and
+//! its lease store: before the member is downed, never while it still holds a lease, never
+//! with the store unreachable, and a member heard again gives the shards up.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::lease::LeaseTiming;
+use crate::membership::{MemberStatus, UniqueAddress};
+use crate::sharding::region::HandOffMode;
+use crate::sharding::shard_id::ShardId;
+use crate::sharding::testkit::Net;
+
+fn timing() -> LeaseTiming {
+    LeaseTiming {
+        ttl: Duration::from_secs(6),
+        renew_interval: Duration::from_secs(2),
+        operation_timeout: Duration::from_millis(1500),
+        retry_interval: Duration::from_secs(1),
+    }
+}
+
+/// Three nodes under shard and coordinator leases, with the takeover on (`takeover`), and 40
+/// entities told once each from the first (the coordinator's) node.
+fn three_leased_nodes(seed: u64, takeover: bool) -> (Net, [UniqueAddress; 3]) {
+    let mut net = Net::new(seed, HandOffMode::Forward);
+    net.lease_timing = Some(timing());
+    net.coordinator_settings.lease_takeover = takeover.then(timing);
+    let a = net.add(1, false);
+    let b = net.add(2, false);
+    let c = net.add(3, false);
+    net.advance(Duration::from_secs(3));
+    for i in 0..40 {
+        net.tell(&a, &format!("e{i}"), 1);
+    }
+    net.advance(Duration::from_secs(1));
+    assert_eq!(net.delivered.len(), 40, "{:?}", net.dropped);
+    (net, [a, b, c])
+}
+
+/// The shards hosted on `n` now.
+fn shards_on(net: &Net, n: &UniqueAddress) -> BTreeSet<ShardId> {
+    net.hosts()
+        .into_iter()
+        .filter(|(_, h)| h.contains(n))
+        .map(|(s, _)| s)
+        .collect()
+}
+
+/// Entities (of the 40) whose shard is one of `shards`.
+fn entities_of(net: &Net, shards: &BTreeSet<ShardId>) -> Vec<String> {
+    (0..40)
+        .map(|i| format!("e{i}"))
+        .filter(|e| shards.contains(&net.shard_of(e)))
+        .collect()
+}
+
+#[test]
+fn a_frozen_nodes_shards_move_once_their_leases_lapse_while_it_is_still_a_member() {
+    let (mut net, [a, b, c]) = three_leased_nodes(1, true);
+    let on_c = shards_on(&net, &c);
+    assert!(!on_c.is_empty(), "the frozen node must host something");
+    net.freeze(&c);
+    // Well within the lease's time to live: nothing moves.
+    net.advance(Duration::from_secs(3));
+    for shard in &on_c {
+        assert!(!net.hosts().contains_key(shard), "{shard} moved early");
+    }
+    // Past it: every one of them runs elsewhere, though the node was never downed.
+    net.advance(Duration::from_secs(6));
+    for shard in &on_c {
+        let hosts = net.hosts().get(shard).cloned().unwrap_or_default();
+        assert!(
+            hosts.len() == 1 && (hosts.contains(&a) || hosts.contains(&b)),
+            "{shard} on {hosts:?}"
+        );
+    }
+    // And they answer: messages for their entities, from both survivors, are delivered.
+    let before = net.delivered.len();
+    let entities = entities_of(&net, &on_c);
+    for e in &entities {
+        net.tell(&a, e, 2);
+        net.tell(&b, e, 3);
+    }
+    net.advance(Duration::from_secs(1));
+    assert_eq!(net.delivered.len() - before, 2 * entities.len());
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
+#[test]
+fn without_the_takeover_a_frozen_nodes_shards_wait_for_its_removal() {
+    let (mut net, [_, _, c]) = three_leased_nodes(2, false);
+    let on_c = shards_on(&net, &c);
+    net.freeze(&c);
+    net.advance(Duration::from_secs(20));
+    for shard in &on_c {
+        assert!(!net.hosts().contains_key(shard), "{shard} moved");
+    }
+    // The resolver decides: only then do they move.
+    net.set_status(&c, MemberStatus::Down);
+    net.set_status(&c, MemberStatus::Removed);
+    net.advance(Duration::from_secs(10));
+    for shard in &on_c {
+        assert!(net.hosts().contains_key(shard), "{shard} never moved");
+    }
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
+#[test]
+fn a_node_cut_off_from_its_peers_but_not_from_the_store_keeps_its_shards() {
+    let (mut net, [a, _, c]) = three_leased_nodes(3, true);
+    let on_c = shards_on(&net, &c);
+    net.cut_off(&c);
+    // It goes on renewing: the store says its leases are held, and nothing moves, however
+    // long the resolver takes. Not even in the coordinator's table: a shard given another
+    // home there would wait at the new home for a lease it cannot get, and its messages with
+    // it.
+    net.advance(Duration::from_secs(30));
+    assert_eq!(shards_on(&net, &c), on_c);
+    let table = net.coordinator(&a).expect("a runs the coordinator").state();
+    for shard in &on_c {
+        assert_eq!(table.home(shard), Some(&c), "{shard} taken from c");
+    }
+    for shard in &on_c {
+        assert_eq!(net.hosts()[shard].len(), 1, "{shard}: {:?}", net.hosts());
+    }
+    assert!(net.leases_lost.is_empty(), "{:?}", net.leases_lost);
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
+#[test]
+fn with_the_store_unreachable_nothing_moves_early() {
+    let (mut net, [_, _, c]) = three_leased_nodes(4, true);
+    let on_c = shards_on(&net, &c);
+    net.freeze(&c);
+    net.lease_store_down = true;
+    net.advance(Duration::from_secs(30));
+    for shard in &on_c {
+        assert!(!net.hosts().contains_key(shard), "{shard} moved");
+    }
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
+#[test]
+fn a_node_heard_again_gives_up_the_shards_taken_from_it_and_its_messages_follow_them() {
+    let (mut net, [a, b, c]) = three_leased_nodes(5, true);
+    let on_c = shards_on(&net, &c);
+    let entities = entities_of(&net, &on_c);
+    // Told on the frozen node before it froze, waiting to be handled.
+    net.freeze(&c);
+    net.advance(Duration::from_secs(9));
+    let moved: BTreeSet<ShardId> = on_c
+        .iter()
+        .filter(|s| net.hosts().contains_key(*s))
+        .cloned()
+        .collect();
+    assert_eq!(moved, on_c, "all moved while it was frozen");
+    net.thaw(&c);
+    // Its own senders go on: their messages reach the shards' new homes.
+    let before = net.delivered.len();
+    for e in &entities {
+        net.tell(&c, e, 4);
+    }
+    net.advance(Duration::from_secs(5));
+    assert!(
+        shards_on(&net, &c).is_disjoint(&on_c),
+        "still hosts a shard taken from it: {:?}",
+        shards_on(&net, &c)
+    );
+    for shard in &on_c {
+        assert!(!net.region(&c).is_hosting(shard), "{shard} still hosted");
+        let hosts = net.hosts()[shard].clone();
+        assert!(
+            hosts.contains(&a) || hosts.contains(&b),
+            "{shard}: {hosts:?}"
+        );
+    }
+    let delivered: Vec<_> = net.delivered[before..]
+        .iter()
+        .filter(|(_, _, (from, _))| *from == c)
+        .collect();
+    assert_eq!(
+        delivered.len(),
+        entities.len(),
+        "dropped: {:?}",
+        net.dropped
+    );
+    // Told again later, they stay where they are.
+    let hosts_before = net.hosts();
+    net.advance(Duration::from_secs(20));
+    assert_eq!(net.hosts(), hosts_before);
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
+/// Messages a third node sent to the frozen node before it learnt the shards' new homes are
+/// still on their way when the node runs again: whatever order the node reads its connections
+/// in (the revocation first, or those messages first), none of them is delivered after a later
+/// message of the same sender, anywhere.
+#[test]
+fn messages_on_their_way_to_the_frozen_node_never_overtake_later_ones() {
+    for seed in 0..40 {
+        let (mut net, [a, b, c]) = three_leased_nodes(100 + seed, true);
+        let on_c = shards_on(&net, &c);
+        let entities = entities_of(&net, &on_c);
+        net.freeze(&c);
+        // Sent to c, their cached home: they wait on the way.
+        for e in &entities {
+            net.tell(&b, e, 10);
+        }
+        net.advance(Duration::from_secs(9));
+        // Sent once b knows the new homes.
+        for e in &entities {
+            net.tell(&b, e, 11);
+            net.tell(&a, e, 11);
+        }
+        net.advance(Duration::from_secs(1));
+        net.thaw(&c);
+        net.advance(Duration::from_secs(10));
+        for e in &entities {
+            net.tell(&b, e, 12);
+        }
+        net.advance(Duration::from_secs(5));
+        for ((sender, entity), seqs) in net.per_sender() {
+            assert!(
+                seqs.windows(2).all(|w| w[0] < w[1]),
+                "seed {seed}: {entity} got {seqs:?} from {sender}: {:?}",
+                net.delivered
+                    .iter()
+                    .filter(|(_, e, _)| *e == entity)
+                    .collect::<Vec<_>>()
+            );
+            if sender == b && entities.contains(&entity.to_string()) {
+                assert!(
+                    seqs.ends_with(&[11, 12]),
+                    "seed {seed}: {entity} got {seqs:?}"
+                );
+            }
+        }
+        assert!(net.violations.is_empty(), "{:#?}", net.violations);
+    }
+}
