@@ -250,10 +250,12 @@ enum Hosted<M> {
         /// between, and what waited here meanwhile is older than what that node handled.
         lapsed: Option<u64>,
     },
-    /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker.
+    /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker
+    /// (each with its sender, as in the buffer: a region that wakes from a long pause drops
+    /// what other nodes sent).
     AwaitingPredecessor {
         predecessor: UniqueAddress,
-        held: VecDeque<Envelope<M>>,
+        held: VecDeque<Buffered<M>>,
         until: Instant,
     },
     HandingOff {

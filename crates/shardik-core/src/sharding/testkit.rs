@@ -94,6 +94,8 @@ pub(crate) struct Net {
     /// Nodes cut off from every other node but not from the lease store: they run, renew
     /// their leases, and hear nothing from the others (what is sent either way waits).
     cut_off: BTreeSet<UniqueAddress>,
+    /// Protocol messages the network loses, when set (a test that needs one kind missing).
+    pub lose: Option<fn(&Protocol) -> bool>,
 }
 
 impl Net {
@@ -129,6 +131,7 @@ impl Net {
             lease_tokens: BTreeMap::new(),
             frozen: BTreeSet::new(),
             cut_off: BTreeSet::new(),
+            lose: None,
         }
     }
 
@@ -303,6 +306,7 @@ impl Net {
     fn effects(&mut self, at: &UniqueAddress, out: Vec<KindEffect<Msg>>) {
         for e in out {
             match e {
+                KindEffect::Send { msg, .. } if self.lose.is_some_and(|lose| lose(&msg)) => {}
                 KindEffect::Send { to, msg } => self.push(at, &to, Wire::Proto(msg)),
                 KindEffect::Forward { to, env } => self.push(at, &to, Wire::User(env)),
                 KindEffect::Deliver(env) => {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use super::{Buffered, DropReason, HandOffMode, Hosted, Region, RegionEffect};
+use super::{DropReason, HandOffMode, Hosted, Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
@@ -120,19 +120,15 @@ impl<M> Region<M> {
                     self.buffered += held.len();
                     let buffer = self.buffers.entry(shard.clone()).or_default();
                     // Held messages arrived before anything buffered after them.
-                    for env in held.into_iter().rev() {
-                        buffer.push_front(Buffered {
-                            from: None,
-                            env,
-                            own: false,
-                        });
+                    for b in held.into_iter().rev() {
+                        buffer.push_front(b);
                     }
                 }
             }
             HandOffMode::Drop => {
                 let buffered = self.buffers.remove(&shard).unwrap_or_default();
                 self.buffered -= buffered.len();
-                for env in held.into_iter().chain(buffered.into_iter().map(|b| b.env)) {
+                for env in held.into_iter().chain(buffered).map(|b| b.env) {
                     out.push(RegionEffect::Dropped {
                         env,
                         reason: DropReason::HandOff,

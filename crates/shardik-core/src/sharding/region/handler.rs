@@ -50,7 +50,7 @@ impl<M> Region<M> {
             Protocol::HandOffDrained { shard } => self.hand_off_drained(from, shard, out),
             Protocol::RoutingHere { shard, nonce } => self.routing_here(from, &shard, nonce),
             Protocol::NotHere { shard, nonce } => self.not_here(from, &shard, nonce),
-            Protocol::HandOverDone { shard } => self.hand_over_done(from, shard, out),
+            Protocol::HandOverDone { shard } => self.hand_over_done(now, from, shard, out),
             // Messages for the coordinator never reach a region's handler.
             Protocol::Register { .. }
             | Protocol::GetShardHome { .. }

@@ -113,13 +113,14 @@ impl<M> Region<M> {
     /// arrived, so what was held for it is delivered.
     pub(super) fn hand_over_done(
         &mut self,
+        now: Instant,
         from: &UniqueAddress,
         shard: ShardId,
         out: &mut Vec<RegionEffect<M>>,
     ) {
         match self.hosted.get(&shard) {
             Some(Hosted::AwaitingPredecessor { predecessor, .. }) if predecessor == from => {
-                self.release_held(&shard, out)
+                self.release_held(now, &shard, out)
             }
             Some(_) => {}
             // Overtook the HostShard that names its sender (different connections).
@@ -129,11 +130,26 @@ impl<M> Region<M> {
         }
     }
 
-    pub(super) fn release_held(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
+    /// Delivers what waited for the predecessor (its marker came, it is gone, or the wait
+    /// timed out) and runs the shard.
+    ///
+    /// Under shard leases only while the lease still holds: the marker or the timer may be
+    /// the first thing this region runs after a pause that outlasted the lease, when another
+    /// node may hold the shard. A lapsed lease parks the shard instead, and what was held
+    /// waits in the buffer for the lease.
+    pub(super) fn release_held(
+        &mut self,
+        now: Instant,
+        shard: &ShardId,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        if !self.lease_still_held(now, shard, out) {
+            return;
+        }
         if let Some(Hosted::AwaitingPredecessor { held, .. }) =
             self.hosted.replace(shard, Hosted::Running)
         {
-            out.extend(held.into_iter().map(RegionEffect::Deliver));
+            out.extend(held.into_iter().map(|b| RegionEffect::Deliver(b.env)));
         }
     }
 }

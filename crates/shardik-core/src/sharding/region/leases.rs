@@ -1,7 +1,7 @@
 //! Shard leases (`use-lease`, digest §1.6): a shard starts only after taking its lease and its
 //! entities stop at once when the lease is lost.
 
-use super::{Buffered, DropReason, Hosted, Region, RegionEffect};
+use super::{DropReason, Hosted, Region, RegionEffect};
 use crate::Instant;
 use crate::lease::{LeaseAnswer, LeaseEvent};
 use crate::membership::UniqueAddress;
@@ -33,12 +33,8 @@ impl<M> Region<M> {
             if !held.is_empty() {
                 self.buffered += held.len();
                 let buffer = self.buffers.entry(shard.clone()).or_default();
-                for env in held.into_iter().rev() {
-                    buffer.push_front(Buffered {
-                        from: None,
-                        env,
-                        own: false,
-                    });
+                for b in held.into_iter().rev() {
+                    buffer.push_front(b);
                 }
             }
         }

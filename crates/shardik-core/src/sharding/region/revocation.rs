@@ -64,9 +64,9 @@ impl<M> Region<M> {
         let stop = match self.hosted.remove(shard) {
             Some(Hosted::Running | Hosted::Stopping { .. }) => true,
             Some(Hosted::AwaitingPredecessor { held, .. }) => {
-                for env in held {
+                for b in held {
                     out.push(RegionEffect::Dropped {
-                        env,
+                        env: b.env,
                         reason: DropReason::LeaseLapsed,
                     });
                 }

@@ -83,7 +83,11 @@ impl<M> Region<M> {
                 if from == Some(&*predecessor) {
                     out.push(RegionEffect::Deliver(env));
                 } else {
-                    held.push_back(env);
+                    held.push_back(Buffered {
+                        from: from.cloned(),
+                        own: from.is_none(),
+                        env,
+                    });
                 }
             }
             Some(Hosted::AwaitingLease { .. }) => {
@@ -277,9 +281,7 @@ impl<M> Region<M> {
             .partition(|b| predecessor.is_some() && b.from.as_ref() == predecessor);
         out.extend(first.into_iter().map(|b| RegionEffect::Deliver(b.env)));
         match self.hosted.get_mut(shard) {
-            Some(Hosted::AwaitingPredecessor { held, .. }) => {
-                held.extend(rest.into_iter().map(|b| b.env))
-            }
+            Some(Hosted::AwaitingPredecessor { held, .. }) => held.extend(rest),
             _ => out.extend(rest.into_iter().map(|b| RegionEffect::Deliver(b.env))),
         }
     }

@@ -23,7 +23,7 @@
 //! routes there, once per home it learns, quoting the nonce it last heard from that home for
 //! that shard, if any.
 
-use super::{DropReason, Envelope, Region, RegionEffect};
+use super::{DropReason, Envelope, Hosted, Region, RegionEffect};
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
@@ -98,6 +98,19 @@ impl<M> Region<M> {
         let hosted: Vec<ShardId> = self.hosted.keys().cloned().collect();
         for shard in hosted {
             self.mark_order_broken(&shard);
+            // What waited for a predecessor's marker is as old as what waited in the buffer.
+            if let Some(Hosted::AwaitingPredecessor { held, .. }) = self.hosted.get_mut(&shard) {
+                for b in std::mem::take(held) {
+                    if b.own {
+                        held.push_back(b);
+                    } else {
+                        out.push(RegionEffect::Dropped {
+                            env: b.env,
+                            reason: DropReason::LeaseLapsed,
+                        });
+                    }
+                }
+            }
             let Some(buffer) = self.buffers.remove(&shard) else {
                 continue;
             };

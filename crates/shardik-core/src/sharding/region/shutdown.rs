@@ -58,9 +58,9 @@ impl<M> Region<M> {
                     if let Some(Hosted::AwaitingPredecessor { held, .. }) =
                         self.hosted.replace(&shard, Hosted::Stopping { force_at })
                     {
-                        for env in held {
+                        for b in held {
                             out.push(RegionEffect::Dropped {
-                                env,
+                                env: b.env,
                                 reason: DropReason::RegionStopped,
                             });
                         }

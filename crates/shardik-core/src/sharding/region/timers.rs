@@ -84,7 +84,7 @@ impl<M> Region<M> {
             self.stopped_in_place(&shard, out);
         }
         for shard in expired_wait {
-            self.release_held(&shard, out);
+            self.release_held(now, &shard, out);
         }
         for shard in forced {
             self.maybe_finish_hand_off(&shard, out);

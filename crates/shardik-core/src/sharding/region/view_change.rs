@@ -73,7 +73,7 @@ impl<M> Region<M> {
             }
         }
         for shard in released {
-            self.release_held(&shard, out);
+            self.release_held(now, &shard, out);
         }
         for shard in finished {
             self.maybe_finish_hand_off(&shard, out);
