@@ -402,16 +402,19 @@ static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_two_split_under_load_never_runs_a_counter_on_both_sides() {
-    split_under_load(&[0, 1, 2], &[3, 4]).await;
+    split_under_load(&[0, 1, 2], &[3, 4], None).await;
 }
 
 /// One node cut off from its peers but not from the store (it keeps renewing its leases):
 /// its counters stay where they are until the resolver decides, which it does no sooner than
-/// `stable-after` (the shipped 20 s) after the cut. Moving them on the lease takeover's word
-/// would be seconds earlier, and wrong: the node still serves them.
+/// `stable-after` after the cut. Here that is the shipped 20 s, well past the 6 s in which a
+/// silent node's leases lapse: moving them on the lease takeover's word would be seconds
+/// earlier, and wrong, since the node still serves them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_cut_off_from_its_peers_but_not_the_store_keeps_its_counters_until_downed() {
-    let (split_mono, first_takeover) = split_under_load(&[0, 1, 2, 3], &[4]).await;
+    const STABLE_AFTER: Duration = Duration::from_secs(20);
+    let (split_mono, first_takeover) =
+        split_under_load(&[0, 1, 2, 3], &[4], Some(STABLE_AFTER)).await;
     let Some(first_takeover) = first_takeover else {
         return; // skipped: no network namespaces here (said so)
     };
@@ -423,14 +426,16 @@ async fn one_node_cut_off_from_its_peers_but_not_the_store_keeps_its_counters_un
     );
 }
 
-/// The resolver's `stable-after` as shipped (these tests leave it alone).
-const STABLE_AFTER: Duration = Duration::from_secs(20);
-
 /// Five nodes under load, split into `majority` and `minority` (the path to the store stays
-/// up), healed, restarted: every verdict of the module's doc. Returns the split's moment and
-/// the first moment the majority ran a counter taken from the minority, on the nodes'
-/// monotonic clock (`None` when skipped).
-async fn split_under_load(majority: &[usize], minority: &[usize]) -> (u64, Option<u64>) {
+/// up), healed, restarted: every verdict of the module's doc. `stable_after` replaces the
+/// tests' short resolver wait. Returns the split's moment and the first moment the majority
+/// ran a counter taken from the minority, on the nodes' monotonic clock (`None` when
+/// skipped).
+async fn split_under_load(
+    majority: &[usize],
+    minority: &[usize],
+    stable_after: Option<Duration>,
+) -> (u64, Option<u64>) {
     let _one_lab = ONE_LAB_AT_A_TIME.lock().await;
     // Declared first, dropped last: the nodes die before their namespaces go.
     let mut lab = match Lab::create(NODES) {
@@ -456,9 +461,17 @@ async fn split_under_load(majority: &[usize], minority: &[usize]) -> (u64, Optio
 
     let test_start = Instant::now();
     let http = client();
-    let mut nodes: Vec<Node> = (0..NODES)
-        .map(|i| Node::spawn(spec(&lab, i, 0, &store, &use_lease)))
-        .collect();
+    let spec = |lab: &Lab, i: usize, generation: usize| {
+        let spec = spec(lab, i, generation, &store, &use_lease);
+        match stable_after {
+            Some(d) => spec.env(
+                "SHARDIK_CLUSTER__SPLIT_BRAIN_RESOLVER__STABLE_AFTER",
+                &format!("{}ms", d.as_millis()),
+            ),
+            None => spec,
+        }
+    };
+    let mut nodes: Vec<Node> = (0..NODES).map(|i| Node::spawn(spec(&lab, i, 0))).collect();
     let addrs: Vec<String> = nodes.iter().map(|n| n.addr().to_string()).collect();
     let managements: Arc<Vec<String>> =
         Arc::new(nodes.iter().map(|n| n.spec.management.clone()).collect());
@@ -602,7 +615,7 @@ async fn split_under_load(majority: &[usize], minority: &[usize]) -> (u64, Optio
         .unwrap_or_else(|e| panic!("cannot restore the links: {e}"));
     let healed_at = Instant::now();
     for &k in minority {
-        nodes[k] = Node::spawn(spec(&lab, k, 1, &store, &use_lease));
+        nodes[k] = Node::spawn(spec(&lab, k, 1));
     }
     {
         let mut refs: Vec<&mut Node> = nodes.iter_mut().collect();
