@@ -201,6 +201,11 @@ enum Tenure {
 pub struct LeaseKeeper<K> {
     timing: LeaseTiming,
     tenures: BTreeMap<K, Tenure>,
+    /// The last token released per key. The release is fire and forget and may reach the
+    /// store after a later acquisition of the same key: the store answers that acquisition
+    /// with the tenure it still holds for us (the same token), then frees it. A grant of a
+    /// released token is therefore never counted on (see [`answer`](Self::answer)).
+    released: BTreeMap<K, u64>,
     next_id: u64,
 }
 
@@ -210,6 +215,7 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
         LeaseKeeper {
             timing,
             tenures: BTreeMap::new(),
+            released: BTreeMap::new(),
             next_id: 1,
         }
     }
@@ -254,6 +260,7 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
     /// abandoned (a grant arriving later is given back).
     pub fn give_up(&mut self, key: &K, out: &mut Vec<LeaseRequest<K>>) {
         if let Some(Tenure::Held { token, .. }) = self.tenures.remove(key) {
+            self.released.insert(key.clone(), token);
             let id = self.id();
             out.push(LeaseRequest {
                 key: key.clone(),
@@ -294,7 +301,22 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
             Some(Tenure::Acquiring { id: out_id, sent }) if *out_id == id => {
                 let sent = *sent;
                 match answer {
+                    // The tenure this keeper released: its release may still be on the way
+                    // and free the lease behind our back (a release and an acquisition of one
+                    // key run concurrently). Not counted on: tried again after the retry
+                    // interval, by when the release has landed and a grant is a new tenure,
+                    // or, if the release was lost, the old tenure has expired.
+                    LeaseAnswer::Granted { token } if self.released.get(key) == Some(&token) => {
+                        self.tenures.insert(
+                            key.clone(),
+                            Tenure::Retrying {
+                                at: now + timing.retry_interval,
+                            },
+                        );
+                        None
+                    }
                     LeaseAnswer::Granted { token } => {
+                        self.released.remove(key);
                         let deadline = timing.deadline_after(sent);
                         if deadline <= now {
                             // Granted, but too late to count on: try again later.
@@ -386,6 +408,7 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                 if let LeaseAnswer::Granted { token } = answer {
                     let held_now = self.held(now, key) == Some(token);
                     if !held_now {
+                        self.released.insert(key.clone(), token);
                         let id = self.id();
                         out.push(LeaseRequest {
                             key: key.clone(),

@@ -250,6 +250,60 @@ fn a_deadline_passed_during_a_pause_is_caught_before_use() {
     assert_eq!(only(&mut out).call, LeaseCall::Acquire);
 }
 
+/// A release and the next acquisition of one key run concurrently: the store may take the
+/// acquisition first, answer it with the tenure it still holds for us (the same token), then
+/// apply the release. That grant is never counted on; the next one, a new tenure, is.
+/// (Simulator: a shard handed off and given back to the same node, seed 4296 of a store-cut
+/// sweep, where another node then took the freed lease while this one ran the shard.)
+#[test]
+fn a_grant_of_the_tenure_just_released_is_not_counted_on() {
+    let mut k = LeaseKeeper::new(timing());
+    let mut out = Vec::new();
+    k.want(at(0), "s", &mut out);
+    let req = only(&mut out);
+    k.answer(
+        at(10),
+        &"s",
+        req.id,
+        LeaseAnswer::Granted { token: 5 },
+        &mut out,
+    );
+    k.give_up(&"s", &mut out);
+    assert_eq!(only(&mut out).call, LeaseCall::Release { token: 5 });
+    k.want(at(20), "s", &mut out);
+    let req = only(&mut out);
+    assert_eq!(req.call, LeaseCall::Acquire);
+    // Answered before the release landed: the same tenure.
+    let ev = k.answer(
+        at(30),
+        &"s",
+        req.id,
+        LeaseAnswer::Granted { token: 5 },
+        &mut out,
+    );
+    assert_eq!(ev, None);
+    assert_eq!(
+        k.held(at(30), &"s"),
+        None,
+        "counted on a tenure it released"
+    );
+    assert!(k.wants(&"s"), "still wanted");
+    // Tried again after the retry interval: the release has landed, a new tenure.
+    let retry = k.poll_timeout().expect("a retry");
+    assert_eq!(retry, at(30) + timing().retry_interval);
+    let _ = k.handle_timeout(retry, &mut out);
+    let req = only(&mut out);
+    assert_eq!(req.call, LeaseCall::Acquire);
+    let ev = k.answer(
+        retry,
+        &"s",
+        req.id,
+        LeaseAnswer::Granted { token: 6 },
+        &mut out,
+    );
+    assert_eq!(ev, Some(LeaseEvent::Acquired { key: "s", token: 6 }));
+}
+
 #[test]
 fn giving_up_releases_what_is_held() {
     let mut k = LeaseKeeper::new(timing());
