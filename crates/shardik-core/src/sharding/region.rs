@@ -230,9 +230,8 @@ pub enum RegionEffect<M> {
 struct Buffered<M> {
     from: Option<UniqueAddress>,
     env: Envelope<M>,
-    /// Sent by a sender on this node, as far as the region knows (a message held for a
-    /// predecessor does not say where it came from, so it is not): what may follow a shard
-    /// taken from this region to its next home (`revocation.rs`).
+    /// Sent by a sender on this node: what may follow a shard taken from this region to its
+    /// next home (`revocation.rs`) or wait out a long pause here (`routing_order.rs`).
     own: bool,
 }
 

@@ -3,9 +3,8 @@
 //! homes (see `coordinator/takeover.rs`). Without this the region, heard again, would keep
 //! them parked and try for their leases for as long as their next homes hold them.
 
-use std::collections::VecDeque;
-
-use super::{DropReason, Hosted, Region, RegionEffect};
+use super::routing_order::keep_own;
+use super::{Hosted, Region, RegionEffect};
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
@@ -64,11 +63,12 @@ impl<M> Region<M> {
         let stop = match self.hosted.remove(shard) {
             Some(Hosted::Running | Hosted::Stopping { .. }) => true,
             Some(Hosted::AwaitingPredecessor { held, .. }) => {
-                for b in held {
-                    out.push(RegionEffect::Dropped {
-                        env: b.env,
-                        reason: DropReason::LeaseLapsed,
-                    });
+                // In front of the buffer, where keep_only_own_messages sorts them: this
+                // node's own follow the shard, other nodes' are dropped.
+                self.buffered += held.len();
+                let buffer = self.buffers.entry(shard.clone()).or_default();
+                for b in held.into_iter().rev() {
+                    buffer.push_front(b);
                 }
                 true
             }
@@ -83,25 +83,14 @@ impl<M> Region<M> {
         }
     }
 
-    /// Drops what other nodes sent for `shard` (and what was held for a predecessor, whose
-    /// origin is not kept) and keeps this node's own, asking for the shard's next home for
-    /// them.
+    /// Drops what other nodes sent for `shard` and keeps this node's own, asking for the
+    /// shard's next home for them.
     fn keep_only_own_messages(&mut self, shard: &ShardId, out: &mut Vec<RegionEffect<M>>) {
         let Some(buffer) = self.buffers.remove(shard) else {
             return;
         };
         self.buffered -= buffer.len();
-        let mut own = VecDeque::new();
-        for b in buffer {
-            if !b.own {
-                out.push(RegionEffect::Dropped {
-                    env: b.env,
-                    reason: DropReason::LeaseLapsed,
-                });
-            } else {
-                own.push_back(b);
-            }
-        }
+        let own = keep_own(buffer, out);
         if !own.is_empty() {
             self.buffered += own.len();
             self.buffers.insert(shard.clone(), own);

@@ -23,10 +23,33 @@
 //! routes there, once per home it learns, quoting the nonce it last heard from that home for
 //! that shard, if any.
 
-use super::{DropReason, Envelope, Hosted, Region, RegionEffect};
+use std::collections::VecDeque;
+
+use super::{Buffered, DropReason, Envelope, Hosted, Region, RegionEffect};
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
+
+/// This node's own senders' messages from `queue`, in order; what other nodes sent is dropped,
+/// each reported (`lease-lapsed`): after the shard's lease changed hands behind this region's
+/// back it may be older than what those senders' later messages met elsewhere.
+pub(super) fn keep_own<M>(
+    queue: VecDeque<Buffered<M>>,
+    out: &mut Vec<RegionEffect<M>>,
+) -> VecDeque<Buffered<M>> {
+    let mut own = VecDeque::with_capacity(queue.len());
+    for b in queue {
+        if b.own {
+            own.push_back(b);
+        } else {
+            out.push(RegionEffect::Dropped {
+                env: b.env,
+                reason: DropReason::LeaseLapsed,
+            });
+        }
+    }
+    own
+}
 
 /// A shard whose order broke here: the mark's nonce and who has routed here since.
 #[derive(Debug)]
@@ -100,32 +123,13 @@ impl<M> Region<M> {
             self.mark_order_broken(&shard);
             // What waited for a predecessor's marker is as old as what waited in the buffer.
             if let Some(Hosted::AwaitingPredecessor { held, .. }) = self.hosted.get_mut(&shard) {
-                for b in std::mem::take(held) {
-                    if b.own {
-                        held.push_back(b);
-                    } else {
-                        out.push(RegionEffect::Dropped {
-                            env: b.env,
-                            reason: DropReason::LeaseLapsed,
-                        });
-                    }
-                }
+                *held = keep_own(std::mem::take(held), out);
             }
             let Some(buffer) = self.buffers.remove(&shard) else {
                 continue;
             };
             self.buffered -= buffer.len();
-            let mut own = std::collections::VecDeque::new();
-            for b in buffer {
-                if b.own {
-                    own.push_back(b);
-                } else {
-                    out.push(RegionEffect::Dropped {
-                        env: b.env,
-                        reason: DropReason::LeaseLapsed,
-                    });
-                }
-            }
+            let own = keep_own(buffer, out);
             if !own.is_empty() {
                 self.buffered += own.len();
                 self.buffers.insert(shard, own);
