@@ -39,6 +39,9 @@ pub struct SelfFence {
     lost_at: Option<Instant>,
     /// Since when a majority has been seen without interruption (`None`: not seen now).
     majority_since: Option<Instant>,
+    /// The last instant the fence was evaluated at: a deadline it has passed without closing
+    /// (a tick that came late, after a pause, found the majority settled) is not due again.
+    evaluated_at: Option<Instant>,
     fenced: bool,
 }
 
@@ -62,6 +65,7 @@ impl SelfFence {
             stable_after,
             lost_at: None,
             majority_since: None,
+            evaluated_at: None,
             fenced: false,
         }
     }
@@ -121,6 +125,7 @@ impl SelfFence {
     }
 
     fn evaluate(&mut self, now: Instant) -> FenceChange {
+        self.evaluated_at = Some(now);
         let seen_for = |since: Instant| now.saturating_duration_since(since);
         if self.fenced {
             // Open only once a majority has held for twice the decision time: a heal that
@@ -167,8 +172,15 @@ impl SelfFence {
         let close = at + self.fence_after;
         match self.majority_since {
             None => Some(close),
-            // The deadline comes before the majority settles: it closes then.
-            Some(since) if close < since + self.stable_after / 2 => Some(close),
+            // The deadline comes before the majority settles: it closes then, unless it was
+            // evaluated at or after the deadline already and found the majority settled by
+            // then (the tick came late): due again, it would be due forever.
+            Some(since)
+                if close < since + self.stable_after / 2
+                    && self.evaluated_at.is_none_or(|at| at < close) =>
+            {
+                Some(close)
+            }
             // Otherwise the majority, if it holds, ends the period.
             Some(since) => Some(since + self.stable_after),
         }
@@ -202,6 +214,26 @@ mod tests {
         assert_eq!(f.tick(t(49)), FenceChange::None);
         assert_eq!(f.tick(t(50)), FenceChange::Opened);
         assert!(!f.is_closed());
+    }
+
+    #[test]
+    fn a_deadline_passed_unseen_with_the_majority_settled_is_not_due_again() {
+        // The sharding simulation's store-cut seed 4853: a node paused over its deadline
+        // found a settled majority when it ran again, did not close, and was woken at the
+        // past deadline over and over without its clock moving.
+        let mut f = SelfFence::new(S, S);
+        f.update(t(0), false);
+        assert_eq!(f.update(t(8), true), FenceChange::None);
+        assert_eq!(f.next_deadline(), Some(t(10)));
+        // Paused from before 10 until 14: by then the majority has held for 6 s.
+        assert_eq!(f.tick(t(14)), FenceChange::None);
+        assert!(!f.is_closed());
+        assert_eq!(f.next_deadline(), Some(t(18)));
+        assert_eq!(f.tick(t(18)), FenceChange::None);
+        assert_eq!(f.next_deadline(), None);
+        // Losing the majority again starts a new period.
+        f.update(t(19), false);
+        assert_eq!(f.next_deadline(), Some(t(29)));
     }
 
     #[test]

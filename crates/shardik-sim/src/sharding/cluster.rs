@@ -61,7 +61,14 @@ struct Slot {
     uid: Option<UniqueAddress>,
     /// The layer, while that incarnation runs.
     layer: Option<ShardNode>,
+    /// The instant of the layer's last timer run and how many ran at it in a row.
+    timer_runs: (Instant, u32),
 }
+
+/// Timer runs of one node at one instant beyond which the run is a livelock: a deadline in
+/// the past that handling it does not clear (the runtime would spin on it; virtual time would
+/// never move). Legitimate runs at one instant number a handful.
+const TIMER_RUNS_AT_ONE_INSTANT: u32 = 10_000;
 
 /// A membership world whose nodes also run sharding.
 pub struct ShardingWorld {
@@ -505,9 +512,20 @@ impl ShardingWorld {
             }
         }
         let now = self.now();
-        let Some(layer) = self.slots[id].layer.as_mut() else {
+        let slot = &mut self.slots[id];
+        let Some(layer) = slot.layer.as_mut() else {
             return;
         };
+        slot.timer_runs = match slot.timer_runs {
+            (at, runs) if at == now => (at, runs + 1),
+            _ => (now, 1),
+        };
+        assert!(
+            slot.timer_runs.1 < TIMER_RUNS_AT_ONE_INSTANT,
+            "node {id}'s timer ran {TIMER_RUNS_AT_ONE_INSTANT} times at {now:?}: a deadline \
+             in the past that handling it does not clear (next: {:?})",
+            layer.poll_timeout()
+        );
         let mut out = std::mem::take(&mut self.scratch);
         layer.timer(now, &mut out);
         self.dispatch(id, &mut out);
