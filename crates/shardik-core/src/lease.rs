@@ -303,9 +303,11 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                 match answer {
                     // The tenure this keeper released: its release may still be on the way
                     // and free the lease behind our back (a release and an acquisition of one
-                    // key run concurrently). Not counted on: tried again after the retry
-                    // interval, by when the release has landed and a grant is a new tenure,
-                    // or, if the release was lost, the old tenure has expired.
+                    // key run concurrently). Not counted on: released again and tried again
+                    // after the retry interval, by when a release has landed and a grant is
+                    // a new tenure. Released again, because the first release may have been
+                    // lost (the store cut off), and this grant renewed the old tenure: tried
+                    // again and again without a release, it would never end.
                     LeaseAnswer::Granted { token } if self.released.get(key) == Some(&token) => {
                         self.tenures.insert(
                             key.clone(),
@@ -313,6 +315,12 @@ impl<K: Ord + Clone> LeaseKeeper<K> {
                                 at: now + timing.retry_interval,
                             },
                         );
+                        let id = self.id();
+                        out.push(LeaseRequest {
+                            key: key.clone(),
+                            id,
+                            call: LeaseCall::Release { token },
+                        });
                         None
                     }
                     LeaseAnswer::Granted { token } => {

@@ -288,6 +288,11 @@ fn a_grant_of_the_tenure_just_released_is_not_counted_on() {
         "counted on a tenure it released"
     );
     assert!(k.wants(&"s"), "still wanted");
+    assert_eq!(
+        only(&mut out).call,
+        LeaseCall::Release { token: 5 },
+        "released again, in case the first release was lost"
+    );
     // Tried again after the retry interval: the release has landed, a new tenure.
     let retry = k.poll_timeout().expect("a retry");
     assert_eq!(retry, at(30) + timing().retry_interval);
@@ -302,6 +307,59 @@ fn a_grant_of_the_tenure_just_released_is_not_counted_on() {
         &mut out,
     );
     assert_eq!(ev, Some(LeaseEvent::Acquired { key: "s", token: 6 }));
+}
+
+/// A release lost on the way (the store cut off) leaves the tenure in the store, and the next
+/// acquisition renews it: the keeper releases it again each time it is granted it, until an
+/// acquisition finds a new tenure. (Simulator: the stand-in branch's store-cut seed 2284,
+/// where the oldest node's coordinator never started again, its retries keeping the released
+/// tenure alive and every other node out.)
+#[test]
+fn a_released_tenure_granted_again_is_released_again_until_a_new_one_comes() {
+    let mut k = LeaseKeeper::new(timing());
+    let mut out = Vec::new();
+    k.want(at(0), "s", &mut out);
+    let req = only(&mut out);
+    k.answer(
+        at(10),
+        &"s",
+        req.id,
+        LeaseAnswer::Granted { token: 5 },
+        &mut out,
+    );
+    k.give_up(&"s", &mut out);
+    assert_eq!(only(&mut out).call, LeaseCall::Release { token: 5 });
+    // That release is lost.
+    k.want(at(20), "s", &mut out);
+    let mut now = at(20);
+    let mut req = only(&mut out);
+    for _ in 0..2 {
+        // The store still holds tenure 5 for us and renews it.
+        let ev = k.answer(
+            now,
+            &"s",
+            req.id,
+            LeaseAnswer::Granted { token: 5 },
+            &mut out,
+        );
+        assert_eq!(ev, None);
+        assert_eq!(only(&mut out).call, LeaseCall::Release { token: 5 });
+        now = k.poll_timeout().expect("a retry");
+        let _ = k.handle_timeout(now, &mut out);
+        req = only(&mut out);
+        assert_eq!(req.call, LeaseCall::Acquire);
+    }
+    // A release landed: the next grant is a new tenure, counted on.
+    let ev = k.answer(
+        now,
+        &"s",
+        req.id,
+        LeaseAnswer::Granted { token: 6 },
+        &mut out,
+    );
+    assert_eq!(ev, Some(LeaseEvent::Acquired { key: "s", token: 6 }));
+    assert_eq!(k.held(now, &"s"), Some(6));
+    assert!(out.is_empty());
 }
 
 #[test]
