@@ -58,7 +58,8 @@ impl<M> Region<M> {
             | Protocol::ShardStopped { .. }
             | Protocol::GracefulShutdownReq
             | Protocol::RegionStopped
-            | Protocol::ShardStarted { .. } => {}
+            | Protocol::ShardStarted { .. }
+            | Protocol::SilentHomes { .. } => {}
             // Answered by a node, not a region: `KindNode` handles it.
             Protocol::KindNotStarted { .. } => {}
         }
