@@ -63,6 +63,7 @@ use crate::bench_support::{
 use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
 use crate::bench_transports::{RemoteFigures, RemoteRun};
 
+mod cores;
 mod turns;
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
@@ -99,6 +100,9 @@ enum ShardingCmd {
     Memory(MemoryArgs),
     /// Latency of the first message to an entity in a shard that is not allocated yet.
     FirstMessage(FirstArgs),
+    /// How much of the machine's cores one kind uses: CPU-bound handlers against the same
+    /// work on plain tasks, for each worker count.
+    Cores(cores::CoresArgs),
 }
 
 /// Options every sharding benchmark takes.
@@ -249,21 +253,23 @@ pub struct PeerArgs {
 
 /// Runs `shardik bench sharding ...`.
 pub fn run(args: ShardingArgs) -> anyhow::Result<ExitCode> {
-    let common = match &args.what {
-        ShardingCmd::Local(a) => &a.common,
-        ShardingCmd::Remote(a) => &a.common,
-        ShardingCmd::Memory(a) => &a.common,
-        ShardingCmd::FirstMessage(a) => &a.common,
-    };
-    set_runtime_kind(&common.runtime);
-    let rt = runtime()?;
     match args.what {
-        ShardingCmd::Local(a) => rt.block_on(local_bench(a)),
-        ShardingCmd::Remote(a) => rt.block_on(remote_bench(a)),
-        ShardingCmd::Memory(a) => rt.block_on(memory_bench(a)),
-        ShardingCmd::FirstMessage(a) => rt.block_on(first_message_bench(a)),
-    }?;
+        ShardingCmd::Local(a) => on_runtime(a.common.runtime.clone(), local_bench(a))?,
+        ShardingCmd::Remote(a) => on_runtime(a.common.runtime.clone(), remote_bench(a))?,
+        ShardingCmd::Memory(a) => on_runtime(a.common.runtime.clone(), memory_bench(a))?,
+        ShardingCmd::FirstMessage(a) => {
+            on_runtime(a.common.runtime.clone(), first_message_bench(a))?
+        }
+        // A runtime per worker count, built by the benchmark itself.
+        ShardingCmd::Cores(a) => cores::run(a)?,
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `bench` on the runtime `kind` names (`--runtime`; the peers it starts inherit it).
+fn on_runtime(kind: String, bench: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    set_runtime_kind(&kind);
+    runtime()?.block_on(bench)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -118,8 +118,10 @@ fn runtime_kind() -> String {
         .unwrap_or_else(|| "multi".to_string())
 }
 
-/// By default the same runtime shape as `shardik node` (two workers, for a two-core machine);
-/// `--runtime current` runs everything on one thread.
+/// By default two workers: the shape `shardik node` had on a two-core machine when these
+/// benchmarks' recorded numbers were taken, kept so that they stay comparable (a node now
+/// starts one worker per core, `runtime.worker-threads`; `bench sharding cores` measures each
+/// worker count). `--runtime current` runs everything on one thread.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     let kind = runtime_kind();
     let mut builder = if kind == "current" {

@@ -100,8 +100,9 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .context("invalid configuration")?;
     logging::init(settings.logging.format, &settings.logging.level)
         .context("cannot set up logging")?;
+    // One worker per core unless `runtime.worker-threads` says otherwise.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(settings.runtime.worker_thread_count())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

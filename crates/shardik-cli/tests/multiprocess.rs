@@ -62,6 +62,27 @@ async fn three_nodes_form_a_cluster() {
     }
 }
 
+/// `runtime.worker-threads` sizes a node's runtime and `/metrics` shows the count; left at
+/// its default (0), a node starts one worker per core.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_threads_setting_sizes_the_runtime_and_metrics_show_it() {
+    let http = client();
+    let specs = vec![
+        NodeSpec::new("workers-3", &[]).env("SHARDIK_RUNTIME__WORKER_THREADS", "3"),
+        NodeSpec::new("workers-auto", &[]),
+    ];
+    let mut nodes = start_cluster_of(&http, specs).await;
+    let metric = "shardik_runtime_worker_threads";
+    let three = metric_at(&http, &nodes[0].spec.management, metric).await;
+    assert_eq!(three, Ok(3.0), "{}", nodes[0].report());
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    let auto = metric_at(&http, &nodes[1].spec.management, metric).await;
+    assert_eq!(auto, Ok(cores), "{}", nodes[1].report());
+    for n in &mut nodes {
+        assert_eq!(n.exited(), None, "{}", n.report());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_leads_to_removal_everywhere() {
     let http = client();

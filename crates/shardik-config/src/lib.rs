@@ -31,6 +31,7 @@ mod logging;
 mod management;
 mod node;
 mod persistence;
+mod runtime;
 mod sharding;
 mod tls;
 mod transport;
@@ -62,6 +63,7 @@ pub use management::{
     MIN_MANAGEMENT_BODY_SIZE, ManagementHttpSettings, ManagementSettings, ManagementTlsSettings,
 };
 pub use persistence::PersistenceSettings;
+pub use runtime::{MAX_WORKER_THREADS, RuntimeSettings};
 pub use sharding::{
     ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
     LeastShardAllocationStrategySettings, ShardingHealthCheckSettings, ShardingSettings,
@@ -90,4 +92,6 @@ pub struct Settings {
     pub persistence: PersistenceSettings,
     /// `coordination.*`: leases.
     pub coordination: CoordinationSettings,
+    /// `runtime.*`: the async runtime the node runs on.
+    pub runtime: RuntimeSettings,
 }

@@ -18,6 +18,7 @@ impl Settings {
         self.validate_bootstrap()?;
         self.persistence.validate()?;
         self.coordination.lease.validate()?;
+        self.runtime.validate()?;
         self.logging.validate()
     }
 }

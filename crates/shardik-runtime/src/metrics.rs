@@ -13,6 +13,8 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Members by status (gauge; label `status` = `Up`, `Joining`, …).
 pub const MEMBERS: &str = "shardik_members";
+/// Worker threads of the async runtime the node runs on (gauge).
+pub const RUNTIME_WORKER_THREADS: &str = "shardik_runtime_worker_threads";
 /// Members this node sees as unreachable (gauge).
 pub const UNREACHABLE_MEMBERS: &str = "shardik_unreachable_members";
 /// 1 once this node has seen the cluster prepare for a full shutdown (gauge; absent before).
@@ -270,6 +272,11 @@ pub fn describe_all() {
         MEMBERS,
         Unit::Count,
         "Cluster members by status, as this node sees them."
+    );
+    describe_gauge!(
+        RUNTIME_WORKER_THREADS,
+        Unit::Count,
+        "Worker threads of the async runtime this node runs on (runtime.worker-threads)."
     );
     describe_gauge!(
         UNREACHABLE_MEMBERS,

@@ -170,6 +170,10 @@ pub async fn start_with_sbr_lease(
             opts.bind.clone()
         }
     };
+    // The runtime the node was started on, as the host sized it (`runtime.worker-threads`
+    // for `shardik node`); a current-thread runtime counts one.
+    metrics::gauge!(m::RUNTIME_WORKER_THREADS)
+        .set(tokio::runtime::Handle::current().metrics().num_workers() as f64);
     let uid = random_uid();
     let self_node = UniqueAddress::new(canonical, uid);
     let mut sbr_lease =

@@ -497,6 +497,11 @@ fn out_of_range_values_are_refused_with_the_allowed_range() {
             "greater than zero",
         ),
         (
+            "[runtime]\nworker-threads = 40000",
+            "`runtime.worker-threads` = `40000`",
+            "0 (one per core) or a count up to 1024",
+        ),
+        (
             "[management.http]\nroute-providers-read-only = \"maybe\"",
             "`management.http.route-providers-read-only` = `maybe`",
             "\"on\"/\"off\"",

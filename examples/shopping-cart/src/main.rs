@@ -90,7 +90,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => settings.persistence.store.clone(),
     };
+    // One worker per core unless `runtime.worker-threads` says otherwise, as `shardik node`.
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.runtime.worker_thread_count())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?

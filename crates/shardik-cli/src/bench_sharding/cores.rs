@@ -1,0 +1,221 @@
+//! `shardik bench sharding cores`: how much of a node's cores one entity kind can use (issue 44).
+//!
+//! One node, one kind, `--entities` entities already active. Each command burns `--work-us` of
+//! CPU in its handler (a spin on the clock, no sleep), and `--producers` tasks tell commands
+//! round-robin as fast as the kind's queue takes them. The ceiling is the same work done by
+//! plain tokio tasks, one per worker thread, on a runtime of the same shape, with no messages at
+//! all: `ratio_to_plain` is how much of that ceiling sharding reaches.
+//!
+//! Every worker count from 1 to the machine's cores (or `--max-workers`) gets a runtime of its
+//! own, a node of its own and one line of output. Each measurement counts the commands handled
+//! (the tasks' iterations) during `--duration-s`, after a warm-up second in which the queues
+//! fill and the workers settle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::json;
+use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, TellError};
+
+use super::{BenchNode, report};
+use crate::bench_support::load_average;
+
+/// The kind the benchmark runs.
+const CORES_KIND: &str = "bench-cores";
+/// Longest wait for every entity to handle its first command.
+const ACTIVATION_LIMIT: Duration = Duration::from_secs(60);
+/// Time the queues fill and the workers settle before anything is counted.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Iterations of a plain task between two yields: long enough to cost nothing, short enough
+/// that the runtime's own timers still run.
+const PLAIN_YIELD_EVERY: u64 = 64;
+
+/// Arguments of `shardik bench sharding cores`.
+#[derive(Args, Debug)]
+pub(super) struct CoresArgs {
+    /// CPU time each command burns in its handler, in microseconds.
+    #[arg(long = "work-us", default_value_t = 20)]
+    work_us: u64,
+    /// Entities the commands are spread over (round-robin).
+    #[arg(long, default_value_t = 1000)]
+    entities: u64,
+    /// Producer tasks telling commands.
+    #[arg(long, default_value_t = 4)]
+    producers: usize,
+    /// Seconds each measurement counts, after a warm-up second.
+    #[arg(long = "duration-s", default_value_t = 3)]
+    duration_s: u64,
+    /// The highest worker count measured (default: this machine's cores).
+    #[arg(long)]
+    max_workers: Option<usize>,
+    /// Print one JSON object per worker count instead of a line of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Burns `work` of CPU on this thread.
+fn burn(work: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < work {
+        std::hint::spin_loop();
+    }
+}
+
+/// An entity whose every command burns the same CPU time.
+struct Burner {
+    work: Duration,
+    handled: Arc<AtomicU64>,
+}
+
+impl Entity for Burner {
+    type Command = u64;
+
+    async fn handle(&mut self, _cmd: u64, _ctx: &mut EntityContext<Self>) {
+        burn(self.work);
+        self.handled.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the benchmark: one line per worker count.
+pub(super) fn run(a: CoresArgs) -> anyhow::Result<()> {
+    if a.work_us == 0 || a.entities == 0 || a.producers == 0 || a.duration_s == 0 {
+        bail!("--work-us, --entities, --producers and --duration-s must be positive");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let max = a.max_workers.unwrap_or(cores).max(1);
+    for workers in 1..=max {
+        let load = load_average();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let (sharded, plain) = rt.block_on(async {
+            let sharded = sharded_rate(&a).await?;
+            let plain = plain_rate(&a, workers).await;
+            anyhow::Ok((sharded, plain))
+        })?;
+        rt.shutdown_timeout(Duration::from_secs(5));
+        let ratio = sharded / plain;
+        let value = json!({
+            "benchmark": "sharding-cores",
+            "workers": workers,
+            "cores": cores,
+            "work_us": a.work_us,
+            "entities": a.entities,
+            "producers": a.producers,
+            "duration_s": a.duration_s,
+            "sharded_per_s": sharded,
+            "plain_per_s": plain,
+            "ratio_to_plain": ratio,
+            "load1_before": load,
+        });
+        let line = format!(
+            "sharding cores: {workers} of {cores} workers, {} µs a command: sharded {sharded:.0}/s, plain tasks {plain:.0}/s, ratio {ratio:.3} (load {load:.2})",
+            a.work_us
+        );
+        report(a.json, value, line);
+    }
+    Ok(())
+}
+
+/// Commands handled per second by one kind on a node of this runtime.
+async fn sharded_rate(a: &CoresArgs) -> anyhow::Result<f64> {
+    let node = BenchNode::start(Vec::new(), &[]).await?;
+    node.wait_up(1).await?;
+    let handled = Arc::new(AtomicU64::new(0));
+    let work = Duration::from_micros(a.work_us);
+    let counter = Arc::clone(&handled);
+    let kind = EntityKind::new(CORES_KIND, move |_| Burner {
+        work,
+        handled: Arc::clone(&counter),
+    })
+    .with_idle_timeout(None);
+    let region = node.sharding.init(kind)?;
+    let refs: Arc<[EntityRef<Burner>]> = (0..a.entities)
+        .map(|i| region.entity_ref(&format!("e{i}")))
+        .collect();
+    // Every entity once, handled: created, and its shard allocated.
+    for r in refs.iter() {
+        r.tell(0).await?;
+    }
+    let deadline = Instant::now() + ACTIVATION_LIMIT;
+    while handled.load(Ordering::Relaxed) < a.entities {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {} entities handled their first command within {ACTIVATION_LIMIT:?}",
+                handled.load(Ordering::Relaxed),
+                a.entities
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut producers = Vec::new();
+    for p in 0..a.producers {
+        let (refs, stop) = (Arc::clone(&refs), Arc::clone(&stop));
+        // Each producer starts at another entity, so that they do not all queue for one.
+        let first = p * refs.len() / a.producers;
+        producers.push(tokio::spawn(async move {
+            let n = refs.len();
+            let mut i = first;
+            while !stop.load(Ordering::Relaxed) {
+                match refs[i % n].try_tell(1) {
+                    Ok(()) => i += 1,
+                    Err(TellError::BufferFull) => tokio::task::yield_now().await,
+                    Err(e) => return Err(anyhow::Error::from(e)),
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    let rate = count_over(&handled, Duration::from_secs(a.duration_s)).await;
+    stop.store(true, Ordering::Relaxed);
+    for p in producers {
+        p.await??;
+    }
+    node.crash().await;
+    node.stopped(Duration::from_secs(10)).await?;
+    Ok(rate)
+}
+
+/// Iterations per second of the same work on plain tasks, one per worker thread.
+async fn plain_rate(a: &CoresArgs, workers: usize) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let work = Duration::from_micros(a.work_us);
+    let tasks: Vec<_> = (0..workers)
+        .map(|_| {
+            let (done, stop) = (Arc::clone(&done), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    burn(work);
+                    done.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                    if n % PLAIN_YIELD_EVERY == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let rate = count_over(&done, Duration::from_secs(a.duration_s)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    rate
+}
+
+/// After the warm-up, how fast `counter` grows over `window`, per second.
+async fn count_over(counter: &AtomicU64, window: Duration) -> f64 {
+    tokio::time::sleep(WARM_UP).await;
+    let (from, start) = (counter.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(window).await;
+    let (to, elapsed) = (counter.load(Ordering::Relaxed), start.elapsed());
+    (to - from) as f64 / elapsed.as_secs_f64()
+}
