@@ -248,9 +248,6 @@ enum Hosted<M> {
         /// is held again. A grant more than one above it means another node held the shard in
         /// between, and what waited here meanwhile is older than what that node handled.
         lapsed: Option<u64>,
-        /// Whether it ran here before it waited (parked by a lapse or the self-fence), rather
-        /// than being placed here and waiting for its first lease.
-        ran_here: bool,
     },
     /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker
     /// (each with its sender, as in the buffer: a region that wakes from a long pause drops

@@ -58,8 +58,7 @@ impl<M> Region<M> {
             | Protocol::ShardStopped { .. }
             | Protocol::GracefulShutdownReq
             | Protocol::RegionStopped
-            | Protocol::ShardStarted { .. }
-            | Protocol::SilentHomes { .. } => {}
+            | Protocol::ShardStarted { .. } => {}
             // Answered by a node, not a region: `KindNode` handles it.
             Protocol::KindNotStarted { .. } => {}
         }

@@ -21,36 +21,16 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        let ours =
-            self.registration.coordinator.as_ref() == Some(from) || view.may_run_coordinator(from);
+        let ours = self.registration.coordinator.as_ref() == Some(from)
+            || view.coordinator_node() == Some(from);
         if ours {
-            if self.registration.coordinator.take().is_some() {
-                self.give_up_shards_never_held(out);
-            }
+            self.registration.coordinator = None;
             self.registration.expected = Some(from.clone());
             self.registration.backoff =
                 (self.settings.retry_interval / 8).max(Duration::from_millis(100));
             self.registration.next_attempt = Some(now);
             self.maybe_register(now, view, out);
         }
-    }
-
-    /// The homes cached on members the view says are silent, per member, in order.
-    fn homes_on_silent_members(&self, view: &ShardingView) -> Vec<(UniqueAddress, Vec<ShardId>)> {
-        let mut by_home: std::collections::BTreeMap<&UniqueAddress, Vec<ShardId>> =
-            Default::default();
-        for (shard, home) in self.homes.iter() {
-            if view.is_silent(home) {
-                by_home.entry(home).or_default().push(shard.clone());
-            }
-        }
-        by_home
-            .into_iter()
-            .map(|(home, mut shards)| {
-                shards.sort();
-                (home.clone(), shards)
-            })
-            .collect()
     }
 
     pub(super) fn registered(
@@ -101,27 +81,12 @@ impl<M> Region<M> {
         if at > now {
             return;
         }
-        self.give_up_lapsed_shards(now, out);
         let hosted: Vec<ShardId> = if self.proxy {
             Vec::new()
         } else {
             self.hosted.keys().cloned().collect()
         };
-        let targets = view.registration_targets();
-        // Before the registration: a coordinator that rebuilt its table without a silent
-        // member (standing in for it, or restarted) learns where that member's shards are.
-        let silent = self.homes_on_silent_members(view);
-        if !silent.is_empty() {
-            for to in &targets {
-                out.push(RegionEffect::Send {
-                    to: to.clone(),
-                    msg: Protocol::SilentHomes {
-                        homes: silent.clone(),
-                    },
-                });
-            }
-        }
-        for to in targets {
+        for to in view.registration_targets() {
             out.push(RegionEffect::Send {
                 to,
                 msg: Protocol::Register {

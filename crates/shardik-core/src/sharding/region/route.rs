@@ -238,24 +238,6 @@ impl<M> Region<M> {
         if let Some(buffer) = self.buffers.remove(&shard) {
             self.buffered -= buffer.len();
             self.tell_routing_here(&shard, &region, out);
-            // Under leases, other nodes' messages are passed on only when this region hands
-            // the shard off (the next home waits for its `HandOverDone` before it takes anyone
-            // else's). Any others reached this region while it did not host the shard (a
-            // stale home in their senders' caches, or one a coordinator named that never
-            // hosted it) or while its order was broken (its lease changed hands behind its
-            // back, or it was taken from it): their senders may already route to the next
-            // home directly (a takeover or a stand-in coordinator announces it), and
-            // forwarded they could arrive after those senders' later messages (the store-cut
-            // sweep's seed 4907; the leased sweep's seed 3264, a home named by a coordinator
-            // that went before the shard ever started there). Each is dropped and reported,
-            // its sender told to ask again; this node's own go on, in order.
-            let hands_off =
-                self.handover_pending.contains(&shard) && !self.order_broken.contains_key(&shard);
-            let buffer = if self.leases.is_none() || hands_off {
-                buffer
-            } else {
-                self.keep_own_and_redirect(&shard, buffer, out)
-            };
             for b in buffer {
                 out.push(RegionEffect::Forward {
                     to: region.clone(),
