@@ -412,13 +412,10 @@ fn protocol_to_pb(p: &Protocol) -> pb::ProtocolMessage {
             region: Some(unique_address_to_pb(region)),
         }),
         Protocol::ShardHomes { homes } => PM::ShardHomes(pb::ShardHomes {
-            homes: homes
-                .iter()
-                .map(|(region, shards)| pb::RegionShards {
-                    region: Some(unique_address_to_pb(region)),
-                    shards: ids_to_pb(shards),
-                })
-                .collect(),
+            homes: region_shards_to_pb(homes),
+        }),
+        Protocol::SilentHomes { homes } => PM::SilentHomes(pb::SilentHomes {
+            homes: region_shards_to_pb(homes),
         }),
         Protocol::HostShard {
             shard: s,
@@ -568,6 +565,47 @@ fn shard(s: String, limits: &ShardingLimits, msg: &'static str) -> Result<ShardI
     id(s, limits, || format!("{msg}.shard"))
 }
 
+fn region_shards_to_pb(homes: &[(UniqueAddress, Vec<ShardId>)]) -> Vec<pb::RegionShards> {
+    homes
+        .iter()
+        .map(|(region, shards)| pb::RegionShards {
+            region: Some(unique_address_to_pb(region)),
+            shards: ids_to_pb(shards),
+        })
+        .collect()
+}
+
+/// Regions with their shards (`ShardHomes`, `SilentHomes`): no region twice, no shard in two
+/// regions, within the shard limit. `what` names the list and its regions' field in errors.
+fn region_shards_from_pb(
+    list: Vec<pb::RegionShards>,
+    limits: &ShardingLimits,
+    (what, region_field): (&'static str, &'static str),
+) -> Result<Vec<(UniqueAddress, Vec<ShardId>)>, DecodeError> {
+    let total: usize = list.iter().map(|h| h.shards.len()).sum();
+    check_shard_count(what, total, limits)?;
+    let mut regions = HashSet::with_capacity(list.len());
+    let mut shards = HashSet::with_capacity(total);
+    let mut homes = Vec::with_capacity(list.len());
+    for (i, h) in list.into_iter().enumerate() {
+        let region = h.region.ok_or(DecodeError::Missing(region_field))?;
+        let region = unique_address_from_pb(region, || format!("{what}[{i}].region"))?;
+        if !regions.insert(region.clone()) {
+            return Err(DecodeError::Duplicate(format!(
+                "{what}[{i}] repeats region {region}"
+            )));
+        }
+        let list = shard_list(
+            h.shards,
+            limits,
+            |j| format!("{what}[{i}].shards[{j}]"),
+            &mut shards,
+        )?;
+        homes.push((region, list));
+    }
+    Ok(homes)
+}
+
 /// Validates a list of shard ids that must be distinct, also from those already in `seen`
 /// (so `ShardHomes` can check that no shard has two homes).
 fn shard_list(
@@ -673,33 +711,20 @@ fn protocol_from_pb(
             shard: shard(m.shard, limits, "ShardHome")?,
             region: required_unique(m.region, "ShardHome.region")?,
         },
-        PM::ShardHomes(m) => {
-            let total: usize = m.homes.iter().map(|h| h.shards.len()).sum();
-            check_shard_count("ShardHomes.homes", total, limits)?;
-            let mut regions = HashSet::with_capacity(m.homes.len());
-            let mut shards = HashSet::with_capacity(total);
-            let mut homes = Vec::with_capacity(m.homes.len());
-            for (i, h) in m.homes.into_iter().enumerate() {
-                let region = h
-                    .region
-                    .ok_or(DecodeError::Missing("ShardHomes.homes.region"))?;
-                let region =
-                    unique_address_from_pb(region, || format!("ShardHomes.homes[{i}].region"))?;
-                if !regions.insert(region.clone()) {
-                    return Err(DecodeError::Duplicate(format!(
-                        "ShardHomes.homes[{i}] repeats region {region}"
-                    )));
-                }
-                let list = shard_list(
-                    h.shards,
-                    limits,
-                    |j| format!("ShardHomes.homes[{i}].shards[{j}]"),
-                    &mut shards,
-                )?;
-                homes.push((region, list));
-            }
-            Protocol::ShardHomes { homes }
-        }
+        PM::ShardHomes(m) => Protocol::ShardHomes {
+            homes: region_shards_from_pb(
+                m.homes,
+                limits,
+                ("ShardHomes.homes", "ShardHomes.homes.region"),
+            )?,
+        },
+        PM::SilentHomes(m) => Protocol::SilentHomes {
+            homes: region_shards_from_pb(
+                m.homes,
+                limits,
+                ("SilentHomes.homes", "SilentHomes.homes.region"),
+            )?,
+        },
         PM::HostShard(m) => Protocol::HostShard {
             shard: shard(m.shard, limits, "HostShard")?,
             predecessor: m
@@ -917,9 +942,10 @@ mod tests {
             Protocol::ShardsRevoked { .. } => 17,
             Protocol::RoutingHere { .. } => 18,
             Protocol::NotHere { .. } => 19,
+            Protocol::SilentHomes { .. } => 20,
         }
     }
-    const VARIANTS: usize = 20;
+    const VARIANTS: usize = 21;
 
     fn all_protocol() -> Vec<Protocol> {
         vec![
@@ -965,6 +991,10 @@ mod tests {
                 region: node(1),
             },
             Protocol::ShardHomes { homes: vec![] },
+            Protocol::SilentHomes { homes: vec![] },
+            Protocol::SilentHomes {
+                homes: vec![(node(2), vec![s("1"), s("9")]), (node(3), vec![s("4")])],
+            },
             Protocol::ShardHomes {
                 homes: vec![
                     (node(1), vec![s("1"), s("2")]),

@@ -141,11 +141,13 @@ impl ShardingSettings {
             },
             coordinator: CoordinatorSettings {
                 // Only a kind whose shards and coordinator both run under leases moves a
-                // silent member's shards on the store's word (coordinator/takeover.rs).
+                // silent member's shards on the store's word (coordinator/takeover.rs), and
+                // its coordinator to a stand-in (ShardingView::stand_in). A proxy runs no
+                // coordinator, but its region follows the stand-in.
                 lease_takeover: self
                     .region
                     .lease
-                    .filter(|_| self.coordinator_lease.is_some() && !proxy),
+                    .filter(|_| self.coordinator_lease.is_some()),
                 ..self.coordinator.clone()
             },
             role,

@@ -3,7 +3,8 @@
 //! re-homes the shards of regions that are gone.
 //!
 //! One runs per kind, on the node [`ShardingView::coordinator_node`] names, while that node
-//! [hosts it](ShardingView::self_hosts_coordinator).
+//! [hosts it](ShardingView::self_hosts_coordinator), or on its
+//! [stand-in](ShardingView::stand_in) while that node is silent and the kind runs under leases.
 //!
 //! ## State after a crash
 //!
@@ -14,7 +15,9 @@
 //! the down-removal margin), it answers only for shards it already knows and allocates none, so
 //! no shard can get a second home while an unheard region still runs it. A downed member holds
 //! allocation back until its margin has passed; an unreachable one until it is reachable or
-//! downed. See `docs/ARCHITECTURE.md` for why we rebuild rather than replicate.
+//! downed, except under the lease takeover, where a silent member's shards are held by their
+//! leases instead (see [`takeover`] and `ShardingView::stand_in`). See `docs/ARCHITECTURE.md`
+//! for why we rebuild rather than replicate.
 //!
 //! ## Members that never started the kind
 //!
@@ -439,6 +442,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 }
             }
             Protocol::RegionStopped => self.region_terminated(now, from, view, out),
+            Protocol::SilentHomes { homes } => self.silent_homes(now, from, homes, view, out),
             Protocol::KindNotStarted { epoch } => {
                 self.kind_not_started(now, from, epoch, view, out)
             }
@@ -498,6 +502,18 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                         self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
                     }
                     Some(home) if home == from => {}
+                    // Hearsay loses to the region itself: a home entered from another region's
+                    // cache (`SilentHomes`) on a silent member that never registered here may
+                    // be stale, while this region says it hosts the shard (its lease decides
+                    // whether it runs it).
+                    Some(home)
+                        if self.takeover.is_some()
+                            && !self.registered.contains(home)
+                            && view.is_silent(home) =>
+                    {
+                        self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
+                        self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
+                    }
                     // Under the takeover, a region that went silent may still hold a shard
                     // it was given (parked, its lease lapsed) whose revocation it never heard
                     // (the coordinator that took it went away): the first claim stands, and
@@ -563,12 +579,29 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         self.update_readiness(now, view, out);
     }
 
-    /// Expected members neither registered nor known not to run the kind.
-    fn missing(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
+    /// Expected members neither registered nor known not to run the kind: the ones this
+    /// coordinator announces itself to.
+    fn unregistered(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
         view.expected_regions()
             .into_iter()
             .filter(|r| !self.registered.contains(r) && !self.not_started.contains(r))
             .collect()
+    }
+
+    /// The [unregistered](Self::unregistered) members allocation waits for.
+    ///
+    /// Under the lease takeover a silent member is not waited for: whatever shards it runs,
+    /// it runs under their leases, so a shard given another home starts there only once the
+    /// store says the silent member's tenure is over; and should it register later, its
+    /// claims on shards homed elsewhere are revoked (`take_stale_claim`). Without this, a
+    /// coordinator standing in for a silent oldest node could allocate nothing until that
+    /// node was downed.
+    fn missing(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
+        let mut missing = self.unregistered(view);
+        if self.takeover.is_some() {
+            missing.retain(|r| !view.is_silent(r));
+        }
+        missing
     }
 
     /// Re-evaluates whether allocation may begin; announces this coordinator to members that
@@ -628,9 +661,12 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
 
     /// Tells every expected region that has neither registered yet nor said its node has not
     /// started the kind that this coordinator runs (see [`Protocol::CoordinatorStarted`]).
+    /// Silent ones too: allocation may not wait for them (under the takeover), but each must
+    /// learn of this coordinator when it runs again, or it would go on taking an earlier one
+    /// on the same node for its own.
     pub fn announce(&mut self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
         let epoch = self.epoch;
-        for region in self.missing(view) {
+        for region in self.unregistered(view) {
             self.send(&region, Protocol::CoordinatorStarted { epoch }, out);
             self.announced.insert(region);
         }
@@ -1052,9 +1088,10 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         }
         if self.next_rebalance <= now {
             self.next_rebalance = now + self.settings.rebalance_interval;
-            if !self.complete {
+            if !self.complete || self.takeover.is_some() {
                 // Regions that were registered with an earlier coordinator on this node may
-                // not have heard that this one started.
+                // not have heard that this one started; under the takeover the state may be
+                // complete without a silent one, which hears it once it runs again.
                 self.announce(view, out);
             }
             // Revocations a region may have missed go again while it can hear them.

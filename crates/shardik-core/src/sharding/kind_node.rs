@@ -327,11 +327,13 @@ impl<M> KindNode<M> {
     ) -> Self {
         let coordinator_lease = settings.coordinator_lease.map(LeaseKeeper::new);
         let fence = settings.self_fence_after.map(|d| SelfFence::new(d, d));
+        // Under the lease takeover a member may stand in for a silent coordinator node.
         let view = ShardingView::new(
             me.clone(),
             settings.role.clone(),
             settings.down_removal_margin,
-        );
+        )
+        .with_stand_in(settings.coordinator.lease_takeover.is_some());
         let region = Region::new(me.clone(), settings.proxy, settings.region.clone(), now);
         KindNode {
             me,
@@ -358,6 +360,17 @@ impl<M> KindNode<M> {
         self.last_run = self.last_run.max(now);
         if gap.is_zero() {
             return;
+        }
+        // A coordinator whose lease ran out meanwhile stops before anything else: another
+        // node may be standing in for it (`ShardingView::stand_in`).
+        if self.coordinator.is_some() {
+            if let Some(event) = self
+                .coordinator_lease
+                .as_mut()
+                .and_then(|keeper| keeper.expire_if_due(now, &()))
+            {
+                self.coordinator_lease_event(now, event, out);
+            }
         }
         let mut rout = std::mem::take(&mut self.region_out);
         self.region.woke_after(gap, &mut rout);
@@ -619,7 +632,7 @@ impl<M> KindNode<M> {
     /// needs it and no other node starts one until this one is removed; an Exiting node does
     /// not start one.
     fn should_host_coordinator(&self) -> bool {
-        if self.settings.proxy || self.view.coordinator_node() != Some(&self.me) {
+        if self.settings.proxy || !self.view.may_run_coordinator(&self.me) {
             return false;
         }
         if self.is_fenced() {
@@ -851,7 +864,7 @@ impl<M> KindNode<M> {
                 self.coordinator_effects(&mut cout, out);
                 self.coordinator_out = cout;
             }
-        } else if self.view.coordinator_node() == Some(from) && !self.region.is_stopped() {
+        } else if self.view.may_run_coordinator(from) && !self.region.is_stopped() {
             out.push(KindEffect::CoordinatorNodeLacksKind(from.clone()));
         }
     }

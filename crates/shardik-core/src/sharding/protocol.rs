@@ -164,6 +164,16 @@ pub enum Protocol {
         /// Names the mark: quoted in the next [`Protocol::RoutingHere`] to this node.
         nonce: u64,
     },
+    /// Under the lease takeover, from a region to the coordinator, just before its `Register`:
+    /// the homes it has cached on members that are silent (unreachable, not Down). A
+    /// coordinator standing in for a silent oldest node (`ShardingView::stand_in`) rebuilt its
+    /// table without those members, whose regions cannot register; with this it knows their
+    /// shards, and moves each once the store says the silent member's own lease on it has
+    /// lapsed (`coordinator/takeover.rs`).
+    SilentHomes {
+        /// Each silent member's region and the shards cached there.
+        homes: Vec<(UniqueAddress, Vec<ShardId>)>,
+    },
 }
 
 impl Protocol {
@@ -179,6 +189,7 @@ impl Protocol {
                 | Protocol::GracefulShutdownReq
                 | Protocol::RegionStopped
                 | Protocol::ShardStarted { .. }
+                | Protocol::SilentHomes { .. }
         )
     }
 
@@ -206,6 +217,7 @@ impl Protocol {
             Protocol::HandOverDone { .. } => "HandOverDone",
             Protocol::RoutingHere { .. } => "RoutingHere",
             Protocol::NotHere { .. } => "NotHere",
+            Protocol::SilentHomes { .. } => "SilentHomes",
         }
     }
 }

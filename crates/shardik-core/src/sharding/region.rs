@@ -248,6 +248,9 @@ enum Hosted<M> {
         /// is held again. A grant more than one above it means another node held the shard in
         /// between, and what waited here meanwhile is older than what that node handled.
         lapsed: Option<u64>,
+        /// Whether it ran here before it waited (parked by a lapse or the self-fence), rather
+        /// than being placed here and waiting for its first lease.
+        ran_here: bool,
     },
     /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker
     /// (each with its sender, as in the buffer: a region that wakes from a long pause drops
@@ -277,6 +280,10 @@ struct Registration {
     coordinator: Option<UniqueAddress>,
     /// The coordinator node the view named when we last registered.
     expected: Option<UniqueAddress>,
+    /// Whether `coordinator` was [standing in](ShardingView::stand_in) for a silent coordinator
+    /// node when it acknowledged, and has not become the coordinator node since: what it
+    /// placed here may have another home once the silent node is heard again.
+    with_stand_in: bool,
     backoff: Duration,
     next_attempt: Option<Instant>,
 }
@@ -344,6 +351,7 @@ impl<M> Region<M> {
             registration: Registration {
                 coordinator: None,
                 expected: None,
+                with_stand_in: false,
                 backoff,
                 next_attempt: Some(now),
             },

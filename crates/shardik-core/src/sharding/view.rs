@@ -35,6 +35,9 @@ pub struct ShardingView {
     /// full shutdown. Never unset, as the membership core's own flag: the members that prepared
     /// leave one by one, and the last ones must not start moving shards again.
     preparing_for_shutdown: bool,
+    /// Whether a member may stand in for a silent coordinator node (the kind's coordinator
+    /// runs under a lease): see [`stand_in`](Self::stand_in).
+    stand_in: bool,
 }
 
 impl ShardingView {
@@ -48,7 +51,16 @@ impl ShardingView {
             unreachable: BTreeSet::new(),
             lingering: BTreeMap::new(),
             preparing_for_shutdown: false,
+            stand_in: false,
         }
+    }
+
+    /// Lets a member stand in for a silent coordinator node ([`stand_in`](Self::stand_in)):
+    /// only for a kind whose coordinator and shards run under leases, where the store, not
+    /// the membership, decides whether the silent one still runs its coordinator.
+    pub fn with_stand_in(mut self, on: bool) -> Self {
+        self.stand_in = on;
+        self
     }
 
     /// Whether the cluster prepares for a full shutdown (seen once, kept for good): no shard
@@ -246,6 +258,42 @@ impl ShardingView {
         self.by_age().first().map(|m| &m.addr)
     }
 
+    /// The member that may run the coordinator in place of the [coordinator
+    /// node](Self::coordinator_node) while that one is silent: unreachable, whether or not
+    /// it has been downed yet (when the view allows stand-ins): the oldest member with the role after it
+    /// that is Up and that nobody reports unreachable. It *tries*: its coordinator starts only
+    /// once it holds the kind's coordinator lease, which the store grants only after the
+    /// silent node's tenure has run out (a node cut off from its peers but not from the store
+    /// keeps renewing it, and keeps its coordinator). When the coordinator node is heard
+    /// again there is no stand-in, and the stand-in's coordinator stops and gives the lease
+    /// back; when it is removed, the stand-in is the oldest and simply stays.
+    pub fn stand_in(&self) -> Option<&UniqueAddress> {
+        if !self.stand_in {
+            return None;
+        }
+        let ages = self.by_age();
+        let (oldest, rest) = ages.split_first()?;
+        // Silent, not leaving: a member on its way out that is still heard (a graceful leave
+        // in a rolling update, say) hands its coordinator over the usual way, and a stand-in
+        // then would start a second, early coordinator beside the hand-over.
+        if !self.unreachable.contains(&oldest.addr) {
+            return None;
+        }
+        rest.iter()
+            .find(|m| {
+                m.status.counts_as_up()
+                    && self.members.contains_key(&m.addr)
+                    && !self.unreachable.contains(&m.addr)
+            })
+            .map(|m| &m.addr)
+    }
+
+    /// Whether `node` may run the kind's coordinator now: the coordinator node or its
+    /// [stand-in](Self::stand_in).
+    pub fn may_run_coordinator(&self, node: &UniqueAddress) -> bool {
+        self.coordinator_node() == Some(node) || self.stand_in() == Some(node)
+    }
+
     /// Whether this node should run the coordinator now: it is the coordinator node and is Up
     /// (or preparing for a full shutdown) or Leaving (a leaving node keeps it until its own
     /// region has handed off; the next one starts only after this one is removed).
@@ -257,7 +305,8 @@ impl ShardingView {
     }
 
     /// Where a region sends `Register`: from the oldest, every member up to and including the
-    /// first one that is Up (older ones that are leaving may still host the coordinator).
+    /// first one that is Up (older ones that are leaving may still host the coordinator), and
+    /// the [stand-in](Self::stand_in), if any.
     pub fn registration_targets(&self) -> Vec<UniqueAddress> {
         let mut out = Vec::new();
         for m in self.by_age() {
@@ -269,6 +318,11 @@ impl ShardingView {
             out.push(m.addr.clone());
             if m.status.counts_as_up() {
                 break;
+            }
+        }
+        if let Some(stand_in) = self.stand_in() {
+            if !out.contains(stand_in) {
+                out.push(stand_in.clone());
             }
         }
         out
@@ -348,6 +402,45 @@ mod tests {
         assert!(v.self_hosts_coordinator());
         assert_eq!(v.registration_targets(), vec![ua(2)]);
         assert_eq!(v.expected_regions(), [ua(2), ua(3)].into());
+    }
+
+    /// The stand-in: only when allowed, only while the coordinator's node is unreachable or
+    /// Down, and never a member someone cannot reach; registrations go to it too.
+    #[test]
+    fn a_stand_in_is_the_next_oldest_reachable_member_while_the_oldest_is_silent() {
+        let members = |first: MemberStatus| {
+            [
+                member(1, first, 1, &[]),
+                member(2, MemberStatus::Up, 2, &[]),
+                member(3, MemberStatus::Up, 3, &[]),
+            ]
+        };
+        let mut v = ShardingView::new(ua(3), None, MARGIN).with_stand_in(true);
+        v.update(Instant::ZERO, members(MemberStatus::Up), BTreeSet::new());
+        assert_eq!(v.stand_in(), None, "the oldest is heard");
+        v.update(Instant::ZERO, members(MemberStatus::Up), [ua(1)].into());
+        assert_eq!(v.stand_in(), Some(&ua(2)));
+        assert!(v.may_run_coordinator(&ua(1)) && v.may_run_coordinator(&ua(2)));
+        assert!(!v.may_run_coordinator(&ua(3)));
+        assert_eq!(v.registration_targets(), vec![ua(1), ua(2)]);
+        v.update(
+            Instant::ZERO,
+            members(MemberStatus::Up),
+            [ua(1), ua(2)].into(),
+        );
+        assert_eq!(v.stand_in(), Some(&ua(3)), "the next one nobody reports");
+        v.update(Instant::ZERO, members(MemberStatus::Down), [ua(1)].into());
+        assert_eq!(v.stand_in(), Some(&ua(2)), "Down, not yet removed");
+        v.update(
+            Instant::ZERO,
+            members(MemberStatus::Leaving),
+            BTreeSet::new(),
+        );
+        assert_eq!(v.stand_in(), None, "leaving, and heard");
+        let mut off = ShardingView::new(ua(3), None, MARGIN);
+        off.update(Instant::ZERO, members(MemberStatus::Up), [ua(1)].into());
+        assert_eq!(off.stand_in(), None, "not without leases");
+        assert_eq!(off.registration_targets(), vec![ua(1)]);
     }
 
     #[test]

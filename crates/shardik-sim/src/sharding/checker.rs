@@ -16,7 +16,10 @@
 //!   majority may start its own once the down-removal margin has passed. That is safe because
 //!   the old one can no longer place a shard anywhere the majority uses (that is what (a) and
 //!   (b) check). What must never happen is two coordinators that nobody has disowned, which
-//!   would mean two nodes each believe they are the oldest.
+//!   would mean two nodes each believe they are the oldest. A paused node's coordinator does
+//!   not count while the node is paused: it runs nothing, and under leases another node may
+//!   stand in for it (its coordinator lease lapsed), the paused one stopping its own first
+//!   thing when it runs again.
 //!
 //! Nodes are named by incarnation ([`UniqueAddress`]), so a restarted node is a new one.
 //! A coordinator reporting a shard claimed by two regions (`ConflictingClaim`) is a violation

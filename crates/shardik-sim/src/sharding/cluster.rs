@@ -1206,10 +1206,14 @@ impl ShardingWorld {
     fn check_coordinators(&mut self) {
         let now = self.now();
         for kind in 0..self.cfg.kinds.len() {
+            // A paused node runs nothing, its coordinator included: the one standing in for it
+            // (under leases) is the only one at work, and the paused one stops its own before
+            // doing anything once it runs again, its lease having lapsed meanwhile.
             let running: Vec<(NodeId, UniqueAddress)> = self
                 .slots
                 .iter()
                 .enumerate()
+                .filter(|(id, _)| self.world.paused_until(*id).is_none())
                 .filter_map(|(id, s)| {
                     let l = s.layer.as_ref()?;
                     l.coordinator(kind).map(|_| (id, l.me().clone()))

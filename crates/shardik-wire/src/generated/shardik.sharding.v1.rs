@@ -184,6 +184,14 @@ pub struct ShardHomes {
     #[prost(message, repeated, tag = "1")]
     pub homes: ::prost::alloc::vec::Vec<RegionShards>,
 }
+/// From a region to the coordinator, before its Register: the homes it cached on members that
+/// are silent (unreachable, not Down), for a coordinator standing in for a silent oldest node.
+/// Same rules as ShardHomes. Added after the first release: an earlier coordinator drops it.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SilentHomes {
+    #[prost(message, repeated, tag = "1")]
+    pub homes: ::prost::alloc::vec::Vec<RegionShards>,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct HostShard {
     #[prost(string, tag = "1")]
@@ -250,7 +258,7 @@ pub struct NotHere {
 pub struct ProtocolMessage {
     #[prost(
         oneof = "protocol_message::Message",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21"
     )]
     pub message: ::core::option::Option<protocol_message::Message>,
 }
@@ -298,6 +306,8 @@ pub mod protocol_message {
         RoutingHere(super::RoutingHere),
         #[prost(message, tag = "20")]
         NotHere(super::NotHere),
+        #[prost(message, tag = "21")]
+        SilentHomes(super::SilentHomes),
     }
 }
 /// Why an ask failed instead of producing an answer.

@@ -323,6 +323,48 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         self.send(region, msg, out);
     }
 
+    /// A region's homes cached on silent members, sent just before its registration: shards
+    /// this coordinator has no home for are taken to live where the region last saw them, on
+    /// a member whose region cannot register while it is silent (this coordinator may stand
+    /// in for it, or have restarted). From then on that region is watched like any silent
+    /// one, and each shard moves once the store says the member's own lease on it has lapsed;
+    /// the region is never offered a new shard (it has not registered), and its own
+    /// registration, should it come, finds its claims in the table.
+    pub(super) fn silent_homes(
+        &mut self,
+        now: Instant,
+        from: &UniqueAddress,
+        homes: Vec<(UniqueAddress, Vec<ShardId>)>,
+        view: &ShardingView,
+        out: &mut Vec<CoordinatorEffect>,
+    ) {
+        if self.takeover.is_none() || (*from != self.me && !view.can_register(from)) {
+            return;
+        }
+        let expected = view.expected_regions();
+        for (region, shards) in homes {
+            if region == self.me
+                || self.registered.contains(&region)
+                || !view.is_silent(&region)
+                || !expected.contains(&region)
+            {
+                continue;
+            }
+            if !self.state.has_region(&region) {
+                self.apply(StateEvent::RegionRegistered(region.clone()), out);
+            }
+            for shard in shards {
+                if self.state.home(&shard).is_none()
+                    && !self.handoffs.contains_key(&shard)
+                    && !self.retired.contains(&shard)
+                {
+                    self.apply(StateEvent::ShardHomeAllocated(shard, region.clone()), out);
+                }
+            }
+        }
+        self.watch_silent(now, view, out);
+    }
+
     /// `region` registered claiming `shard`, which another region holds in the table: it is
     /// told to give it up (right after its registration is acknowledged).
     pub(super) fn take_stale_claim(&mut self, region: &UniqueAddress, shard: ShardId) {

@@ -196,3 +196,76 @@ fn regions_that_asked_in_vain_hear_the_home_when_the_shard_gets_one() {
     c.handle(Instant::ZERO, &node(3), ask(), &v, &mut out);
     assert!(sent_to(&out, &node(2)).is_empty());
 }
+
+/// A coordinator under the lease takeover, standing in on node 2 for node 1 (oldest, silent):
+/// it does not wait for node 1's region; the homes regions report on node 1 (`SilentHomes`)
+/// enter the table there, where the takeover watches them (a lease read is asked for) and no
+/// new shard is offered; and a region that registers claiming one of those shards replaces
+/// the hearsay.
+#[test]
+fn a_stand_in_learns_a_silent_members_shards_from_the_regions_and_the_claimant_wins() {
+    let members = vec![up(1, 1), up(2, 2), up(3, 3)];
+    let mut v = ShardingView::new(node(2), None, Duration::from_secs(5));
+    v.update(Instant::ZERO, members, [node(1)].into());
+    let mut c = Coordinator::new(
+        node(2),
+        CoordinatorSettings {
+            lease_takeover: Some(crate::lease::LeaseTiming::default()),
+            ..CoordinatorSettings::default()
+        },
+        LeastShardAllocationStrategy::new(20, 0.1),
+        Instant::ZERO,
+    );
+    let mut out = Vec::new();
+    let silent = Protocol::SilentHomes {
+        homes: vec![(node(1), vec![ShardId::from("4"), ShardId::from("5")])],
+    };
+    c.handle(Instant::ZERO, &node(3), silent, &v, &mut out);
+    c.handle(Instant::ZERO, &node(2), register(&[]), &v, &mut out);
+    c.handle(Instant::ZERO, &node(3), register(&["5"]), &v, &mut out);
+    assert!(c.is_complete(), "waits for the silent member");
+    let table = c.state();
+    assert_eq!(
+        table.home(&ShardId::from("4")),
+        Some(&node(1)),
+        "hearsay entered"
+    );
+    assert_eq!(
+        table.home(&ShardId::from("5")),
+        Some(&node(3)),
+        "the region that runs it wins over hearsay"
+    );
+    out.clear();
+    let due = c.poll_timeout().expect("a lease read is due");
+    c.handle_timeout(due, &v, &mut out);
+    assert!(
+        out.iter().any(|e| matches!(
+            e,
+            CoordinatorEffect::ReadLeases { shards, .. } if shards.contains(&ShardId::from("4"))
+        )),
+        "the silent member's shards are watched: {out:?}"
+    );
+    // A new shard goes to a registered region, never to the silent one.
+    out.clear();
+    c.handle(
+        Instant::ZERO,
+        &node(3),
+        Protocol::GetShardHome {
+            shard: ShardId::from("9"),
+        },
+        &v,
+        &mut out,
+    );
+    assert_eq!(
+        c.state().home(&ShardId::from("9")).map(|h| *h != node(1)),
+        Some(true)
+    );
+    // Without the takeover, SilentHomes changes nothing.
+    let mut plain = coordinator();
+    v = view(vec![up(1, 1), up(2, 2)]);
+    let homes = Protocol::SilentHomes {
+        homes: vec![(node(2), vec![ShardId::from("4")])],
+    };
+    plain.handle(Instant::ZERO, &node(2), homes, &v, &mut out);
+    assert_eq!(plain.state().home(&ShardId::from("4")), None);
+}

@@ -22,7 +22,7 @@ impl<M> Region<M> {
             return;
         }
         match msg {
-            Protocol::RegisterAck => self.registered(from.clone(), out),
+            Protocol::RegisterAck => self.registered(from.clone(), view, out),
             Protocol::CoordinatorStarted { .. } => self.coordinator_started(now, from, view, out),
             Protocol::ShardHome { shard, region } => self.shard_home(now, shard, region, view, out),
             Protocol::ShardHomes { homes } => {
@@ -58,7 +58,8 @@ impl<M> Region<M> {
             | Protocol::ShardStopped { .. }
             | Protocol::GracefulShutdownReq
             | Protocol::RegionStopped
-            | Protocol::ShardStarted { .. } => {}
+            | Protocol::ShardStarted { .. }
+            | Protocol::SilentHomes { .. } => {}
             // Answered by a node, not a region: `KindNode` handles it.
             Protocol::KindNotStarted { .. } => {}
         }

@@ -118,11 +118,15 @@ fn a_lost_lease_stops_the_entities_at_once_and_the_shard_waits_for_it_again() {
     assert!(net.violations.is_empty(), "{:#?}", net.violations);
 }
 
-/// Simulator seed 262's fault, reduced: the holder is paused past its deadline, another node
-/// takes the shard and loses it in turn, and messages sent to the paused holder before the
-/// other node's tenure reach it only when it wakes. They must not run after the other node's.
+/// Simulator seed 262's fault, reduced: the holder is paused past its deadline, and another
+/// node takes the shard and loses it in turn. The node's coordinator lease lapsed in the pause
+/// too: its coordinator starts again, and its region, registering anew, gives up the shard
+/// whose lease lapsed (`give_up_lapsed_shards`) rather than claim it. A message its own sender
+/// sends on waking follows the shard to its next home (here again) and runs under a new
+/// tenure, after everything the other node ran; nothing older runs late. (Messages other
+/// nodes sent before the pause are dropped on waking: `routing_order.rs`.)
 #[test]
-fn messages_that_waited_through_another_nodes_tenure_are_dropped_not_run_late() {
+fn a_paused_holder_gives_up_a_lapsed_shard_and_its_own_later_message_runs_under_a_new_tenure() {
     let mut net = leased_net(6);
     let a = net.add(1, false);
     net.advance(Duration::from_secs(3));
@@ -135,11 +139,12 @@ fn messages_that_waited_through_another_nodes_tenure_are_dropped_not_run_late() 
     held_by_stranger(&mut net, LeaseKey::Shard(shard.clone()), 2, lapsed_at);
     net.tell(&a, "e1", 2);
     assert_eq!(net.leases_lost, vec![(a.clone(), shard.clone())]);
-    net.settle();
-    assert_eq!(net.lease_tokens.get(&(a.clone(), shard)), Some(&3));
-    assert_eq!(net.delivered.len(), 1, "{:?}", net.delivered);
-    assert_eq!(net.dropped.len(), 1, "{:?}", net.dropped);
-    assert_eq!(net.dropped[0].1, DropReason::LeaseLapsed);
+    net.advance(Duration::from_secs(5));
+    // A tenure after the stranger's (token 2): its own, or one taken and given up on the way.
+    let token = net.lease_tokens.get(&(a.clone(), shard)).copied();
+    assert!(token.is_some_and(|t| t > 2), "{token:?}");
+    let seqs: Vec<u64> = net.delivered.iter().map(|(_, _, (_, seq))| *seq).collect();
+    assert_eq!(seqs, vec![1, 2], "dropped {:?}", net.dropped);
     assert!(net.violations.is_empty(), "{:#?}", net.violations);
 }
 
@@ -185,10 +190,19 @@ fn a_deadline_that_passed_while_timers_stood_still_is_caught_at_delivery() {
         1,
         "not delivered under an expired lease"
     );
-    net.settle();
-    // Nobody held it in between (token 2 follows the lost 1): what waited is delivered.
-    assert_eq!(net.delivered.len(), 2, "delivered under the new tenure");
-    assert_eq!(net.lease_tokens.get(&(a, net.shard_of("e1"))), Some(&2));
+    // Nobody held it in between: what waited is delivered under a new tenure. (The
+    // coordinator's lease lapsed in the pause too: its region, registering anew, gives the
+    // shard up and asks for it again, and its lease may be granted, given back and taken
+    // again on the way, each retry a retry interval later.)
+    net.advance(Duration::from_secs(10));
+    assert_eq!(
+        net.delivered.len(),
+        2,
+        "delivered under the new tenure; dropped {:?}",
+        net.dropped
+    );
+    let token = net.lease_tokens.get(&(a, net.shard_of("e1"))).copied();
+    assert!(token.is_some_and(|t| t >= 2), "{token:?}");
     assert!(net.dropped.is_empty(), "{:?}", net.dropped);
     assert!(net.violations.is_empty(), "{:#?}", net.violations);
 }

@@ -27,6 +27,7 @@ impl<M> Region<M> {
             Hosted::AwaitingLease {
                 predecessor: None,
                 lapsed,
+                ran_here: true,
             },
         );
         if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
@@ -53,6 +54,7 @@ impl<M> Region<M> {
             Hosted::AwaitingLease {
                 predecessor,
                 lapsed: None,
+                ran_here: false,
             },
         );
         if let Some(keeper) = &mut self.leases {

@@ -21,10 +21,10 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        let ours = self.registration.coordinator.as_ref() == Some(from)
-            || view.coordinator_node() == Some(from);
+        let ours =
+            self.registration.coordinator.as_ref() == Some(from) || view.may_run_coordinator(from);
         if ours {
-            self.registration.coordinator = None;
+            self.forget_coordinator(out);
             self.registration.expected = Some(from.clone());
             self.registration.backoff =
                 (self.settings.retry_interval / 8).max(Duration::from_millis(100));
@@ -33,11 +33,45 @@ impl<M> Region<M> {
         }
     }
 
+    /// The homes cached on members the view says are silent, per member, in order.
+    fn homes_on_silent_members(&self, view: &ShardingView) -> Vec<(UniqueAddress, Vec<ShardId>)> {
+        let mut by_home: std::collections::BTreeMap<&UniqueAddress, Vec<ShardId>> =
+            Default::default();
+        for (shard, home) in self.homes.iter() {
+            if view.is_silent(home) {
+                by_home.entry(home).or_default().push(shard.clone());
+            }
+        }
+        by_home
+            .into_iter()
+            .map(|(home, mut shards)| {
+                shards.sort();
+                (home.clone(), shards)
+            })
+            .collect()
+    }
+
+    /// Forgets the coordinator this region registered with, if any. One that stood in for a
+    /// silent coordinator node may have placed shards here that the silent node, heard again,
+    /// has elsewhere: those whose lease this region never held are given up
+    /// ([`give_up_shards_never_held`](Self::give_up_shards_never_held)). Not after any other
+    /// coordinator: in a graceful hand-over (a rolling update) the next coordinator learns
+    /// this region's shards from its registration, and giving up one still waiting for its
+    /// lease would drop what was sent to it.
+    pub(super) fn forget_coordinator(&mut self, out: &mut Vec<RegionEffect<M>>) {
+        let with_stand_in = std::mem::take(&mut self.registration.with_stand_in);
+        if self.registration.coordinator.take().is_some() && with_stand_in {
+            self.give_up_shards_never_held(out);
+        }
+    }
+
     pub(super) fn registered(
         &mut self,
         coordinator: UniqueAddress,
+        view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
+        self.registration.with_stand_in = view.stand_in() == Some(&coordinator);
         self.registration.coordinator = Some(coordinator.clone());
         self.registration.next_attempt = None;
         self.registration.backoff =
@@ -81,12 +115,27 @@ impl<M> Region<M> {
         if at > now {
             return;
         }
+        self.give_up_lapsed_shards(now, out);
         let hosted: Vec<ShardId> = if self.proxy {
             Vec::new()
         } else {
             self.hosted.keys().cloned().collect()
         };
-        for to in view.registration_targets() {
+        let targets = view.registration_targets();
+        // Before the registration: a coordinator that rebuilt its table without a silent
+        // member (standing in for it, or restarted) learns where that member's shards are.
+        let silent = self.homes_on_silent_members(view);
+        if !silent.is_empty() {
+            for to in &targets {
+                out.push(RegionEffect::Send {
+                    to: to.clone(),
+                    msg: Protocol::SilentHomes {
+                        homes: silent.clone(),
+                    },
+                });
+            }
+        }
+        for to in targets {
             out.push(RegionEffect::Send {
                 to,
                 msg: Protocol::Register {

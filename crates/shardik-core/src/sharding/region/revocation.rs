@@ -5,6 +5,7 @@
 
 use super::routing_order::keep_own;
 use super::{Hosted, Region, RegionEffect};
+use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
@@ -27,8 +28,8 @@ impl<M> Region<M> {
         view: &ShardingView,
         out: &mut Vec<RegionEffect<M>>,
     ) {
-        let ours = self.registration.coordinator.as_ref() == Some(from)
-            || view.coordinator_node() == Some(from);
+        let ours =
+            self.registration.coordinator.as_ref() == Some(from) || view.may_run_coordinator(from);
         if !ours || self.proxy {
             return;
         }
@@ -56,6 +57,72 @@ impl<M> Region<M> {
             });
         }
         self.check_shutdown(out);
+    }
+
+    /// Before registering with a coordinator anew: gives up every shard whose lease lapsed here
+    /// and has not been taken back (parked, waiting for it), as if it had been revoked.
+    ///
+    /// Such a shard may run elsewhere by now: a coordinator standing in for this silent node
+    /// gave it another home, and that home's region registers claiming it too. Whichever claim
+    /// a new coordinator heard first would stand, and one from here would take the shard back
+    /// from the node that runs it, dropping what senders had routed there. Given up, it is
+    /// asked for like any other shard, and may well come back here.
+    pub(super) fn give_up_lapsed_shards(&mut self, now: Instant, out: &mut Vec<RegionEffect<M>>) {
+        // A lease whose deadline passed unseen (this node was not run) is lost first.
+        let hosted: Vec<ShardId> = self.hosted.keys().cloned().collect();
+        for shard in &hosted {
+            self.lease_still_held(now, shard, out);
+        }
+        self.give_up_awaiting(|lapsed, _| lapsed.is_some(), out);
+    }
+
+    /// The coordinator this region was registered with, a stand-in, is gone: gives up every
+    /// shard it placed here whose lease this region has not yet held, as if it had been
+    /// revoked (see [`forget_coordinator`](Self::forget_coordinator)).
+    ///
+    /// The next coordinator may know another home for such a shard (one that stood in for a
+    /// silent oldest member placed it here, and the oldest, heard again, has it elsewhere),
+    /// which runs it under its lease meanwhile and delivers what senders send it directly.
+    /// What other nodes sent here, waiting for a lease that home holds, would be delivered
+    /// after their later messages once this region got the lease (the durable sweep's seed
+    /// 2412). Given up, it is asked for like any other shard, and may well come back here.
+    ///
+    /// Only under leases, and only shards placed here that never ran here: one the self-fence
+    /// parked (it waits for the fence, with or without leases) is still this region's in the
+    /// coordinator's table, and the region resumes it when the fence opens.
+    pub(super) fn give_up_shards_never_held(&mut self, out: &mut Vec<RegionEffect<M>>) {
+        if self.leases.is_none() {
+            return;
+        }
+        self.give_up_awaiting(|_, ran_here| !ran_here, out);
+    }
+
+    /// Gives up the shards waiting for their lease that `which` picks (given the token of the
+    /// tenure that lapsed here, if any, and whether the shard ran here before).
+    fn give_up_awaiting(
+        &mut self,
+        which: impl Fn(Option<u64>, bool) -> bool,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        let picked: Vec<ShardId> = self
+            .hosted
+            .keys()
+            .filter(|shard| {
+                matches!(
+                    self.hosted.get(shard),
+                    Some(Hosted::AwaitingLease { lapsed, ran_here, .. }) if which(*lapsed, *ran_here)
+                )
+            })
+            .cloned()
+            .collect();
+        for shard in picked {
+            self.mark_order_broken(&shard);
+            self.stop_revoked(&shard, out);
+            self.give_up_lease(&shard, out);
+            self.homes.remove(&shard);
+            self.forget_told(&shard);
+            self.keep_only_own_messages(&shard, out);
+        }
     }
 
     /// Takes `shard` out of the hosted ones, stopping its entities if they may still run.

@@ -238,6 +238,19 @@ impl<M> Region<M> {
         if let Some(buffer) = self.buffers.remove(&shard) {
             self.buffered -= buffer.len();
             self.tell_routing_here(&shard, &region, out);
+            // Other nodes' messages for a shard marked here (its lease changed hands behind
+            // this region's back, or it was taken from it) are not passed on: their senders
+            // may already route to the next home directly (a takeover or a stand-in announces
+            // it), and forwarded they could arrive after those senders' later messages (the
+            // store-cut sweep's seed 4907). Each is dropped and reported, its sender told to
+            // ask again; this node's own go on, in order. (Dropping every other node's message
+            // that reached a region while it did not host the shard, not only marked ones,
+            // dropped increments in a graceful rolling update: `rolling_update.rs`.)
+            let buffer = if self.order_broken.contains_key(&shard) {
+                self.keep_own_and_redirect(&shard, buffer, out)
+            } else {
+                buffer
+            };
             for b in buffer {
                 out.push(RegionEffect::Forward {
                     to: region.clone(),

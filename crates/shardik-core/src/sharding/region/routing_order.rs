@@ -59,6 +59,36 @@ pub(super) struct Mark {
 }
 
 impl<M> Region<M> {
+    /// What waited here for `shard` while this region did not run it for its senders (see
+    /// `Region::shard_home`): this node's own messages, in order. Each other node's is dropped
+    /// (reported) and its sender told, once, that this region is not the shard's home
+    /// (`NotHere`, quoting the shard's mark if any), so that it asks the coordinator rather
+    /// than sending here again.
+    pub(super) fn keep_own_and_redirect(
+        &mut self,
+        shard: &ShardId,
+        queue: VecDeque<Buffered<M>>,
+        out: &mut Vec<RegionEffect<M>>,
+    ) -> VecDeque<Buffered<M>> {
+        let senders: std::collections::BTreeSet<UniqueAddress> = queue
+            .iter()
+            .filter(|b| !b.own)
+            .filter_map(|b| b.from.clone())
+            .collect();
+        let own = keep_own(queue, out);
+        let nonce = self.order_broken.get(shard).map_or(0, |mark| mark.nonce);
+        for to in senders {
+            out.push(RegionEffect::Send {
+                to,
+                msg: Protocol::NotHere {
+                    shard: shard.clone(),
+                    nonce,
+                },
+            });
+        }
+        own
+    }
+
     /// Before forwarding a message for `shard` to `home`: under leases, tell `home` this
     /// region routes there, unless it was told since it became the cached home.
     pub(super) fn tell_routing_here(

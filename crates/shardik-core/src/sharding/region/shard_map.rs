@@ -91,6 +91,12 @@ impl<V> ShardMap<V> {
         self.inner.clear();
     }
 
+    /// Every entry, in an order that follows the random seed: a caller whose output depends
+    /// on it sorts what it collects.
+    pub fn iter(&self) -> impl Iterator<Item = (&ShardId, &V)> {
+        self.inner.iter().map(|(k, v)| (&k.0, v))
+    }
+
     pub fn len(&self) -> usize {
         self.inner.len()
     }

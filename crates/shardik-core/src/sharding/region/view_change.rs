@@ -35,19 +35,28 @@ impl<M> Region<M> {
             return;
         }
         let expected = view.coordinator_node().cloned();
-        let coordinator_gone = self
-            .registration
-            .coordinator
-            .as_ref()
-            .is_some_and(|c| !view.may_be_alive(c) || Some(c) != expected.as_ref());
+        // Registered with a silent coordinator node that has a stand-in: registering with the
+        // stand-in does not wait for its announcement, which this region ignored if it came
+        // before this region saw the oldest go quiet (then only the stand-in's next
+        // announcement to unregistered members, a rebalance interval later, would bring it).
+        let coordinator_gone = self.registration.coordinator.as_ref().is_some_and(|c| {
+            !view.may_be_alive(c)
+                || !view.may_run_coordinator(c)
+                || view.stand_in().is_some_and(|stand_in| stand_in != c)
+        });
         if coordinator_gone || expected != self.registration.expected {
             self.registration.expected = expected;
             if coordinator_gone || self.registration.coordinator.is_none() {
-                self.registration.coordinator = None;
+                self.forget_coordinator(out);
                 self.registration.backoff =
                     (self.settings.retry_interval / 8).max(Duration::from_millis(100));
                 self.registration.next_attempt = Some(now);
             }
+        }
+        // A stand-in that became the coordinator node (the silent one was removed) is the
+        // coordinator from now on: nobody else will claim what it placed here.
+        if self.registration.coordinator.as_ref() == view.coordinator_node() {
+            self.registration.with_stand_in = false;
         }
         self.homes
             .retain(|_, home| view.may_be_alive(home) && !view.is_terminating(home));
