@@ -27,7 +27,7 @@
 //! count all of them and no more than were sent.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -69,6 +69,11 @@ pub struct FailoverArgs {
     /// Longest wait for the victim's counters to answer again, per run.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "180s")]
     limit: Duration,
+    /// Keep every node's log in this directory, one file per run and node
+    /// (`run1-node0.log`, node 0 the oldest), to read what happened in a run that was not
+    /// served.
+    #[arg(long, value_name = "DIR")]
+    keep_logs: Option<std::path::PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -220,7 +225,8 @@ impl Drop for BenchNode {
     }
 }
 
-/// Starts a node that logs JSON into `log` and serves the demo counters.
+/// Starts a node that logs JSON into `log` (and every line it writes into `keep`, if given)
+/// and serves the demo counters.
 fn spawn_node(
     port: u16,
     mgmt: u16,
@@ -228,6 +234,7 @@ fn spawn_node(
     store: &str,
     env: &[(String, String)],
     log: &Arc<Mutex<Vec<LogLine>>>,
+    keep: Option<std::fs::File>,
 ) -> anyhow::Result<BenchNode> {
     let mut cmd = crate::counter_nodes::command(port, mgmt, seeds, store)?;
     cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -237,7 +244,12 @@ fn spawn_node(
     let other_output = Arc::new(Mutex::new(Vec::new()));
     let (log, other, node) = (Arc::clone(log), Arc::clone(&other_output), addr.clone());
     std::thread::spawn(move || {
+        let mut keep = keep.map(std::io::BufWriter::new);
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(keep) = &mut keep {
+                // A full disk loses the copy, not the run.
+                let _ = writeln!(keep, "{line}");
+            }
             match parse_log_line(&node, &line) {
                 Some(l) => log.lock().unwrap_or_else(|e| e.into_inner()).push(l),
                 None => {
@@ -380,7 +392,11 @@ fn recover(i: usize, survivors: &[u16], killed: Instant, limit: Duration, acked:
 }
 
 /// One run: a fresh cluster, one kill, the timeline.
-fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<RunResult> {
+fn run_once(
+    args: &FailoverArgs,
+    run: usize,
+    env: &[(String, String)],
+) -> anyhow::Result<RunResult> {
     let data = tempfile::tempdir().context("cannot make a temporary directory")?;
     let store = match args.store.as_str() {
         "sqlite" => format!("sqlite:{}", data.path().join("shardik.db").display()),
@@ -403,7 +419,19 @@ fn run_once(args: &FailoverArgs, env: &[(String, String)]) -> anyhow::Result<Run
     let mut nodes = Vec::new();
     // One after the other, so that their ages (and so the oldest) are known.
     for (i, port) in ports.iter().enumerate() {
-        nodes.push(spawn_node(*port, mgmts[i], &seeds, &store, env, &log)?);
+        let keep = match &args.keep_logs {
+            Some(dir) => {
+                let path = dir.join(format!("run{run}-node{i}.log"));
+                Some(
+                    std::fs::File::create(&path)
+                        .with_context(|| format!("cannot create {}", path.display()))?,
+                )
+            }
+            None => None,
+        };
+        nodes.push(spawn_node(
+            *port, mgmts[i], &seeds, &store, env, &log, keep,
+        )?);
         let observer = nodes[0].addr.clone();
         wait_all_up(&log, &observer, &mut nodes, Duration::from_secs(60))?;
     }
@@ -527,9 +555,12 @@ pub fn run(args: FailoverArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| setting_to_env(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(dir) = &args.keep_logs {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let mut results = Vec::new();
     for run in 0..args.runs {
-        let r = run_once(&args, &env).with_context(|| format!("run {}", run + 1))?;
+        let r = run_once(&args, run + 1, &env).with_context(|| format!("run {}", run + 1))?;
         if !args.json {
             let t = r.timeline.phases();
             println!(

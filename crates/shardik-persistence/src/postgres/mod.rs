@@ -9,6 +9,9 @@ mod schema;
 mod tls;
 mod url;
 
+#[cfg(test)]
+mod session_tests;
+
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -44,6 +47,16 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a call waits for a free connection before failing.
 const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// How long the server lets one of our sessions sit idle inside a transaction before it ends
+/// the session (`idle_in_transaction_session_timeout`). Our transactions send their statements
+/// back to back, so only a client that stopped running (frozen, SIGSTOPped, a VM paused) idles
+/// in one for long, and meanwhile it holds its row locks: the fence rows of the shards it
+/// wrote, which the shard's next home must lock to write. Ended by the server, the frozen
+/// transaction rolls back and the locks go, shorter than the default lease's time to live (6
+/// s), so a shard taken over from a frozen node is not kept from writing by it. A client that
+/// resumes finds its session gone and that write failed (the pool drops the connection).
+const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`Store`] in a PostgreSQL database.
 ///
@@ -128,6 +141,17 @@ impl PostgresStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // Appended to what the URL's `options` say, so that a user's own value (given later
+        // on the same command line) wins.
+        let ours = format!(
+            "-c idle_in_transaction_session_timeout={}",
+            IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+        );
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.is_empty() => format!("{ours} {theirs}"),
+            _ => ours,
+        };
+        config.options(options);
         let err = PgErr {
             server: Arc::from(server_name(&config)),
         };
