@@ -82,6 +82,10 @@ pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow
 pub const SHARDING_DROPPED_TOTAL: &str = "shardik_sharding_dropped_total";
 /// Sharding messages delivered to entities on this node (counter; label `kind`).
 pub const SHARDING_DELIVERED_TOTAL: &str = "shardik_sharding_delivered_total";
+/// Handlers of entities on this node run on the kind's lanes rather than in its own task
+/// (counter; label `kind`): non-zero once a kind's handlers are long enough to spread over the
+/// worker threads.
+pub const SHARDING_LANE_HANDLERS_TOTAL: &str = "shardik_sharding_lane_handlers_total";
 /// Entities alive on this node (gauge; label `kind`).
 pub const SHARDING_ENTITIES: &str = "shardik_sharding_entities";
 /// Shards hosted on this node (gauge; label `kind`).
@@ -154,7 +158,7 @@ pub const BOOTSTRAP_LOOKUPS_TOTAL: &str = "shardik_bootstrap_lookups_total";
 pub const BOOTSTRAP_CONTACT_POINTS: &str = "shardik_bootstrap_contact_points";
 
 /// Every metric name above, for tests and documentation.
-pub const ALL_NAMES: [&str; 43] = [
+pub const ALL_NAMES: [&str; 44] = [
     MEMBERS,
     UNREACHABLE_MEMBERS,
     CLUSTER_PREPARING_FOR_SHUTDOWN,
@@ -177,6 +181,7 @@ pub const ALL_NAMES: [&str; 43] = [
     OUTBOUND_QUEUE_OVERFLOW_TOTAL,
     SHARDING_DROPPED_TOTAL,
     SHARDING_DELIVERED_TOTAL,
+    SHARDING_LANE_HANDLERS_TOTAL,
     SHARDING_ENTITIES,
     SHARDING_SHARDS,
     SHARDING_BUFFERED,

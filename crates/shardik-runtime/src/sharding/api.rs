@@ -31,6 +31,21 @@ use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 /// write, or once another entity answered) or by someone else (the `ReplyTo` travels), and a
 /// refusal is just a reply type such as `Result<T, MyError>`
 /// ([`EntityRef::ask_result`](super::EntityRef::ask_result)).
+///
+/// # How handlers run
+///
+/// A kind's handlers run on the node's tokio runtime, in the kind's own task or, when the
+/// runtime has several worker threads and the kind's handlers take a couple of microseconds or
+/// more each, on the kind's lanes: one task per worker thread, so that one kind's CPU-bound
+/// handlers use every core. Which one runs a command changes nothing you can observe: one
+/// command at a time per entity, in the order each sender sent them.
+///
+/// A handler that awaits (a store write, an ask to another entity) lets the others on its
+/// task go on meanwhile; only its own entity waits. A handler that *blocks* (a synchronous
+/// client, `std::thread::sleep`, a long computation in one piece) holds up every entity
+/// served by the same task until it returns. Run such work through
+/// [`EntityContext::blocking`], which moves it to tokio's blocking pool and lets the handler
+/// await its result.
 pub trait Entity: Sized + Send + 'static {
     /// What the entity is told or asked.
     type Command: Serialize + DeserializeOwned + Send + 'static;
@@ -247,6 +262,31 @@ impl<E: Entity> EntityContext<E> {
             "0".into(),
             UniqueAddress::new(shardik_core::membership::Address::new("127.0.0.1", 0), 0),
         )
+    }
+
+    /// Runs `work`, which may block (a synchronous client, a file read, a long computation in
+    /// one piece), on tokio's blocking pool, and resolves to what it returns. It starts at
+    /// once; await the result in the handler. Meanwhile this entity's next commands wait, as
+    /// for any handler that awaits, and the kind's other entities go on being served, where
+    /// blocking in the handler itself would have held up every entity of its task.
+    ///
+    /// A panic in `work` is the handler's own (its incarnation fails, an asker is told).
+    pub fn blocking<R, F>(&self, work: F) -> impl Future<Output = R> + Send + 'static
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let handle = tokio::task::spawn_blocking(work);
+        async move {
+            match handle.await {
+                Ok(result) => result,
+                Err(e) => match e.try_into_panic() {
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    // Only a runtime shutting down cancels blocking work.
+                    Err(e) => panic!("the blocking work was cancelled: {e}"),
+                },
+            }
+        }
     }
 
     /// The entity's id.

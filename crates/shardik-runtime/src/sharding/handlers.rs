@@ -35,8 +35,12 @@ use super::messages::AskHandle;
 use super::pending::AnswerRoute;
 use super::remember::RememberWriter;
 
+mod lanes;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use lanes::Completions;
+use lanes::LaneJob;
 
 /// The types of entity `E`'s lifecycle.
 pub(crate) struct Hosted<E>(PhantomData<E>);
@@ -160,14 +164,15 @@ where
     })
 }
 
-/// Runs the handlers of one kind's entities on this node.
+/// Runs the handlers of one kind's entities on this node: in the kind's task, or on its
+/// [lanes](lanes::Lanes) when there are several and handlers take long enough to be worth
+/// spreading.
 pub(crate) struct Handlers<E: Entity> {
     node: UniqueAddress,
-    /// An empty cell for the next command (`None` until the first one, and after a handler
-    /// that awaited took it).
-    spare: Option<Pin<Box<dyn Handler<E> + Send>>>,
-    /// Handlers that await, polled by the kind's task.
-    running: FuturesUnordered<Running<E>>,
+    /// Where the handlers run in the kind's own task start and wait.
+    cells: Cells<E>,
+    /// The kind's lanes, when it has more than one.
+    lanes: Option<lanes::Lanes<E>>,
     /// Where started entities are recorded, when the kind remembers them.
     remember: Option<RememberWriter>,
     /// The fences of shards that run under a lease (`use-lease`): every handler of the
@@ -195,10 +200,24 @@ impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
             job,
             was_stop,
         };
-        match (record_first, &self.remember) {
-            (true, Some(writer)) => self.start_boxed(run_remembered(args, writer.clone())),
-            _ => self.start(args),
+        if let Some(lanes) = self.lanes.as_mut().filter(|l| l.spreading()) {
+            let job = match (record_first, &self.remember) {
+                (true, Some(writer)) => LaneJob::Future(run_remembered(args, writer.clone())),
+                _ => LaneJob::Command(args),
+            };
+            lanes.stage(job);
+            return None;
         }
+        let timed = self.lanes.as_mut().is_some_and(|l| l.sample_due());
+        let started = timed.then(std::time::Instant::now);
+        let done = match (record_first, &self.remember) {
+            (true, Some(writer)) => self.cells.start_boxed(run_remembered(args, writer.clone())),
+            _ => self.cells.start(args),
+        };
+        if let (Some(started), Some(lanes)) = (started, self.lanes.as_mut()) {
+            lanes.sampled(started.elapsed());
+        }
+        done
     }
 }
 
@@ -207,10 +226,29 @@ impl<E: Entity> Handlers<E> {
     pub fn new(node: UniqueAddress) -> Self {
         Handlers {
             node,
-            spare: None,
-            running: FuturesUnordered::new(),
+            cells: Cells::default(),
+            lanes: None,
             remember: None,
             fences: HashMap::new(),
+        }
+    }
+
+    /// Spreads the handlers of kind `kind` over `lanes` tasks from now on (when there are at
+    /// least two), each spawned on the current runtime.
+    pub fn spread_over(&mut self, lanes: usize, kind: &str) {
+        self.lanes = (lanes > 1).then(|| lanes::Lanes::start(lanes, kind));
+    }
+
+    /// The lanes' finished handlers, if the kind has lanes: wait on
+    /// [`Completions::ready`](lanes::Completions::ready), then take them.
+    pub fn lane_completions(&self) -> Option<Arc<lanes::Completions<E>>> {
+        self.lanes.as_ref().map(|l| l.completions())
+    }
+
+    /// Hands the handlers started during this turn to their lanes.
+    pub fn send_to_lanes(&mut self) {
+        if let Some(lanes) = &mut self.lanes {
+            lanes.send();
         }
     }
 
@@ -244,18 +282,46 @@ impl<E: Entity> Handlers<E> {
         self.remember.as_ref()
     }
 
-    /// Whether any handler is running (awaiting).
+    /// Whether any handler of the kind's own task is running (awaiting).
     pub fn has_running(&self) -> bool {
-        !self.running.is_empty()
+        !self.cells.running.is_empty()
     }
 
-    /// The running handlers, to poll for completions.
+    /// The running handlers of the kind's own task, to poll for completions.
     pub fn running_mut(&mut self) -> &mut FuturesUnordered<Running<E>> {
-        &mut self.running
+        &mut self.cells.running
     }
 
+    /// Whether an empty handler cell is kept for the next command: one is made for the first
+    /// handler run as a future, never for a [`SyncEntity`](super::api::SyncEntity).
+    #[cfg(test)]
+    pub fn has_spare_cell(&self) -> bool {
+        self.cells.spare.is_some()
+    }
+}
+
+/// What one task runs handlers with: an empty cell kept for the next command, and the
+/// handlers that await.
+pub(crate) struct Cells<E: Entity> {
+    /// An empty cell for the next command (`None` until the first one, and after a handler
+    /// that awaited took it).
+    spare: Option<Pin<Box<dyn Handler<E> + Send>>>,
+    /// Handlers that await, polled by the task that started them.
+    running: FuturesUnordered<Running<E>>,
+}
+
+impl<E: Entity> Default for Cells<E> {
+    fn default() -> Self {
+        Cells {
+            spare: None,
+            running: FuturesUnordered::new(),
+        }
+    }
+}
+
+impl<E: Entity> Cells<E> {
     /// Starts a handler and polls it once. Returns what it finished with, if it did; one that
-    /// waits goes to `running`, which polls it again (with a waker of the kind task) before
+    /// waits goes to `running`, which polls it again (with a waker of the task) before
     /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
     fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
         // A handler that never awaits is a plain call: no future to make, poll and empty.
@@ -279,13 +345,6 @@ impl<E: Entity> Handlers<E> {
                 None
             }
         }
-    }
-
-    /// Whether an empty handler cell is kept for the next command: one is made for the first
-    /// handler run as a future, never for a [`SyncEntity`](super::api::SyncEntity).
-    #[cfg(test)]
-    pub fn has_spare_cell(&self) -> bool {
-        self.spare.is_some()
     }
 
     /// Runs a future made elsewhere (the first command of a remembered entity) like a handler:

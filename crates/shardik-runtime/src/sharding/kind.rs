@@ -117,6 +117,9 @@ struct State<E: Entity> {
     /// The clock as read once for the input being handled (a batch of commands, a completion,
     /// control messages): reading it per delivered command cost more than the routing.
     turn_clock: Option<CoreInstant>,
+    /// Handlers the lanes finished, on their way back to the lifecycle (kept for the task's
+    /// life, so that taking them allocates nothing).
+    lane_done: Vec<Completed<E>>,
 }
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
@@ -158,8 +161,15 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             gauges: KindGauges::new(&self.name),
             handoffs: HandOffRounds::default(),
             turn_clock: None,
+            lane_done: Vec::new(),
             coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
         };
+        // As many lanes as the runtime has worker threads (none with one).
+        self.handlers.spread_over(
+            tokio::runtime::Handle::current().metrics().num_workers(),
+            &self.name,
+        );
+        let lanes = self.handlers.lane_completions();
         self.membership_changed(&mut st);
         let mut batch: Vec<LocalMsg<E>> = Vec::with_capacity(LOCAL_BATCH);
         let queue_limit = self.settings.region.buffer_size.max(1);
@@ -188,6 +198,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     self.route_local(&mut st, &mut batch);
                 }
             }
+            self.handlers.send_to_lanes();
             self.flush(&mut st).await;
             self.publish_gauges(&mut st);
             let next = self.next_deadline(&st);
@@ -232,6 +243,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     st.turn_clock = Some(self.read_clock(&st));
                     self.complete(&mut st, done);
                 }
+                _ = lanes_ready(&lanes) => {
+                    st.turn_clock = Some(self.read_clock(&st));
+                    let mut done = std::mem::take(&mut st.lane_done);
+                    if let Some(lanes) = &lanes {
+                        lanes.take(&mut done);
+                    }
+                    for d in done.drain(..) {
+                        self.complete(&mut st, d);
+                    }
+                    st.lane_done = done;
+                }
                 n = self.local.recv_many(&mut batch, LOCAL_BATCH), if accept && local_open => {
                     if n == 0 {
                         // Every region handle is gone; keep serving remote traffic.
@@ -248,7 +270,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             }
         }
     }
+}
 
+/// Waits until a lane has handed back finished handlers; for ever if the kind has no lanes.
+async fn lanes_ready<E: Entity>(lanes: &Option<Arc<super::handlers::Completions<E>>>) {
+    match lanes {
+        Some(lanes) => lanes.ready().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl<E: Entity, C: Codec> KindTask<E, C> {
     /// Routes the commands of local senders in `batch`, in order, leaving it empty.
     fn route_local(&mut self, st: &mut State<E>, batch: &mut Vec<LocalMsg<E>>) {
         for msg in batch.drain(..) {

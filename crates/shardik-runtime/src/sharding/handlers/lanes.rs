@@ -1,0 +1,286 @@
+//! A kind's lanes: tasks that run its entities' handlers beside the kind's own task, so that
+//! one kind uses every worker thread of the runtime.
+//!
+//! The kind's task keeps everything else: routing, the region and coordinator, and the core's
+//! entity lifecycle, which decides when a handler runs and takes its entity back when it
+//! finishes. Only running the handler moves. To the lifecycle, a handler sent to a lane is one
+//! that awaited (`Runner::run` answers `None`, and its `Done` comes back later), a case it and
+//! the simulator already know: one command at a time per entity, the next one queued in the
+//! entity's slot until the previous one is back, whatever lane ran it. So per-sender order,
+//! one live copy, hand-offs, remembered entities and the kind's passivation limits are the
+//! lifecycle's, unchanged.
+//!
+//! Handlers go to the lanes only when they are worth the trip: a handler that takes a few
+//! hundred nanoseconds runs in the kind's task as before, where sending it elsewhere would
+//! cost more than it runs. The kind's task times one handler in [`SAMPLE_EVERY`], and the
+//! lanes time theirs; while the mean is at least [`SPREAD_FROM`], handlers go to the lanes.
+//!
+//! Each turn of the kind's task stages what it started and, at the end of the turn, puts it on
+//! the queue the lanes share (one lock, one wake-up of the idle lanes). Whichever lane is free
+//! takes the next [`LANE_TURN`] handlers at most, runs them, hands back what finished and
+//! yields: a lane that shares its worker with the kind's task, or got slower handlers, holds
+//! back nothing another lane could run (per-lane queues filled in turn measured 0.65 to 0.84
+//! of the ceiling at 5 µs a handler, the shared queue 0.77 to 0.90), and a long batch neither
+//! keeps finished entities from their next commands nor the worker from the other tasks.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::Notify;
+
+use super::{Args, Cells, Completed, Running};
+use crate::metrics as m;
+use crate::sharding::api::Entity;
+
+/// One handler in this many that the kind's task runs itself is timed.
+const SAMPLE_EVERY: u32 = 64;
+/// Handlers whose mean run time is at least this go to the lanes.
+const SPREAD_FROM: Duration = Duration::from_micros(2);
+/// Most handlers a lane runs before it hands back what finished and yields.
+const LANE_TURN: usize = 32;
+/// Weight of a new sample in the mean, as a shift: 1/8.
+const MEAN_SHIFT: u32 = 3;
+
+/// What a lane runs.
+pub(crate) enum LaneJob<E: Entity> {
+    /// A handler to start.
+    Command(Args<E>),
+    /// A future made in the kind's task (the first command of a remembered entity).
+    Future(Running<E>),
+}
+
+/// The jobs waiting for a lane, shared by the kind's lanes: whichever lane is free takes the
+/// next ones, so a lane that got slower work, or shares its worker thread with the kind's task,
+/// does not hold back work another lane could run.
+struct Queue<E: Entity> {
+    state: Mutex<QueueState<E>>,
+    /// Wakes the lanes waiting for work.
+    wake: Notify,
+}
+
+struct QueueState<E: Entity> {
+    jobs: VecDeque<LaneJob<E>>,
+    /// The kind's task is gone: the lanes end once nothing is left.
+    closed: bool,
+}
+
+impl<E: Entity> Queue<E> {
+    fn lock(&self) -> MutexGuard<'_, QueueState<E>> {
+        // A panic while the lock was held left nothing half-done worth refusing.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What the lanes hand back to the kind's task: finished handlers, and how long theirs took.
+pub(crate) struct Completions<E: Entity> {
+    done: Mutex<Vec<Completed<E>>>,
+    wake: Notify,
+    /// Nanoseconds the lanes spent in handlers, and how many, since the kind's task last read
+    /// them.
+    handler_nanos: AtomicU64,
+    handlers: AtomicU64,
+}
+
+impl<E: Entity> Completions<E> {
+    /// Waits until a lane has handed something back (at once if it did since the last wait).
+    pub async fn ready(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Moves every finished handler into `into`.
+    pub fn take(&self, into: &mut Vec<Completed<E>>) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut done);
+    }
+
+    fn hand_back(&self, finished: &mut Vec<Completed<E>>, nanos: u64, ran: u64) {
+        self.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.handlers.fetch_add(ran, Ordering::Relaxed);
+        if finished.is_empty() {
+            return;
+        }
+        self.done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(finished);
+        self.wake.notify_one();
+    }
+}
+
+/// The lanes of one kind on this node, as its task sees them.
+pub(crate) struct Lanes<E: Entity> {
+    queue: Arc<Queue<E>>,
+    /// Jobs started during the current turn.
+    staged: Vec<LaneJob<E>>,
+    completions: Arc<Completions<E>>,
+    /// Handlers the kind's task ran itself since the last timed one.
+    since_sample: u32,
+    /// The mean run time of a handler, in nanoseconds.
+    mean_nanos: u64,
+    /// Whether handlers go to the lanes: the mean, as of the last turn, is worth the trip.
+    spread: bool,
+}
+
+impl<E: Entity> Lanes<E> {
+    /// Spawns `count` lanes of kind `kind` on the current runtime.
+    pub fn start(count: usize, kind: &str) -> Self {
+        let ran_here =
+            metrics::counter!(m::SHARDING_LANE_HANDLERS_TOTAL, "kind" => kind.to_string());
+        let completions = Arc::new(Completions {
+            done: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            handler_nanos: AtomicU64::new(0),
+            handlers: AtomicU64::new(0),
+        });
+        let queue = Arc::new(Queue {
+            state: Mutex::new(QueueState {
+                jobs: VecDeque::new(),
+                closed: false,
+            }),
+            wake: Notify::new(),
+        });
+        for _ in 0..count {
+            crate::task::spawn(run_lane(
+                Arc::clone(&queue),
+                Arc::clone(&completions),
+                ran_here.clone(),
+            ));
+        }
+        Lanes {
+            queue,
+            staged: Vec::new(),
+            completions,
+            since_sample: 0,
+            mean_nanos: 0,
+            spread: false,
+        }
+    }
+
+    /// Where the lanes hand back finished handlers.
+    pub fn completions(&self) -> Arc<Completions<E>> {
+        Arc::clone(&self.completions)
+    }
+
+    /// Whether handlers go to the lanes now: their mean run time, as of the last turn, is
+    /// worth the trip.
+    pub fn spreading(&self) -> bool {
+        self.spread
+    }
+
+    /// Takes in what the lanes measured since the last turn, and decides whether handlers go
+    /// to them during the next one (once per turn: the lanes write those counters).
+    fn refresh(&mut self) {
+        let nanos = self.completions.handler_nanos.swap(0, Ordering::Relaxed);
+        let ran = self.completions.handlers.swap(0, Ordering::Relaxed);
+        if let Some(mean) = nanos.checked_div(ran) {
+            self.mix(mean);
+        }
+        self.spread = self.mean_nanos >= SPREAD_FROM.as_nanos() as u64;
+    }
+
+    /// Whether the handler the kind's task is about to run itself is one to time.
+    pub fn sample_due(&mut self) -> bool {
+        self.since_sample += 1;
+        if self.since_sample >= SAMPLE_EVERY {
+            self.since_sample = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A handler the kind's task ran itself took `took`.
+    pub fn sampled(&mut self, took: Duration) {
+        self.mix(took.as_nanos().min(u64::MAX as u128) as u64);
+    }
+
+    fn mix(&mut self, sample: u64) {
+        if self.mean_nanos == 0 {
+            self.mean_nanos = sample;
+        } else {
+            self.mean_nanos =
+                self.mean_nanos - (self.mean_nanos >> MEAN_SHIFT) + (sample >> MEAN_SHIFT);
+        }
+    }
+
+    /// Stages `job` for the lanes; it goes at the end of the turn ([`send`](Self::send)).
+    pub fn stage(&mut self, job: LaneJob<E>) {
+        self.staged.push(job);
+    }
+
+    /// Hands the lanes what was staged during this turn, at its end.
+    pub fn send(&mut self) {
+        self.refresh();
+        if self.staged.is_empty() {
+            return;
+        }
+        self.queue.lock().jobs.extend(self.staged.drain(..));
+        self.queue.wake.notify_waiters();
+    }
+}
+
+impl<E: Entity> Drop for Lanes<E> {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.wake.notify_waiters();
+    }
+}
+
+/// One lane: takes the next jobs from the kind's queue, runs them, hands back what finished.
+async fn run_lane<E: Entity>(
+    queue: Arc<Queue<E>>,
+    completions: Arc<Completions<E>>,
+    ran_here: metrics::Counter,
+) {
+    let mut cells = Cells::<E>::default();
+    let mut turn: Vec<LaneJob<E>> = Vec::with_capacity(LANE_TURN);
+    let mut finished: Vec<Completed<E>> = Vec::new();
+    loop {
+        // Registered before the queue is looked at, so that jobs queued after the look wake
+        // this lane (`notify_waiters` wakes only the registered).
+        let woken = queue.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        {
+            let mut state = queue.lock();
+            let take = state.jobs.len().min(LANE_TURN);
+            turn.extend(state.jobs.drain(..take));
+            if state.closed && turn.is_empty() && cells.running.is_empty() {
+                return;
+            }
+        }
+        if turn.is_empty() {
+            tokio::select! {
+                biased;
+                Some(done) = cells.running.next(), if !cells.running.is_empty() => {
+                    finished.push(done);
+                }
+                _ = woken => {}
+            }
+        } else {
+            let started = std::time::Instant::now();
+            let ran = turn.len() as u64;
+            for job in turn.drain(..) {
+                let done = match job {
+                    LaneJob::Command(args) => cells.start(args),
+                    LaneJob::Future(fut) => cells.start_boxed(fut),
+                };
+                finished.extend(done);
+            }
+            let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            ran_here.increment(ran);
+            completions.hand_back(&mut finished, nanos, ran);
+            // A turn is over: the other tasks of this worker (the kind's own, the senders)
+            // run before the next one.
+            tokio::task::yield_now().await;
+        }
+        // Handlers that awaited and are done by now.
+        while let Some(Some(done)) = cells.running.next().now_or_never() {
+            finished.push(done);
+        }
+        completions.hand_back(&mut finished, 0, 0);
+    }
+}
