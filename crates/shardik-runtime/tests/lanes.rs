@@ -84,10 +84,14 @@ impl Entity for Burner {
     }
 }
 
-const BURNER: EntityTypeKey<Burner> = EntityTypeKey::new("burner");
+/// One kind per test: the lane counter is the process's, and the tests run side by side.
+const ORDERED: EntityTypeKey<Burner> = EntityTypeKey::new("burner-ordered");
+const BLOCKING: EntityTypeKey<Burner> = EntityTypeKey::new("burner-blocking");
 
-/// One node with the burner kind; the log of order violations, and the gate's opener.
-async fn burner_node() -> (
+/// One node with `kind`; the log of order violations, and the gate's opener.
+async fn burner_node(
+    kind: EntityTypeKey<Burner>,
+) -> (
     shardik_runtime::node::RunningNode,
     shardik_runtime::sharding::EntityRegion<Burner>,
     Violations,
@@ -101,7 +105,7 @@ async fn burner_node() -> (
     let gate = Arc::new(Mutex::new(gate));
     let for_factory = Arc::clone(&violations);
     let region = sharding
-        .init(EntityKind::for_key(BURNER, move |id| Burner {
+        .init(EntityKind::for_key(kind, move |id| Burner {
             id: id.to_string(),
             last: BTreeMap::new(),
             violations: Arc::clone(&for_factory),
@@ -111,19 +115,19 @@ async fn burner_node() -> (
     (running, region, violations, open)
 }
 
-/// Handlers run on the lanes of `burner` so far.
-fn lane_handlers() -> f64 {
+/// Handlers run on the lanes of `kind` so far.
+fn lane_handlers(kind: EntityTypeKey<Burner>) -> f64 {
     counter(
         &metrics(),
         m::SHARDING_LANE_HANDLERS_TOTAL,
-        "kind=\"burner\"",
+        &format!("kind=\"{}\"", kind.name()),
     )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_senders_order_to_each_entity_holds_with_handlers_spread_over_lanes() {
     let _ = metrics();
-    let (_node, region, violations, _open) = burner_node().await;
+    let (_node, region, violations, _open) = burner_node(ORDERED).await;
     const SENDERS: u32 = 4;
     const ENTITIES: usize = 40;
     const EACH: u64 = 200;
@@ -160,7 +164,7 @@ async fn each_senders_order_to_each_entity_holds_with_handlers_spread_over_lanes
     let violations = violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "{violations:#?}");
     // The handlers took 10 µs each: most ran on the lanes, not in the kind's task.
-    let on_lanes = lane_handlers();
+    let on_lanes = lane_handlers(ORDERED);
     assert!(
         on_lanes > (SENDERS as u64 * EACH * ENTITIES as u64 / 2) as f64,
         "only {on_lanes} handlers ran on lanes"
@@ -170,7 +174,7 @@ async fn each_senders_order_to_each_entity_holds_with_handlers_spread_over_lanes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_blocking_through_its_context_holds_up_no_other_entity() {
     let _ = metrics();
-    let (_node, region, _violations, open) = burner_node().await;
+    let (_node, region, _violations, open) = burner_node(BLOCKING).await;
     // Enough work for the handlers to go to the lanes.
     for round in 0..20u64 {
         for e in 0..40 {
@@ -180,7 +184,7 @@ async fn a_handler_blocking_through_its_context_holds_up_no_other_entity() {
         }
     }
     assert!(
-        lane_handlers() > 0.0,
+        lane_handlers(BLOCKING) > 0.0,
         "the handlers never went to the lanes"
     );
     let blocked = region.entity_ref("blocked");

@@ -40,7 +40,6 @@ mod lanes;
 mod tests;
 
 pub(crate) use lanes::Completions;
-use lanes::LaneJob;
 
 /// The types of entity `E`'s lifecycle.
 pub(crate) struct Hosted<E>(PhantomData<E>);
@@ -200,12 +199,13 @@ impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
             job,
             was_stop,
         };
-        if let Some(lanes) = self.lanes.as_mut().filter(|l| l.spreading()) {
-            let job = match (record_first, &self.remember) {
-                (true, Some(writer)) => LaneJob::Future(run_remembered(args, writer.clone())),
-                _ => LaneJob::Command(args),
-            };
-            lanes.stage(job);
+        // The first command of a new remembered incarnation stays here: it awaits the store's
+        // record first, as any handler that awaits, and lanes run plain handlers only.
+        let remembered_first = record_first && self.remember.is_some();
+        if let Some(lanes) = self.lanes.as_mut().filter(|l| l.spreading())
+            && !remembered_first
+        {
+            lanes.stage(args);
             return None;
         }
         let timed = self.lanes.as_mut().is_some_and(|l| l.sample_due());
@@ -249,6 +249,26 @@ impl<E: Entity> Handlers<E> {
     pub fn send_to_lanes(&mut self) {
         if let Some(lanes) = &mut self.lanes {
             lanes.send();
+        }
+    }
+
+    /// `shard` was stopped at once (its lease lost): its handlers that no lane has started
+    /// will not start, and whoever waits on them is told, as for the commands that waited
+    /// behind a busy entity (`Entities::force_stop_shard`, which has already dropped their
+    /// entities).
+    pub fn withdraw_shard(&mut self, shard: &ShardId, out: &mut Vec<HostOutput<E>>) {
+        let Some(lanes) = &mut self.lanes else {
+            return;
+        };
+        let mut withdrawn = Vec::new();
+        lanes.withdraw(shard, &mut withdrawn);
+        for args in withdrawn {
+            if entities::Asker::waits(&args.job.reply) {
+                out.push(entities::Output::Reply(
+                    args.job.reply,
+                    Err("the shard was stopped before this command ran".to_string()),
+                ));
+            }
         }
     }
 

@@ -8,7 +8,11 @@
 //! the simulator already know: one command at a time per entity, the next one queued in the
 //! entity's slot until the previous one is back, whatever lane ran it. So per-sender order,
 //! one live copy, hand-offs, remembered entities and the kind's passivation limits are the
-//! lifecycle's, unchanged.
+//! lifecycle's, unchanged. Two things the lanes add, because a handler handed over may wait in
+//! their queue before it starts: a shard stopped at once (its lease lost) takes back its
+//! handlers that no lane has started ([`Lanes::withdraw`]), so none starts after the stop; and
+//! the first command of a new remembered incarnation, which awaits the store's record anyway,
+//! stays in the kind's task.
 //!
 //! Handlers go to the lanes only when they are worth the trip: a handler that takes a few
 //! hundred nanoseconds runs in the kind's task as before, where sending it elsewhere would
@@ -31,7 +35,9 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::Notify;
 
-use super::{Args, Cells, Completed, Running};
+use shardik_core::sharding::ShardId;
+
+use super::{Args, Cells, Completed};
 use crate::metrics as m;
 use crate::sharding::api::Entity;
 
@@ -44,14 +50,6 @@ const LANE_TURN: usize = 32;
 /// Weight of a new sample in the mean, as a shift: 1/8.
 const MEAN_SHIFT: u32 = 3;
 
-/// What a lane runs.
-pub(crate) enum LaneJob<E: Entity> {
-    /// A handler to start.
-    Command(Args<E>),
-    /// A future made in the kind's task (the first command of a remembered entity).
-    Future(Running<E>),
-}
-
 /// The jobs waiting for a lane, shared by the kind's lanes: whichever lane is free takes the
 /// next ones, so a lane that got slower work, or shares its worker thread with the kind's task,
 /// does not hold back work another lane could run.
@@ -62,7 +60,7 @@ struct Queue<E: Entity> {
 }
 
 struct QueueState<E: Entity> {
-    jobs: VecDeque<LaneJob<E>>,
+    jobs: VecDeque<Args<E>>,
     /// The kind's task is gone: the lanes end once nothing is left.
     closed: bool,
 }
@@ -97,8 +95,10 @@ impl<E: Entity> Completions<E> {
     }
 
     fn hand_back(&self, finished: &mut Vec<Completed<E>>, nanos: u64, ran: u64) {
-        self.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.handlers.fetch_add(ran, Ordering::Relaxed);
+        if ran > 0 {
+            self.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
+            self.handlers.fetch_add(ran, Ordering::Relaxed);
+        }
         if finished.is_empty() {
             return;
         }
@@ -114,7 +114,7 @@ impl<E: Entity> Completions<E> {
 pub(crate) struct Lanes<E: Entity> {
     queue: Arc<Queue<E>>,
     /// Jobs started during the current turn.
-    staged: Vec<LaneJob<E>>,
+    staged: Vec<Args<E>>,
     completions: Arc<Completions<E>>,
     /// Handlers the kind's task ran itself since the last timed one.
     since_sample: u32,
@@ -207,8 +207,28 @@ impl<E: Entity> Lanes<E> {
     }
 
     /// Stages `job` for the lanes; it goes at the end of the turn ([`send`](Self::send)).
-    pub fn stage(&mut self, job: LaneJob<E>) {
+    pub fn stage(&mut self, job: Args<E>) {
         self.staged.push(job);
+    }
+
+    /// Takes back every job of `shard` that no lane has started yet, into `into`: its shard
+    /// was stopped at once (its lease lost), and a handler that had not started by then must
+    /// not start afterwards, however long the queue.
+    pub fn withdraw(&mut self, shard: &ShardId, into: &mut Vec<Args<E>>) {
+        let (theirs, others): (Vec<_>, Vec<_>) =
+            self.staged.drain(..).partition(|job| job.shard == *shard);
+        self.staged = others;
+        into.extend(theirs);
+        let mut state = self.queue.lock();
+        let mut kept = VecDeque::with_capacity(state.jobs.len());
+        for job in state.jobs.drain(..) {
+            if job.shard == *shard {
+                into.push(job);
+            } else {
+                kept.push_back(job);
+            }
+        }
+        state.jobs = kept;
     }
 
     /// Hands the lanes what was staged during this turn, at its end.
@@ -223,8 +243,13 @@ impl<E: Entity> Lanes<E> {
 }
 
 impl<E: Entity> Drop for Lanes<E> {
+    /// The kind's task is gone: what no lane started is dropped (its askers learn the kind
+    /// stopped), and the lanes end once their handlers that await are done.
     fn drop(&mut self) {
-        self.queue.lock().closed = true;
+        let mut state = self.queue.lock();
+        state.closed = true;
+        state.jobs.clear();
+        drop(state);
         self.queue.wake.notify_waiters();
     }
 }
@@ -236,7 +261,7 @@ async fn run_lane<E: Entity>(
     ran_here: metrics::Counter,
 ) {
     let mut cells = Cells::<E>::default();
-    let mut turn: Vec<LaneJob<E>> = Vec::with_capacity(LANE_TURN);
+    let mut turn: Vec<Args<E>> = Vec::with_capacity(LANE_TURN);
     let mut finished: Vec<Completed<E>> = Vec::new();
     loop {
         // Registered before the queue is looked at, so that jobs queued after the look wake
@@ -264,11 +289,7 @@ async fn run_lane<E: Entity>(
             let started = std::time::Instant::now();
             let ran = turn.len() as u64;
             for job in turn.drain(..) {
-                let done = match job {
-                    LaneJob::Command(args) => cells.start(args),
-                    LaneJob::Future(fut) => cells.start_boxed(fut),
-                };
-                finished.extend(done);
+                finished.extend(cells.start(job));
             }
             let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
             ran_here.increment(ran);

@@ -165,3 +165,66 @@ fn a_sync_entity_is_handled_at_once_with_what_an_async_one_can_do() {
     assert_eq!(r.entities.active_entities(), 0);
     assert_eq!(r.ask("a", "e", 4).map(|r| r.ok()), Some(Some(4)));
 }
+
+/// A shard stopped at once (its lease lost) takes back its handlers that no lane has started:
+/// they never run, however long the lanes' queue, and whoever waits on them is told; another
+/// shard's still run. (On a current-thread runtime the lanes run only once the test awaits.)
+#[tokio::test]
+async fn a_force_stopped_shards_handlers_that_no_lane_started_never_run() {
+    let mut r = rig(|| Sum(0));
+    r.handlers.spread_over(2, "sum");
+    // As if the handlers took long: from the next turn they go to the lanes.
+    if let Some(lanes) = r.handlers.lanes.as_mut() {
+        lanes.sampled(std::time::Duration::from_micros(50));
+    }
+    r.handlers.send_to_lanes();
+    let mut asks = Vec::new();
+    for (shard, e) in [("a", "e"), ("b", "f")] {
+        let (slot, rx) = crate::sharding::reply_to::answer_slot::<(), crate::sharding::Postcard>();
+        let (reply_to, answer) = ReplyTo::detached();
+        let job = Job::new((2, reply_to), Asker::Local(AskHandle::new(slot)));
+        let mut out = Vec::new();
+        r.entities.deliver(
+            Instant::ZERO,
+            id(shard),
+            id(e),
+            job,
+            &mut r.handlers,
+            &mut out,
+        );
+        r.send_replies(out);
+        asks.push((rx, answer));
+    }
+    // Nothing ran in place: no handler cell was ever made here.
+    assert!(!r.handlers.has_spare_cell(), "ran in place");
+    r.handlers.send_to_lanes();
+    let mut out = Vec::new();
+    r.entities
+        .force_stop_shard(Instant::ZERO, &id("a"), &mut r.handlers, &mut out);
+    r.handlers.withdraw_shard(&id("a"), &mut out);
+    r.send_replies(out);
+    let completions = r.handlers.lane_completions().expect("lanes");
+    completions.ready().await;
+    let mut done = Vec::new();
+    completions.take(&mut done);
+    assert_eq!(done.len(), 1, "only shard b's handler ran");
+    let mut out = Vec::new();
+    for d in done {
+        r.entities
+            .completed(Instant::ZERO, d, &mut r.handlers, &mut out);
+    }
+    r.send_replies(out);
+    let (_, answer_f) = asks.pop().expect("b's ask");
+    let (mut rx_e, answer_e) = asks.pop().expect("a's ask");
+    assert_eq!(
+        answer_e.take(),
+        None,
+        "shard a's handler ran after its stop"
+    );
+    assert!(
+        matches!(rx_e.try_recv(), Ok(Err(ShardingError::EntityFailed(why))) if why.contains("stopped before")),
+        "shard a's asker was not told"
+    );
+    assert_eq!(answer_f.take(), Some(2));
+    assert_eq!(r.entities.entity_counts(), vec![(id("b"), 1)]);
+}

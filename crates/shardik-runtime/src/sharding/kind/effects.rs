@@ -41,6 +41,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     let mut out = std::mem::take(&mut st.host_out);
                     self.entities
                         .force_stop_shard(now, &shard, &mut self.handlers, &mut out);
+                    self.handlers.withdraw_shard(&shard, &mut out);
                     st.host_out = out;
                     self.apply_host_outputs(st);
                 }
