@@ -64,7 +64,10 @@ use crate::bench_tls::{BenchCerts, TlsSessions, Transport, TransportChoice};
 use crate::bench_transports::{RemoteFigures, RemoteRun};
 
 mod cores;
+mod cores_remote;
 mod turns;
+
+pub use cores_remote::{CoresPeerArgs, run_peer as run_cores_peer};
 
 /// The role only the remote peer has: entities of the remote kinds run there alone.
 const HOST_ROLE: &str = "bench-host";

@@ -86,6 +86,9 @@ enum Cmd {
     /// The far side of `bench sharding remote|first-message --remote` (started by them).
     #[command(name = "bench-sharding-peer", hide = true)]
     BenchShardingPeer(bench_sharding::PeerArgs),
+    /// The far side of `bench sharding cores --remote` (started by it).
+    #[command(name = "bench-cores-peer", hide = true)]
+    BenchCoresPeer(bench_sharding::CoresPeerArgs),
 }
 
 fn main() -> ExitCode {
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::run(args),
         Cmd::BenchPeer(args) => bench::run_peer(args),
         Cmd::BenchShardingPeer(args) => bench_sharding::run_peer(args),
+        Cmd::BenchCoresPeer(args) => bench_sharding::run_cores_peer(args),
     };
     match result {
         Ok(code) => code,

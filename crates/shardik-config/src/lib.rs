@@ -66,7 +66,8 @@ pub use persistence::PersistenceSettings;
 pub use runtime::{MAX_WORKER_THREADS, RuntimeSettings};
 pub use sharding::{
     ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
-    LeastShardAllocationStrategySettings, ShardingHealthCheckSettings, ShardingSettings,
+    LeastShardAllocationStrategySettings, MAX_HANDLER_LANES, ShardingHealthCheckSettings,
+    ShardingSettings,
 };
 pub use tls::{TlsSettings, is_trust_domain};
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};

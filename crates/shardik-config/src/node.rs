@@ -66,6 +66,7 @@ impl Settings {
             self_roles: membership.roles.clone(),
             query_timeout: sh.shard_region_query_timeout,
             entity_restart_backoff: sh.entity_restart_backoff,
+            handler_lanes: sh.handler_lanes,
             remember_entities: sh.remember_entities.then(|| sh.entity_recovery()),
             coordinator_lease: sh
                 .coordinator_singleton

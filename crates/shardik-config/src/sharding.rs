@@ -14,6 +14,10 @@ use super::error::{closest, describe_origin};
 use super::validate::{invalid, positive_count, positive_duration};
 use super::values::{DURATION_EXPECTED, de_string, de_string_list};
 
+/// The most handler lanes a kind may be given (`handler-lanes`): far more tasks than a machine
+/// has cores only adds hand-overs.
+pub const MAX_HANDLER_LANES: usize = 1024;
+
 /// `cluster.sharding.*`: cluster sharding, for every entity kind.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -71,6 +75,10 @@ pub struct ShardingSettings {
     /// passivating) its shard starts it again without a message.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
     pub entity_restart_backoff: Duration,
+    /// `handler-lanes`: how many tasks run the handlers of one kind's entities on a node
+    /// (lanes); 0 means one per worker thread of the node's runtime, 1 keeps every handler in
+    /// the kind's own task. `EntityKind::with_handler_lanes` overrides it per kind.
+    pub handler_lanes: usize,
     /// `least-shard-allocation-strategy.*`.
     pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
     /// `passivation.*`: the strategy that stops entities automatically. The keys, their
@@ -238,6 +246,16 @@ fn validate_sharding(s: &ShardingSettings) -> Result<(), ConfigError> {
         ));
     }
     positive_count("cluster.sharding.buffer-size", s.buffer_size)?;
+    if s.handler_lanes > MAX_HANDLER_LANES {
+        return Err(invalid(
+            "cluster.sharding.handler-lanes",
+            s.handler_lanes,
+            &format!(
+                "0 (one lane per worker thread), 1 (every handler in the kind's own task) or a \
+                 count up to {MAX_HANDLER_LANES}"
+            ),
+        ));
+    }
     positive_count(
         "cluster.sharding.entity-recovery-constant-rate-strategy.number-of-entities",
         s.entity_recovery_constant_rate_strategy.number_of_entities,

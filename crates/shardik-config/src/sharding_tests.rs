@@ -537,6 +537,27 @@ fn entity_restart_backoff_is_read_overridden_checked_and_reaches_sharding() {
 }
 
 #[test]
+fn handler_lanes_default_to_one_per_worker_and_are_read_overridden_checked_and_mapped() {
+    let s = Settings::from_toml_str("").expect("valid");
+    assert_eq!(s.cluster.sharding.handler_lanes, 0);
+    assert_eq!(s.node_settings().sharding.handler_lanes, 0);
+    let s = Settings::from_toml_str("[cluster.sharding]\nhandler-lanes = 3").expect("valid");
+    assert_eq!(s.cluster.sharding.handler_lanes, 3);
+    assert_eq!(s.node_settings().sharding.handler_lanes, 3);
+    let vars = env(&[("SHARDIK_CLUSTER__SHARDING__HANDLER_LANES", "1")]);
+    let s = Settings::load_with_env(None, &vars).unwrap();
+    assert_eq!(s.node_settings().sharding.handler_lanes, 1);
+    let (e, text) = err_text("[cluster.sharding]\nhandler-lanes = 5000");
+    assert!(matches!(e, ConfigError::InvalidValue { .. }), "{e:?}");
+    assert!(
+        text.contains("cluster.sharding.handler-lanes") && text.contains("1024"),
+        "{text}"
+    );
+    let (_, text) = err_text("[cluster.sharding]\nhandler-lanes = -1");
+    assert!(text.contains("handler-lanes"), "{text}");
+}
+
+#[test]
 fn unknown_sharding_keys_are_refused() {
     let (e, text) = err_text("[cluster.sharding]\nnumber-of-shard = 10");
     assert!(matches!(e, ConfigError::UnknownKey { .. }), "{e:?}");

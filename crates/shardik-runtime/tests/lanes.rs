@@ -87,10 +87,13 @@ impl Entity for Burner {
 /// One kind per test: the lane counter is the process's, and the tests run side by side.
 const ORDERED: EntityTypeKey<Burner> = EntityTypeKey::new("burner-ordered");
 const BLOCKING: EntityTypeKey<Burner> = EntityTypeKey::new("burner-blocking");
+const ONE_LANE: EntityTypeKey<Burner> = EntityTypeKey::new("burner-one-lane");
 
-/// One node with `kind`; the log of order violations, and the gate's opener.
+/// One node with `kind` (on `lanes` lanes, when given); the log of order violations, and the
+/// gate's opener.
 async fn burner_node(
     kind: EntityTypeKey<Burner>,
+    lanes: Option<usize>,
 ) -> (
     shardik_runtime::node::RunningNode,
     shardik_runtime::sharding::EntityRegion<Burner>,
@@ -104,14 +107,16 @@ async fn burner_node(
     let (open, gate) = mpsc::channel();
     let gate = Arc::new(Mutex::new(gate));
     let for_factory = Arc::clone(&violations);
-    let region = sharding
-        .init(EntityKind::for_key(kind, move |id| Burner {
-            id: id.to_string(),
-            last: BTreeMap::new(),
-            violations: Arc::clone(&for_factory),
-            gate: Arc::clone(&gate),
-        }))
-        .expect("kind registers");
+    let mut kind = EntityKind::for_key(kind, move |id| Burner {
+        id: id.to_string(),
+        last: BTreeMap::new(),
+        violations: Arc::clone(&for_factory),
+        gate: Arc::clone(&gate),
+    });
+    if let Some(lanes) = lanes {
+        kind = kind.with_handler_lanes(lanes);
+    }
+    let region = sharding.init(kind).expect("kind registers");
     (running, region, violations, open)
 }
 
@@ -127,7 +132,7 @@ fn lane_handlers(kind: EntityTypeKey<Burner>) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_senders_order_to_each_entity_holds_with_handlers_spread_over_lanes() {
     let _ = metrics();
-    let (_node, region, violations, _open) = burner_node(ORDERED).await;
+    let (_node, region, violations, _open) = burner_node(ORDERED, None).await;
     const SENDERS: u32 = 4;
     const ENTITIES: usize = 40;
     const EACH: u64 = 200;
@@ -174,7 +179,7 @@ async fn each_senders_order_to_each_entity_holds_with_handlers_spread_over_lanes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_blocking_through_its_context_holds_up_no_other_entity() {
     let _ = metrics();
-    let (_node, region, _violations, open) = burner_node(BLOCKING).await;
+    let (_node, region, _violations, open) = burner_node(BLOCKING, None).await;
     // Enough work for the handlers to go to the lanes.
     for round in 0..20u64 {
         for e in 0..40 {
@@ -201,4 +206,23 @@ async fn a_handler_blocking_through_its_context_holds_up_no_other_entity() {
     assert!(!waiting.is_finished(), "the blocked handler did not wait");
     open.send(()).expect("the gate");
     assert_eq!(waiting.await.expect("asker task"), Ok(()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_given_one_lane_runs_every_handler_in_its_own_task() {
+    let _ = metrics();
+    let (_node, region, _violations, _open) = burner_node(ONE_LANE, Some(1)).await;
+    // The same work that goes to the lanes in the test above.
+    for round in 0..20u64 {
+        for e in 0..40 {
+            let n = round * 100 + e;
+            let r = region.entity_ref(&format!("e{e}"));
+            assert_eq!(r.ask(|to| Cmd::Echo(n, to), ASK).await, Ok(n));
+        }
+    }
+    assert_eq!(
+        lane_handlers(ONE_LANE),
+        0.0,
+        "a kind given one lane sent handlers to lanes"
+    );
 }

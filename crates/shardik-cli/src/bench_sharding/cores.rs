@@ -7,7 +7,8 @@
 //! all: `ratio_to_plain` is how much of that ceiling sharding reaches.
 //!
 //! Every worker count from 1 to the machine's cores (or `--max-workers`) gets a runtime of its
-//! own, a node of its own and one line of output. Each measurement counts the commands handled
+//! own, a node of its own and one line of output. `--remote` asks the same entities from another
+//! process instead ([`super::cores_remote`]). Each measurement counts the commands handled
 //! (the tasks' iterations) during `--duration-s`, after a warm-up second in which the queues
 //! fill and the workers settle.
 
@@ -20,7 +21,8 @@ use clap::Args;
 use serde_json::json;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, TellError};
 
-use super::{BenchNode, report};
+use super::cores_remote::remote_rate;
+use super::{BenchNode, SendMode, report};
 use crate::bench_support::load_average;
 
 /// The kind the benchmark runs.
@@ -45,19 +47,33 @@ pub(super) struct CoresArgs {
     /// Producer tasks telling commands.
     #[arg(long, default_value_t = 4)]
     producers: usize,
+    /// How a producer meets a full queue: `retry` (`try_tell`, yield, try again) or `wait`
+    /// (`tell(..).await`).
+    #[arg(long, value_enum, default_value = "retry")]
+    send: SendMode,
     /// Seconds each measurement counts, after a warm-up second.
     #[arg(long = "duration-s", default_value_t = 3)]
     duration_s: u64,
+    /// The lowest worker count measured.
+    #[arg(long, default_value_t = 1)]
+    min_workers: usize,
     /// The highest worker count measured (default: this machine's cores).
     #[arg(long)]
     max_workers: Option<usize>,
+    /// Ask the entities from another process, through a proxy over loopback TCP, instead of
+    /// telling them from this one.
+    #[arg(long)]
+    remote: bool,
+    /// With `--remote`: asks kept outstanding, each asked again once answered.
+    #[arg(long = "in-flight", default_value_t = 128)]
+    in_flight: usize,
     /// Print one JSON object per worker count instead of a line of text.
     #[arg(long)]
     json: bool,
 }
 
 /// Burns `work` of CPU on this thread.
-fn burn(work: Duration) {
+pub(super) fn burn(work: Duration) {
     let start = Instant::now();
     while start.elapsed() < work {
         std::hint::spin_loop();
@@ -81,42 +97,66 @@ impl Entity for Burner {
 
 /// Runs the benchmark: one line per worker count.
 pub(super) fn run(a: CoresArgs) -> anyhow::Result<()> {
-    if a.work_us == 0 || a.entities == 0 || a.producers == 0 || a.duration_s == 0 {
-        bail!("--work-us, --entities, --producers and --duration-s must be positive");
+    if a.work_us == 0
+        || a.entities == 0
+        || a.producers == 0
+        || a.duration_s == 0
+        || a.in_flight == 0
+    {
+        bail!("--work-us, --entities, --producers, --in-flight and --duration-s must be positive");
     }
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let max = a.max_workers.unwrap_or(cores).max(1);
-    for workers in 1..=max {
+    let window = Duration::from_secs(a.duration_s);
+    for workers in a.min_workers.max(1)..=max {
         let load = load_average();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
-        let (sharded, plain) = rt.block_on(async {
-            let sharded = sharded_rate(&a).await?;
+        let (sharded, plain, failed) = rt.block_on(async {
+            let (sharded, failed) = if a.remote {
+                let r = remote_rate(workers, a.work_us, a.entities, a.in_flight, window).await?;
+                (r.answered_per_s, Some(r.failed))
+            } else {
+                (sharded_rate(&a).await?, None)
+            };
             let plain = plain_rate(&a, workers).await;
-            anyhow::Ok((sharded, plain))
+            anyhow::Ok((sharded, plain, failed))
         })?;
         rt.shutdown_timeout(Duration::from_secs(5));
         let ratio = sharded / plain;
-        let value = json!({
-            "benchmark": "sharding-cores",
+        let mut value = json!({
+            "benchmark": if a.remote { "sharding-cores-remote" } else { "sharding-cores" },
             "workers": workers,
             "cores": cores,
             "work_us": a.work_us,
             "entities": a.entities,
-            "producers": a.producers,
             "duration_s": a.duration_s,
             "sharded_per_s": sharded,
             "plain_per_s": plain,
             "ratio_to_plain": ratio,
             "load1_before": load,
         });
-        let line = format!(
-            "sharding cores: {workers} of {cores} workers, {} µs a command: sharded {sharded:.0}/s, plain tasks {plain:.0}/s, ratio {ratio:.3} (load {load:.2})",
-            a.work_us
-        );
+        let line = match failed {
+            Some(failed) => {
+                value["in_flight"] = json!(a.in_flight);
+                value["asks_failed"] = json!(failed);
+                format!(
+                    "sharding cores, asked from another process: {workers} of {cores} workers on the host, {} µs a command, {} asks in flight: answered {sharded:.0}/s ({failed} failed), plain tasks {plain:.0}/s, ratio {ratio:.3} (load {load:.2})",
+                    a.work_us, a.in_flight
+                )
+            }
+            None => {
+                value["producers"] = json!(a.producers);
+                value["send"] = json!(a.send.name());
+                format!(
+                    "sharding cores: {workers} of {cores} workers, {} µs a command: sharded {sharded:.0}/s, plain tasks {plain:.0}/s, ratio {ratio:.3} (load {load:.2})",
+                    a.work_us
+                )
+            }
+        };
         report(a.json, value, line);
     }
     Ok(())
@@ -159,11 +199,16 @@ async fn sharded_rate(a: &CoresArgs) -> anyhow::Result<f64> {
         let (refs, stop) = (Arc::clone(&refs), Arc::clone(&stop));
         // Each producer starts at another entity, so that they do not all queue for one.
         let first = p * refs.len() / a.producers;
+        let send = a.send;
         producers.push(tokio::spawn(async move {
             let n = refs.len();
             let mut i = first;
             while !stop.load(Ordering::Relaxed) {
-                match refs[i % n].try_tell(1) {
+                let told = match send {
+                    SendMode::Retry => refs[i % n].try_tell(1),
+                    SendMode::Wait => refs[i % n].tell(1).await,
+                };
+                match told {
                     Ok(()) => i += 1,
                     Err(TellError::BufferFull) => tokio::task::yield_now().await,
                     Err(e) => return Err(anyhow::Error::from(e)),
@@ -212,7 +257,7 @@ async fn plain_rate(a: &CoresArgs, workers: usize) -> f64 {
 }
 
 /// After the warm-up, how fast `counter` grows over `window`, per second.
-async fn count_over(counter: &AtomicU64, window: Duration) -> f64 {
+pub(super) async fn count_over(counter: &AtomicU64, window: Duration) -> f64 {
     tokio::time::sleep(WARM_UP).await;
     let (from, start) = (counter.load(Ordering::Relaxed), Instant::now());
     tokio::time::sleep(window).await;

@@ -58,6 +58,11 @@ pub struct ShardingSettings {
     /// How long after a remembered entity failed its shard starts it again without a message
     /// (`entity-restart-backoff`; only for kinds that remember their entities).
     pub entity_restart_backoff: Duration,
+    /// How many lanes run a kind's handlers on this node when its code does not say
+    /// (`handler-lanes`; 0: one per worker thread). A runtime concern: the simulator runs
+    /// every handler in the kind's own turn, and a handler on a lane is, to the entity
+    /// lifecycle, one that awaited.
+    pub handler_lanes: usize,
     /// Whether kinds remember their entities when their code does not say
     /// (`remember-entities`), and then how a shard starts them (`entity-recovery-strategy`).
     pub remember_entities: Option<EntityRecovery>,
@@ -94,6 +99,7 @@ impl Default for ShardingSettings {
             self_roles: BTreeSet::new(),
             query_timeout: Duration::from_secs(3),
             entity_restart_backoff: Duration::from_secs(10),
+            handler_lanes: 0,
             remember_entities: None,
             coordinator_lease: None,
             auto_shard_lease: None,

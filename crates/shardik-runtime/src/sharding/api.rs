@@ -37,8 +37,9 @@ use super::strategy::{AsyncShardAllocationStrategy, KindAllocation};
 /// A kind's handlers run on the node's tokio runtime, in the kind's own task or, when the
 /// runtime has several worker threads and the kind's handlers take a couple of microseconds or
 /// more each, on the kind's lanes: one task per worker thread, so that one kind's CPU-bound
-/// handlers use every core. Which one runs a command changes nothing you can observe: one
-/// command at a time per entity, in the order each sender sent them.
+/// handlers use every core (`cluster.sharding.handler-lanes` sets another count for every
+/// kind, [`EntityKind::with_handler_lanes`] for one). Which one runs a command changes nothing
+/// you can observe: one command at a time per entity, in the order each sender sent them.
 ///
 /// A handler that awaits (a store write, an ask to another entity) lets the others on its
 /// task go on meanwhile; only its own entity waits. A handler that *blocks* (a synchronous
@@ -471,6 +472,8 @@ pub struct EntityKind<E: Entity, C: Codec = Postcard> {
     /// `cluster.sharding.use-lease` or `coordinator-singleton.use-lease` is on, and its
     /// remembered entities when `remember-entities` is on and the kind does not say otherwise.
     pub(crate) own_store: Option<Arc<dyn shardik_persistence::Store>>,
+    /// Lanes that run the kind's handlers on each node (`None`: `cluster.sharding.handler-lanes`).
+    pub(crate) handler_lanes: Option<usize>,
 }
 
 impl<E: Entity> EntityKind<E, Postcard> {
@@ -496,6 +499,7 @@ impl<E: Entity> EntityKind<E, Postcard> {
             codec: Arc::new(Postcard),
             remember: RememberChoice::Configured,
             own_store: None,
+            handler_lanes: None,
         }
     }
 }
@@ -671,6 +675,16 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         self
     }
 
+    /// Runs this kind's handlers on `lanes` tasks on each node instead of the configured
+    /// `cluster.sharding.handler-lanes`: 0 for one per worker thread of the node's runtime, 1
+    /// to keep every handler in the kind's own task (one core's worth for the kind, and no
+    /// hand-over at all). Lanes are used only while the kind's handlers take long enough to be
+    /// worth the hand-over; see [`Entity`]'s "How handlers run". At most 1024.
+    pub fn with_handler_lanes(mut self, lanes: usize) -> Self {
+        self.handler_lanes = Some(lanes.min(shardik_config::MAX_HANDLER_LANES));
+        self
+    }
+
     /// Uses `codec` for commands and replies that cross the network.
     pub fn with_codec<C2: Codec>(self, codec: C2) -> EntityKind<E, C2> {
         EntityKind {
@@ -685,6 +699,7 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
             codec: Arc::new(codec),
             remember: self.remember,
             own_store: self.own_store,
+            handler_lanes: self.handler_lanes,
         }
     }
 

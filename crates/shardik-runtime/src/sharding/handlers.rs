@@ -87,9 +87,9 @@ impl entities::Asker for Asker {
 /// A handler that could not finish when it started, polled by the kind's task.
 pub(crate) type Running<E> = Pin<Box<dyn Future<Output = Completed<E>> + Send>>;
 
-/// What a handler needs to run one command.
+/// What a handler needs to run one command (beside the node, which the task that runs it
+/// keeps: see [`Cells::node`]).
 pub(super) struct Args<E: Entity> {
-    pub node: UniqueAddress,
     pub fence: Option<Fence>,
     pub shard: ShardId,
     pub id: EntityId,
@@ -112,7 +112,12 @@ pin_project_lite::pin_project! {
 trait Handler<E: Entity>: Future<Output = Completed<E>> + Send {
     /// Puts the future of a new command into this (empty) cell, in place, and polls it once
     /// (one call through the trait object for both).
-    fn start(self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>>;
+    fn start(
+        self: Pin<&mut Self>,
+        args: Args<E>,
+        node: UniqueAddress,
+        cx: &mut Context<'_>,
+    ) -> Poll<Completed<E>>;
 }
 
 impl<M, F> Future for Cell<M, F>
@@ -139,12 +144,17 @@ where
 impl<E, M, F> Handler<E> for Cell<M, F>
 where
     E: Entity,
-    M: Fn(Args<E>) -> F + Send,
+    M: Fn(Args<E>, UniqueAddress) -> F + Send,
     F: Future<Output = Completed<E>> + Send,
 {
-    fn start(mut self: Pin<&mut Self>, args: Args<E>, cx: &mut Context<'_>) -> Poll<Completed<E>> {
+    fn start(
+        mut self: Pin<&mut Self>,
+        args: Args<E>,
+        node: UniqueAddress,
+        cx: &mut Context<'_>,
+    ) -> Poll<Completed<E>> {
         let mut this = self.as_mut().project();
-        let fut = (this.make)(args);
+        let fut = (this.make)(args, node);
         this.fut.set(Some(fut));
         self.poll(cx)
     }
@@ -154,7 +164,7 @@ where
 fn cell_of<E, M, F>(make: M) -> Pin<Box<dyn Handler<E> + Send>>
 where
     E: Entity,
-    M: Fn(Args<E>) -> F + Send + 'static,
+    M: Fn(Args<E>, UniqueAddress) -> F + Send + 'static,
     F: Future<Output = Completed<E>> + Send + 'static,
 {
     Box::pin(Cell {
@@ -167,9 +177,10 @@ where
 /// [lanes](lanes::Lanes) when there are several and handlers take long enough to be worth
 /// spreading.
 pub(crate) struct Handlers<E: Entity> {
-    node: UniqueAddress,
     /// Where the handlers run in the kind's own task start and wait.
     cells: Cells<E>,
+    /// How many lanes the kind asked for (`handler-lanes`; 0: one per worker thread).
+    lanes_wanted: usize,
     /// The kind's lanes, when it has more than one.
     lanes: Option<lanes::Lanes<E>>,
     /// Where started entities are recorded, when the kind remembers them.
@@ -191,7 +202,6 @@ impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
             record_first,
         } = run;
         let args = Args {
-            node: self.node.clone(),
             fence: self.fence_of(&shard),
             shard,
             id,
@@ -211,7 +221,11 @@ impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
         let timed = self.lanes.as_mut().is_some_and(|l| l.sample_due());
         let started = timed.then(std::time::Instant::now);
         let done = match (record_first, &self.remember) {
-            (true, Some(writer)) => self.cells.start_boxed(run_remembered(args, writer.clone())),
+            (true, Some(writer)) => {
+                let node = self.cells.node.clone();
+                self.cells
+                    .start_boxed(run_remembered(args, node, writer.clone()))
+            }
             _ => self.cells.start(args),
         };
         if let (Some(started), Some(lanes)) = (started, self.lanes.as_mut()) {
@@ -222,21 +236,28 @@ impl<E: Entity> Runner<Hosted<E>> for Handlers<E> {
 }
 
 impl<E: Entity> Handlers<E> {
-    /// The handlers of entities on `node`.
-    pub fn new(node: UniqueAddress) -> Self {
+    /// The handlers of entities on `node`, on `lanes` lanes once they start (0: one per
+    /// worker thread of the runtime; 1: none, every handler in the kind's task).
+    pub fn new(node: UniqueAddress, lanes: usize) -> Self {
         Handlers {
-            node,
-            cells: Cells::default(),
+            cells: Cells::new(&node),
+            lanes_wanted: lanes,
             lanes: None,
             remember: None,
             fences: HashMap::new(),
         }
     }
 
-    /// Spreads the handlers of kind `kind` over `lanes` tasks from now on (when there are at
-    /// least two), each spawned on the current runtime.
-    pub fn spread_over(&mut self, lanes: usize, kind: &str) {
-        self.lanes = (lanes > 1).then(|| lanes::Lanes::start(lanes, kind));
+    /// Starts the lanes of kind `kind` on the current runtime, which has `workers` worker
+    /// threads: as many as were asked for, or one per worker when that was 0. One lane is
+    /// none: the kind's task runs every handler.
+    pub fn start_lanes(&mut self, workers: usize, kind: &str) {
+        let count = match self.lanes_wanted {
+            0 => workers,
+            n => n,
+        };
+        let node = &self.cells.node;
+        self.lanes = (count > 1).then(|| lanes::Lanes::start(count, kind, node));
     }
 
     /// The lanes' finished handlers, if the kind has lanes: wait on
@@ -320,9 +341,15 @@ impl<E: Entity> Handlers<E> {
     }
 }
 
-/// What one task runs handlers with: an empty cell kept for the next command, and the
-/// handlers that await.
+/// What one task runs handlers with: an empty cell kept for the next command, the handlers
+/// that await, and the node they run on.
 pub(crate) struct Cells<E: Entity> {
+    /// This node, as every handler's context names it: each task that runs handlers has a
+    /// copy of its own, not a clone of one shared value. Every command's context takes a
+    /// clone, and a clone of a shared address (its host is reference-counted) made by the
+    /// kind's task and dropped by a lane on another core moved that count's cache line
+    /// between the cores twice a command.
+    node: UniqueAddress,
     /// An empty cell for the next command (`None` until the first one, and after a handler
     /// that awaited took it).
     spare: Option<Pin<Box<dyn Handler<E> + Send>>>,
@@ -330,23 +357,24 @@ pub(crate) struct Cells<E: Entity> {
     running: FuturesUnordered<Running<E>>,
 }
 
-impl<E: Entity> Default for Cells<E> {
-    fn default() -> Self {
+impl<E: Entity> Cells<E> {
+    /// Cells for handlers of entities on `node`, with a copy of the address of their own.
+    fn new(node: &UniqueAddress) -> Self {
         Cells {
+            node: node.deep_copy(),
             spare: None,
             running: FuturesUnordered::new(),
         }
     }
-}
 
-impl<E: Entity> Cells<E> {
     /// Starts a handler and polls it once. Returns what it finished with, if it did; one that
     /// waits goes to `running`, which polls it again (with a waker of the task) before
     /// anything else can wake it, so polling it with a no-op waker first loses no wake-up.
+    #[inline]
     fn start(&mut self, args: Args<E>) -> Option<Completed<E>> {
         // A handler that never awaits is a plain call: no future to make, poll and empty.
         let args = if E::HANDLES_NOW {
-            match run_now(args) {
+            match run_now(args, self.node.clone()) {
                 Ok(done) => return Some(done),
                 Err(args) => args,
             }
@@ -355,7 +383,7 @@ impl<E: Entity> Cells<E> {
         };
         let mut cell = self.spare.take().unwrap_or_else(|| cell_of(run::<E>));
         let mut cx = Context::from_waker(Waker::noop());
-        match cell.as_mut().start(args, &mut cx) {
+        match cell.as_mut().start(args, self.node.clone(), &mut cx) {
             Poll::Ready(done) => {
                 self.spare = Some(cell);
                 Some(done)
@@ -385,7 +413,11 @@ impl<E: Entity> Cells<E> {
 /// the entity as started. A wrapper around [`run`], so that the future of every other command
 /// does not carry the record's state (it made each handler's future larger, and so the copy
 /// into its cell).
-fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -> Running<E> {
+fn run_remembered<E: Entity>(
+    args: Args<E>,
+    node: UniqueAddress,
+    writer: RememberWriter,
+) -> Running<E> {
     Box::pin(async move {
         if let Err(e) = writer.started(&args.shard, &args.id).await {
             return Completed {
@@ -402,15 +434,15 @@ fn run_remembered<E: Entity>(args: Args<E>, writer: RememberWriter) -> Running<E
             };
         }
         drop(writer);
-        run(args).await
+        run(args, node).await
     })
 }
 
 /// Handles one command of a [`SyncEntity`](super::api::SyncEntity) by a plain call,
 /// under the same panic guard as [`run`]. The arguments come back if the entity declines (an
 /// entity that sets `HANDLES_NOW` by hand but does not handle every command at once).
-fn run_now<E: Entity>(args: Args<E>) -> Result<Completed<E>, Args<E>> {
-    let (mut entity, mut ctx, job, was_stop) = open(args);
+fn run_now<E: Entity>(args: Args<E>, node: UniqueAddress) -> Result<Completed<E>, Args<E>> {
+    let (mut entity, mut ctx, job, was_stop) = open(args, node);
     let Job {
         cmd,
         reply,
@@ -421,7 +453,6 @@ fn run_now<E: Entity>(args: Args<E>) -> Result<Completed<E>, Args<E>> {
         Ok(Ok(r)) => Ok(Ok(r)),
         Ok(Err(cmd)) => {
             return Err(Args {
-                node: ctx.node,
                 fence: ctx.fence,
                 shard: ctx.shard_id,
                 id: ctx.entity_id,
@@ -447,8 +478,11 @@ fn run_now<E: Entity>(args: Args<E>) -> Result<Completed<E>, Args<E>> {
 }
 
 /// The future that handles one command: owns the entity while it runs and hands it back.
-fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 'static {
-    let (mut entity, mut ctx, job, was_stop) = open(args);
+fn run<E: Entity>(
+    args: Args<E>,
+    node: UniqueAddress,
+) -> impl Future<Output = Completed<E>> + Send + 'static {
+    let (mut entity, mut ctx, job, was_stop) = open(args, node);
     async move {
         let Job {
             cmd,
@@ -466,9 +500,8 @@ fn run<E: Entity>(args: Args<E>) -> impl Future<Output = Completed<E>> + Send + 
 /// A handler's entity, its context, its job and whether it is the stop message. The context
 /// owns the ids while the handler runs and hands them back after, so no reference count is
 /// touched for them on the way.
-fn open<E: Entity>(args: Args<E>) -> (E, EntityContext<E>, Job<E>, bool) {
+fn open<E: Entity>(args: Args<E>, node: UniqueAddress) -> (E, EntityContext<E>, Job<E>, bool) {
     let Args {
-        node,
         fence,
         shard,
         id,

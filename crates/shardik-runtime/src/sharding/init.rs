@@ -127,7 +127,10 @@ impl Sharding {
                 kind.stop_message.clone(),
                 shardik_core::Instant::ZERO,
             ),
-            handlers: handlers::Handlers::new(self.inner.self_node.clone()),
+            handlers: handlers::Handlers::new(
+                self.inner.self_node.clone(),
+                kind.handler_lanes.unwrap_or(cfg.handler_lanes),
+            ),
             sender: self.inner.sender.clone(),
             pending: self.inner.pending.clone(),
             local: local_rx,

@@ -164,8 +164,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             lane_done: Vec::new(),
             coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
         };
-        // As many lanes as the runtime has worker threads (none with one).
-        self.handlers.spread_over(
+        self.handlers.start_lanes(
             tokio::runtime::Handle::current().metrics().num_workers(),
             &self.name,
         );

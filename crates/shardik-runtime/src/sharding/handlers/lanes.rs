@@ -19,13 +19,16 @@
 //! cost more than it runs. The kind's task times one handler in [`SAMPLE_EVERY`], and the
 //! lanes time theirs; while the mean is at least [`SPREAD_FROM`], handlers go to the lanes.
 //!
-//! Each turn of the kind's task stages what it started and, at the end of the turn, puts it on
-//! the queue the lanes share (one lock, one wake-up of the idle lanes). Whichever lane is free
-//! takes the next [`LANE_TURN`] handlers at most, runs them, hands back what finished and
+//! Each turn of the kind's task stages what it started in chunks of at most [`LANE_TURN`]
+//! handlers and, at the end of the turn, puts the chunks on the queue the lanes share (one
+//! lock, one wake-up of the idle lanes). Whichever lane is free takes the next chunk, runs it,
+//! hands back what finished (and the empty chunk, for the kind's task to fill again) and
 //! yields: a lane that shares its worker with the kind's task, or got slower handlers, holds
 //! back nothing another lane could run (per-lane queues filled in turn measured 0.65 to 0.84
 //! of the ceiling at 5 µs a handler, the shared queue 0.77 to 0.90), and a long batch neither
-//! keeps finished entities from their next commands nor the worker from the other tasks.
+//! keeps finished entities from their next commands nor the worker from the other tasks. Only
+//! chunks move under the lock, never the handlers' arguments: copying those into and out of
+//! one shared deque, lock held, was the largest cost of the hand-over.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +40,8 @@ use tokio::sync::Notify;
 
 use shardik_core::sharding::ShardId;
 
+use shardik_core::membership::UniqueAddress;
+
 use super::{Args, Cells, Completed};
 use crate::metrics as m;
 use crate::sharding::api::Entity;
@@ -45,10 +50,13 @@ use crate::sharding::api::Entity;
 const SAMPLE_EVERY: u32 = 64;
 /// Handlers whose mean run time is at least this go to the lanes.
 const SPREAD_FROM: Duration = Duration::from_micros(2);
-/// Most handlers a lane runs before it hands back what finished and yields.
+/// Most handlers a lane runs before it hands back what finished and yields: the size of a
+/// chunk.
 const LANE_TURN: usize = 32;
 /// Weight of a new sample in the mean, as a shift: 1/8.
 const MEAN_SHIFT: u32 = 3;
+/// Most emptied chunks kept for reuse.
+const MAX_SPARE_CHUNKS: usize = 64;
 
 /// The jobs waiting for a lane, shared by the kind's lanes: whichever lane is free takes the
 /// next ones, so a lane that got slower work, or shares its worker thread with the kind's task,
@@ -59,8 +67,11 @@ struct Queue<E: Entity> {
     wake: Notify,
 }
 
+/// Handlers' arguments, at most [`LANE_TURN`] of them, in the order they were staged.
+type Chunk<E> = Vec<Args<E>>;
+
 struct QueueState<E: Entity> {
-    jobs: VecDeque<Args<E>>,
+    chunks: VecDeque<Chunk<E>>,
     /// The kind's task is gone: the lanes end once nothing is left.
     closed: bool,
 }
@@ -72,9 +83,12 @@ impl<E: Entity> Queue<E> {
     }
 }
 
-/// What the lanes hand back to the kind's task: finished handlers, and how long theirs took.
+/// What the lanes hand back to the kind's task: finished handlers, how long theirs took, and
+/// the chunks they emptied.
 pub(crate) struct Completions<E: Entity> {
     done: Mutex<Vec<Completed<E>>>,
+    /// Emptied chunks, for the kind's task to fill again rather than allocate.
+    emptied: Mutex<Vec<Chunk<E>>>,
     wake: Notify,
     /// Nanoseconds the lanes spent in handlers, and how many, since the kind's task last read
     /// them.
@@ -92,6 +106,15 @@ impl<E: Entity> Completions<E> {
     pub fn take(&self, into: &mut Vec<Completed<E>>) {
         let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
         into.append(&mut done);
+    }
+
+    /// Takes back an emptied chunk (dropped if enough are waiting already).
+    fn return_chunk(&self, chunk: Chunk<E>) {
+        debug_assert!(chunk.is_empty());
+        let mut emptied = self.emptied.lock().unwrap_or_else(|e| e.into_inner());
+        if emptied.len() < MAX_SPARE_CHUNKS {
+            emptied.push(chunk);
+        }
     }
 
     fn hand_back(&self, finished: &mut Vec<Completed<E>>, nanos: u64, ran: u64) {
@@ -113,8 +136,10 @@ impl<E: Entity> Completions<E> {
 /// The lanes of one kind on this node, as its task sees them.
 pub(crate) struct Lanes<E: Entity> {
     queue: Arc<Queue<E>>,
-    /// Jobs started during the current turn.
-    staged: Vec<Args<E>>,
+    /// Jobs started during the current turn, in chunks; only the last may have room.
+    staged: Vec<Chunk<E>>,
+    /// Emptied chunks to stage into.
+    spare: Vec<Chunk<E>>,
     completions: Arc<Completions<E>>,
     /// Handlers the kind's task ran itself since the last timed one.
     since_sample: u32,
@@ -125,25 +150,28 @@ pub(crate) struct Lanes<E: Entity> {
 }
 
 impl<E: Entity> Lanes<E> {
-    /// Spawns `count` lanes of kind `kind` on the current runtime.
-    pub fn start(count: usize, kind: &str) -> Self {
+    /// Spawns `count` lanes of kind `kind`, whose entities run on `node`, on the current
+    /// runtime.
+    pub fn start(count: usize, kind: &str, node: &UniqueAddress) -> Self {
         let ran_here =
             metrics::counter!(m::SHARDING_LANE_HANDLERS_TOTAL, "kind" => kind.to_string());
         let completions = Arc::new(Completions {
             done: Mutex::new(Vec::new()),
+            emptied: Mutex::new(Vec::new()),
             wake: Notify::new(),
             handler_nanos: AtomicU64::new(0),
             handlers: AtomicU64::new(0),
         });
         let queue = Arc::new(Queue {
             state: Mutex::new(QueueState {
-                jobs: VecDeque::new(),
+                chunks: VecDeque::new(),
                 closed: false,
             }),
             wake: Notify::new(),
         });
         for _ in 0..count {
             crate::task::spawn(run_lane(
+                Cells::new(node),
                 Arc::clone(&queue),
                 Arc::clone(&completions),
                 ran_here.clone(),
@@ -152,6 +180,7 @@ impl<E: Entity> Lanes<E> {
         Lanes {
             queue,
             staged: Vec::new(),
+            spare: Vec::new(),
             completions,
             since_sample: 0,
             mean_nanos: 0,
@@ -208,27 +237,32 @@ impl<E: Entity> Lanes<E> {
 
     /// Stages `job` for the lanes; it goes at the end of the turn ([`send`](Self::send)).
     pub fn stage(&mut self, job: Args<E>) {
-        self.staged.push(job);
+        match self.staged.last_mut() {
+            Some(chunk) if chunk.len() < LANE_TURN => chunk.push(job),
+            _ => {
+                let mut chunk = self
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(LANE_TURN));
+                chunk.push(job);
+                self.staged.push(chunk);
+            }
+        }
     }
 
     /// Takes back every job of `shard` that no lane has started yet, into `into`: its shard
     /// was stopped at once (its lease lost), and a handler that had not started by then must
     /// not start afterwards, however long the queue.
     pub fn withdraw(&mut self, shard: &ShardId, into: &mut Vec<Args<E>>) {
-        let (theirs, others): (Vec<_>, Vec<_>) =
-            self.staged.drain(..).partition(|job| job.shard == *shard);
-        self.staged = others;
-        into.extend(theirs);
-        let mut state = self.queue.lock();
-        let mut kept = VecDeque::with_capacity(state.jobs.len());
-        for job in state.jobs.drain(..) {
-            if job.shard == *shard {
-                into.push(job);
-            } else {
-                kept.push_back(job);
-            }
+        for chunk in &mut self.staged {
+            take_shard(chunk, shard, into);
         }
-        state.jobs = kept;
+        self.staged.retain(|chunk| !chunk.is_empty());
+        let mut state = self.queue.lock();
+        for chunk in &mut state.chunks {
+            take_shard(chunk, shard, into);
+        }
+        state.chunks.retain(|chunk| !chunk.is_empty());
     }
 
     /// Hands the lanes what was staged during this turn, at its end.
@@ -237,8 +271,17 @@ impl<E: Entity> Lanes<E> {
         if self.staged.is_empty() {
             return;
         }
-        self.queue.lock().jobs.extend(self.staged.drain(..));
+        self.queue.lock().chunks.extend(self.staged.drain(..));
         self.queue.wake.notify_waiters();
+        // The chunks the lanes emptied since the last turn, to fill during the next ones.
+        if self.spare.len() < MAX_SPARE_CHUNKS {
+            let mut emptied = self
+                .completions
+                .emptied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.spare.append(&mut emptied);
+        }
     }
 }
 
@@ -248,20 +291,29 @@ impl<E: Entity> Drop for Lanes<E> {
     fn drop(&mut self) {
         let mut state = self.queue.lock();
         state.closed = true;
-        state.jobs.clear();
+        state.chunks.clear();
         drop(state);
         self.queue.wake.notify_waiters();
     }
 }
 
-/// One lane: takes the next jobs from the kind's queue, runs them, hands back what finished.
+/// Moves the jobs of `shard` out of `chunk` into `into`, keeping the others in order.
+fn take_shard<E: Entity>(chunk: &mut Chunk<E>, shard: &ShardId, into: &mut Vec<Args<E>>) {
+    if !chunk.iter().any(|job| job.shard == *shard) {
+        return;
+    }
+    let (theirs, others): (Vec<_>, Vec<_>) = chunk.drain(..).partition(|job| job.shard == *shard);
+    into.extend(theirs);
+    chunk.extend(others);
+}
+
+/// One lane: takes the next chunk from the kind's queue, runs it, hands back what finished.
 async fn run_lane<E: Entity>(
+    mut cells: Cells<E>,
     queue: Arc<Queue<E>>,
     completions: Arc<Completions<E>>,
     ran_here: metrics::Counter,
 ) {
-    let mut cells = Cells::<E>::default();
-    let mut turn: Vec<Args<E>> = Vec::with_capacity(LANE_TURN);
     let mut finished: Vec<Completed<E>> = Vec::new();
     loop {
         // Registered before the queue is looked at, so that jobs queued after the look wake
@@ -269,15 +321,28 @@ async fn run_lane<E: Entity>(
         let woken = queue.wake.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        {
+        let chunk = {
             let mut state = queue.lock();
-            let take = state.jobs.len().min(LANE_TURN);
-            turn.extend(state.jobs.drain(..take));
-            if state.closed && turn.is_empty() && cells.running.is_empty() {
+            let chunk = state.chunks.pop_front();
+            if state.closed && chunk.is_none() && cells.running.is_empty() {
                 return;
             }
-        }
-        if turn.is_empty() {
+            chunk
+        };
+        if let Some(mut chunk) = chunk {
+            let started = std::time::Instant::now();
+            let ran = chunk.len() as u64;
+            for job in chunk.drain(..) {
+                finished.extend(cells.start(job));
+            }
+            let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            ran_here.increment(ran);
+            completions.return_chunk(chunk);
+            completions.hand_back(&mut finished, nanos, ran);
+            // A turn is over: the other tasks of this worker (the kind's own, the senders)
+            // run before the next one.
+            tokio::task::yield_now().await;
+        } else {
             tokio::select! {
                 biased;
                 Some(done) = cells.running.next(), if !cells.running.is_empty() => {
@@ -285,18 +350,6 @@ async fn run_lane<E: Entity>(
                 }
                 _ = woken => {}
             }
-        } else {
-            let started = std::time::Instant::now();
-            let ran = turn.len() as u64;
-            for job in turn.drain(..) {
-                finished.extend(cells.start(job));
-            }
-            let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-            ran_here.increment(ran);
-            completions.hand_back(&mut finished, nanos, ran);
-            // A turn is over: the other tasks of this worker (the kind's own, the senders)
-            // run before the next one.
-            tokio::task::yield_now().await;
         }
         // Handlers that awaited and are done by now.
         while let Some(Some(done)) = cells.running.next().now_or_never() {

@@ -65,7 +65,7 @@ fn rig<E: Entity>(make: fn() -> E) -> Rig<E> {
             None,
             Instant::ZERO,
         ),
-        handlers: Handlers::new(node),
+        handlers: Handlers::new(node, 0),
         out: Vec::new(),
     }
 }
@@ -172,7 +172,7 @@ fn a_sync_entity_is_handled_at_once_with_what_an_async_one_can_do() {
 #[tokio::test]
 async fn a_force_stopped_shards_handlers_that_no_lane_started_never_run() {
     let mut r = rig(|| Sum(0));
-    r.handlers.spread_over(2, "sum");
+    r.handlers.start_lanes(2, "sum");
     // As if the handlers took long: from the next turn they go to the lanes.
     if let Some(lanes) = r.handlers.lanes.as_mut() {
         lanes.sampled(std::time::Duration::from_micros(50));
