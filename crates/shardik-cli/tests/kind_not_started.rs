@@ -79,12 +79,12 @@ async fn a_node_without_the_kind_does_not_hold_its_allocation_back() {
     let store = fresh_sqlite_store("kns");
     // Started one after another, so that ages are known: a (oldest, the first coordinator),
     // b (the next), c (no counters).
-    let mut first = spec("kns-a", &[], Some(&store));
+    let mut first = spec("kns-a", &[], Some(store.url()));
     first.seeds = vec![first.bind.clone()];
     let mut a = Node::spawn(first);
     let seeds = vec![a.addr().to_string()];
     wait_all_up(&http, &mut [&mut a], &[&seeds[0]]).await;
-    let mut b = Node::spawn(spec("kns-b", &seeds, Some(&store)));
+    let mut b = Node::spawn(spec("kns-b", &seeds, Some(store.url())));
     let (aa, ba) = (a.addr().to_string(), b.addr().to_string());
     wait_all_up(&http, &mut [&mut a, &mut b], &[&aa, &ba]).await;
     let mut c = Node::spawn(spec("kns-c", &seeds, None));

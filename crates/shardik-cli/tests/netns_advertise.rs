@@ -176,10 +176,7 @@ async fn nodes_bound_to_every_address_and_known_by_name_form_one_cluster_and_ser
 
     drop(nodes);
     let _ = std::fs::remove_file(&token_file);
-    if let Some(path) = store.strip_prefix("sqlite:") {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{path}{suffix}"));
-        }
-    }
+    // The nodes are gone: the store's files go with it.
+    drop(store);
     drop(lab);
 }

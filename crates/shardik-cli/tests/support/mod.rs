@@ -587,9 +587,10 @@ pub async fn start_cluster_of(http: &reqwest::Client, mut specs: Vec<NodeSpec>) 
     nodes
 }
 
-/// A `sqlite:` store URL in a file no other test or earlier run uses, so that every cluster
-/// starts from an empty store.
-pub fn fresh_sqlite_store(prefix: &str) -> String {
+/// A `sqlite:` store in a file no other test or earlier run uses, so that every cluster starts
+/// from an empty store. Used as its URL (`&store`, `store.url()`); the file and its `-wal` and
+/// `-shm` companions are removed when it is dropped, at the end of the test.
+pub fn fresh_sqlite_store(prefix: &str) -> FreshSqlite {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -597,7 +598,54 @@ pub fn fresh_sqlite_store(prefix: &str) -> String {
         "shardik-mp-{}-{prefix}-{nanos:x}.db",
         std::process::id()
     ));
-    format!("sqlite:{}", path.display())
+    FreshSqlite {
+        url: format!("sqlite:{}", path.display()),
+        path,
+    }
+}
+
+/// A test's own SQLite store: its URL, and its files, removed on drop.
+pub struct FreshSqlite {
+    url: String,
+    path: std::path::PathBuf,
+}
+
+impl FreshSqlite {
+    /// The `sqlite:` URL of the store.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::ops::Deref for FreshSqlite {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::fmt::Display for FreshSqlite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for FreshSqlite {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.url.as_ref()
+    }
+}
+
+impl Drop for FreshSqlite {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = self.path.clone().into_os_string();
+            file.push(suffix);
+            // Absent files (a test that never started a node) are fine.
+            let _ = std::fs::remove_file(file);
+        }
+    }
 }
 
 /// A `postgres://` store URL naming a new, empty database on the test server that

@@ -242,12 +242,12 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     st.turn_clock = Some(self.read_clock(&st));
                     self.complete(&mut st, done);
                 }
-                _ = lanes_ready(&lanes) => {
+                // Only while a lane has handlers of this kind: a kind whose handlers all run
+                // here (short ones) pays nothing for its lanes on each turn.
+                _ = lanes_ready(&lanes), if self.handlers.lanes_busy() => {
                     st.turn_clock = Some(self.read_clock(&st));
                     let mut done = std::mem::take(&mut st.lane_done);
-                    if let Some(lanes) = &lanes {
-                        lanes.take(&mut done);
-                    }
+                    self.handlers.take_lane_completions(&mut done);
                     for d in done.drain(..) {
                         self.complete(&mut st, d);
                     }

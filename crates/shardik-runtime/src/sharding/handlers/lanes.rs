@@ -103,7 +103,7 @@ impl<E: Entity> Completions<E> {
     }
 
     /// Moves every finished handler into `into`.
-    pub fn take(&self, into: &mut Vec<Completed<E>>) {
+    fn take(&self, into: &mut Vec<Completed<E>>) {
         let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
         into.append(&mut done);
     }
@@ -147,6 +147,8 @@ pub(crate) struct Lanes<E: Entity> {
     mean_nanos: u64,
     /// Whether handlers go to the lanes: the mean, as of the last turn, is worth the trip.
     spread: bool,
+    /// Handlers sent to the lanes that have not come back (finished or withdrawn).
+    outstanding: usize,
 }
 
 impl<E: Entity> Lanes<E> {
@@ -185,7 +187,20 @@ impl<E: Entity> Lanes<E> {
             since_sample: 0,
             mean_nanos: 0,
             spread: false,
+            outstanding: 0,
         }
+    }
+
+    /// Handlers sent to the lanes that have not come back yet.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Moves what the lanes finished into `into`.
+    pub fn take(&mut self, into: &mut Vec<Completed<E>>) {
+        let before = into.len();
+        self.completions.take(into);
+        self.outstanding -= into.len() - before;
     }
 
     /// Where the lanes hand back finished handlers.
@@ -258,11 +273,15 @@ impl<E: Entity> Lanes<E> {
             take_shard(chunk, shard, into);
         }
         self.staged.retain(|chunk| !chunk.is_empty());
+        // Those sent already were counted as outstanding.
+        let before = into.len();
         let mut state = self.queue.lock();
         for chunk in &mut state.chunks {
             take_shard(chunk, shard, into);
         }
         state.chunks.retain(|chunk| !chunk.is_empty());
+        drop(state);
+        self.outstanding -= into.len() - before;
     }
 
     /// Hands the lanes what was staged during this turn, at its end.
@@ -271,6 +290,7 @@ impl<E: Entity> Lanes<E> {
         if self.staged.is_empty() {
             return;
         }
+        self.outstanding += self.staged.iter().map(Vec::len).sum::<usize>();
         self.queue.lock().chunks.extend(self.staged.drain(..));
         self.queue.wake.notify_waiters();
         // The chunks the lanes emptied since the last turn, to fill during the next ones.

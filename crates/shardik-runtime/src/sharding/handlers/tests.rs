@@ -203,11 +203,14 @@ async fn a_force_stopped_shards_handlers_that_no_lane_started_never_run() {
         .force_stop_shard(Instant::ZERO, &id("a"), &mut r.handlers, &mut out);
     r.handlers.withdraw_shard(&id("a"), &mut out);
     r.send_replies(out);
+    // Shard a's handler was taken back: only shard b's is still out.
+    assert!(r.handlers.lanes_busy());
     let completions = r.handlers.lane_completions().expect("lanes");
     completions.ready().await;
     let mut done = Vec::new();
-    completions.take(&mut done);
+    r.handlers.take_lane_completions(&mut done);
     assert_eq!(done.len(), 1, "only shard b's handler ran");
+    assert!(!r.handlers.lanes_busy(), "every handler sent came back");
     let mut out = Vec::new();
     for d in done {
         r.entities
