@@ -1,21 +1,37 @@
 #!/usr/bin/env python3
 # A model of one entity kind's throughput on N worker threads with lanes (docs/PERFORMANCE.md,
-# "Lanes at 16 and 64 cores"). Arguments: c_k and o in microseconds, measured on two cores:
-#   c_k : CPU the kind's one task spends per command (routing, lifecycle, completion): serial
-#   o   : the rest of the per-command overhead, spread over the workers (producers' tells,
-#         the lanes' side of the hand-over)
-# w, the handler's own work, is 1 / (plain tasks' rate per worker) at 5, 20 and 50 µs.
-# X(N) = min(N / (w + c_k + o), 1 / c_k): the workers' CPU, or the kind's one task, runs out.
-# Plain(N) = N / w.
+# "Lanes at 16 and 64 cores: a model, and the plan").
+#
+# Measured on two workers (docs/PERFORMANCE.md, "After the lanes, second cut"), per work size:
+# the plain tasks' rate and the kind's rate. From them, per command:
+#   w      = 2 / plain rate: the handler's own work, as plain tasks do it;
+#   total  = 2 / sharded rate - w: everything sharding adds;
+# and, given on the command line (from a profile of the 2-worker run):
+#   c_k    : the part of `total` spent in the kind's one task (routing, the lifecycle, staging
+#            for a lane, completing), which is serial: one kind on one node has one such task.
+# The rest of `total` is spread over the workers. On N workers the kind handles
+#   X(N) = min(N / (w + total), 1 / c_k)
+# commands a second: the workers' CPU runs out, or the kind's one task does. Plain(N) = N / w.
+#
+# Usage: scripts/lanes_model.py C_K_MICROSECONDS
 import sys
 
-c_k = float(sys.argv[1]); o = float(sys.argv[2])
+MEASURED = [  # work µs, plain tasks/s and sharded/s on 2 workers (medians of five runs)
+    (5, 378_077, 336_282),
+    (20, 97_114, 90_791),
+    (50, 39_189, 38_349),
+]
+
+c_k = float(sys.argv[1]) * 1e-6
 print("| work per command | workers | modelled commands/s | plain tasks/s | ratio | limited by |")
 print("|---|---|---|---|---|---|")
-for w_nominal, w in [(5, 5.23), (20, 20.4), (50, 50.7)]:
+for work_us, plain2, sharded2 in MEASURED:
+    w = 2 / plain2
+    total = 2 / sharded2 - w
     for n in [2, 4, 8, 16, 32, 64]:
-        cpu = n / (w + c_k + o) * 1e6
-        task = 1 / c_k * 1e6
-        x = min(cpu, task)
-        plain = n / w * 1e6
-        print(f"| {w_nominal} µs | {n} | {x:,.0f} | {plain:,.0f} | {x/plain:.2f} | {'the kind task' if task < cpu else 'the cores'} |")
+        by_cores = n / (w + total)
+        by_task = 1 / c_k
+        x = min(by_cores, by_task)
+        plain = n / w
+        limit = "the kind's task" if by_task < by_cores else "the cores"
+        print(f"| {work_us} µs | {n} | {x:,.0f} | {plain:,.0f} | {x / plain:.2f} | {limit} |")
