@@ -4,48 +4,9 @@
 //! verify their tells and answer their asks (also in alternating turns afterwards), and the
 //! ratios TLS/plain are reported.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-/// Generous for a debug build on a loaded 2-core machine; the run takes seconds.
-const LIMIT: Duration = Duration::from_secs(300);
-
-/// Runs `shardik ARGS` to its end (killed after [`LIMIT`]): its stdout, or a failure with its
-/// stderr.
-fn run(args: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shardik"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("shardik starts");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).map(|_| s)
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).map(|_| s)
-    });
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`shardik {}` did not end within {LIMIT:?}", args.join(" "));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let (out, err) = (out.join().unwrap().unwrap(), err.join().unwrap().unwrap());
-    assert!(status.success(), "{status}: {err}");
-    out
-}
+use support::run_to_end as run;
 
 #[test]
 fn both_transports_run_and_only_the_tls_run_uses_tls() {

@@ -587,6 +587,49 @@ pub async fn start_cluster_of(http: &reqwest::Client, mut specs: Vec<NodeSpec>) 
     nodes
 }
 
+/// Longest a one-shot `shardik` command (a short benchmark, say) may take in a test: generous
+/// for a debug build on a loaded 2-core machine.
+pub const ONE_SHOT_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `shardik ARGS` to its end (killed after [`ONE_SHOT_LIMIT`]): its stdout, or a failure
+/// with its stderr.
+pub fn run_to_end(args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shardik"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("shardik starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).map(|_| s)
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).map(|_| s)
+    });
+    let deadline = Instant::now() + ONE_SHOT_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`shardik {}` did not end within {ONE_SHOT_LIMIT:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (out, err) = (out.join().unwrap().unwrap(), err.join().unwrap().unwrap());
+    assert!(status.success(), "{status}: {err}");
+    out
+}
+
 /// A `sqlite:` store in a file no other test or earlier run uses, so that every cluster starts
 /// from an empty store. Used as its URL (`&store`, `store.url()`); the file and its `-wal` and
 /// `-shm` companions are removed when it is dropped, at the end of the test.

@@ -260,8 +260,9 @@ impl<E: Entity> Handlers<E> {
         self.lanes = (count > 1).then(|| lanes::Lanes::start(count, kind, node));
     }
 
-    /// The lanes' finished handlers, if the kind has lanes: wait on
-    /// [`Completions::ready`](lanes::Completions::ready), then take them.
+    /// Where the lanes say they finished handlers, if the kind has lanes: wait on
+    /// [`Completions::ready`](lanes::Completions::ready) while [`lanes_busy`](Self::lanes_busy),
+    /// then [`take_lane_completions`](Self::take_lane_completions).
     pub fn lane_completions(&self) -> Option<Arc<lanes::Completions<E>>> {
         self.lanes.as_ref().map(|l| l.completions())
     }

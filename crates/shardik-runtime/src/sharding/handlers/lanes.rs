@@ -38,9 +38,8 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::Notify;
 
-use shardik_core::sharding::ShardId;
-
 use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::ShardId;
 
 use super::{Args, Cells, Completed};
 use crate::metrics as m;
