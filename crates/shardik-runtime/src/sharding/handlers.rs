@@ -272,10 +272,24 @@ impl<E: Entity> Handlers<E> {
         self.lanes.as_ref().is_some_and(|l| l.outstanding() > 0)
     }
 
+    /// Whether enough handlers wait for the lanes to keep them busy until the kind's task next
+    /// runs (never, for a kind without lanes).
+    pub fn lanes_full(&self) -> bool {
+        self.lanes.as_ref().is_some_and(|l| l.full())
+    }
+
     /// Moves the handlers the lanes finished into `into`.
     pub fn take_lane_completions(&mut self, into: &mut Vec<Completed<E>>) {
         if let Some(lanes) = &mut self.lanes {
             lanes.take(into);
+        }
+    }
+
+    /// The kind's task is about to wait: if the lanes handed back handlers since it took
+    /// their completions, it is woken at once.
+    pub fn settle_lanes(&mut self) {
+        if let Some(lanes) = &mut self.lanes {
+            lanes.settle();
         }
     }
 

@@ -207,8 +207,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 armed = next;
             }
-            let accept = self.entities.queued() < queue_limit;
+            // Commands are taken in while the entities' queues are under the buffer's limit
+            // and the lanes still lack work: what waits for the lanes to come back is better
+            // left in the senders' queue, read in order, than spread over the entities'
+            // queues, read back out of cache.
+            let accept = self.entities.queued() < queue_limit && !self.handlers.lanes_full();
             st.turn_clock = None;
+            // Last before waiting: what the lanes finished while this turn ran.
+            self.handlers.settle_lanes();
             tokio::select! {
                 biased;
                 changed = self.membership.changed() => {

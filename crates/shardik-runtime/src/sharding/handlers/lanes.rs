@@ -29,11 +29,15 @@
 //! keeps finished entities from their next commands nor the worker from the other tasks. Only
 //! chunks move under the lock, never the handlers' arguments: copying those into and out of
 //! one shared deque, lock held, was the largest cost of the hand-over.
+//!
+//! While enough handlers wait for a lane ([`Lanes::full`]), the kind's task takes no more
+//! commands from local senders; and the lanes wake the kind's task so that it stays on one
+//! worker thread (`completions.rs` says how, and why it matters).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::Notify;
@@ -45,6 +49,12 @@ use super::{Args, Cells, Completed};
 use crate::metrics as m;
 use crate::sharding::api::Entity;
 
+mod completions;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use completions::Completions;
+
 /// One handler in this many that the kind's task runs itself is timed.
 const SAMPLE_EVERY: u32 = 64;
 /// Handlers whose mean run time is at least this go to the lanes.
@@ -52,8 +62,22 @@ const SPREAD_FROM: Duration = Duration::from_micros(2);
 /// Most handlers a lane runs before it hands back what finished and yields: the size of a
 /// chunk.
 const LANE_TURN: usize = 32;
+/// Most a sample counts for in the mean. One handler that was preempted, or found everything
+/// out of cache, can take a thousand times the usual; counted whole, it sent a kind of short
+/// handlers to the lanes for thousands of commands, where each costs more to hand over than
+/// to run (seen in `bench sharding local`, whose handlers take well under a microsecond).
+/// Capped, one such sample moves a mean of short handlers by under a microsecond, and a kind
+/// of handlers that take 2 µs or more still reaches [`SPREAD_FROM`]. The price: a kind of
+/// mostly short handlers with rare long ones keeps them all in its task, as before the lanes
+/// (long work belongs in `EntityContext::blocking`).
+const SAMPLE_CAP: Duration = Duration::from_micros(8);
 /// Weight of a new sample in the mean, as a shift: 1/8.
 const MEAN_SHIFT: u32 = 3;
+/// Chunks a lane has waiting for it before the kind's task stops taking in commands: enough
+/// that a lane finishing its chunk finds the next one while the kind's task waits for its
+/// turn on a worker. Taking in more only deepened the entities' queues, and reading back deep
+/// queues, out of cache, cost the kind's task more than its routing (docs/PERFORMANCE.md).
+const CHUNKS_AHEAD: usize = 2;
 /// Most emptied chunks kept for reuse.
 const MAX_SPARE_CHUNKS: usize = 64;
 
@@ -64,6 +88,9 @@ struct Queue<E: Entity> {
     state: Mutex<QueueState<E>>,
     /// Wakes the lanes waiting for work.
     wake: Notify,
+    /// Handlers in `chunks`, which no lane has taken yet (read by the kind's task without the
+    /// lock, to decide whether to take in more commands: [`Lanes::full`]).
+    waiting: AtomicUsize,
 }
 
 /// Handlers' arguments, at most [`LANE_TURN`] of them, in the order they were staged.
@@ -79,56 +106,6 @@ impl<E: Entity> Queue<E> {
     fn lock(&self) -> MutexGuard<'_, QueueState<E>> {
         // A panic while the lock was held left nothing half-done worth refusing.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// What the lanes hand back to the kind's task: finished handlers, how long theirs took, and
-/// the chunks they emptied.
-pub(crate) struct Completions<E: Entity> {
-    done: Mutex<Vec<Completed<E>>>,
-    /// Emptied chunks, for the kind's task to fill again rather than allocate.
-    emptied: Mutex<Vec<Chunk<E>>>,
-    wake: Notify,
-    /// Nanoseconds the lanes spent in handlers, and how many, since the kind's task last read
-    /// them.
-    handler_nanos: AtomicU64,
-    handlers: AtomicU64,
-}
-
-impl<E: Entity> Completions<E> {
-    /// Waits until a lane has handed something back (at once if it did since the last wait).
-    pub async fn ready(&self) {
-        self.wake.notified().await;
-    }
-
-    /// Moves every finished handler into `into`.
-    fn take(&self, into: &mut Vec<Completed<E>>) {
-        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        into.append(&mut done);
-    }
-
-    /// Takes back an emptied chunk (dropped if enough are waiting already).
-    fn return_chunk(&self, chunk: Chunk<E>) {
-        debug_assert!(chunk.is_empty());
-        let mut emptied = self.emptied.lock().unwrap_or_else(|e| e.into_inner());
-        if emptied.len() < MAX_SPARE_CHUNKS {
-            emptied.push(chunk);
-        }
-    }
-
-    fn hand_back(&self, finished: &mut Vec<Completed<E>>, nanos: u64, ran: u64) {
-        if ran > 0 {
-            self.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
-            self.handlers.fetch_add(ran, Ordering::Relaxed);
-        }
-        if finished.is_empty() {
-            return;
-        }
-        self.done
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(finished);
-        self.wake.notify_one();
     }
 }
 
@@ -148,6 +125,11 @@ pub(crate) struct Lanes<E: Entity> {
     spread: bool,
     /// Handlers sent to the lanes that have not come back (finished or withdrawn).
     outstanding: usize,
+    /// The kind's task took completions and has not settled since.
+    taking: bool,
+    /// Handlers waiting in the lanes' queue at which they have enough to run: see
+    /// [`full`](Self::full).
+    enough: usize,
 }
 
 impl<E: Entity> Lanes<E> {
@@ -156,19 +138,14 @@ impl<E: Entity> Lanes<E> {
     pub fn start(count: usize, kind: &str, node: &UniqueAddress) -> Self {
         let ran_here =
             metrics::counter!(m::SHARDING_LANE_HANDLERS_TOTAL, "kind" => kind.to_string());
-        let completions = Arc::new(Completions {
-            done: Mutex::new(Vec::new()),
-            emptied: Mutex::new(Vec::new()),
-            wake: Notify::new(),
-            handler_nanos: AtomicU64::new(0),
-            handlers: AtomicU64::new(0),
-        });
+        let completions = Arc::new(Completions::new());
         let queue = Arc::new(Queue {
             state: Mutex::new(QueueState {
                 chunks: VecDeque::new(),
                 closed: false,
             }),
             wake: Notify::new(),
+            waiting: AtomicUsize::new(0),
         });
         for _ in 0..count {
             crate::task::spawn(run_lane(
@@ -187,6 +164,8 @@ impl<E: Entity> Lanes<E> {
             mean_nanos: 0,
             spread: false,
             outstanding: 0,
+            taking: false,
+            enough: count * CHUNKS_AHEAD * LANE_TURN,
         }
     }
 
@@ -195,11 +174,29 @@ impl<E: Entity> Lanes<E> {
         self.outstanding
     }
 
-    /// Moves what the lanes finished into `into`.
+    /// Whether enough handlers wait for a lane to keep every lane busy until the kind's task
+    /// next runs ([`CHUNKS_AHEAD`] chunks a lane). Handlers that started and await are not
+    /// counted: a kind whose handlers wait for a store keeps as many of them waiting as its
+    /// senders ask for.
+    pub fn full(&self) -> bool {
+        self.queue.waiting.load(Ordering::Relaxed) >= self.enough
+    }
+
+    /// Moves what the lanes finished into `into`. Until [`settle`](Self::settle), the lanes
+    /// leave the kind's task to look for more itself.
     pub fn take(&mut self, into: &mut Vec<Completed<E>>) {
         let before = into.len();
         self.completions.take(into);
+        self.taking = true;
         self.outstanding -= into.len() - before;
+    }
+
+    /// The kind's task is about to wait: what the lanes handed back since it last took
+    /// completions wakes it at once.
+    pub fn settle(&mut self) {
+        if std::mem::take(&mut self.taking) {
+            self.completions.settle();
+        }
     }
 
     /// Where the lanes hand back finished handlers.
@@ -216,8 +213,7 @@ impl<E: Entity> Lanes<E> {
     /// Takes in what the lanes measured since the last turn, and decides whether handlers go
     /// to them during the next one (once per turn: the lanes write those counters).
     fn refresh(&mut self) {
-        let nanos = self.completions.handler_nanos.swap(0, Ordering::Relaxed);
-        let ran = self.completions.handlers.swap(0, Ordering::Relaxed);
+        let (nanos, ran) = self.completions.take_timings();
         if let Some(mean) = nanos.checked_div(ran) {
             self.mix(mean);
         }
@@ -241,6 +237,7 @@ impl<E: Entity> Lanes<E> {
     }
 
     fn mix(&mut self, sample: u64) {
+        let sample = sample.min(SAMPLE_CAP.as_nanos() as u64);
         if self.mean_nanos == 0 {
             self.mean_nanos = sample;
         } else {
@@ -279,6 +276,9 @@ impl<E: Entity> Lanes<E> {
             take_shard(chunk, shard, into);
         }
         state.chunks.retain(|chunk| !chunk.is_empty());
+        self.queue
+            .waiting
+            .fetch_sub(into.len() - before, Ordering::Relaxed);
         drop(state);
         self.outstanding -= into.len() - before;
     }
@@ -289,17 +289,16 @@ impl<E: Entity> Lanes<E> {
         if self.staged.is_empty() {
             return;
         }
-        self.outstanding += self.staged.iter().map(Vec::len).sum::<usize>();
-        self.queue.lock().chunks.extend(self.staged.drain(..));
+        let staged = self.staged.iter().map(Vec::len).sum::<usize>();
+        self.outstanding += staged;
+        let mut state = self.queue.lock();
+        state.chunks.extend(self.staged.drain(..));
+        self.queue.waiting.fetch_add(staged, Ordering::Relaxed);
+        drop(state);
         self.queue.wake.notify_waiters();
         // The chunks the lanes emptied since the last turn, to fill during the next ones.
         if self.spare.len() < MAX_SPARE_CHUNKS {
-            let mut emptied = self
-                .completions
-                .emptied
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            self.spare.append(&mut emptied);
+            self.completions.take_emptied(&mut self.spare);
         }
     }
 }
@@ -334,6 +333,8 @@ async fn run_lane<E: Entity>(
     ran_here: metrics::Counter,
 ) {
     let mut finished: Vec<Completed<E>> = Vec::new();
+    // Whether this lane stays on the kind's task's thread, bound to wake it ([`Completions`]).
+    let mut at_home = false;
     loop {
         // Registered before the queue is looked at, so that jobs queued after the look wake
         // this lane (`notify_waiters` wakes only the registered).
@@ -343,13 +344,17 @@ async fn run_lane<E: Entity>(
         let chunk = {
             let mut state = queue.lock();
             let chunk = state.chunks.pop_front();
+            if let Some(chunk) = &chunk {
+                queue.waiting.fetch_sub(chunk.len(), Ordering::Relaxed);
+            }
             if state.closed && chunk.is_none() && cells.running.is_empty() {
                 return;
             }
             chunk
         };
         if let Some(mut chunk) = chunk {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
+            at_home = completions.start_chunk(at_home, started);
             let ran = chunk.len() as u64;
             for job in chunk.drain(..) {
                 finished.extend(cells.start(job));
@@ -357,11 +362,15 @@ async fn run_lane<E: Entity>(
             let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
             ran_here.increment(ran);
             completions.return_chunk(chunk);
-            completions.hand_back(&mut finished, nanos, ran);
+            completions.hand_back(&mut finished, nanos, ran, at_home);
             // A turn is over: the other tasks of this worker (the kind's own, the senders)
             // run before the next one.
             tokio::task::yield_now().await;
         } else {
+            if at_home {
+                completions.leave();
+                at_home = false;
+            }
             tokio::select! {
                 biased;
                 Some(done) = cells.running.next(), if !cells.running.is_empty() => {
@@ -374,6 +383,6 @@ async fn run_lane<E: Entity>(
         while let Some(Some(done)) = cells.running.next().now_or_never() {
             finished.push(done);
         }
-        completions.hand_back(&mut finished, 0, 0);
+        completions.hand_back(&mut finished, 0, 0, false);
     }
 }
