@@ -157,7 +157,7 @@ fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, SimError> {
 }
 
 fn limit_label(limit: usize) -> String {
-    if limit >= 10_000 && limit % 1000 == 0 {
+    if limit >= 10_000 && limit.is_multiple_of(1000) {
         format!("{}k", limit / 1000)
     } else {
         limit.to_string()

@@ -78,13 +78,13 @@ fn run_checked(w: &mut World, end: Instant, run: &mut SplitBrainRun) {
     while w.now() < end {
         let step = CHECK_EVERY.min(end - w.now());
         w.run_for(step);
-        if let Some((a, b)) = two_clusters(w) {
-            if run.violations.is_empty() {
-                run.violations.push(format!(
-                    "{}: two clusters: node-{a:05} and node-{b:05} each hold the other Down or removed",
-                    w.now()
-                ));
-            }
+        if let Some((a, b)) = two_clusters(w)
+            && run.violations.is_empty()
+        {
+            run.violations.push(format!(
+                "{}: two clusters: node-{a:05} and node-{b:05} each hold the other Down or removed",
+                w.now()
+            ));
         }
     }
 }

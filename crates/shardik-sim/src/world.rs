@@ -575,17 +575,15 @@ impl World {
                     }
                     if let (ClusterEvent::MemberUp(m), Some((tracked, seen))) =
                         (&ev, self.tracked_up.as_mut())
+                        && &m.addr == tracked
                     {
-                        if &m.addr == tracked {
-                            seen.insert(id);
-                        }
+                        seen.insert(id);
                     }
                     if let (ClusterEvent::UnreachableMember(m), Some((tracked, seen))) =
                         (&ev, self.tracked_unreachable.as_mut())
+                        && &m.addr == tracked
                     {
-                        if &m.addr == tracked {
-                            seen.insert(id);
-                        }
+                        seen.insert(id);
                     }
                     self.checker
                         .on_event(self.now, id, self.nodes[id].incarnation, &ev);

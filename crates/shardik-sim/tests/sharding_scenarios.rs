@@ -921,7 +921,7 @@ fn chaos_run(
         store_cuts,
     } = variant;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
-    let mode = if seed % 2 == 0 {
+    let mode = if seed.is_multiple_of(2) {
         HandOffMode::Forward
     } else {
         HandOffMode::Drop

@@ -196,13 +196,13 @@ pub enum RefusalReason {
 /// lookup.
 pub fn check_handshake(ours: &LocalIdentity, theirs: &Handshake) -> Result<(), RefusalReason> {
     check_handshake_peer(ours, theirs)?;
-    if let Some(to) = &theirs.to {
-        if *to != ours.address.address {
-            return Err(RefusalReason::WrongRecipient {
-                ours: ours.address.address.clone(),
-                expected: to.clone(),
-            });
-        }
+    if let Some(to) = &theirs.to
+        && *to != ours.address.address
+    {
+        return Err(RefusalReason::WrongRecipient {
+            ours: ours.address.address.clone(),
+            expected: to.clone(),
+        });
     }
     Ok(())
 }

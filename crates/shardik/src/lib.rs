@@ -97,6 +97,12 @@
 
 pub use shardik_runtime::facade::*;
 
+/// The README's Rust listings, compiled as doctests, so that what a newcomer copies from it
+/// builds (those that start a node are compiled, not run).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeListings;
+
 /// Everything underneath the curated surface, for what it leaves out: the runtime's modules
 /// ([`advanced::runtime`]: transport, node driver, management API, metrics, TLS, bootstrap)
 /// and the I/O-free protocol cores ([`advanced::core`]). Reachable so that nothing a program

@@ -241,7 +241,7 @@ async fn plain_rate(a: &CoresArgs, workers: usize) -> f64 {
                     burn(work);
                     done.fetch_add(1, Ordering::Relaxed);
                     n += 1;
-                    if n % PLAIN_YIELD_EVERY == 0 {
+                    if n.is_multiple_of(PLAIN_YIELD_EVERY) {
                         tokio::task::yield_now().await;
                     }
                 }

@@ -73,7 +73,11 @@ pub(super) async fn interleave(
 
 /// Which of the two goes first in `round`: plain in even rounds, TLS in odd ones.
 fn order(round: u64) -> [usize; 2] {
-    if round % 2 == 0 { [0, 1] } else { [1, 0] }
+    if round.is_multiple_of(2) {
+        [0, 1]
+    } else {
+        [1, 0]
+    }
 }
 
 async fn tell_turns(
@@ -212,7 +216,7 @@ impl Turns {
 impl Probe for Arc<Turns> {
     fn told(&self) {
         let n = self.handled.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % self.per_turn == 0 {
+        if n.is_multiple_of(self.per_turn) {
             self.last_ns.store(unix_ns(), Ordering::Relaxed);
             self.completed.store(n / self.per_turn, Ordering::Release);
             self.done.notify_waiters();

@@ -117,17 +117,17 @@ pub fn diff(old: &Gossip, new: &Gossip, self_node: &UniqueAddress, out: &mut Vec
     let old_unreachable = old.unreachable_members();
     let new_unreachable = new.unreachable_members();
     for n in new_unreachable.difference(&old_unreachable) {
-        if n != self_node {
-            if let Some(m) = new.members.get(n) {
-                out.push(ClusterEvent::UnreachableMember(m.clone()));
-            }
+        if n != self_node
+            && let Some(m) = new.members.get(n)
+        {
+            out.push(ClusterEvent::UnreachableMember(m.clone()));
         }
     }
     for n in old_unreachable.difference(&new_unreachable) {
-        if n != self_node {
-            if let Some(m) = new.members.get(n) {
-                out.push(ClusterEvent::ReachableMember(m.clone()));
-            }
+        if n != self_node
+            && let Some(m) = new.members.get(n)
+        {
+            out.push(ClusterEvent::ReachableMember(m.clone()));
         }
     }
     let (ol, nl) = (old.leader(self_node), new.leader(self_node));

@@ -116,11 +116,11 @@ impl Gossip {
     /// Marks `node` Down and drops it from the seen set (a Down member need not see anything
     /// for convergence).
     pub fn mark_down(&mut self, node: &UniqueAddress) {
-        if let Some(m) = self.members.get(node) {
-            if m.status != MemberStatus::Down {
-                let down = m.with_status(MemberStatus::Down);
-                Arc::make_mut(&mut self.members).insert(node.clone(), down);
-            }
+        if let Some(m) = self.members.get(node)
+            && m.status != MemberStatus::Down
+        {
+            let down = m.with_status(MemberStatus::Down);
+            Arc::make_mut(&mut self.members).insert(node.clone(), down);
         }
         self.seen.remove(node);
     }

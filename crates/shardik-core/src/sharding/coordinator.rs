@@ -405,10 +405,11 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
                 }
             }
             Protocol::BeginHandOffAck { shard, drained } => {
-                if let Some(h) = self.handoffs.get_mut(&shard) {
-                    if h.acks_pending.remove(from) && drained {
-                        h.drained.push(from.clone());
-                    }
+                if let Some(h) = self.handoffs.get_mut(&shard)
+                    && h.acks_pending.remove(from)
+                    && drained
+                {
+                    h.drained.push(from.clone());
                 }
                 self.progress_hand_off(now, &shard, view, out);
             }

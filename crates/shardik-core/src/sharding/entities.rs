@@ -210,13 +210,13 @@ impl<L: Lifecycle> Entities<L> {
             self.ask_strategies(|st, victims| st.interval_passed(now_ms, victims), runner);
         }
         self.schedule_strategy_tick(now);
-        if let (Some(at), Some(idle)) = (self.next_idle_scan, self.idle) {
-            if at <= now {
-                let timeout = Duration::from_millis(idle.timeout_ms);
-                let cutoff = secs(now).saturating_sub(timeout.as_secs() as u32);
-                self.passivate_idle(cutoff, runner);
-                self.next_idle_scan = Some(now + idle_scan_interval(idle));
-            }
+        if let (Some(at), Some(idle)) = (self.next_idle_scan, self.idle)
+            && at <= now
+        {
+            let timeout = Duration::from_millis(idle.timeout_ms);
+            let cutoff = secs(now).saturating_sub(timeout.as_secs() as u32);
+            self.passivate_idle(cutoff, runner);
+            self.next_idle_scan = Some(now + idle_scan_interval(idle));
         }
         self.drain_finished(now, runner, out);
     }
@@ -486,11 +486,15 @@ impl<L: Lifecycle> Entities<L> {
                     // A remembered entity that failed (not one that was stopping: that was a
                     // passivation or a hand-off) is started again after the back-off, unless
                     // its shard is being handed off.
-                    if let Some(backoff) = self.restart_backoff {
-                        if failed && !was_stop && !stop_done && !unrecorded && !handing_off {
-                            let due = now_ns.saturating_add(backoff.as_nanos() as u64);
-                            self.restarts.schedule(&shard, &id, due);
-                        }
+                    if let Some(backoff) = self.restart_backoff
+                        && failed
+                        && !was_stop
+                        && !stop_done
+                        && !unrecorded
+                        && !handing_off
+                    {
+                        let due = now_ns.saturating_add(backoff.as_nanos() as u64);
+                        self.restarts.schedule(&shard, &id, due);
                     }
                     if let Some(st) = self
                         .table

@@ -363,14 +363,13 @@ impl<M> KindNode<M> {
         }
         // A coordinator whose lease ran out meanwhile stops before anything else: another
         // node may be standing in for it (`ShardingView::stand_in`).
-        if self.coordinator.is_some() {
-            if let Some(event) = self
+        if self.coordinator.is_some()
+            && let Some(event) = self
                 .coordinator_lease
                 .as_mut()
                 .and_then(|keeper| keeper.expire_if_due(now, &()))
-            {
-                self.coordinator_lease_event(now, event, out);
-            }
+        {
+            self.coordinator_lease_event(now, event, out);
         }
         let mut rout = std::mem::take(&mut self.region_out);
         self.region.woke_after(gap, &mut rout);
@@ -444,13 +443,13 @@ impl<M> KindNode<M> {
         if self.region.delivers_at_once(&env.shard) {
             return Routed::Deliver(env);
         }
-        if from.is_none() {
-            if let Some(home) = self.region.forwards_at_once(&env.shard) {
-                return Routed::Forward {
-                    to: home.clone(),
-                    env,
-                };
-            }
+        if from.is_none()
+            && let Some(home) = self.region.forwards_at_once(&env.shard)
+        {
+            return Routed::Forward {
+                to: home.clone(),
+                env,
+            };
         }
         self.handle(now, KindInput::Route { from, env }, out);
         Routed::Effects
@@ -600,23 +599,23 @@ impl<M> KindNode<M> {
             self.region_effects(&mut rout, out);
             self.region_out = rout;
         }
-        if let Some(keeper) = &mut self.coordinator_lease {
-            if keeper.poll_timeout().is_some_and(|t| t <= now) {
-                let mut calls = Vec::new();
-                let events = keeper.handle_timeout(now, &mut calls);
-                push_coordinator_calls(calls, out);
-                for event in events {
-                    self.coordinator_lease_event(now, event, out);
-                }
+        if let Some(keeper) = &mut self.coordinator_lease
+            && keeper.poll_timeout().is_some_and(|t| t <= now)
+        {
+            let mut calls = Vec::new();
+            let events = keeper.handle_timeout(now, &mut calls);
+            push_coordinator_calls(calls, out);
+            for event in events {
+                self.coordinator_lease_event(now, event, out);
             }
         }
-        if let Some(c) = &mut self.coordinator {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                let mut cout = std::mem::take(&mut self.coordinator_out);
-                c.handle_timeout(now, &self.view, &mut cout);
-                self.coordinator_effects(&mut cout, out);
-                self.coordinator_out = cout;
-            }
+        if let Some(c) = &mut self.coordinator
+            && c.poll_timeout().is_some_and(|t| t <= now)
+        {
+            let mut cout = std::mem::take(&mut self.coordinator_out);
+            c.handle_timeout(now, &self.view, &mut cout);
+            self.coordinator_effects(&mut cout, out);
+            self.coordinator_out = cout;
         }
         if self.region.poll_timeout().is_some_and(|t| t <= now) {
             let mut rout = std::mem::take(&mut self.region_out);
@@ -670,13 +669,13 @@ impl<M> KindNode<M> {
 
     /// Starts the coordinator here, once its lease (if configured) is held.
     fn start_coordinator(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
-        if let Some(keeper) = &mut self.coordinator_lease {
-            if keeper.held(now, &()).is_none() {
-                let mut calls = Vec::new();
-                keeper.want(now, (), &mut calls);
-                push_coordinator_calls(calls, out);
-                return;
-            }
+        if let Some(keeper) = &mut self.coordinator_lease
+            && keeper.held(now, &()).is_none()
+        {
+            let mut calls = Vec::new();
+            keeper.want(now, (), &mut calls);
+            push_coordinator_calls(calls, out);
+            return;
         }
         let strategy = match &mut self.allocation {
             AllocationChoice::Immediate(make) => KindStrategy::Immediate(make()),
@@ -705,14 +704,14 @@ impl<M> KindNode<M> {
         if self.coordinator.take().is_some() {
             out.push(KindEffect::CoordinatorRunning(false));
         }
-        if let Some(keeper) = &mut self.coordinator_lease {
-            if keeper.wants(&()) {
-                let mut calls = Vec::new();
-                keeper.give_up(&(), &mut calls);
-                push_coordinator_calls(calls, out);
-                // No longer wanted: whatever its store said, it is not failing this node.
-                out.push(KindEffect::LeaseRecovered(LeaseKey::Coordinator));
-            }
+        if let Some(keeper) = &mut self.coordinator_lease
+            && keeper.wants(&())
+        {
+            let mut calls = Vec::new();
+            keeper.give_up(&(), &mut calls);
+            push_coordinator_calls(calls, out);
+            // No longer wanted: whatever its store said, it is not failing this node.
+            out.push(KindEffect::LeaseRecovered(LeaseKey::Coordinator));
         }
     }
 
@@ -745,12 +744,12 @@ impl<M> KindNode<M> {
                     out.push(KindEffect::CoordinatorRunning(false));
                 }
                 out.push(KindEffect::CoordinatorLeaseLost(reason));
-                if self.should_host_coordinator() {
-                    if let Some(keeper) = &mut self.coordinator_lease {
-                        let mut calls = Vec::new();
-                        keeper.acquire_again(now, (), &mut calls);
-                        push_coordinator_calls(calls, out);
-                    }
+                if self.should_host_coordinator()
+                    && let Some(keeper) = &mut self.coordinator_lease
+                {
+                    let mut calls = Vec::new();
+                    keeper.acquire_again(now, (), &mut calls);
+                    push_coordinator_calls(calls, out);
                 }
             }
             LeaseEvent::Unavailable { error, .. } | LeaseEvent::RenewalFailing { error, .. } => out
@@ -819,12 +818,11 @@ impl<M> KindNode<M> {
         }
         if msg.is_for_coordinator() {
             // Registrations go to every candidate; only the host of the coordinator answers.
-            if let Some(keeper) = &mut self.coordinator_lease {
-                if self.coordinator.is_some() {
-                    if let Some(event) = keeper.expire_if_due(now, &()) {
-                        self.coordinator_lease_event(now, event, out);
-                    }
-                }
+            if let Some(keeper) = &mut self.coordinator_lease
+                && self.coordinator.is_some()
+                && let Some(event) = keeper.expire_if_due(now, &())
+            {
+                self.coordinator_lease_event(now, event, out);
             }
             if let Some(c) = &mut self.coordinator {
                 let mut cout = std::mem::take(&mut self.coordinator_out);

@@ -320,10 +320,10 @@ impl ShardingView {
                 break;
             }
         }
-        if let Some(stand_in) = self.stand_in() {
-            if !out.contains(stand_in) {
-                out.push(stand_in.clone());
-            }
+        if let Some(stand_in) = self.stand_in()
+            && !out.contains(stand_in)
+        {
+            out.push(stand_in.clone());
         }
         out
     }

@@ -155,11 +155,11 @@ fn plan_round<'w>(
             continue;
         }
         let pid = &*write.persistence_id;
-        if let Some(fence) = &write.fence {
-            if let Err(fenced) = fence.judge(pid, newest.get(&*fence.scope).copied()) {
-                round.fenced.push((i, fenced));
-                continue;
-            }
+        if let Some(fence) = &write.fence
+            && let Err(fenced) = fence.judge(pid, newest.get(&*fence.scope).copied())
+        {
+            round.fenced.push((i, fenced));
+            continue;
         }
         match write
             .events

@@ -55,13 +55,13 @@ impl PostgresStore {
                     expires_in: ttl,
                 }));
             }
-            if let Some(info) = self.read_lease_impl(name).await? {
-                if let Some(holder) = info.holder().filter(|h| *h != owner) {
-                    return Ok(LeaseAcquired::HeldByOther {
-                        owner: holder.to_string(),
-                        time_left: info.time_left,
-                    });
-                }
+            if let Some(info) = self.read_lease_impl(name).await?
+                && let Some(holder) = info.holder().filter(|h| *h != owner)
+            {
+                return Ok(LeaseAcquired::HeldByOther {
+                    owner: holder.to_string(),
+                    time_left: info.time_left,
+                });
             }
         }
         Err(StoreError::Failed(format!(

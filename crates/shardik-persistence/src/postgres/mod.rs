@@ -475,10 +475,10 @@ impl Store for PostgresStore {
         fence: Option<Fence>,
     ) -> StoreFuture<'a, WriteResult> {
         Box::pin(async move {
-            if let Some(fence) = &fence {
-                if let Err(malformed) = fence.check_shape(persistence_id) {
-                    return Ok(Err(malformed));
-                }
+            if let Some(fence) = &fence
+                && let Err(malformed) = fence.check_shape(persistence_id)
+            {
+                return Ok(Err(malformed));
             }
             let conflict = || {
                 Err(WriteRefused::RevisionConflict {

@@ -90,12 +90,12 @@ impl StoreTls {
             },
             Err(why) => Some(why),
         };
-        if let Some(why) = &problem {
-            if loaded.last_problem.as_ref() != Some(why) {
-                tracing::warn!(
-                    "PostgreSQL store: {why}; new connections keep the certificates read before"
-                );
-            }
+        if let Some(why) = &problem
+            && loaded.last_problem.as_ref() != Some(why)
+        {
+            tracing::warn!(
+                "PostgreSQL store: {why}; new connections keep the certificates read before"
+            );
         }
         loaded.last_problem = problem;
         loaded.connect.clone()

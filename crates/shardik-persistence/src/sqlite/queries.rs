@@ -29,11 +29,11 @@ pub(super) fn append(
             results.push(Err(refused));
             continue;
         }
-        if let Some(fence) = &write.fence {
-            if let Err(fenced) = fences.judge(conn, path, &write.persistence_id, fence)? {
-                results.push(Err(fenced));
-                continue;
-            }
+        if let Some(fence) = &write.fence
+            && let Err(fenced) = fences.judge(conn, path, &write.persistence_id, fence)?
+        {
+            results.push(Err(fenced));
+            continue;
         }
         conn.execute_batch("SAVEPOINT write")
             .ctx(path, "opening a savepoint")?;

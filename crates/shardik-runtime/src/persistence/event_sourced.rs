@@ -514,10 +514,10 @@ impl<B: EventSourcedEntity> EventSourced<B> {
             {
                 tracing::warn!(%pid, error = %e, "old snapshots not deleted");
             }
-            if let Some(to) = plan.delete_events_to {
-                if let Err(e) = store.delete_events_to(&pid, to).await {
-                    tracing::warn!(%pid, error = %e, "events before the snapshot not deleted");
-                }
+            if let Some(to) = plan.delete_events_to
+                && let Err(e) = store.delete_events_to(&pid, to).await
+            {
+                tracing::warn!(%pid, error = %e, "events before the snapshot not deleted");
             }
         });
     }

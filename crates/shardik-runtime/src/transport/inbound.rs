@@ -475,10 +475,10 @@ async fn serve_stream<S: Connection>(
     };
     let result = read_messages(reader, &codec, buf, peer_state, shared, tx).await;
     metrics::gauge!(m::TRANSPORT_CONNECTIONS).decrement(1.0);
-    if let Err(reason) = &result {
-        if let Some(suppressed) = LOG.check("inbound-closed") {
-            warn!(%peer, from = %hs.from, %reason, suppressed, "closing inbound connection");
-        }
+    if let Err(reason) = &result
+        && let Some(suppressed) = LOG.check("inbound-closed")
+    {
+        warn!(%peer, from = %hs.from, %reason, suppressed, "closing inbound connection");
     }
     result
 }

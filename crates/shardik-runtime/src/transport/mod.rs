@@ -478,10 +478,10 @@ impl UserSender {
     /// The lane of `to`, created on first use; `None` when the peer cap is reached.
     fn lane(&self, to: &Address) -> Option<Arc<outbound::PeerLane>> {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(q) = peers.get(to) {
-            if !q.is_closed() {
-                return Some(q.lane());
-            }
+        if let Some(q) = peers.get(to)
+            && !q.is_closed()
+        {
+            return Some(q.lane());
         }
         if !peers.contains_key(to) && peers.len() >= self.shared.config.maximum_peers {
             peers.retain(|_, q| !q.is_closed());

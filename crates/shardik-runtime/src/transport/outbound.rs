@@ -255,29 +255,30 @@ impl PeerLane {
             st.last_direct
                 .is_some_and(|t| t.elapsed() < DIRECT_WRITE_GAP)
         };
-        if was_idle && !burst() {
-            if let Some(stream) = st.stream.clone() {
-                let before = st.buf.len();
-                match stream.write_now(&mut st.buf) {
-                    Ok(()) => {
-                        st.last_direct = Some(Instant::now());
-                        self.bytes_out.increment((before - st.buf.len()) as u64);
-                        if st.buf.is_empty() {
-                            self.frames_out.increment(st.frames as u64);
-                            st.frames = 0;
-                            // TLS records the socket did not take are the writer's to send.
-                            if !stream.has_pending() {
-                                return;
-                            }
+        if was_idle
+            && !burst()
+            && let Some(stream) = st.stream.clone()
+        {
+            let before = st.buf.len();
+            match stream.write_now(&mut st.buf) {
+                Ok(()) => {
+                    st.last_direct = Some(Instant::now());
+                    self.bytes_out.increment((before - st.buf.len()) as u64);
+                    if st.buf.is_empty() {
+                        self.frames_out.increment(st.frames as u64);
+                        st.frames = 0;
+                        // TLS records the socket did not take are the writer's to send.
+                        if !stream.has_pending() {
+                            return;
                         }
                     }
-                    Err(e) => {
-                        connection_lost(&self.to, self.lane.as_str(), &e, st.frames);
-                        st.buf.clear();
-                        st.frames = 0;
-                        st.stream = None;
-                        return;
-                    }
+                }
+                Err(e) => {
+                    connection_lost(&self.to, self.lane.as_str(), &e, st.frames);
+                    st.buf.clear();
+                    st.frames = 0;
+                    st.stream = None;
+                    return;
                 }
             }
         }

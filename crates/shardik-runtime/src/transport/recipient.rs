@@ -170,10 +170,10 @@ impl NameCache {
         }
         let key: Box<str> = host.to_ascii_lowercase().into();
         let now = Instant::now();
-        if let Some((at, answer)) = self.lock().get(&key) {
-            if now.saturating_duration_since(*at) < CACHE_TTL {
-                return answer.clone();
-            }
+        if let Some((at, answer)) = self.lock().get(&key)
+            && now.saturating_duration_since(*at) < CACHE_TTL
+        {
+            return answer.clone();
         }
         let answer = self.look_up(&key, deadline.min(now + LOOKUP_TIMEOUT)).await;
         self.remember(key, answer.clone());

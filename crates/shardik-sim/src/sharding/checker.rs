@@ -299,21 +299,21 @@ impl ShardingChecker {
             );
         }
         let key = (kind, env.msg.sender.clone(), env.entity.clone());
-        if let Some(prev) = self.last_seq.get(&key) {
-            if env.msg.seq <= *prev {
-                self.violation(
-                    now,
-                    node,
-                    format!(
-                        "{} got seq {} (message {}) from {} after seq {prev} (reordered or \
+        if let Some(prev) = self.last_seq.get(&key)
+            && env.msg.seq <= *prev
+        {
+            self.violation(
+                now,
+                node,
+                format!(
+                    "{} got seq {} (message {}) from {} after seq {prev} (reordered or \
                          duplicated)",
-                        env.entity,
-                        env.msg.seq,
-                        env.msg.id,
-                        name(&env.msg.sender)
-                    ),
-                );
-            }
+                    env.entity,
+                    env.msg.seq,
+                    env.msg.id,
+                    name(&env.msg.sender)
+                ),
+            );
         }
         let last = self.last_seq.entry(key).or_insert(0);
         *last = (*last).max(env.msg.seq);

@@ -295,7 +295,7 @@ pub fn encode_state(state: &[EventRec]) -> Bytes {
 }
 
 pub(crate) fn decode_state(b: &[u8]) -> Result<Vec<EventRec>, String> {
-    if b.len() % EVENT_LEN != 0 {
+    if !b.len().is_multiple_of(EVENT_LEN) {
         return Err(format!("a snapshot of {} bytes", b.len()));
     }
     b.chunks(EVENT_LEN)

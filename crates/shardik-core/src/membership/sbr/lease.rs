@@ -221,10 +221,10 @@ impl LeaseGate {
         if self.pending.is_some() {
             return None;
         }
-        if let Some(ReleaseWhen::Removed(nodes)) = &self.held {
-            if !nodes.iter().any(is_member) {
-                self.held = Some(ReleaseWhen::At(now + release_after));
-            }
+        if let Some(ReleaseWhen::Removed(nodes)) = &self.held
+            && !nodes.iter().any(is_member)
+        {
+            self.held = Some(ReleaseWhen::At(now + release_after));
         }
         match self.held {
             Some(ReleaseWhen::At(at)) if now >= at => {

@@ -137,10 +137,10 @@ impl SplitBrainResolver {
     /// refused: its side downs itself. (The margin of half `release-after` covers the other
     /// side's slower detection and removal.) The other strategies ignore this.
     pub fn note_stall(&mut self, late: Duration) {
-        if let Strategy::LeaseMajority { release_after, .. } = &self.settings.strategy {
-            if late > *release_after / 2 {
-                self.stalled = true;
-            }
+        if let Strategy::LeaseMajority { release_after, .. } = &self.settings.strategy
+            && late > *release_after / 2
+        {
+            self.stalled = true;
         }
     }
 
@@ -261,10 +261,12 @@ impl SplitBrainResolver {
                 }
             }
         }
-        if responsible && !view.unreachable.is_empty() && now < self.stable_deadline {
-            if let Some(action) = self.act_on_evident_split(now, view) {
-                return Some(action);
-            }
+        if responsible
+            && !view.unreachable.is_empty()
+            && now < self.stable_deadline
+            && let Some(action) = self.act_on_evident_split(now, view)
+        {
+            return Some(action);
         }
         if responsible && !view.unreachable.is_empty() && now >= self.stable_deadline {
             let decision = decide(&self.settings.strategy, view);

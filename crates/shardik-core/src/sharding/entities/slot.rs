@@ -202,10 +202,10 @@ pub(super) fn finish_at_once<L: Lifecycle>(
     if !from_context {
         slot.set_last_used(now_s);
     }
-    if reply.waits() {
-        if let Ok(Some(r)) = outcome {
-            out.push(Output::Reply(reply, Ok(r)));
-        }
+    if reply.waits()
+        && let Ok(Some(r)) = outcome
+    {
+        out.push(Output::Reply(reply, Ok(r)));
     }
     AtOnce::Finished { shard, id }
 }

@@ -30,13 +30,13 @@ impl<M> Region<M> {
                 ran_here: true,
             },
         );
-        if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous {
-            if !held.is_empty() {
-                self.buffered += held.len();
-                let buffer = self.buffers.entry(shard.clone()).or_default();
-                for b in held.into_iter().rev() {
-                    buffer.push_front(b);
-                }
+        if let Some(Hosted::AwaitingPredecessor { held, .. }) = previous
+            && !held.is_empty()
+        {
+            self.buffered += held.len();
+            let buffer = self.buffers.entry(shard.clone()).or_default();
+            for b in held.into_iter().rev() {
+                buffer.push_front(b);
             }
         }
     }
@@ -264,12 +264,12 @@ impl<M> Region<M> {
                     *lapsed = Some(token);
                 }
                 // Lost while waiting (fenced): taken again for when the fence opens.
-                if self.hosted.contains_key(&shard) {
-                    if let Some(keeper) = &mut self.leases {
-                        let mut calls = Vec::new();
-                        keeper.acquire_again(now, shard, &mut calls);
-                        out.extend(calls.into_iter().map(RegionEffect::Lease));
-                    }
+                if self.hosted.contains_key(&shard)
+                    && let Some(keeper) = &mut self.leases
+                {
+                    let mut calls = Vec::new();
+                    keeper.acquire_again(now, shard, &mut calls);
+                    out.extend(calls.into_iter().map(RegionEffect::Lease));
                 }
             }
         }

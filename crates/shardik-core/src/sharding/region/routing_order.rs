@@ -169,10 +169,10 @@ impl<M> Region<M> {
 
     /// `from` routes `shard`'s messages here from now on, having heard of mark `nonce`.
     pub(super) fn routing_here(&mut self, from: &UniqueAddress, shard: &ShardId, nonce: u64) {
-        if let Some(mark) = self.order_broken.get_mut(shard) {
-            if mark.nonce == nonce {
-                mark.routing.insert(from.clone());
-            }
+        if let Some(mark) = self.order_broken.get_mut(shard)
+            && mark.nonce == nonce
+        {
+            mark.routing.insert(from.clone());
         }
     }
 

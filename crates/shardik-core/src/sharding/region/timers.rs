@@ -18,10 +18,10 @@ impl<M> Region<M> {
         }
         let mut next = Some(self.next_retry);
         let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        if let Some(t) = self.registration.next_attempt {
-            if self.registration.coordinator.is_none() {
-                consider(t);
-            }
+        if let Some(t) = self.registration.next_attempt
+            && self.registration.coordinator.is_none()
+        {
+            consider(t);
         }
         // Only shards waiting for a predecessor or handing off have deadlines; usually there
         // are none, and this runs on every turn of the runtime's loop.

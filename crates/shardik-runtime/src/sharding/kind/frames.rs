@@ -95,10 +95,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 // table of waiting asks under it, where the answer finds it, and so does a
                 // failure the node that handles the command reports. Passed on, the command is
                 // no longer this node's to report on.
-                if let (Some(slot), Some(ask_id)) = (reply.pass_on(), ask_id) {
-                    if let Some(deadline) = slot.deadline() {
-                        self.pending.register_slot(ask_id, deadline, slot);
-                    }
+                if let (Some(slot), Some(ask_id)) = (reply.pass_on(), ask_id)
+                    && let Some(deadline) = slot.deadline()
+                {
+                    self.pending.register_slot(ask_id, deadline, slot);
                 }
                 let payload = &st.payload;
                 let len = batch_item_len(&env.entity, &env.shard, payload.len(), ask_id);
