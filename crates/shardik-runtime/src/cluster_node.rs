@@ -448,6 +448,9 @@ impl NodeBuilder {
     /// its `/bootstrap/seed-nodes` route, which `http::ManagementApi` always has), since
     /// that is what the other nodes probe.
     pub async fn start(self) -> Result<Node, StartError> {
+        // Settings changed in code since they were loaded are checked as loading checks them,
+        // before anything starts.
+        self.settings.validate().map_err(StartError::Settings)?;
         #[cfg(feature = "logging")]
         if self.logging {
             let logging = &self.settings.logging;

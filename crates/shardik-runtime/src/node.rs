@@ -97,6 +97,12 @@ pub enum StartError {
         /// Why it cannot be opened.
         source: shardik_persistence::StoreError,
     },
+    /// The settings given to [`Node::builder`](crate::Node::builder) fail the checks that
+    /// loading them runs ([`Settings::validate`](crate::config::Settings::validate)): a value
+    /// changed in code after loading is checked as one read from a file is. The message names
+    /// the key, the value and what is allowed.
+    #[error("invalid settings: {0}")]
+    Settings(crate::config::ConfigError),
 }
 
 /// A started node.
