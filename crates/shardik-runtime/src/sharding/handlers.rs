@@ -278,7 +278,9 @@ impl<E: Entity> Handlers<E> {
         self.lanes.as_ref().is_some_and(|l| l.full())
     }
 
-    /// Moves the handlers the lanes finished into `into`.
+    /// Moves the handlers the lanes finished into `into`. Until
+    /// [`settle_lanes`](Self::settle_lanes), the lanes leave it to the kind's task to look for
+    /// more: call that before waiting on the lanes again.
     pub fn take_lane_completions(&mut self, into: &mut Vec<Completed<E>>) {
         if let Some(lanes) = &mut self.lanes {
             lanes.take(into);
