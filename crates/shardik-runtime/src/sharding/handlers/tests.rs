@@ -231,3 +231,55 @@ async fn a_force_stopped_shards_handlers_that_no_lane_started_never_run() {
     assert_eq!(answer_f.take(), Some(2));
     assert_eq!(r.entities.entity_counts(), vec![(id("b"), 1)]);
 }
+
+/// The kind's task stops taking in commands once two chunks a lane wait for a lane, and takes
+/// them in again as the lanes take the chunks. (On a current-thread runtime the lanes run only
+/// once the test awaits.)
+#[tokio::test]
+async fn the_lanes_are_full_while_two_chunks_a_lane_wait_for_them() {
+    let mut r = rig(|| Sum(0));
+    r.handlers.start_lanes(2, "sum");
+    if let Some(lanes) = r.handlers.lanes.as_mut() {
+        lanes.sampled(std::time::Duration::from_micros(50));
+    }
+    r.handlers.send_to_lanes();
+    // Two lanes, two chunks of 32 each: 128 handlers fill them, 127 do not.
+    let mut answers = Vec::new();
+    for e in 0..128 {
+        let (reply_to, answer) = ReplyTo::detached();
+        let job = Job::new((1, reply_to), Asker::None);
+        let mut out = Vec::new();
+        r.entities.deliver(
+            Instant::ZERO,
+            id("a"),
+            id(&format!("e{e}")),
+            job,
+            &mut r.handlers,
+            &mut out,
+        );
+        r.send_replies(out);
+        answers.push(answer);
+        if e == 126 {
+            r.handlers.send_to_lanes();
+            assert!(!r.handlers.lanes_full(), "127 handlers filled the lanes");
+        }
+    }
+    r.handlers.send_to_lanes();
+    assert!(
+        r.handlers.lanes_full(),
+        "128 handlers waiting, and the lanes not full"
+    );
+    // The lanes take the chunks and run them: room again.
+    let completions = r.handlers.lane_completions().expect("lanes");
+    let mut done = Vec::new();
+    while done.len() < 128 {
+        completions.ready().await;
+        r.handlers.take_lane_completions(&mut done);
+        r.handlers.settle_lanes();
+    }
+    assert!(!r.handlers.lanes_full());
+    assert!(
+        answers.into_iter().all(|a| a.take() == Some(1)),
+        "every handler ran"
+    );
+}
