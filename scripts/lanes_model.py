@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-# A model of one entity kind's throughput on N worker threads with lanes (docs/PERFORMANCE.md,
+# A model of one entity kind's throughput on N worker threads with lanes (docs/PERFORMANCE-HISTORY.md,
 # "Lanes at 16 and 64 cores: a model, and the plan").
 #
-# Measured on two workers (docs/PERFORMANCE.md, "After the lanes, second cut"), per work size:
+# Measured on two workers (docs/PERFORMANCE-HISTORY.md, "After the lanes, second cut"), per work size:
 # the plain tasks' rate and the kind's rate. From them, per command:
 #   w      = 2 / plain rate: the handler's own work, as plain tasks do it;
 #   total  = 2 / sharded rate - w: everything sharding adds;

@@ -209,7 +209,7 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
         .ctx(path, "setting synchronous = FULL")?;
     // A batch from the journal writer holds many writes, each in a savepoint of its own; the
     // page images those savepoints may need would spill past 64 KiB into a temporary file on
-    // disk and cost about a third of the throughput (docs/PERFORMANCE.md, fifth round). In
+    // disk and cost about a third of the throughput (docs/PERFORMANCE-HISTORY.md, "Fifth round"). In
     // memory they are bounded by the batch, which the writer bounds.
     conn.execute_batch("PRAGMA temp_store = MEMORY")
         .ctx(path, "setting temp_store = MEMORY")?;

@@ -187,7 +187,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             // envelope, or other asks of this node are in flight): a lone command goes out at
             // once, as a yield added some 10 µs to the median of sparse asks. With 64 asks in
             // flight through a proxy the batches grew, the writes fell and the asks went
-            // faster (docs/PERFORMANCE.md, "Fewer, fuller batches").
+            // faster (docs/PERFORMANCE-HISTORY.md, "Fewer, fuller batches").
             let open = st.outgoing.open_batch_len();
             let busy = open > 1 || (open == 1 && self.pending.len() > 1);
             if busy && local_open && self.entities.queued() < queue_limit {

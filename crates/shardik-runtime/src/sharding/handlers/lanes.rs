@@ -76,7 +76,7 @@ const MEAN_SHIFT: u32 = 3;
 /// Chunks a lane has waiting for it before the kind's task stops taking in commands: enough
 /// that a lane finishing its chunk finds the next one while the kind's task waits for its
 /// turn on a worker. Taking in more only deepened the entities' queues, and reading back deep
-/// queues, out of cache, cost the kind's task more than its routing (docs/PERFORMANCE.md).
+/// queues, out of cache, cost the kind's task more than its routing (docs/PERFORMANCE-HISTORY.md, "One kind on several cores").
 const CHUNKS_AHEAD: usize = 2;
 /// Most emptied chunks kept for reuse.
 const MAX_SPARE_CHUNKS: usize = 64;
