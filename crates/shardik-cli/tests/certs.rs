@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use shardik_runtime::config::TlsSettings;
+use shardik_runtime::config::{Settings, TlsSettings};
 use shardik_runtime::tls::TlsContext;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -20,15 +20,14 @@ fn certs(args: &[&str]) -> std::process::Output {
 }
 
 fn context(dir: &Path, node: &str, cluster: &str) -> TlsContext {
-    let settings = TlsSettings {
-        enabled: true,
-        cert_file: dir.join(format!("{node}.pem")).display().to_string(),
-        key_file: dir.join(format!("{node}-key.pem")).display().to_string(),
-        ca_cert_file: dir.join("ca.pem").display().to_string(),
-        require_mutual_authentication: true,
-        trust_domain: "shardik".to_string(),
-        ssl_context_cache_ttl: Duration::from_secs(60),
-    };
+    let mut settings: TlsSettings = Settings::reference().transport.tls;
+    settings.enabled = true;
+    settings.cert_file = dir.join(format!("{node}.pem")).display().to_string();
+    settings.key_file = dir.join(format!("{node}-key.pem")).display().to_string();
+    settings.ca_cert_file = dir.join("ca.pem").display().to_string();
+    settings.require_mutual_authentication = true;
+    settings.trust_domain = "shardik".to_string();
+    settings.ssl_context_cache_ttl = Duration::from_secs(60);
     TlsContext::new(&settings, cluster).unwrap_or_else(|e| panic!("{node}: {e}"))
 }
 

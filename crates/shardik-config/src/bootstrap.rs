@@ -13,6 +13,7 @@ use super::{ConfigError, DiscoveryMethod, Settings};
 /// `management.cluster.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ManagementClusterSettings {
     /// `bootstrap.*`.
     pub bootstrap: BootstrapSettings,
@@ -21,6 +22,7 @@ pub struct ManagementClusterSettings {
 /// `management.cluster.bootstrap.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct BootstrapSettings {
     /// `new-cluster-enabled`: whether this node may form a new cluster when no contact point
     /// belongs to one.
@@ -35,6 +37,7 @@ pub struct BootstrapSettings {
 /// `management.cluster.bootstrap.contact-point-discovery.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ContactPointDiscoverySettings {
     /// `service-name`: the name looked up (a DNS name, an SRV name `_port._proto.name`, or a
     /// service of `discovery.config.services`).
@@ -77,6 +80,7 @@ pub struct ContactPointDiscoverySettings {
 /// `management.cluster.bootstrap.contact-point.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ContactPointSettings {
     /// `fallback-port`: the management port of contact points discovered without one; 0 means
     /// `management.http.port`.

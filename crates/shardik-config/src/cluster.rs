@@ -22,6 +22,7 @@ use super::{
 /// `cluster.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ClusterSettings {
     /// `name`: only nodes with the same name form a cluster (checked at handshake and join).
     #[serde(deserialize_with = "de_string")]
@@ -193,6 +194,7 @@ impl ClusterSettings {
 /// settings differ from its own (see [`Settings::join_compat`]).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ConfigurationCompatibilityCheckSettings {
     /// `enforce-on-join`: refuse such a joiner (on), or let it in and log the differences
     /// at WARN (off).
@@ -203,6 +205,7 @@ pub struct ConfigurationCompatibilityCheckSettings {
 /// `cluster.role.<name>.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct RoleSettings {
     /// `min-nr-of-members`: joiners stay Joining until this many members have the role.
     pub min_nr_of_members: usize,
@@ -210,6 +213,7 @@ pub struct RoleSettings {
 
 impl Settings {
     /// The membership core's configuration.
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn membership_config(&self) -> MembershipConfig {
         let c = &self.cluster;
         let fd = &c.failure_detector;

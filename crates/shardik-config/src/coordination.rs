@@ -11,6 +11,7 @@ use super::validate::{fmt_duration, invalid, positive_duration};
 /// `coordination.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct CoordinationSettings {
     /// `lease.*`.
     pub lease: LeaseSettings,
@@ -60,6 +61,7 @@ impl LeaseImplementation {
 /// `coordination.lease.*`: how long a lease lasts and how its holder keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct LeaseSettings {
     /// `heartbeat-timeout`: the lease's time-to-live. A holder that stops renewing (it
     /// crashed, or cannot reach the store) keeps the lease this long after its last renewal;

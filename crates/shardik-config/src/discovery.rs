@@ -38,6 +38,7 @@ impl DiscoveryMethod {
 /// `discovery.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct DiscoverySettings {
     /// `method`.
     pub method: DiscoveryMethod,
@@ -50,6 +51,7 @@ pub struct DiscoverySettings {
 /// `discovery.config.*` (Akka's config discovery).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ConfigDiscoverySettings {
     /// `services.<name>.endpoints`: each service's endpoints.
     pub services: BTreeMap<String, ConfigService>,
@@ -58,6 +60,7 @@ pub struct ConfigDiscoverySettings {
 /// `discovery.config.services.<name>`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ConfigService {
     /// `endpoints`: `{ host = "...", port = N }`, the port optional.
     pub endpoints: Vec<ConfigEndpoint>,
@@ -66,6 +69,7 @@ pub struct ConfigService {
 /// One endpoint of a configured service.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ConfigEndpoint {
     /// `host`: a host name or IP address.
     #[serde(deserialize_with = "de_string")]
@@ -78,6 +82,7 @@ pub struct ConfigEndpoint {
 /// `discovery.dns.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct DnsDiscoverySettings {
     /// `nameservers`: `"IP:PORT"` of the DNS servers to ask; empty means the system's
     /// (`/etc/resolv.conf`).

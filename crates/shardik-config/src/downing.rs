@@ -13,6 +13,7 @@ use super::{ConfigError, Settings};
 /// `cluster.failure-detector.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct FailureDetectorSettings {
     /// `threshold`: phi at or above which a node is unreachable.
     pub threshold: f64,
@@ -87,6 +88,7 @@ pub enum DownAllWhenUnstable {
 /// `cluster.split-brain-resolver.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct SplitBrainResolverSettings {
     /// `active-strategy`.
     pub active_strategy: ActiveStrategy,
@@ -109,6 +111,7 @@ pub struct SplitBrainResolverSettings {
 /// `cluster.split-brain-resolver.static-quorum.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct StaticQuorumSettings {
     /// `quorum-size`; 0 = not set (an error when the strategy is active).
     pub quorum_size: usize,
@@ -120,6 +123,7 @@ pub struct StaticQuorumSettings {
 /// A strategy section with only a `role` key.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct RoleOnlySettings {
     /// `role`; empty = all members.
     #[serde(deserialize_with = "de_string")]
@@ -129,6 +133,7 @@ pub struct RoleOnlySettings {
 /// `cluster.split-brain-resolver.keep-oldest.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct KeepOldestSettings {
     /// `down-if-alone`.
     #[serde(deserialize_with = "de_switch")]
@@ -141,6 +146,7 @@ pub struct KeepOldestSettings {
 /// `cluster.split-brain-resolver.lease-majority.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct LeaseMajoritySettings {
     /// `lease-implementation`: where the lease lives. `"store"` = in the node's store
     /// (`persistence.store`), the only implementation; empty = not set, an error when the
@@ -269,6 +275,7 @@ impl LeaseMajoritySettings {
 impl Settings {
     /// The name of the lease-majority lease: `lease-majority.lease-name`, or
     /// `{cluster.name}-shardik-sbr` when that is empty.
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn sbr_lease_name(&self) -> String {
         let name = &self.cluster.split_brain_resolver.lease_majority.lease_name;
         if name.is_empty() {
@@ -279,12 +286,14 @@ impl Settings {
     }
 
     /// Whether the split-brain resolver runs lease-majority, and so needs its lease.
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn sbr_needs_lease(&self) -> bool {
         self.cluster.downing_provider == DowningProvider::SplitBrainResolver
             && self.cluster.split_brain_resolver.active_strategy == ActiveStrategy::LeaseMajority
     }
 
     /// The split-brain resolver settings, whether or not downing is enabled.
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn sbr_settings(&self) -> SbrSettings {
         let s = &self.cluster.split_brain_resolver;
         let role = |r: &str| (!r.is_empty()).then(|| r.to_string());

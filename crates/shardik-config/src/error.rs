@@ -11,6 +11,7 @@ use super::values::DURATION_EXPECTED;
 /// Why the configuration could not be loaded. Each variant names the key (and, when known,
 /// the file or environment variable that set it) so the operator knows where to look.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The user configuration file could not be read.
     #[error("cannot read configuration file `{}`: {source}; check the path given with --config", path.display())]

@@ -20,6 +20,7 @@ impl Settings {
     /// What a joiner must share with this node ([`BuiltInJoinKeys::checks`] says which keys
     /// and why), and whether a difference refuses it
     /// (`cluster.configuration-compatibility-check.enforce-on-join`).
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn join_compat(&self) -> JoinCompat {
         let c = &self.cluster;
         let sbr = c.downing_provider == DowningProvider::SplitBrainResolver;

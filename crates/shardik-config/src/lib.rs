@@ -65,9 +65,9 @@ pub use management::{
 pub use persistence::PersistenceSettings;
 pub use runtime::{MAX_WORKER_THREADS, RuntimeSettings};
 pub use sharding::{
-    ConstantRateSettings, EntityRecoveryStrategySetting, HandOffModeSetting,
-    LeastShardAllocationStrategySettings, MAX_HANDLER_LANES, ShardingHealthCheckSettings,
-    ShardingSettings,
+    ConstantRateSettings, CoordinatorSingletonSettings, EntityRecoveryStrategySetting,
+    HandOffModeSetting, LeastShardAllocationStrategySettings, MAX_HANDLER_LANES,
+    ShardingHealthCheckSettings, ShardingSettings,
 };
 pub use tls::{TlsSettings, is_trust_domain};
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};
@@ -78,6 +78,7 @@ pub const REFERENCE_TOML: &str = include_str!("reference.toml");
 /// The whole configuration of a node.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct Settings {
     /// `cluster.*`: membership, failure detection, downing.
     pub cluster: ClusterSettings,

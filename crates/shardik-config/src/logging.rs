@@ -12,6 +12,7 @@ use super::values::de_string;
 /// `logging.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct LoggingSettings {
     /// `format`: "text" or "json".
     pub format: LogFormat,
@@ -77,6 +78,7 @@ impl FromStr for LogFormat {
 
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoggingError {
     /// The format is neither `text` nor `json`.
     #[error("unknown log format `{0}`: use `text` or `json`")]

@@ -18,6 +18,7 @@ pub const MIN_MANAGEMENT_BODY_SIZE: usize = 1024;
 /// `management.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ManagementSettings {
     /// `http.*`.
     pub http: ManagementHttpSettings,
@@ -28,6 +29,7 @@ pub struct ManagementSettings {
 /// `management.http.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ManagementHttpSettings {
     /// `hostname`: interface to listen on.
     #[serde(deserialize_with = "de_string")]
@@ -60,6 +62,7 @@ pub struct ManagementHttpSettings {
 /// key stands for the transport's (`transport.tls.*`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ManagementTlsSettings {
     /// `enabled`: serve HTTPS instead of HTTP.
     #[serde(deserialize_with = "de_switch")]

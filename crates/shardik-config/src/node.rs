@@ -16,6 +16,7 @@ impl Settings {
     /// defaults of every entity kind (`cluster.sharding.*`, with `cluster.down-removal-margin`,
     /// `cluster.roles`, the min-nr-of-members settings, the split-brain resolver's
     /// stable-after for self-fencing and `coordination.lease.*` for leases).
+    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
     pub fn node_settings(&self) -> NodeSettings {
         let membership = self.membership_config();
         let sh = &self.cluster.sharding;

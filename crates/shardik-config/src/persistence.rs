@@ -12,6 +12,7 @@ use super::values::de_string;
 /// `persistence.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct PersistenceSettings {
     /// `store`: the store's URL (`sqlite:PATH`, `postgres://…`, `memory:`); empty means
     /// `sqlite:{data-dir}/shardik.db`.

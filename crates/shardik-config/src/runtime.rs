@@ -12,6 +12,7 @@ pub const MAX_WORKER_THREADS: usize = 1024;
 /// `runtime.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct RuntimeSettings {
     /// `worker-threads`: threads of the node's async runtime; 0 means one per core this
     /// process may use ([`RuntimeSettings::worker_thread_count`]).

@@ -21,6 +21,7 @@ pub const MAX_HANDLER_LANES: usize = 1024;
 /// `cluster.sharding.*`: cluster sharding, for every entity kind.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ShardingSettings {
     /// `number-of-shards`: entity ids map to this many shards; at least 1, and the same on
     /// every node (checked when a node joins).
@@ -104,6 +105,7 @@ pub struct ShardingSettings {
 /// `cluster.sharding.coordinator-singleton.*`: the coordinator's placement as a singleton.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct CoordinatorSingletonSettings {
     /// `use-lease`: a coordinator under a lease starts only once its node holds the kind's
     /// coordinator lease, and stops when it is lost; `"auto"` (default), `"store"` and `""`
@@ -124,6 +126,7 @@ pub enum EntityRecoveryStrategySetting {
 /// `entity-recovery-constant-rate-strategy.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ConstantRateSettings {
     /// `frequency`: the time between two steps.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
@@ -197,6 +200,7 @@ impl HandOffModeSetting {
 /// `cluster.sharding.least-shard-allocation-strategy.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct LeastShardAllocationStrategySettings {
     /// `rebalance-absolute-limit`: most shards moved per rebalance round; 0 selects the older
     /// threshold algorithm.
@@ -215,6 +219,7 @@ pub struct LeastShardAllocationStrategySettings {
 /// `cluster.sharding.healthcheck.*`: the sharding part of the readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct ShardingHealthCheckSettings {
     /// `names`: entity kinds whose region must have registered with its coordinator for the
     /// node to be ready; empty = no sharding check.

@@ -22,6 +22,7 @@ pub fn is_trust_domain(s: &str) -> bool {
 /// `transport.tls.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct TlsSettings {
     /// `enabled`: TLS on every connection between nodes.
     #[serde(deserialize_with = "de_switch")]

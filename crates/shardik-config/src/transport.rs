@@ -15,6 +15,7 @@ pub const MIN_FRAME_SIZE: usize = 1024;
 /// `transport.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[non_exhaustive]
 pub struct TransportSettings {
     /// `maximum-frame-size`, in bytes.
     #[serde(deserialize_with = "de_bytes")]

@@ -484,6 +484,7 @@ pub enum ResolvedStrategy {
 
 impl ResolvedStrategy {
     /// Instantiate the strategy for one shard.
+    #[doc(hidden)] // the regions' (and the simulator's) instantiation, not an application's
     pub fn build<Id: Hash + Eq + Clone + EntityHash>(&self) -> Strategy<Id> {
         match self {
             ResolvedStrategy::Disabled => Strategy::Disabled,
@@ -555,6 +556,7 @@ impl PassivationSettings {
     }
 
     /// Validate and instantiate the strategy for one shard.
+    #[doc(hidden)] // the simulator's instantiation, not an application's
     pub fn build<Id: Hash + Eq + Clone + EntityHash>(&self) -> Result<Strategy<Id>, SettingsError> {
         Ok(self.validate()?.build())
     }

@@ -155,7 +155,7 @@ pub enum RecoveryStep {
 pub enum PageOutcome {
     /// Apply every event of the page, in order.
     Apply,
-    /// Apply none: the journal jumps (see [`RECOVERY_ATTEMPTS`]); recovery starts over from
+    /// Apply none: the journal jumps (see `RECOVERY_ATTEMPTS`); recovery starts over from
     /// the newest snapshot, and the state must go back to what that snapshot (or, without
     /// one, the initial state) says.
     StartOver,

@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 
 pub mod conformance;
 mod fence;
@@ -49,7 +48,9 @@ mod store_url;
 mod util;
 
 pub use fence::Fence;
-pub use journaled::{JournalCursor, Recovery, Retention, SnapshotPlan};
+pub use journaled::{
+    JournalCursor, JournalGap, PageOutcome, Recovery, RecoveryStep, Retention, SnapshotPlan,
+};
 pub use lease::{LeaseAcquired, LeaseGrant, LeaseInfo};
 pub use memory::MemoryStore;
 pub use open::{open_store, redact_store_url};
@@ -243,8 +244,11 @@ pub enum StoreError {
 /// The outcome of one [`AtomicWrite`] in a batch.
 pub type WriteResult = Result<(), WriteRefused>;
 
-/// A future a store returns.
-pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+/// A future a store returns (what `Box::pin(async move { .. })` makes; spelt out rather than
+/// as `futures::future::BoxFuture`, the same type, so that a store of one's own needs no
+/// futures crate to name it).
+pub type StoreFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Storage for journals, snapshots, durable state and remembered entities.
 ///

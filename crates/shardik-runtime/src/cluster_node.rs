@@ -277,7 +277,10 @@ impl Node {
     }
 
     /// The parts, for programs that drive the node's stop themselves. A management API the
-    /// builder started keeps serving until the process ends.
+    /// builder started keeps serving until the process ends. Hidden: the runtime's tests and
+    /// the benchmark program use it; an application stops its node with [`leave`](Self::leave)
+    /// or [`wait`](Self::wait), and the parts are outside the facade's promise.
+    #[doc(hidden)]
     pub fn into_parts(self) -> (RunningNode, Sharding) {
         (self.running, self.sharding)
     }

@@ -13,17 +13,25 @@
 // Starting a node, configuring it, watching the cluster.
 pub use crate::cluster_node::{Node, NodeBuilder};
 pub use crate::config::Settings;
-pub use crate::handle::NodeHandle;
+pub use crate::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
 pub use crate::member_up::StoppedBeforeUp;
 pub use crate::node::StartError;
 pub use shardik_core::membership::{
-    Address, ClusterEvent, Member, MemberStatus, ShutdownReason, UniqueAddress,
+    Address, AddressParseError, ClusterEvent, CommandError, Member, MemberStatus, ShutdownReason,
+    UniqueAddress,
 };
+// What a node that cannot start says (inside [`StartError`]).
+#[cfg(feature = "management")]
+pub use crate::bootstrap::BootstrapError;
+pub use crate::discovery::DiscoveryError;
+pub use crate::tls::{PeerCertificate, TlsError};
+pub use crate::transport::TransportError;
 
 // Entities and how to reach them.
 pub use crate::sharding::{
-    AskError, EntityContext, EntityFailure, EntityKind, EntityRecovery, EntityRef, EntityRegion,
-    EntityTypeKey, InitError, ReplyTo, Sharding, ShardingError, SyncEntity, TellError,
+    AskError, DetachedAnswer, EntityContext, EntityFailure, EntityKind, EntityRecovery, EntityRef,
+    EntityRegion, EntityTypeKey, InitError, ReplyTo, Sharding, ShardingError, SyncEntity,
+    TellError,
 };
 // Ids, and a kind's own mapping of entities to shards.
 /// What an application implements for a plain sharded entity; [`SyncEntity`] for one whose
@@ -47,13 +55,44 @@ pub use crate::sharding::{
 };
 
 // Inspection.
-pub use crate::sharding::{ClusterShardingStats, RegionState};
+pub use crate::sharding::{ClusterShardingStats, HeldBackKind, RegionState};
 
 /// The management HTTP API's pieces an application's own routes use (`management` feature).
 #[cfg(feature = "management")]
 pub use crate::cluster_node::NoManagementApi;
 #[cfg(feature = "management")]
-pub use crate::http::WriteGuard;
+pub use crate::http::{ClientCertificate, GuardRefusal, WriteGuard};
+/// The HTTP framework the management API is built on, at the version it uses: the routes an
+/// application merges ([`Node::merge_routes`]) are its `Router`s (`management` feature).
+#[cfg(feature = "management")]
+pub use axum;
+
+/// The settings of a node, section by section: what [`Settings`]' fields hold (keys and
+/// defaults as in the built-in `reference.toml`, [`config::REFERENCE_TOML`]).
+pub mod config {
+    pub use shardik_config::*;
+    /// A check of one's own on whether a joining node's configuration fits the cluster's
+    /// ([`NodeBuilder::join_config_compat_checker`](crate::NodeBuilder::join_config_compat_checker)).
+    pub use shardik_core::membership::JoinConfigCompatChecker;
+    /// The allocation strategy's settings (`cluster.sharding.least-shard-allocation-strategy`).
+    pub use shardik_core::sharding::AllocationSettings;
+}
+
+/// Passivation: which idle or least-valuable entities a region stops to bound memory
+/// (`cluster.sharding.passivation`, or per kind with
+/// [`EntityKind::with_passivation`](crate::sharding::EntityKind::with_passivation)).
+pub mod passivation {
+    pub use shardik_passivation::{
+        AdmissionConfig, DurationSetting, FrequencySketchConfig, HillClimbingConfig,
+        IdleEntityConfig, LfuConfig, LimitSetting, LruConfig, PassivationSettings, PolicyConfig,
+        ResolvedStrategy, SegmentedConfig, SettingsError, StrategyConfig, WindowConfig,
+    };
+    /// What a resolved strategy is made of.
+    pub use shardik_passivation::{
+        AdmissionFilterSettings, CompositeSettings, HillClimbingSettings, IdleCheck,
+        ReplacementPolicy,
+    };
+}
 
 /// Durable entities: event-sourced ([`EventSourcedEntity`](persistence::EventSourcedEntity),
 /// its [`Effect`](persistence::Effect)s and [`EventSourcedKind`](persistence::EventSourcedKind))
@@ -70,6 +109,8 @@ pub mod persistence {
 
     /// What a store of one's own implements ([`Store`]), and what its methods take and give.
     pub mod store {
+        /// The bytes of events, snapshots and states.
+        pub use bytes::Bytes;
         /// The conformance suite a store of one's own must pass (the built-in ones do).
         pub use shardik_persistence::conformance;
         pub use shardik_persistence::{
@@ -78,5 +119,7 @@ pub mod persistence {
             TaggedEvent, WriteRefused, WriteResult, check_write, open_store, persistence_id,
             redact_store_url,
         };
+        /// What a recovery reads, page by page.
+        pub use shardik_persistence::{JournalGap, PageOutcome, RecoveryStep};
     }
 }

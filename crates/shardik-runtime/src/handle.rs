@@ -18,6 +18,7 @@ use crate::exit::ExitTasks;
 
 /// The cluster as one node sees it at one moment.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct MembershipSnapshot {
     /// This node's incarnation.
     pub self_node: UniqueAddress,
@@ -95,6 +96,7 @@ pub enum ControlCommand {
 
 /// Why a control request did not complete.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ControlError {
     /// The core refused it; the inner error says why.
     #[error(transparent)]
@@ -123,7 +125,9 @@ pub const EVENT_BUFFER: usize = 1024;
 
 impl NodeHandle {
     /// A handle from the driver's channels (with no entity-kind view: for an edge that serves
-    /// only the snapshot and the commands, such as the management API in tests).
+    /// only the snapshot and the commands, such as the management API in tests). Hidden: a
+    /// seam for the runtime's own tests, outside the facade's promise.
+    #[doc(hidden)]
     pub fn new(
         snapshot: watch::Receiver<Arc<MembershipSnapshot>>,
         commands: mpsc::Sender<ControlCommand>,
@@ -163,14 +167,14 @@ impl NodeHandle {
 
     /// The node's exit tasks: what runs between this node becoming Exiting and its confirming
     /// it, on every way of leaving (see [`crate::exit`]).
-    pub fn exit_tasks(&self) -> &ExitTasks {
+    pub(crate) fn exit_tasks(&self) -> &ExitTasks {
         &self.exit_tasks
     }
 
     /// A receiver of the membership the entity kinds act on
     /// ([`NodeCore::take_view`](shardik_core::node::NodeCore::take_view)); it wakes on every
     /// change, and reports an error once the node has stopped.
-    pub fn cluster_view(&self) -> watch::Receiver<Arc<ClusterView>> {
+    pub(crate) fn cluster_view(&self) -> watch::Receiver<Arc<ClusterView>> {
         self.view.clone()
     }
 

@@ -80,11 +80,6 @@ impl ShardingHealthCheck {
         }
     }
 
-    /// The settings the check runs with.
-    pub fn settings(&self) -> &ShardingHealthCheckSettings {
-        &self.settings
-    }
-
     /// Passes when no kind is named, once every named kind's region on this node has reported
     /// itself registered with its coordinator (and from then on), or when `disabled-after`
     /// has elapsed since this member became active. Otherwise lists each named kind that is
@@ -193,6 +188,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::config::Settings;
     use shardik_core::membership::{Address, UniqueAddress};
 
     /// Kinds with a registration answer each: `Some(true)` registered, `Some(false)` not yet,
@@ -221,10 +217,12 @@ mod tests {
     }
 
     fn settings(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
-        ShardingHealthCheckSettings {
-            names: names.iter().map(|n| n.to_string()).collect(),
-            timeout: Duration::from_millis(100),
-            disabled_after,
+        {
+            let mut settings = Settings::reference().cluster.sharding.healthcheck;
+            settings.names = names.iter().map(|n| n.to_string()).collect();
+            settings.timeout = Duration::from_millis(100);
+            settings.disabled_after = disabled_after;
+            settings
         }
     }
 

@@ -68,7 +68,9 @@ pub mod discovery;
 pub mod exit;
 pub mod facade;
 pub mod handle;
-pub mod health;
+// The sharding health check the management API serves (`/ready`).
+#[cfg(feature = "management")]
+mod health;
 #[cfg(feature = "management")]
 pub mod http;
 pub mod lease;

@@ -14,6 +14,7 @@ use crate::handle::{MembershipSnapshot, NodeHandle};
      `cluster.seed-nodes` and the log for the seeds' answers",
     last_status.map(|s| s.as_str()).unwrap_or("not a member")
 )]
+#[non_exhaustive]
 pub struct StoppedBeforeUp {
     /// This node's status when it was given up on (`None`: it never became a member, or was
     /// removed).

@@ -735,6 +735,9 @@ fn log_event(ev: &ClusterEvent) {
                 .map_or("none".to_string(), |a| a.address.to_string());
             info!(event = "role-leader", role = %role, leader = %leader, "leader of role {role} is {leader}")
         }
+        // The enum is open to new events (`#[non_exhaustive]`); one not named above still
+        // gets a line.
+        other => info!(event = "cluster", "{other:?}"),
     }
 }
 

@@ -85,5 +85,7 @@ pub(crate) fn log_shutdown(reason: &ShutdownReason) {
         ShutdownReason::IncompatibleConfig(why) => {
             warn!(%why, "the cluster refused this node's configuration");
         }
+        // The enum is open to new reasons (`#[non_exhaustive]`).
+        other => warn!(reason = ?other, "the node stopped"),
     }
 }

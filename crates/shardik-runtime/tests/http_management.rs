@@ -12,7 +12,7 @@ use serde_json::Value;
 use shardik_core::membership::{
     Address, CommandError, Member, MemberStatus, MembershipConfig, UniqueAddress,
 };
-use shardik_runtime::config::ShardingHealthCheckSettings;
+use shardik_runtime::config::{Settings, ShardingHealthCheckSettings};
 use shardik_runtime::http::{self, PROMETHEUS_CONTENT_TYPE};
 use shardik_runtime::metrics::{self as shardik_metrics, Metrics};
 use shardik_runtime::node::{self, NodeOptions, RunningNode};
@@ -40,23 +40,21 @@ fn member(port: u16, uid: u64, status: MemberStatus, roles: &[&str], up: u32) ->
 fn snapshot(self_status: Option<MemberStatus>) -> MembershipSnapshot {
     let mut oldest_per_role = BTreeMap::new();
     oldest_per_role.insert("backend".to_string(), ua(2551, 1));
-    MembershipSnapshot {
-        self_node: ua(2551, 1),
-        self_status,
-        leader: Some(ua(2551, 1)),
-        oldest: Some(ua(2551, 1)),
-        oldest_per_role,
-        members: vec![
-            member(2551, 1, MemberStatus::Up, &["backend", "api"], 1),
-            member(2552, 2, MemberStatus::Up, &[], 2),
-            member(2553, BIG_UID, MemberStatus::Up, &["backend"], 3),
-        ],
-        unreachable: vec![UnreachableMember {
-            node: ua(2553, BIG_UID),
-            observed_by: vec![ua(2551, 1), ua(2552, 2)],
-        }],
-        converged: false,
-    }
+    let mut snapshot = MembershipSnapshot::not_joined(ua(2551, 1));
+    snapshot.self_status = self_status;
+    snapshot.leader = Some(ua(2551, 1));
+    snapshot.oldest = Some(ua(2551, 1));
+    snapshot.oldest_per_role = oldest_per_role;
+    snapshot.members = vec![
+        member(2551, 1, MemberStatus::Up, &["backend", "api"], 1),
+        member(2552, 2, MemberStatus::Up, &[], 2),
+        member(2553, BIG_UID, MemberStatus::Up, &["backend"], 3),
+    ];
+    snapshot.unreachable = vec![UnreachableMember {
+        node: ua(2553, BIG_UID),
+        observed_by: vec![ua(2551, 1), ua(2552, 2)],
+    }];
+    snapshot
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -689,10 +687,12 @@ async fn real_node(
 }
 
 fn health(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
-    ShardingHealthCheckSettings {
-        names: names.iter().map(|n| n.to_string()).collect(),
-        timeout: Duration::from_secs(2),
-        disabled_after,
+    {
+        let mut settings = Settings::reference().cluster.sharding.healthcheck;
+        settings.names = names.iter().map(|n| n.to_string()).collect();
+        settings.timeout = Duration::from_secs(2);
+        settings.disabled_after = disabled_after;
+        settings
     }
 }
 

@@ -34,10 +34,12 @@ use tokio::time::Instant as TokioInstant;
 
 /// 2 s to live, renewed every 200 ms, 500 ms per call.
 fn lease_settings() -> LeaseSettings {
-    LeaseSettings {
-        heartbeat_timeout: Duration::from_secs(2),
-        heartbeat_interval: Duration::from_millis(200),
-        lease_operation_timeout: Duration::from_millis(500),
+    {
+        let mut settings = Settings::reference().coordination.lease;
+        settings.heartbeat_timeout = Duration::from_secs(2);
+        settings.heartbeat_interval = Duration::from_millis(200);
+        settings.lease_operation_timeout = Duration::from_millis(500);
+        settings
     }
 }
 
@@ -201,9 +203,10 @@ fn settings_that_cannot_keep_a_lease_are_refused() {
     let options = SbrLeaseOptions {
         store: Arc::new(MemoryStore::new()),
         name: "x".into(),
-        settings: LeaseSettings {
-            heartbeat_interval: Duration::from_secs(20),
-            ..lease_settings()
+        settings: {
+            let mut settings = lease_settings();
+            settings.heartbeat_interval = Duration::from_secs(20);
+            settings
         },
     };
     let rt = tokio::runtime::Builder::new_current_thread()

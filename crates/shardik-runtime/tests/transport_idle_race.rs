@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use shardik_core::membership::{Address, UniqueAddress};
-use shardik_runtime::config::TlsSettings;
+use shardik_runtime::config::Settings;
 use shardik_runtime::tls::TlsContext;
 use shardik_runtime::tls::certs::{CertificateAuthority, NodeCertRequest, Validity};
 use shardik_runtime::transport::{Receivers, Transport, TransportConfig};
@@ -43,14 +43,16 @@ fn tls_context(dir: &std::path::Path) -> TlsContext {
     std::fs::write(path("node.pem"), &node.cert_pem).unwrap();
     std::fs::write(path("node-key.pem"), &node.key_pem).unwrap();
     std::fs::write(path("ca.pem"), ca.cert_pem()).unwrap();
-    let settings = TlsSettings {
-        enabled: true,
-        cert_file: path("node.pem"),
-        key_file: path("node-key.pem"),
-        ca_cert_file: path("ca.pem"),
-        require_mutual_authentication: true,
-        trust_domain: "shardik".to_string(),
-        ssl_context_cache_ttl: Duration::from_secs(3600),
+    let settings = {
+        let mut settings = Settings::reference().transport.tls;
+        settings.enabled = true;
+        settings.cert_file = path("node.pem");
+        settings.key_file = path("node-key.pem");
+        settings.ca_cert_file = path("ca.pem");
+        settings.require_mutual_authentication = true;
+        settings.trust_domain = "shardik".to_string();
+        settings.ssl_context_cache_ttl = Duration::from_secs(3600);
+        settings
     };
     TlsContext::new(&settings, CLUSTER).expect("usable TLS files")
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shardik_core::membership::{Address, Message, UniqueAddress};
-use shardik_runtime::config::TlsSettings;
+use shardik_runtime::config::Settings;
 use shardik_runtime::metrics as m;
 use shardik_runtime::tls::TlsContext;
 use shardik_runtime::tls::certs::{IssuedCert, NodeCertRequest, Validity};
@@ -30,14 +30,16 @@ fn context(dir: &Path, name: &str, cert: &IssuedCert, ca_pem: &str) -> TlsContex
     std::fs::write(path(".pem"), &cert.cert_pem).unwrap();
     std::fs::write(path("-key.pem"), &cert.key_pem).unwrap();
     std::fs::write(path("-ca.pem"), ca_pem).unwrap();
-    let settings = TlsSettings {
-        enabled: true,
-        cert_file: path(".pem").display().to_string(),
-        key_file: path("-key.pem").display().to_string(),
-        ca_cert_file: path("-ca.pem").display().to_string(),
-        require_mutual_authentication: true,
-        trust_domain: "shardik".to_string(),
-        ssl_context_cache_ttl: Duration::from_secs(3600),
+    let settings = {
+        let mut settings = Settings::reference().transport.tls;
+        settings.enabled = true;
+        settings.cert_file = path(".pem").display().to_string();
+        settings.key_file = path("-key.pem").display().to_string();
+        settings.ca_cert_file = path("-ca.pem").display().to_string();
+        settings.require_mutual_authentication = true;
+        settings.trust_domain = "shardik".to_string();
+        settings.ssl_context_cache_ttl = Duration::from_secs(3600);
+        settings
     };
     TlsContext::new(&settings, CLUSTER).expect("usable TLS files")
 }

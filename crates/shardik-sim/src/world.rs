@@ -1079,5 +1079,7 @@ pub fn describe(ev: &ClusterEvent) -> String {
                 .as_ref()
                 .map_or("none".to_string(), |a| a.address.host.to_string())
         ),
+        // The enum is open to new events (`#[non_exhaustive]`).
+        other => format!("{other:?}"),
     }
 }

@@ -42,6 +42,7 @@ impl fmt::Debug for Address {
 
 /// Why a `HOST:PORT` string was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AddressParseError {
     /// No `:` separating host and port.
     #[error("`{0}` is not HOST:PORT")]

@@ -8,6 +8,7 @@ use super::member::{Member, MemberStatus};
 
 /// Something changed in the cluster as this node sees it.
 #[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
 pub enum ClusterEvent {
     /// A member appeared as Joining.
     MemberJoined(Member),

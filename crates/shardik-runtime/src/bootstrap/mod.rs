@@ -37,6 +37,7 @@ use probe::Prober;
 
 /// Why bootstrap could not start (the node does not start either).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BootstrapError {
     /// The discovery method could not be set up.
     #[error(transparent)]

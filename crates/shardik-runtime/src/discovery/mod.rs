@@ -97,6 +97,7 @@ pub struct ResolvedTarget {
 
 /// Why a lookup failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiscoveryError {
     /// The DNS lookup failed (no such name, no answer, server unreachable).
     #[error("DNS lookup of {what} failed: {cause}")]

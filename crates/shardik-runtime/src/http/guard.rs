@@ -194,6 +194,7 @@ impl WriteGuard {
 
 /// Why the guard refused a state-changing request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GuardRefusal {
     /// Writes are disabled (403).
     ReadOnly,

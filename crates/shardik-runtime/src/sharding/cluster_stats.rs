@@ -13,6 +13,7 @@ use super::handle::Sharding;
 
 /// Entities per shard per region over the cluster, for one entity kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClusterShardingStats {
     /// Each region that answered (by node `host:port`) with its shards and entity counts.
     pub regions: std::collections::BTreeMap<String, Vec<(ShardId, u32)>>,

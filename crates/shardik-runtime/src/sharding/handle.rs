@@ -56,7 +56,10 @@ impl Sharding {
     }
 
     /// Attaches sharding to a running node: from now on it serves the node's user traffic.
-    /// Fails if sharding (or anything else) already took that traffic on this node.
+    /// Fails if sharding (or anything else) already took that traffic on this node. Hidden:
+    /// [`NodeBuilder::start`](crate::NodeBuilder::start) does this for an application; the
+    /// runtime's tests and the benchmark program wire the parts themselves.
+    #[doc(hidden)]
     pub fn start(node: &RunningNode, config: ShardingConfig) -> Result<Sharding, StartError> {
         let user_messages = node
             .take_user_messages()

@@ -12,6 +12,7 @@ use shardik_core::membership::UniqueAddress;
 /// One kind whose allocation waits, as `/ready` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct HeldBackKind {
     /// The entity kind.
     pub kind: String,

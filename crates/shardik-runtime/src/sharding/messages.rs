@@ -174,6 +174,7 @@ pub(crate) enum Control {
 
 /// What a region reports about itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RegionState {
     /// Each hosted shard with its live entity ids, in shard order.
     pub shards: Vec<(ShardId, Vec<EntityId>)>,

@@ -527,7 +527,7 @@ fn build(profile: &Profile, files: &Snapshot) -> Result<Loaded, TlsError> {
     let server_verifier =
         WebPkiServerVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
             .build()
-            .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+            .map_err(|e| TlsError::Rustls(e.to_string()))?;
     let mut client_verifier =
         WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&provider));
     if profile.client_auth == ClientAuth::Optional {
@@ -535,30 +535,30 @@ fn build(profile: &Profile, files: &Snapshot) -> Result<Loaded, TlsError> {
     }
     let client_verifier = client_verifier
         .build()
-        .map_err(|e| TlsError::Rustls(rustls::Error::General(e.to_string())))?;
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
 
     let mut server = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(profile.versions)
-        .map_err(TlsError::Rustls)?
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
         .with_client_cert_verifier(Arc::new(ClusterClientVerifier::new(
             client_verifier,
             profile.cluster_uri.clone(),
         )))
         .with_single_cert(chain.clone(), key.clone_key())
-        .map_err(TlsError::Rustls)?;
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
     server.session_storage = Arc::new(NoServerSessionStorage {});
     server.send_tls13_tickets = 0;
 
     let mut client = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(profile.versions)
-        .map_err(TlsError::Rustls)?
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(ClusterServerVerifier::new(
             server_verifier,
             profile.cluster_uri.clone(),
         )))
         .with_client_auth_cert(chain, key)
-        .map_err(TlsError::Rustls)?;
+        .map_err(|e| TlsError::Rustls(e.to_string()))?;
     client.resumption = Resumption::disabled();
 
     Ok(Loaded {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 /// Why the certificate, key or CA files cannot be used. Each message names the configuration
 /// key, the file and the cause, so the operator knows which file to fix and how.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TlsError {
     /// A file is missing or unreadable.
     #[error("cannot read `{key}` file `{}`: {source}", path.display())]
@@ -98,10 +99,10 @@ pub enum TlsError {
         /// What is allowed.
         reason: &'static str,
     },
-    /// rustls refused the configuration for another reason.
-    #[cfg(feature = "tls")]
+    /// rustls refused the configuration for another reason (its message: rustls's error type
+    /// stays out of this enum, so that a program names it without depending on rustls).
     #[error("TLS configuration refused: {0}")]
-    Rustls(rustls::Error),
+    Rustls(String),
     /// The configuration turns TLS on, but this build of shardik leaves TLS out.
     #[error(
         "`{key}` is on, but this build of shardik has no TLS: turn on the `tls` feature of the          `shardik` crate (or turn `{key}` off)"

@@ -23,7 +23,7 @@ pub fn https_client_config(
     let roots = pem::root_store(ca, &ca.read())?;
     let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(TlsError::Rustls)?
+        .map_err(|e| TlsError::Rustls(e.to_string()))?
         .with_root_certificates(roots);
     match identity {
         None => Ok(builder.with_no_client_auth()),
@@ -31,7 +31,7 @@ pub fn https_client_config(
             let (chain, key) = pem::identity(cert, &cert.read(), key, &key.read(), &provider)?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(TlsError::Rustls)
+                .map_err(|e| TlsError::Rustls(e.to_string()))
         }
     }
 }

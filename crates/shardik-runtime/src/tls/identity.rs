@@ -133,6 +133,7 @@ pub struct PeerCertificate {
 impl PeerCertificate {
     /// Reads the fields the transport uses from a DER certificate. `None` if it does not
     /// parse (a certificate rustls verified always does).
+    #[doc(hidden)] // names rustls's type: for the runtime and its tests, not the facade
     pub fn from_der(der: CertificateDer<'static>) -> Option<Self> {
         let (serial, not_before, not_after, uris) = {
             let cert = parse(&der).ok()?;
@@ -171,8 +172,8 @@ impl PeerCertificate {
             .unwrap_or(false)
     }
 
-    /// The certificate as DER.
-    pub fn der(&self) -> &CertificateDer<'static> {
+    /// The certificate as DER bytes.
+    pub fn der(&self) -> &[u8] {
         &self.der
     }
 

@@ -160,6 +160,7 @@ pub enum Outgoing {
 
 /// Why the transport could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The listen address could not be bound (in use, or not an address of this machine).
     #[error("cannot listen on {addr}: {source}")]

@@ -171,7 +171,7 @@ impl io::Read for Socket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TlsSettings;
+    use crate::config::Settings;
     use crate::tls::TlsContext;
     use crate::tls::certs::{CertificateAuthority, NodeCertRequest, Validity};
     use tokio::io::AsyncReadExt;
@@ -192,14 +192,16 @@ mod tests {
         std::fs::write(path("node.pem"), &node.cert_pem).unwrap();
         std::fs::write(path("node-key.pem"), &node.key_pem).unwrap();
         std::fs::write(path("ca.pem"), ca.cert_pem()).unwrap();
-        let settings = TlsSettings {
-            enabled: true,
-            cert_file: path("node.pem"),
-            key_file: path("node-key.pem"),
-            ca_cert_file: path("ca.pem"),
-            require_mutual_authentication: true,
-            trust_domain: "shardik".to_string(),
-            ssl_context_cache_ttl: Duration::from_secs(3600),
+        let settings = {
+            let mut settings = Settings::reference().transport.tls;
+            settings.enabled = true;
+            settings.cert_file = path("node.pem");
+            settings.key_file = path("node-key.pem");
+            settings.ca_cert_file = path("ca.pem");
+            settings.require_mutual_authentication = true;
+            settings.trust_domain = "shardik".to_string();
+            settings.ssl_context_cache_ttl = Duration::from_secs(3600);
+            settings
         };
         TlsContext::new(&settings, "bench").unwrap()
     }

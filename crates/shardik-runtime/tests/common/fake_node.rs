@@ -20,16 +20,13 @@ pub fn two_up_members() -> MembershipSnapshot {
             m
         })
         .collect();
-    MembershipSnapshot {
-        self_node: ua(2551),
-        self_status: Some(MemberStatus::Up),
-        leader: Some(ua(2551)),
-        oldest: Some(ua(2551)),
-        oldest_per_role: Default::default(),
-        members,
-        unreachable: Vec::new(),
-        converged: true,
-    }
+    let mut snapshot = MembershipSnapshot::not_joined(ua(2551));
+    snapshot.self_status = Some(MemberStatus::Up);
+    snapshot.leader = Some(ua(2551));
+    snapshot.oldest = Some(ua(2551));
+    snapshot.members = members;
+    snapshot.converged = true;
+    snapshot
 }
 
 /// A fake node's control loop that accepts every command (join, leave, down, join seed

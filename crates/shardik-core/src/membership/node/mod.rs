@@ -136,6 +136,7 @@ pub enum Command {
 
 /// Why the node stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ShutdownReason {
     /// It left gracefully and was told it is Exiting.
     Left,
@@ -223,6 +224,7 @@ impl DropReason {
 
 /// Why a local command could not be carried out. Nothing changed when one is reported.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommandError {
     /// No member has that address; check the address (host:port) against `GET /cluster/members`.
     #[error("no member at {0}")]

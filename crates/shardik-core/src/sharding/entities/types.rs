@@ -97,7 +97,7 @@ pub struct Done<L: Lifecycle> {
     pub passivate: bool,
     /// It handled the kind's stop message.
     pub was_stop: bool,
-    /// The command came from the entity's own context (see [`Job::from_context`]).
+    /// The command came from the entity's own context (see `Job::from_context`).
     pub from_context: bool,
     /// What the handler asked of the lifecycle through its context, in order.
     pub requests: Vec<ContextRequest<L::Command>>,
