@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use shardik_core::membership::Address;
+use shardik_core::membership::{Address, ShutdownReason};
 use shardik_runtime::config::Settings;
 use shardik_runtime::{Node, logging};
 
@@ -106,12 +106,17 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_node(
+    let reason = runtime.block_on(run_node(
         addresses.bind,
         settings,
         args.demo_counters,
         args.demo_evolving,
-    ))
+    ))?;
+    if reason == ShutdownReason::Interrupted {
+        // Asked twice: tasks still leaving must not hold the process.
+        runtime.shutdown_background();
+    }
+    Ok(ExitCode::from(reason.exit_code()))
 }
 
 async fn run_node(
@@ -119,7 +124,7 @@ async fn run_node(
     settings: Settings,
     demo_counters: bool,
     demo_evolving: Option<EvolvingVersion>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<ShutdownReason> {
     // The settings carry `--advertise` (cluster.canonical-address) and `--management`
     // (management.http.*) too; the management port is bound, and its token and TLS files
     // read, before the node joins.
@@ -185,6 +190,5 @@ async fn run_node(
             "demo kind `evolving` enabled: POST /demo/evolving/{{id}}"
         );
     }
-    let reason = node.run_until_signal().await;
-    Ok(ExitCode::from(reason.exit_code()))
+    Ok(node.run_until_signal().await)
 }

@@ -198,6 +198,45 @@ async fn sigterm_leaves_gracefully_and_exits_zero() {
     }
 }
 
+/// A second SIGTERM while the node is leaving makes `run_until_signal` return at once: the
+/// process exits with 130 without waiting for the leave, which cannot end here (the only
+/// other member is frozen, so the leave never converges).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_while_leaving_exits_at_once_with_130() {
+    let http = client();
+    let mut nodes = start_cluster(&http, "twice", 2, &[]).await;
+    let mut leaver = nodes.pop().expect("two nodes");
+    nodes[0].signal("STOP");
+    leaver.signal("TERM");
+    // Two signals in a row may reach the process as one: send the second only once the
+    // first was taken.
+    let deadline = Instant::now() + BOUND;
+    while !leaver.stderr().contains("signal received: leaving") {
+        assert!(
+            Instant::now() < deadline,
+            "the leaver did not take the first SIGTERM\n{}",
+            leaver.report()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leaver.signal("TERM");
+    let status = leaver.wait_exit(Duration::from_secs(5)).await;
+    nodes[0].signal("CONT");
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "exit after the second SIGTERM\n{}",
+        leaver.report()
+    );
+    let log = leaver.stderr();
+    let exiting = format!("member {} is Exiting", leaver.addr());
+    assert!(
+        log.contains("second signal") && !log.contains(&exiting),
+        "{}",
+        leaver.report()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_node_on_same_port_rejoins_with_new_uid() {
     let http = client();

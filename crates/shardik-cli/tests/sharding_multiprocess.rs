@@ -204,6 +204,34 @@ async fn counters_live_on_one_node_and_answer_through_all() {
         .status()
         .as_u16();
     assert_eq!(s, 404);
+
+    // At INFO a node's log tells what changed in the cluster; one line per shard started or
+    // per connection accepted is routine, and DEBUG (90 counters over 3 nodes here).
+    for node in &nodes {
+        let routine = routine_info_lines(&node.stderr());
+        assert!(
+            routine.is_empty(),
+            "{} logs routine lines at INFO:\n{}",
+            node.spec.name,
+            routine.join("\n")
+        );
+    }
+}
+
+/// The INFO lines of a JSON log that are about one shard or one connection.
+fn routine_info_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["level"] == "INFO")
+        .filter(|line| {
+            let fields = &line["fields"];
+            !fields["shard"].is_null()
+                || fields["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("accepted connection"))
+        })
+        .map(|line| line.to_string())
+        .collect()
 }
 
 /// Kills a node with SIGKILL (`graceful = false`) or stops it with SIGTERM; every counter

@@ -43,6 +43,12 @@ fn node_env() -> Vec<(&'static str, &'static str)> {
     env.extend([
         ("SHARDIK_TRANSPORT__IDLE_TIMEOUT", "1s"),
         ("SHARDIK_TRANSPORT__FRAME_READ_TIMEOUT", "1s"),
+        // Which certificate each accepted connection presented is a DEBUG line: routine at
+        // INFO, but what this test reads.
+        (
+            "SHARDIK_LOGGING__LEVEL",
+            "info,shardik_runtime::transport::inbound=debug",
+        ),
     ]);
     env
 }

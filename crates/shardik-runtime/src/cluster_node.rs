@@ -185,6 +185,13 @@ impl Node {
         self.running.handle.wait_until_up().await
     }
 
+    /// As [`wait_until_up`](Self::wait_until_up), for at most `timeout`; on timeout the
+    /// error names the seeds that did not let this node in, and why: see
+    /// [`NodeHandle::wait_until_up_within`].
+    pub async fn wait_until_up_within(&self, timeout: Duration) -> Result<(), crate::NotUp> {
+        self.running.handle.wait_until_up_within(timeout).await
+    }
+
     /// Runs `callback` once, when this node becomes Up, and never if it stops before (Akka's
     /// `registerOnMemberUp`): see [`NodeHandle::on_member_up`].
     pub fn on_member_up(&self, callback: impl FnOnce() + Send + 'static) {
@@ -218,10 +225,13 @@ impl Node {
     }
 
     /// Runs until the node stops, as a process's main task does: the first SIGTERM or SIGINT
-    /// makes it leave gracefully (shards handed off first), a second one ends the process at
-    /// once (exit code [`SECOND_SIGNAL_EXIT_CODE`](crate::process::SECOND_SIGNAL_EXIT_CODE)).
-    /// Logs why it stopped (at WARN unless it left) and stops the management API; end the
-    /// process with [`ShutdownReason::exit_code`].
+    /// makes it leave gracefully (shards handed off first); a second one makes this return at
+    /// once with [`ShutdownReason::Interrupted`], without waiting for the leave to end. Logs
+    /// why it stopped (at WARN unless it left) and stops the management API; end the process
+    /// with [`ShutdownReason::exit_code`] (130 after a second signal). It never ends the
+    /// process itself. After `Interrupted`, return from `main` at once; a program that built
+    /// its Tokio runtime by hand ends it with `Runtime::shutdown_background`, so that tasks
+    /// still leaving do not hold the process.
     ///
     /// ```no_run
     /// # use shardik_runtime::facade as shardik;
@@ -242,8 +252,12 @@ impl Node {
         let finished = async { self.running.finished.await.unwrap_or(ShutdownReason::Left) };
         let reason =
             crate::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
-        stop_sharding(&self.sharding).await;
         crate::process::log_shutdown(&reason);
+        if reason == ShutdownReason::Interrupted {
+            // Asked twice: nothing more is waited for.
+            return reason;
+        }
+        stop_sharding(&self.sharding).await;
         #[cfg(feature = "management")]
         if let Some(management) = self.management {
             management.shut_down().await;

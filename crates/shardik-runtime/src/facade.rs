@@ -14,7 +14,7 @@
 pub use crate::cluster_node::{Node, NodeBuilder};
 pub use crate::config::Settings;
 pub use crate::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
-pub use crate::member_up::StoppedBeforeUp;
+pub use crate::member_up::{NotUp, StoppedBeforeUp};
 pub use crate::node::StartError;
 pub use shardik_core::membership::{
     Address, AddressParseError, ClusterEvent, CommandError, Member, MemberStatus, ShutdownReason,
@@ -55,7 +55,7 @@ pub use crate::sharding::{
 };
 
 // Inspection.
-pub use crate::sharding::{ClusterShardingStats, HeldBackKind, RegionState};
+pub use crate::sharding::{ClusterShardingStats, HeldBackKind, NotHosted, RegionState};
 
 /// The management HTTP API's pieces an application's own routes use (`management` feature).
 #[cfg(feature = "management")]

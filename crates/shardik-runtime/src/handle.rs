@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardik_core::membership::{
-    Address, ClusterEvent, CommandError, Member, MemberStatus, UniqueAddress,
+    Address, ClusterEvent, CommandError, Member, MemberStatus, ShutdownReason, UniqueAddress,
 };
 use shardik_core::node::ClusterView;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -36,6 +36,13 @@ pub struct MembershipSnapshot {
     pub unreachable: Vec<UnreachableMember>,
     /// Whether this node sees convergence.
     pub converged: bool,
+    /// Why this node stopped, once it has: the last snapshot a stopped node publishes says
+    /// so (a refused configuration names the keys that differ).
+    pub stopped: Option<ShutdownReason>,
+    /// While this node has not got in through its seeds for `cluster.seed-node-timeout`:
+    /// each seed it could not join, with why as far as the transport knows
+    /// (`127.0.0.1:2551: connection refused`). Empty once it joined.
+    pub unanswered_seeds: Vec<String>,
 }
 
 /// One unreachable member and its observers.
@@ -59,6 +66,8 @@ impl MembershipSnapshot {
             members: Vec::new(),
             unreachable: Vec::new(),
             converged: false,
+            stopped: None,
+            unanswered_seeds: Vec::new(),
         }
     }
 

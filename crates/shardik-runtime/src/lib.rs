@@ -96,6 +96,6 @@ pub use shardik_config as config;
 #[cfg(feature = "management")]
 pub use cluster_node::NoManagementApi;
 pub use cluster_node::{Node, NodeBuilder};
-pub use member_up::StoppedBeforeUp;
+pub use member_up::{NotUp, StoppedBeforeUp};
 
 pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};

@@ -3,22 +3,82 @@
 //! its work once the node is a full member instead of guessing with a sleep, and hears about
 //! it when the node never gets there (a wrong seed address, a refused join).
 
-use shardik_core::membership::{MemberStatus, NOT_YET_UP};
+use std::fmt;
+use std::time::Duration;
+
+use shardik_core::membership::{MemberStatus, NOT_YET_UP, ShutdownReason};
 
 use crate::handle::{MembershipSnapshot, NodeHandle};
 
 /// The node stopped, or started to leave or was downed, before it ever became Up.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "this node stopped before it became Up (its last status: {}); if it never joined, check \
-     `cluster.seed-nodes` and the log for the seeds' answers",
-    last_status.map(|s| s.as_str()).unwrap_or("not a member")
-)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoppedBeforeUp {
     /// This node's status when it was given up on (`None`: it never became a member, or was
     /// removed).
     pub last_status: Option<MemberStatus>,
+    /// Why the node stopped, when it did (`None` while it runs on: it started to leave, or
+    /// was downed). A refused configuration ([`ShutdownReason::IncompatibleConfig`]) names
+    /// the keys that differ from the cluster's.
+    pub reason: Option<ShutdownReason>,
+}
+
+impl fmt::Display for StoppedBeforeUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.last_status.map_or("not a member", |s| s.as_str());
+        match &self.reason {
+            Some(ShutdownReason::IncompatibleConfig(why)) => write!(
+                f,
+                "this node stopped before it became Up: the cluster refused its configuration: \
+                 {why}"
+            ),
+            Some(ShutdownReason::Orphaned) => write!(
+                f,
+                "this node stopped before it became Up: every other member of the cluster it \
+                 was joining went down; start it again to join"
+            ),
+            _ => write!(
+                f,
+                "this node stopped before it became Up (its last status: {status}); if it never \
+                 joined, check `cluster.seed-nodes` and the log for the seeds' answers"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoppedBeforeUp {}
+
+/// Why [`wait_until_up_within`](NodeHandle::wait_until_up_within) gave up.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotUp {
+    /// The node stopped, or started to leave or was downed, first.
+    #[error(transparent)]
+    Stopped(#[from] StoppedBeforeUp),
+    /// The node still runs, but was not Up in time.
+    #[error("{}", not_up_in_time(*waited, *last_status, unanswered_seeds))]
+    TimedOut {
+        /// How long it was waited for.
+        waited: Duration,
+        /// Its status then (`None`: not a member yet).
+        last_status: Option<MemberStatus>,
+        /// The seeds that had not let it in, each with why as far as the transport knows
+        /// (empty when it joined, or has not waited `cluster.seed-node-timeout` yet).
+        unanswered_seeds: Vec<String>,
+    },
+}
+
+fn not_up_in_time(waited: Duration, status: Option<MemberStatus>, seeds: &[String]) -> String {
+    let status = status.map_or("not a member", |s| s.as_str());
+    if seeds.is_empty() {
+        format!("this node was not Up within {waited:?} (its status: {status})")
+    } else {
+        format!(
+            "this node was not Up within {waited:?} (its status: {status}): its seeds did not \
+             let it in ({}); check `cluster.seed-nodes` and that they run",
+            seeds.join("; ")
+        )
+    }
 }
 
 /// What a snapshot says about this node becoming Up.
@@ -59,21 +119,46 @@ impl NodeHandle {
     pub async fn wait_until_up(&self) -> Result<(), StoppedBeforeUp> {
         let mut snapshots = self.watch();
         loop {
-            let last_status = {
+            {
                 let snapshot = snapshots.borrow_and_update();
+                let stopped = || StoppedBeforeUp {
+                    last_status: snapshot.self_status,
+                    reason: snapshot.stopped.clone(),
+                };
                 match progress(&snapshot) {
                     Progress::Up => return Ok(()),
-                    Progress::Never => {
-                        return Err(StoppedBeforeUp {
-                            last_status: snapshot.self_status,
-                        });
-                    }
-                    Progress::Waiting => snapshot.self_status,
+                    Progress::Never => return Err(stopped()),
+                    Progress::Waiting if snapshot.stopped.is_some() => return Err(stopped()),
+                    Progress::Waiting => {}
                 }
-            };
-            // The node's driver owns the sender: an error means the node has stopped.
+            }
+            // The node's driver owns the sender: an error means the node has stopped (its
+            // last snapshot, read above, said why).
             if snapshots.changed().await.is_err() {
-                return Err(StoppedBeforeUp { last_status });
+                let snapshot = snapshots.borrow();
+                return Err(StoppedBeforeUp {
+                    last_status: snapshot.self_status,
+                    reason: snapshot.stopped.clone(),
+                });
+            }
+        }
+    }
+
+    /// As [`wait_until_up`](Self::wait_until_up), for at most `timeout`: a node whose seeds
+    /// do not let it in waits for them without end (they may start later), and this says,
+    /// after `timeout`, which seeds did not answer and why
+    /// ([`NotUp::TimedOut::unanswered_seeds`](NotUp::TimedOut)), once the node has tried them
+    /// for `cluster.seed-node-timeout`.
+    pub async fn wait_until_up_within(&self, timeout: Duration) -> Result<(), NotUp> {
+        match tokio::time::timeout(timeout, self.wait_until_up()).await {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                let snapshot = self.snapshot();
+                Err(NotUp::TimedOut {
+                    waited: timeout,
+                    last_status: snapshot.self_status,
+                    unanswered_seeds: snapshot.unanswered_seeds.clone(),
+                })
             }
         }
     }

@@ -370,6 +370,8 @@ impl Driver {
             self.forget_aliases();
             if let Some(reason) = stopped {
                 self.publish();
+                self.snapshot_tx
+                    .send_modify(|s| Arc::make_mut(s).stopped = Some(reason.clone()));
                 info!(?reason, "node stopped");
                 // Let the writers flush the last gossip and exit confirmation.
                 tokio::time::sleep(Duration::from_millis(300)).await;
@@ -636,6 +638,10 @@ impl Driver {
              node can reach them: {}",
             seeds.join("; ")
         );
+        // For `wait_until_up_within`, whose caller sees no log. The next snapshot built from
+        // a new state (this node joined) has none.
+        self.snapshot_tx
+            .send_modify(|s| Arc::make_mut(s).unanswered_seeds = seeds);
     }
 }
 
@@ -695,6 +701,8 @@ pub fn snapshot_of(core: &Membership) -> MembershipSnapshot {
             .map(|(node, observed_by)| UnreachableMember { node, observed_by })
             .collect(),
         converged: core.is_converged(),
+        stopped: None,
+        unanswered_seeds: Vec::new(),
     }
 }
 

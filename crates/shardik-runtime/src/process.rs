@@ -3,8 +3,9 @@
 //!
 //! What `shardik node`, `examples/shopping-cart` and every user program would otherwise copy:
 //! [`Node::run_until_signal`](crate::Node::run_until_signal) waits for the node to stop, the
-//! first signal making it leave (shards handed off first) and a second one ending the process
-//! at once; [`ShutdownReason::exit_code`] says how the process should end. The management API
+//! first signal making it leave (shards handed off first) and a second one making it return
+//! at once ([`ShutdownReason::Interrupted`]); [`ShutdownReason::exit_code`] says how the
+//! process should end. The library never ends the process itself: the program decides. The management API
 //! such a process serves is `crate::http`'s (`NodeBuilder::management`, feature
 //! `management`).
 
@@ -16,21 +17,25 @@ use tracing::{info, warn};
 
 use crate::node::StopRequest;
 
-/// The exit code of a process ended by a second signal (128 + SIGINT, as shells report it).
-pub const SECOND_SIGNAL_EXIT_CODE: i32 = 130;
-
-/// Waits for the node to stop, turning the first SIGTERM or SIGINT into a graceful leave and
-/// a second one into an immediate exit ([`SECOND_SIGNAL_EXIT_CODE`]).
+/// Waits for the node to stop, turning the first SIGTERM or SIGINT into a graceful leave; a
+/// second one ends the wait at once with [`ShutdownReason::Interrupted`].
 pub(crate) async fn until_signal_or_stop(
     stop: mpsc::Sender<StopRequest>,
     finished: impl Future<Output = ShutdownReason>,
 ) -> ShutdownReason {
-    let signals = crate::task::spawn(leave_on_signal(stop));
-    let reason = finished.await;
-    signals.abort();
-    reason
+    let mut signals = crate::task::spawn(leave_on_signal(stop));
+    tokio::select! {
+        reason = finished => {
+            signals.abort();
+            reason
+        }
+        // The signal task ends only on a second signal (or if it panicked: then the node
+        // still stops as it was going to, and the wait goes on for it).
+        Ok(()) = &mut signals => ShutdownReason::Interrupted,
+    }
 }
 
+/// Sends a leave on the first signal and returns on the second.
 async fn leave_on_signal(stop: mpsc::Sender<StopRequest>) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => Some(term),
@@ -61,8 +66,8 @@ async fn leave_on_signal(stop: mpsc::Sender<StopRequest>) {
             );
             let _ = stop.send(StopRequest::Leave).await;
         } else {
-            warn!("second signal: exiting at once");
-            std::process::exit(SECOND_SIGNAL_EXIT_CODE);
+            warn!("second signal: not waiting for the leave to end");
+            return;
         }
     }
 }
@@ -85,6 +90,10 @@ pub(crate) fn log_shutdown(reason: &ShutdownReason) {
         ShutdownReason::IncompatibleConfig(why) => {
             warn!(%why, "the cluster refused this node's configuration");
         }
+        ShutdownReason::Interrupted => warn!(
+            "asked to stop a second time while leaving: returning without waiting for the \
+             leave to end (what was not handed off yet was not)"
+        ),
         // The enum is open to new reasons (`#[non_exhaustive]`).
         other => warn!(reason = ?other, "the node stopped"),
     }

@@ -408,6 +408,107 @@ fn joiners_orphaned_by_a_crash_of_every_member_stop_rather_than_lead_clusters_of
     }
 }
 
+/// A joiner that stops while it is still Joining must not hold up another member's graceful
+/// leave, nor have it end Downed: the leaver ends `Left`, within a few leader ticks, far
+/// sooner than the split-brain resolver's `stable-after` (20 s). The joiner either crashed
+/// (its port refuses) or went silent (paused: nothing refuses, it is only unreachable).
+#[test]
+fn a_joiner_that_stops_while_joining_does_not_hold_up_a_graceful_leave() {
+    for seed in 1..=20 {
+        for members in [1, 2] {
+            for crash in [true, false] {
+                let case = format!("seed {seed}, {members} members, crash {crash}");
+                let mut w = world(seed);
+                form_cluster(&mut w, members).expect("formed");
+                let joiner = w.add_node();
+                w.join(joiner, &[0]);
+                let welcomed =
+                    w.run_until_pred(Duration::from_secs(10), |w| w.core(joiner).is_member());
+                assert!(welcomed.is_some(), "{case}: the joiner was not welcomed");
+                if crash {
+                    w.crash(joiner);
+                } else {
+                    w.pause(joiner, Duration::from_secs(60));
+                }
+                let leaver = members - 1;
+                w.leave(leaver);
+                let left = w.run_until_pred(Duration::from_secs(10), |w| {
+                    w.shutdown_reason(leaver).is_some()
+                });
+                assert!(
+                    left.is_some(),
+                    "{case}: the leave hung; node {leaver} sees {:?}",
+                    w.members_seen_by(leaver)
+                        .iter()
+                        .map(|m| (m.addr.address.to_string(), m.status))
+                        .collect::<Vec<_>>()
+                );
+                assert_eq!(
+                    w.shutdown_reason(leaver),
+                    Some(&ShutdownReason::Left),
+                    "{case}"
+                );
+                assert_clean(&w, seed);
+            }
+        }
+    }
+}
+
+/// A Joining member that went silent does not hold the others back, and is not moved Up
+/// while it is unreachable: with `min-nr-of-members = 3`, the first member and a joiner wait;
+/// the joiner goes silent; two more join, and the leader moves those three Up, not the
+/// silent one (which, moved Up, would block every later convergence until it was downed).
+#[test]
+fn an_unreachable_joiner_is_not_moved_up_with_the_others() {
+    for seed in 1..=10 {
+        let mut w = world_with(seed, |c| c.membership.min_nr_of_members = 3);
+        let (a, b) = (w.add_node(), w.add_node());
+        w.join(a, &[a]);
+        w.join(b, &[a]);
+        let joined = w.run_until_pred(Duration::from_secs(10), |w| w.core(b).is_member());
+        assert!(joined.is_some(), "seed {seed}: b was not welcomed");
+        w.pause(b, Duration::from_secs(120));
+        let b_addr = w.core(b).self_node().clone();
+        let lost = w.run_until_pred(Duration::from_secs(30), |w| {
+            !w.core(a).gossip().is_reachable(&b_addr)
+        });
+        assert!(lost.is_some(), "seed {seed}: a never saw b unreachable");
+        let (c, d) = (w.add_node(), w.add_node());
+        w.join(c, &[a]);
+        w.join(d, &[a]);
+        // Each of a, c and d sees the three Up (and b, still a member, not Up).
+        let up = w.run_until_pred(Duration::from_secs(15), |w| {
+            [a, c, d].iter().all(|&i| {
+                [a, c, d].iter().all(|&j| {
+                    let addr = World::address_of(j);
+                    w.members_seen_by(i)
+                        .iter()
+                        .any(|m| m.addr.address == addr && m.status == MemberStatus::Up)
+                })
+            })
+        });
+        assert!(
+            up.is_some(),
+            "seed {seed}: the reachable members were held back by the silent joiner: {:?}",
+            w.members_seen_by(a)
+                .iter()
+                .map(|m| (m.addr.address.to_string(), m.status))
+                .collect::<Vec<_>>()
+        );
+        let b_status = w
+            .members_seen_by(a)
+            .iter()
+            .find(|m| m.addr == b_addr)
+            .map(|m| m.status);
+        assert_ne!(
+            b_status,
+            Some(MemberStatus::Up),
+            "seed {seed}: the silent joiner was moved Up"
+        );
+        assert_clean(&w, seed);
+    }
+}
+
 /// A joiner whose welcomer leaves gracefully is not orphaned: the cluster handed over, and
 /// the joiner carries it on, as the reference's does.
 #[test]

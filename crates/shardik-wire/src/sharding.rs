@@ -143,6 +143,10 @@ pub struct WireStats {
     /// Each shard the region hosts, with its number of live entities. No shard appears twice,
     /// and there are at most [`ShardingLimits::max_shards_per_message`] on decode.
     pub shards: Vec<(ShardId, u32)>,
+    /// Whether the answering node runs the kind and its region is registered with the
+    /// coordinator: it can be given shards. `false` from a node that does not run the kind,
+    /// and from nodes of releases before this field.
+    pub registered: bool,
 }
 
 /// Why an ask produced no answer.
@@ -484,6 +488,7 @@ fn stats_to_pb(s: &WireStats) -> pb::StatsReply {
                 entities: *entities,
             })
             .collect(),
+        registered: s.registered,
     }
 }
 
@@ -813,6 +818,7 @@ fn stats_from_pb(r: pb::StatsReply, limits: &ShardingLimits) -> Result<WireStats
     Ok(WireStats {
         request_id,
         shards: ids.into_iter().zip(entities).collect(),
+        registered: r.registered,
     })
 }
 
@@ -1119,6 +1125,7 @@ mod tests {
             WireStats {
                 request_id: NonZeroU64::MIN,
                 shards: vec![],
+                registered: false,
             },
             // Order is kept; zero entities (omitted by proto3) and the extremes survive.
             WireStats {
@@ -1129,10 +1136,12 @@ mod tests {
                     (s("žluťoučký"), u32::MAX),
                     (s("5"), 1),
                 ],
+                registered: true,
             },
             WireStats {
                 request_id: NonZeroU64::MAX,
                 shards: vec![(Arc::from("y".repeat(DEFAULT_MAX_ID_LEN)), 128)],
+                registered: true,
             },
         ]
     }
@@ -1534,6 +1543,7 @@ mod tests {
                         entities: *entities,
                     })
                     .collect(),
+                registered: true,
             }),
         )
     }
@@ -2085,8 +2095,13 @@ mod tests {
             proptest::collection::btree_map(arb_id(), any::<u32>(), 0..16)
                 .prop_map(|m| m.into_iter().collect::<Vec<_>>())
                 .prop_shuffle(),
+            any::<bool>(),
         )
-            .prop_map(|(request_id, shards)| WireStats { request_id, shards })
+            .prop_map(|(request_id, shards, registered)| WireStats {
+                request_id,
+                shards,
+                registered,
+            })
     }
 
     fn arb_frame() -> impl Strategy<Value = ShardingFrame> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use shardik::{Address, Node, Settings};
+use shardik::{Address, Node, Settings, ShutdownReason};
 use tracing::{info, warn};
 
 use shopping_cart::{api, cart_kind};
@@ -91,15 +91,24 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => settings.persistence.store.clone(),
     };
     // One worker per core unless `runtime.worker-threads` says otherwise, as `shardik node`.
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.runtime.worker_thread_count())
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?
-        .block_on(run_node(args, settings, store))
+        .context("cannot start the async runtime")?;
+    let reason = runtime.block_on(run_node(args, settings, store))?;
+    if reason == ShutdownReason::Interrupted {
+        // Stopped a second time while leaving: tasks still leaving must not hold the process.
+        runtime.shutdown_background();
+    }
+    Ok(ExitCode::from(reason.exit_code()))
 }
 
-async fn run_node(args: Args, mut settings: Settings, store: String) -> anyhow::Result<ExitCode> {
+async fn run_node(
+    args: Args,
+    mut settings: Settings,
+    store: String,
+) -> anyhow::Result<ShutdownReason> {
     // Everything that can fail for a local reason fails before the node joins (the store, the
     // HTTP port, token and TLS files, all in `start`): a node that joined and then stopped
     // would make the cluster move shards twice for nothing.
@@ -129,8 +138,10 @@ async fn run_node(args: Args, mut settings: Settings, store: String) -> anyhow::
     // The carts answered every change only once it was durable, so nothing is lost when the
     // HTTP port stops after the node: requests still in flight get 503s.
     let reason = node.run_until_signal().await;
-    if let Err(e) = persistence.store().close().await {
+    if reason != ShutdownReason::Interrupted
+        && let Err(e) = persistence.store().close().await
+    {
         warn!(error = %e, "the store did not close cleanly");
     }
-    Ok(ExitCode::from(reason.exit_code()))
+    Ok(reason)
 }

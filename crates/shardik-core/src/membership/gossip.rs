@@ -230,7 +230,14 @@ impl Gossip {
 
     /// Whether `self_node`, holding this state, sees convergence: every Up or Leaving member
     /// has seen this version (or confirmed its exit), and every unreachable member other than
-    /// self is Down or Exiting. Joining and WeaklyUp members never block it.
+    /// self is Down, Exiting or Joining. Joining and WeaklyUp members need not have seen it.
+    ///
+    /// An unreachable Joining member does not block it, where the reference's does: such a
+    /// member was never Up, holds nothing, cannot lead (a leader of its own side would need
+    /// convergence there, which this side's members block), and is moved Up only once it is
+    /// reachable again. Blocking on it held every leave, and every other joiner, up until the
+    /// split-brain resolver downed it (`stable-after`, 20 s), and a member that was leaving
+    /// then could be downed with it (docs/differences-from-akka.md).
     pub fn convergence(
         &self,
         self_node: &UniqueAddress,
@@ -239,10 +246,12 @@ impl Gossip {
         let unreachable_ok = self.unreachable_members().iter().all(|n| {
             n == self_node
                 || exiting_confirmed.contains(n)
-                || self
-                    .members
-                    .get(n)
-                    .is_some_and(|m| matches!(m.status, MemberStatus::Down | MemberStatus::Exiting))
+                || self.members.get(n).is_some_and(|m| {
+                    matches!(
+                        m.status,
+                        MemberStatus::Down | MemberStatus::Exiting | MemberStatus::Joining
+                    )
+                })
         });
         unreachable_ok
             && self.members.values().all(|m| {

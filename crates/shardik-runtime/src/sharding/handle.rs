@@ -191,7 +191,10 @@ impl Sharding {
         kind: &str,
         timeout: Duration,
     ) -> Option<Vec<(ShardId, usize)>> {
-        self.inner.query(kind, Control::Stats, timeout).await
+        self.inner
+            .query(kind, Control::Stats, timeout)
+            .await
+            .map(|counts| counts.shards)
     }
 
     /// Waits until the task of every kind registered on this node has ended, which each does

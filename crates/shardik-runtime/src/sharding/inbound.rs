@@ -116,7 +116,8 @@ impl Dispatcher {
                 let (kind, to) = (frame.kind.clone(), from.clone());
                 crate::task::spawn(async move {
                     let timeout = inner.config.query_timeout;
-                    let shards = inner
+                    // A node that does not run the kind answers with no shards, unregistered.
+                    let counts = inner
                         .query(&kind, Control::Stats, timeout)
                         .await
                         .unwrap_or_default();
@@ -124,10 +125,12 @@ impl Dispatcher {
                         kind,
                         body: ShardingBody::StatsReply(shardik_wire::WireStats {
                             request_id,
-                            shards: shards
+                            shards: counts
+                                .shards
                                 .into_iter()
                                 .map(|(s, n)| (s, u32::try_from(n).unwrap_or(u32::MAX)))
                                 .collect(),
+                            registered: counts.registered,
                         }),
                     };
                     inner
@@ -146,7 +149,7 @@ impl Dispatcher {
                     .get(&stats.request_id.get())
                     .cloned();
                 if let Some(tx) = waiter {
-                    let _ = tx.send((from.clone(), stats.shards));
+                    let _ = tx.send((from.clone(), stats.shards, stats.registered));
                 }
                 return None;
             }

@@ -66,8 +66,9 @@ impl resolve::RegionResolver for Inner {
     }
 }
 
-/// One region's answer to a stats request: its node and each hosted shard's entity count.
-pub(super) type StatsAnswer = (UniqueAddress, Vec<(ShardId, u32)>);
+/// One region's answer to a stats request: its node, each hosted shard's entity count, and
+/// whether it is registered with its coordinator.
+pub(super) type StatsAnswer = (UniqueAddress, Vec<(ShardId, u32)>, bool);
 
 impl Inner {
     /// Asks `kind`'s task one question and waits at most `timeout` for the answer.

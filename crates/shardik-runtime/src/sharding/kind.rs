@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 use super::allocation::{answer_allocation, answer_rebalance};
 use super::api::{Codec, CodecError, Entity, ShardingError};
 use super::handlers::{Asker, Completed, Entities, Handlers, HostOutput, Job};
-use super::messages::{Control, LocalMsg, Payload, RegionState};
+use super::messages::{Control, LocalMsg, Payload, RegionCounts, RegionState};
 use super::outgoing::Outgoing;
 use super::pending::{AnswerRoute, PendingAsks};
 use super::remember::{self, RememberSettings, RememberWriter};
@@ -460,7 +460,10 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     .map(|s| (s.clone(), 0))
                     .collect();
                 counts.extend(self.entities.entity_counts());
-                let _ = tx.send(counts.into_iter().collect());
+                let _ = tx.send(RegionCounts {
+                    shards: counts.into_iter().collect(),
+                    registered: st.node.region().coordinator().is_some(),
+                });
             }
             Control::AllocationAnswered {
                 requester,

@@ -140,7 +140,7 @@ pub(crate) enum Control {
         msg: Protocol,
     },
     State(oneshot::Sender<RegionState>),
-    Stats(oneshot::Sender<Vec<(ShardId, usize)>>),
+    Stats(oneshot::Sender<RegionCounts>),
     Shutdown(oneshot::Sender<()>),
     /// The kind's asynchronous allocation strategy answered where `shard` goes.
     AllocationAnswered {
@@ -170,6 +170,16 @@ pub(crate) enum Control {
         id: u64,
         answer: shardik_core::sharding::coordinator::LeasesRead,
     },
+}
+
+/// A region's shards with their live entity counts, and whether it is registered with its
+/// coordinator (what a stats request is answered with).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RegionCounts {
+    /// Each hosted shard with its number of live entities, in shard order.
+    pub(crate) shards: Vec<(ShardId, usize)>,
+    /// Whether the region is registered with a coordinator, so it can be given shards.
+    pub(crate) registered: bool,
 }
 
 /// What a region reports about itself.

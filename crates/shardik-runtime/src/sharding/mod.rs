@@ -54,7 +54,7 @@ pub use api::{
     AskError, Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind,
     EntityTypeKey, Postcard, ShardExtractor, ShardingError, SyncEntity, TellError,
 };
-pub use cluster_stats::ClusterShardingStats;
+pub use cluster_stats::{ClusterShardingStats, NotHosted};
 pub use config::ShardingConfig;
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
 pub use entity_ref::{EntityRef, EntityRegion};

@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedWrite};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use super::limits::{Admitted, Slot};
 use super::members::MemberCache;
@@ -459,12 +459,13 @@ async fn serve_stream<S: Connection>(
         return Err("handshake ack not sent in time".into());
     }
     // With TLS, the serial of the certificate the peer presented: which certificate each
-    // member uses shows in the log (during a rotation, say).
+    // member uses shows in the log (during a rotation, say). DEBUG: one line per connection
+    // and lane is routine, and at INFO it outnumbered what changed in the cluster.
     let serial = cert.as_ref().map(PeerCertificate::serial_hex);
     if non_member_slot.is_none() {
-        info!(%peer, from = %hs.from, serial = serial.as_deref(), "accepted connection");
+        debug!(%peer, from = %hs.from, serial = serial.as_deref(), "accepted connection");
     } else if let Some(suppressed) = LOG.check("accepted-non-member") {
-        info!(%peer, from = %hs.from, serial = serial.as_deref(), suppressed, "accepted connection from a node that is not a member (yet)");
+        debug!(%peer, from = %hs.from, serial = serial.as_deref(), suppressed, "accepted connection from a node that is not a member (yet)");
     }
     metrics::gauge!(m::TRANSPORT_CONNECTIONS).increment(1.0);
     let codec = FrameCodec::new(cfg.maximum_frame_size);

@@ -101,6 +101,11 @@ pub struct StatsReply {
     /// Every shard the region hosts; no shard twice.
     #[prost(message, repeated, tag = "2")]
     pub shards: ::prost::alloc::vec::Vec<ShardStats>,
+    /// Whether the answering node runs the kind and its region is registered with the
+    /// coordinator (false from a node that does not run the kind, and from nodes older than
+    /// this field).
+    #[prost(bool, tag = "3")]
+    pub registered: bool,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Register {

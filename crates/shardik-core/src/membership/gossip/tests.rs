@@ -31,7 +31,7 @@ fn g(members: &[(u16, MemberStatus)], seen: &[u16]) -> Gossip {
 }
 
 /// Convergence: Up-like members must have seen the version (or confirmed their exit);
-/// unreachable members block it unless Down or Exiting.
+/// unreachable members block it unless Down, Exiting or Joining.
 #[test]
 fn convergence_table() {
     let none = BTreeSet::new();
@@ -70,8 +70,14 @@ fn convergence_table() {
     let mut unreachable_joiner = g(&[(1, Up), (2, Joining)], &[1]);
     unreachable_joiner.reachability.unreachable(&n(1), &n(2));
     assert!(
-        !unreachable_joiner.convergence(&me, &none),
-        "an unreachable joiner blocks until downed"
+        unreachable_joiner.convergence(&me, &none),
+        "an unreachable Joining member does not block (it never was Up)"
+    );
+    let mut unreachable_weakly_up = g(&[(1, Up), (2, WeaklyUp)], &[1]);
+    unreachable_weakly_up.reachability.unreachable(&n(1), &n(2));
+    assert!(
+        !unreachable_weakly_up.convergence(&me, &none),
+        "an unreachable WeaklyUp member blocks until downed (it may host shards)"
     );
 
     let mut seen_by_down = g(&[(1, Up), (2, Up), (3, Down)], &[1, 2]);

@@ -94,9 +94,12 @@ impl Membership {
             + 1;
         let mut changed: Vec<Member> = Vec::new();
         let mut newly_exiting = false;
+        // Convergence lets unreachable Joining members be (`Gossip::convergence`): they stay
+        // Joining until they are reachable again, or are downed.
+        let unreachable = g.unreachable_members();
         for m in g.members.values() {
             match m.status {
-                Joining | WeaklyUp if enough => {
+                Joining | WeaklyUp if enough && !unreachable.contains(&m.addr) => {
                     let mut up = m.with_status(Up);
                     up.up_number = next_up;
                     next_up += 1;

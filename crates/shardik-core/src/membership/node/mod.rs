@@ -154,6 +154,12 @@ pub enum ShutdownReason {
     /// a member (there was nothing to hand off), or asked a second time while leaving (what
     /// it had not handed off yet was not).
     Stopped,
+    /// The process was asked to stop a second time (SIGTERM or SIGINT) while the node was
+    /// leaving, and [`run_until_signal`](https://docs.rs/shardik/latest/shardik/struct.Node.html#method.run_until_signal)
+    /// returned at once, without waiting for the leave to end: what had not been handed off
+    /// was not. The process should end now ([`exit_code`](Self::exit_code) 130, as shells
+    /// report 128 + SIGINT).
+    Interrupted,
 }
 
 impl ShutdownReason {
@@ -161,12 +167,13 @@ impl ShutdownReason {
     /// leave or a stop it was asked for, 3 when the cluster downed or removed it (or it stopped rather than lead a
     /// cluster of its own), 4 when the cluster refused its configuration. (2 is left for a
     /// node that could not start.) A supervisor can tell "restart me" (3) from "fix my
-    /// configuration" (4).
+    /// configuration" (4). 130 when a second signal cut a leave short.
     pub fn exit_code(&self) -> u8 {
         match self {
             ShutdownReason::Left | ShutdownReason::Stopped => 0,
             ShutdownReason::Downed | ShutdownReason::Removed | ShutdownReason::Orphaned => 3,
             ShutdownReason::IncompatibleConfig(_) => 4,
+            ShutdownReason::Interrupted => 130,
         }
     }
 }

@@ -67,7 +67,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                     if let Some(leases) = &self.leases {
                         let fence = leases.fence(&shard, token);
                         leases.health().recovered(&fence.scope);
-                        info!(kind = %self.name, %shard, token, "shard lease acquired");
+                        debug!(kind = %self.name, %shard, token, "shard lease acquired");
                         self.handlers.set_fence(shard, fence);
                     }
                 }
