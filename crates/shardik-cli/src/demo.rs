@@ -63,6 +63,9 @@ const FAST: &[(&str, &str)] = &[
 /// Counters the demo drives.
 const COUNTERS: usize = 3000;
 
+/// How long the demo keeps asking for counters that did not answer a read-back.
+const READ_BACK_LIMIT: Duration = Duration::from_secs(20);
+
 struct DemoNode {
     name: String,
     mgmt: u16,
@@ -244,19 +247,35 @@ impl Tally {
         }
     }
 
-    /// Reads every counter once through `nodes`; returns how many answered.
-    fn read_all(&mut self, nodes: &[&DemoNode]) -> usize {
-        let mut answered = 0;
-        for i in 0..COUNTERS {
-            let node = nodes[i % nodes.len()];
-            if let Some(body) =
-                crate::mgmt_client::get_ok(node.mgmt, &format!("/demo/counter/c{i}"))
-            {
-                answered += 1;
-                self.check(i, &body);
+    /// Reads every counter back through `nodes`, asking again, through the next node, each
+    /// that did not answer, for at most [`READ_BACK_LIMIT`]: right after a full restart a
+    /// shard's first request waits for its home and its entities' recovery, and may time
+    /// out. Returns how many answered, and each that never did with its last answer.
+    fn read_all(&mut self, nodes: &[&DemoNode]) -> (usize, Vec<(usize, String)>) {
+        let started = Instant::now();
+        let mut unanswered: Vec<(usize, String)> =
+            (0..COUNTERS).map(|i| (i, String::new())).collect();
+        let mut attempt = 0;
+        while !unanswered.is_empty() && started.elapsed() < READ_BACK_LIMIT {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200));
             }
+            let mut still = Vec::new();
+            for (i, _) in unanswered {
+                let node = nodes[(i + attempt) % nodes.len()];
+                match crate::mgmt_client::request(node.mgmt, "GET", &format!("/demo/counter/c{i}"))
+                {
+                    Some((200, body)) => self.check(i, &body),
+                    Some((status, body)) => {
+                        still.push((i, crate::counter_nodes::refusal(status, &body)));
+                    }
+                    None => still.push((i, "no HTTP answer".into())),
+                }
+            }
+            unanswered = still;
+            attempt += 1;
         }
-        answered
+        (COUNTERS - unanswered.len(), unanswered)
     }
 }
 
@@ -428,12 +447,29 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     narrator.wait_for(&format!("member {last} is Up"), Duration::from_secs(30))?;
     {
         let live: Vec<&DemoNode> = nodes.iter().collect();
-        let answered = tally.read_all(&live);
+        let (answered, unanswered) = tally.read_all(&live);
         narrator.drain();
         narrator.say(&format!(
             "{answered} of {COUNTERS} counters read back after the restart, each recovered from its events and snapshots ({} answers so far lost or doubled an increment)",
             tally.wrong
         ));
+        if !unanswered.is_empty() {
+            let shown: Vec<String> = unanswered
+                .iter()
+                .take(5)
+                .map(|(i, why)| format!("c{i} ({why})"))
+                .collect();
+            narrator.say(&format!(
+                "{} did not answer within {READ_BACK_LIMIT:?}: {}{}",
+                unanswered.len(),
+                shown.join(", "),
+                if unanswered.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            ));
+        }
         tally.round(&live);
         narrator.say("and they count on:");
         print_distribution(&live);

@@ -97,6 +97,22 @@ fn real_demo_forms_heals_and_leaves_gracefully() {
     assert!(text.contains("is unreachable"), "{text}");
     assert!(text.contains("is Removed (was Down)"), "{text}");
     assert!(text.contains("every node exited with 0"), "{text}");
+    // After the full restart every counter is read back, or the demo says which did not
+    // answer and why.
+    let line = text
+        .lines()
+        .find(|l| l.contains(" of 3000 counters read back"))
+        .unwrap_or_else(|| panic!("no read-back line: {text}"));
+    let read_back: usize = line
+        .split(" of 3000")
+        .next()
+        .and_then(|head| head.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in: {line}"));
+    assert!(
+        read_back == 3000 || text.contains("did not answer within"),
+        "{read_back} read back, without saying why the others did not answer: {text}"
+    );
 }
 
 #[test]

@@ -58,22 +58,25 @@ impl NodeAddresses {
     }
 }
 
-/// Refuses an identity that peers cannot dial: an unspecified IP (`0.0.0.0`, `::`) or port 0.
-/// `key` is the setting it came from; for the bind address the message says to set
+/// Refuses an identity that peers cannot dial: an unspecified IP (`0.0.0.0`, `::`), or port
+/// 0 in `cluster.canonical-address`. Port 0 in the bind address is let be: the OS picks the
+/// port, and the node's identity is the port it bound (what an in-process test cluster
+/// uses). `key` is the setting it came from; for the bind address the message says to set
 /// `cluster.canonical-address` as well.
 pub fn check_identity(address: &Address, key: &str) -> Result<(), ConfigError> {
     let host = address.host.trim_start_matches('[').trim_end_matches(']');
     let unspecified = host
         .parse::<std::net::IpAddr>()
         .is_ok_and(|ip| ip.is_unspecified());
-    if !unspecified && address.port != 0 {
+    let bind = key == BIND_ADDRESS_KEY;
+    if !unspecified && (address.port != 0 || bind) {
         return Ok(());
     }
-    let expected = if key == BIND_ADDRESS_KEY {
+    let expected = if bind {
         "an address peers can dial, since without `cluster.canonical-address` it is also \
-         this node's identity (no unspecified address such as 0.0.0.0 or ::, no port 0); to \
-         listen on every interface, keep it and set `cluster.canonical-address` \
-         (`--advertise`) to the HOST:PORT peers dial"
+         this node's identity (no unspecified address such as 0.0.0.0 or ::); to listen on \
+         every interface, keep it and set `cluster.canonical-address` (`--advertise`) to the \
+         HOST:PORT peers dial"
     } else {
         "HOST:PORT that peers dial to reach this node (no unspecified address such as \
          0.0.0.0 or ::, no port 0)"
@@ -140,12 +143,25 @@ mod tests {
         );
     }
 
+    /// Port 0 to bind on: the OS picks the port, and the node's identity is the port bound.
+    #[test]
+    fn port_0_is_a_bind_address_but_not_an_advertised_one() {
+        let a = |s: &str| s.parse::<Address>().unwrap();
+        assert_eq!(
+            with(Some("127.0.0.1:0"), None).unwrap(),
+            NodeAddresses {
+                bind: a("127.0.0.1:0"),
+                advertise: None
+            }
+        );
+        assert!(with(Some("127.0.0.1:0"), Some("pod-7.svc:0")).is_err());
+    }
+
     #[test]
     fn an_identity_peers_cannot_dial_is_refused_naming_the_key() {
         for (bind, canonical, key, value) in [
             (Some("0.0.0.0:2552"), None, BIND_ADDRESS_KEY, "0.0.0.0:2552"),
             (Some("[::]:2552"), None, BIND_ADDRESS_KEY, "[::]:2552"),
-            (Some("127.0.0.1:0"), None, BIND_ADDRESS_KEY, "127.0.0.1:0"),
             (
                 Some("0.0.0.0:2552"),
                 Some("0.0.0.0:2552"),

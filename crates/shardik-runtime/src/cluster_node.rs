@@ -331,7 +331,8 @@ impl NodeBuilder {
     /// `HOST:PORT` to listen on, instead of `cluster.bind-address`; also the node's address
     /// in the cluster unless [`advertise`](Self::advertise) or `cluster.canonical-address`
     /// says otherwise. One of this, `cluster.bind-address` or `cluster.canonical-address` is
-    /// required.
+    /// required. Port 0 lets the OS pick a free port, which is then the node's address
+    /// ([`Node::self_node`]) unless one is advertised.
     pub fn bind(mut self, address: Address) -> Self {
         self.bind = Some(address);
         self
@@ -586,6 +587,8 @@ impl NodeBuilder {
             sbr_lease,
         )
         .await?;
+        // Bound to port 0, the node's address has the port the OS picked only now.
+        span.record("node", tracing::field::display(&running.self_node.address));
         // The task ends by itself once the node joined or stopped.
         #[cfg(feature = "management")]
         if let Some(bootstrap) = bootstrap {

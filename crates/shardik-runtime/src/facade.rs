@@ -54,6 +54,11 @@ pub use crate::sharding::{
     SingletonRef, SingletonSettings, WorkerRef,
 };
 
+/// Testing an application's entities: a cluster of real nodes in the test's process.
+pub mod testkit {
+    pub use crate::testkit::{TestCluster, TestClusterError};
+}
+
 // Inspection.
 pub use crate::sharding::{ClusterShardingStats, HeldBackKind, NotHosted, RegionState};
 

@@ -85,6 +85,7 @@ pub mod process;
 pub mod sbr_lease;
 pub mod sharding;
 mod task;
+pub mod testkit;
 // The module's docs describe TLS as built; without the `tls` feature they name items left out.
 #[cfg_attr(not(feature = "tls"), allow(rustdoc::broken_intra_doc_links))]
 pub mod tls;

@@ -166,14 +166,25 @@ pub async fn start_with_sbr_lease(
     opts: NodeOptions,
     sbr_lease: Option<SbrLeaseOptions>,
 ) -> Result<RunningNode, StartError> {
+    match &opts.advertise {
+        Some(a) => crate::config::check_identity(a, crate::config::CANONICAL_ADDRESS_KEY)?,
+        None => crate::config::check_identity(&opts.bind, crate::config::BIND_ADDRESS_KEY)?,
+    }
+    let bind = opts.bind.to_string();
+    // Bound before the identity is made: with port 0 the OS picks the port, and without an
+    // advertised address that port is part of this node's identity.
+    let listener = Transport::bind(&bind).await?;
     let canonical = match &opts.advertise {
-        Some(a) => {
-            crate::config::check_identity(a, crate::config::CANONICAL_ADDRESS_KEY)?;
-            a.clone()
-        }
+        Some(a) => a.clone(),
         None => {
-            crate::config::check_identity(&opts.bind, crate::config::BIND_ADDRESS_KEY)?;
-            opts.bind.clone()
+            let port = listener
+                .local_addr()
+                .map_err(|source| TransportError::Bind {
+                    addr: bind.clone(),
+                    source,
+                })?
+                .port();
+            Address::new(opts.bind.host.clone(), port)
         }
     };
     // The runtime the node was started on, as the host sized it (`runtime.worker-threads`
@@ -189,7 +200,6 @@ pub async fn start_with_sbr_lease(
         cluster_name: opts.membership.cluster_name.clone(),
         address: self_node.clone(),
     };
-    let bind = opts.bind.to_string();
     if opts.transport.tls.is_none() && !is_loopback_host(&opts.bind.host) {
         warn!(
             address = %bind,
@@ -198,7 +208,8 @@ pub async fn start_with_sbr_lease(
              (see docs/SECURITY.md, 'TLS between nodes')"
         );
     }
-    let (transport, receivers) = Transport::start(&bind, identity, opts.transport.clone()).await?;
+    let (transport, receivers) =
+        Transport::start_bound(listener, &bind, identity, opts.transport.clone()).await?;
     let inbound = receivers.membership;
     let identified = transport.identified();
     let refused = transport.refused();

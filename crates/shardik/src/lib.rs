@@ -103,6 +103,36 @@ pub use shardik_runtime::facade::*;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeListings;
 
+/// The listings of the guide's chapter 1, a first sharded entity, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/01-first-entity.md")]
+pub struct GuideFirstEntity;
+
+/// The listings of the guide's chapter 2, durable entities, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/02-durable-entities.md")]
+pub struct GuideDurableEntities;
+
+/// The listings of the guide's chapter 3, configuration, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/03-configuration.md")]
+pub struct GuideConfiguration;
+
+/// The listings of the guide's chapter 4, several nodes, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/04-several-nodes.md")]
+pub struct GuideSeveralNodes;
+
+/// The listings of the guide's chapter 5, operations, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/05-operations.md")]
+pub struct GuideOperations;
+
+/// The listings of the guide's chapter 6, how handlers run, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/06-execution-model.md")]
+pub struct GuideExecutionModel;
+
 /// Everything underneath the curated surface, for what it leaves out: the runtime's modules
 /// ([`advanced::runtime`]: transport, node driver, management API, metrics, TLS, bootstrap)
 /// and the I/O-free protocol cores ([`advanced::core`]). Reachable so that nothing a program

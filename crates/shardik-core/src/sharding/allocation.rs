@@ -22,12 +22,14 @@ use crate::membership::member::{Member, MemberStatus};
 pub use super::shard_id::ShardId;
 
 mod least;
+mod oldest_up;
 mod threshold;
 
 #[cfg(test)]
 mod randomized_tests;
 
 pub use least::LeastShardAllocationStrategy;
+pub use oldest_up::OldestUpStrategy;
 pub use threshold::ThresholdShardAllocationStrategy;
 
 /// Decides where shards live. Implementations must be deterministic functions of their inputs

@@ -40,8 +40,8 @@ pub use crate::lease::{
     LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming,
 };
 pub use allocation::{
-    AllocationSettings, AllocationSnapshot, LeastShardAllocationStrategy, RegionEntry,
-    ShardAllocationStrategy, ThresholdShardAllocationStrategy,
+    AllocationSettings, AllocationSnapshot, LeastShardAllocationStrategy, OldestUpStrategy,
+    RegionEntry, ShardAllocationStrategy, ThresholdShardAllocationStrategy,
 };
 pub use coordinator::{Coordinator, CoordinatorEffect, CoordinatorEvent, CoordinatorSettings};
 pub use kind_node::strategy::{AllocationChoice, BoxedStrategy, KindStrategy, StrategyFactory};

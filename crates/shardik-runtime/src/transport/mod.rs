@@ -256,12 +256,39 @@ impl Transport {
         config: TransportConfig,
         members: MemberDirectory,
     ) -> Result<(Transport, Receivers), TransportError> {
-        let listener = TcpListener::bind(bind)
+        let listener = Transport::bind(bind).await?;
+        Transport::start_on(listener, bind, identity, config, members)
+    }
+
+    /// Binds the listening socket at `bind` (`host:port`; port 0 lets the OS pick one),
+    /// for [`start_bound`](Self::start_bound): a node whose identity is the port the OS
+    /// picks binds first and then knows who it is.
+    pub async fn bind(bind: &str) -> Result<TcpListener, TransportError> {
+        TcpListener::bind(bind)
             .await
             .map_err(|source| TransportError::Bind {
                 addr: bind.to_string(),
                 source,
-            })?;
+            })
+    }
+
+    /// [`start`](Self::start) on a socket already bound by [`bind`](Self::bind) at `bind`.
+    pub async fn start_bound(
+        listener: TcpListener,
+        bind: &str,
+        identity: LocalIdentity,
+        config: TransportConfig,
+    ) -> Result<(Transport, Receivers), TransportError> {
+        Transport::start_on(listener, bind, identity, config, MemberDirectory::new())
+    }
+
+    fn start_on(
+        listener: TcpListener,
+        bind: &str,
+        identity: LocalIdentity,
+        config: TransportConfig,
+        members: MemberDirectory,
+    ) -> Result<(Transport, Receivers), TransportError> {
         let local_addr = listener
             .local_addr()
             .map_err(|source| TransportError::Bind {
@@ -270,8 +297,10 @@ impl Transport {
             })?;
         let (tx, rx) = mpsc::channel(config.inbound_queue_size.max(1));
         let (user_tx, user_rx) = mpsc::channel(config.inbound_user_queue_size.max(1));
+        // The address asked for, with the port the OS picked when it was 0.
         let bind_address = bind
             .parse::<Address>()
+            .map(|a| Address::new(a.host.clone(), local_addr.port()))
             .unwrap_or_else(|_| Address::new(local_addr.ip().to_string(), local_addr.port()));
         let recipient =
             recipient::Recipient::new(identity.address.address.clone(), bind_address, local_addr);

@@ -14,11 +14,13 @@ use std::num::NonZeroU64;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{
-    ByteString, ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID,
-    FRAME_KIND, ShardingLimits, WIRE_LEN, WIRE_VARINT, WireEnvelope, check_id, envelope_body_len,
-    key, len_field_len, put_envelope_field, put_key_varint, put_len_field, varint_len,
+use super::envelope::{
+    ENVELOPE_ASK_ID, ENVELOPE_ENTITY_ID, ENVELOPE_PAYLOAD, ENVELOPE_SHARD_ID, FRAME_KIND, WIRE_LEN,
+    WIRE_VARINT, envelope_body_len, key, len_field_len, put_envelope_field, put_key_varint,
+    put_len_field, varint_len,
 };
+use super::validate::check_id;
+use super::{ByteString, ShardingLimits, WireEnvelope};
 use crate::codec::DecodeError;
 
 /// `ShardingFrame.envelopes` (the batch body).

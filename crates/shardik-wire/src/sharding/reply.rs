@@ -9,10 +9,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{
-    FRAME_KIND, ReplyError, WIRE_LEN, WIRE_VARINT, WireReply, key, len_field_len, put_key_varint,
-    put_len_field, varint_len,
+use super::envelope::{
+    FRAME_KIND, WIRE_LEN, WIRE_VARINT, key, len_field_len, put_key_varint, put_len_field,
+    varint_len,
 };
+use super::{ReplyError, WireReply};
 
 /// Field numbers from `proto/sharding.proto`.
 const FRAME_REPLY: u8 = 3;
@@ -88,11 +89,12 @@ fn error_kind_number(e: &ReplyError) -> u64 {
 mod tests {
     use prost::Message as _;
 
+    use super::super::convert::reply_to_pb;
     use super::super::{
-        ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, decode_sharding, pb,
-        reply_to_pb,
+        ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, decode_sharding,
     };
     use super::*;
+    use crate::pb::s as pb;
 
     /// The generated types' encoding of the same frame: what peers decode.
     fn by_prost(kind: &str, reply: &WireReply) -> Vec<u8> {

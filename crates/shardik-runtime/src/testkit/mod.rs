@@ -1,0 +1,11 @@
+//! Testing an application's entities: a cluster of real nodes in the test's own process
+//! ([`TestCluster`]), on ports the OS picks and with timers short enough for a test, in one
+//! call.
+//!
+//! The nodes are the ones an application runs (the same builder, transport, membership and
+//! sharding), talking TCP over loopback: a test through them exercises what production runs,
+//! serialization included.
+
+mod cluster;
+
+pub use cluster::{TestCluster, TestClusterError};
