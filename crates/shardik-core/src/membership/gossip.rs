@@ -230,27 +230,36 @@ impl Gossip {
 
     /// Whether `self_node`, holding this state, sees convergence: every Up or Leaving member
     /// has seen this version (or confirmed its exit), and every unreachable member other than
-    /// self is Down, Exiting or Joining. Joining and WeaklyUp members need not have seen it.
+    /// self is Down or Exiting, or Joining while this node reaches a member that is Up (or
+    /// Leaving, or preparing for a full shutdown). Joining and WeaklyUp members need not have
+    /// seen it.
     ///
-    /// An unreachable Joining member does not block it, where the reference's does: such a
-    /// member was never Up, holds nothing, cannot lead (a leader of its own side would need
-    /// convergence there, which this side's members block), and is moved Up only once it is
-    /// reachable again. Blocking on it held every leave, and every other joiner, up until the
-    /// split-brain resolver downed it (`stable-after`, 20 s), and a member that was leaving
-    /// then could be downed with it (docs/differences-from-akka.md).
+    /// An unreachable Joining member does not block it beside a reachable Up member, where
+    /// the reference's does: such a member was never Up, holds nothing, and is moved Up only
+    /// once it is reachable again; its own side cannot move anyone Up either, since the Up
+    /// members it cannot reach block convergence there. Blocking on it held every leave, and
+    /// every other joiner, up until the split-brain resolver downed it (`stable-after`,
+    /// 20 s), and a member that was leaving then could be downed with it
+    /// (docs/differences-from-akka.md). Without a reachable Up member it still blocks: a side
+    /// of joiners alone would otherwise move itself Up beside a cluster that moved them Up
+    /// too (the sharding sweep's seed 1177 with leases, store cuts and reachability settling).
     pub fn convergence(
         &self,
         self_node: &UniqueAddress,
         exiting_confirmed: &BTreeSet<UniqueAddress>,
     ) -> bool {
-        let unreachable_ok = self.unreachable_members().iter().all(|n| {
+        let unreachable = self.unreachable_members();
+        let reaches_an_up_member = self.members.values().any(|m| {
+            m.status.must_see_for_convergence()
+                && (&m.addr == self_node || !unreachable.contains(&m.addr))
+        });
+        let unreachable_ok = unreachable.iter().all(|n| {
             n == self_node
                 || exiting_confirmed.contains(n)
-                || self.members.get(n).is_some_and(|m| {
-                    matches!(
-                        m.status,
-                        MemberStatus::Down | MemberStatus::Exiting | MemberStatus::Joining
-                    )
+                || self.members.get(n).is_some_and(|m| match m.status {
+                    MemberStatus::Down | MemberStatus::Exiting => true,
+                    MemberStatus::Joining => reaches_an_up_member,
+                    _ => false,
                 })
         });
         unreachable_ok

@@ -16,8 +16,9 @@ use crate::sharding::{Codec, Entity, EntityKind, InitError, NotHosted};
 const WAIT: Duration = Duration::from_secs(30);
 
 /// N nodes in this process, each on a loopback port the OS picks, with
-/// [`Settings::with_test_timings`]: the first forms the cluster, the others join it, and
-/// [`start`](Self::start) returns once every node sees every other Up.
+/// [`Settings::with_test_timings`]: the first forms the cluster (and is its oldest member,
+/// where the kinds' coordinators run), the others join it, and [`start`](Self::start)
+/// returns once every node sees every other Up.
 ///
 /// ```
 /// # use shardik_runtime::facade as shardik;
@@ -53,11 +54,16 @@ const WAIT: Duration = Duration::from_secs(30);
 /// cluster
 ///     .init(|| EntityKind::for_key(COUNTER, |_| Counter::default()))
 ///     .await?;
+/// let timeout = std::time::Duration::from_secs(5);
 /// let counter = cluster.node(0).sharding().entity_ref_for(COUNTER, "c-1")?;
 /// counter.tell(Cmd::Add(2)).await?;
-/// // Asked through another node, answered by the one copy wherever it lives.
+/// // One sender's messages arrive in order: the tell is handled before this ask.
+/// assert_eq!(counter.ask(Cmd::Get, timeout).await?, 2);
+/// // Asked through another node, answered by the one copy wherever it lives. (Had it been
+/// // asked before the first ask returned, it could have overtaken the tell: messages of
+/// // different senders have no order among them.)
 /// let again = cluster.node(2).sharding().entity_ref_for(COUNTER, "c-1")?;
-/// assert_eq!(again.ask(Cmd::Get, std::time::Duration::from_secs(5)).await?, 2);
+/// assert_eq!(again.ask(Cmd::Get, timeout).await?, 2);
 /// cluster.leave().await;
 /// # Ok(())
 /// # }
@@ -109,9 +115,11 @@ impl TestCluster {
             .start()
             .await?;
         // The first node's address is known only once it has bound: it forms the cluster by
-        // joining itself, and the others join through it.
+        // joining itself, and the others join through it once it is Up, so that it is the
+        // oldest member (where the kinds' coordinators run), as the node order promises.
         let seed = first.self_node().address.clone();
         let _ = first.handle().join(seed.clone()).await;
+        first.wait_until_up_within(WAIT).await?;
         let mut nodes = vec![first];
         for i in 1..n.max(1) {
             let node = configure(i, Node::builder(settings.clone()).bind(any_port.clone()))

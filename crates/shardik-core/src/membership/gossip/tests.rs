@@ -71,7 +71,20 @@ fn convergence_table() {
     unreachable_joiner.reachability.unreachable(&n(1), &n(2));
     assert!(
         unreachable_joiner.convergence(&me, &none),
-        "an unreachable Joining member does not block (it never was Up)"
+        "an unreachable Joining member does not block beside a reachable Up member"
+    );
+    let mut joiners_only = g(&[(1, Joining), (2, Joining)], &[1]);
+    joiners_only.reachability.unreachable(&n(1), &n(2));
+    assert!(
+        !joiners_only.convergence(&me, &none),
+        "among joiners alone an unreachable one blocks: they might move themselves Up"
+    );
+    let mut up_member_lost = g(&[(1, Joining), (2, Up), (3, Joining)], &[1]);
+    up_member_lost.reachability.unreachable(&n(1), &n(2));
+    up_member_lost.reachability.unreachable(&n(1), &n(3));
+    assert!(
+        !up_member_lost.convergence(&me, &none),
+        "an unreachable Up member blocks, and no reachable one lets the joiner be"
     );
     let mut unreachable_weakly_up = g(&[(1, Up), (2, WeaklyUp)], &[1]);
     unreachable_weakly_up.reachability.unreachable(&n(1), &n(2));
