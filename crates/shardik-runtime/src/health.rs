@@ -217,13 +217,11 @@ mod tests {
     }
 
     fn settings(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
-        {
-            let mut settings = Settings::reference().cluster.sharding.healthcheck;
-            settings.names = names.iter().map(|n| n.to_string()).collect();
-            settings.timeout = Duration::from_millis(100);
-            settings.disabled_after = disabled_after;
-            settings
-        }
+        let mut settings = Settings::reference().cluster.sharding.healthcheck;
+        settings.names = names.iter().map(|n| n.to_string()).collect();
+        settings.timeout = Duration::from_millis(100);
+        settings.disabled_after = disabled_after;
+        settings
     }
 
     fn snapshot(status: Option<MemberStatus>) -> MembershipSnapshot {

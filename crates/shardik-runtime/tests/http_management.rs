@@ -687,13 +687,11 @@ async fn real_node(
 }
 
 fn health(names: &[&str], disabled_after: Duration) -> ShardingHealthCheckSettings {
-    {
-        let mut settings = Settings::reference().cluster.sharding.healthcheck;
-        settings.names = names.iter().map(|n| n.to_string()).collect();
-        settings.timeout = Duration::from_secs(2);
-        settings.disabled_after = disabled_after;
-        settings
-    }
+    let mut settings = Settings::reference().cluster.sharding.healthcheck;
+    settings.names = names.iter().map(|n| n.to_string()).collect();
+    settings.timeout = Duration::from_secs(2);
+    settings.disabled_after = disabled_after;
+    settings
 }
 
 fn not_ready_kinds(v: &Value) -> Vec<String> {

@@ -34,13 +34,11 @@ use tokio::time::Instant as TokioInstant;
 
 /// 2 s to live, renewed every 200 ms, 500 ms per call.
 fn lease_settings() -> LeaseSettings {
-    {
-        let mut settings = Settings::reference().coordination.lease;
-        settings.heartbeat_timeout = Duration::from_secs(2);
-        settings.heartbeat_interval = Duration::from_millis(200);
-        settings.lease_operation_timeout = Duration::from_millis(500);
-        settings
-    }
+    let mut settings = Settings::reference().coordination.lease;
+    settings.heartbeat_timeout = Duration::from_secs(2);
+    settings.heartbeat_interval = Duration::from_millis(200);
+    settings.lease_operation_timeout = Duration::from_millis(500);
+    settings
 }
 
 /// The keeper's timing for [`lease_settings`], trying a refused acquisition again every

@@ -47,17 +47,15 @@ impl NodeFiles {
     }
 
     fn settings(&self, ttl: Duration, mutual: bool) -> TlsSettings {
-        {
-            let mut settings = Settings::reference().transport.tls;
-            settings.enabled = true;
-            settings.cert_file = self.cert.display().to_string();
-            settings.key_file = self.key.display().to_string();
-            settings.ca_cert_file = self.ca.display().to_string();
-            settings.require_mutual_authentication = mutual;
-            settings.trust_domain = "shardik".to_string();
-            settings.ssl_context_cache_ttl = ttl;
-            settings
-        }
+        let mut settings = Settings::reference().transport.tls;
+        settings.enabled = true;
+        settings.cert_file = self.cert.display().to_string();
+        settings.key_file = self.key.display().to_string();
+        settings.ca_cert_file = self.ca.display().to_string();
+        settings.require_mutual_authentication = mutual;
+        settings.trust_domain = "shardik".to_string();
+        settings.ssl_context_cache_ttl = ttl;
+        settings
     }
 
     fn context(&self) -> TlsContext {

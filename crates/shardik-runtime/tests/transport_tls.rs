@@ -30,17 +30,14 @@ fn context(dir: &Path, name: &str, cert: &IssuedCert, ca_pem: &str) -> TlsContex
     std::fs::write(path(".pem"), &cert.cert_pem).unwrap();
     std::fs::write(path("-key.pem"), &cert.key_pem).unwrap();
     std::fs::write(path("-ca.pem"), ca_pem).unwrap();
-    let settings = {
-        let mut settings = Settings::reference().transport.tls;
-        settings.enabled = true;
-        settings.cert_file = path(".pem").display().to_string();
-        settings.key_file = path("-key.pem").display().to_string();
-        settings.ca_cert_file = path("-ca.pem").display().to_string();
-        settings.require_mutual_authentication = true;
-        settings.trust_domain = "shardik".to_string();
-        settings.ssl_context_cache_ttl = Duration::from_secs(3600);
-        settings
-    };
+    let mut settings = Settings::reference().transport.tls;
+    settings.enabled = true;
+    settings.cert_file = path(".pem").display().to_string();
+    settings.key_file = path("-key.pem").display().to_string();
+    settings.ca_cert_file = path("-ca.pem").display().to_string();
+    settings.require_mutual_authentication = true;
+    settings.trust_domain = "shardik".to_string();
+    settings.ssl_context_cache_ttl = Duration::from_secs(3600);
     TlsContext::new(&settings, CLUSTER).expect("usable TLS files")
 }
 

@@ -6,6 +6,7 @@ use shardik_core::membership::{Address, MemberStatus};
 
 use crate::cluster_node::{Node, NodeBuilder};
 use crate::config::Settings;
+use crate::handle::ControlError;
 use crate::member_up::NotUp;
 use crate::node::StartError;
 use crate::sharding::{Codec, Entity, EntityKind, InitError, NotHosted};
@@ -80,6 +81,9 @@ pub enum TestClusterError {
     /// A node did not start (its settings, its port, its store).
     #[error("a node of the test cluster did not start: {0}")]
     Start(#[from] StartError),
+    /// The first node could not be asked to form the cluster.
+    #[error("the test cluster's first node could not form the cluster: {0}")]
+    Form(#[from] ControlError),
     /// A node was not Up in time, or stopped first.
     #[error("a node of the test cluster is not Up: {0}")]
     NotUp(#[from] NotUp),
@@ -118,7 +122,7 @@ impl TestCluster {
         // joining itself, and the others join through it once it is Up, so that it is the
         // oldest member (where the kinds' coordinators run), as the node order promises.
         let seed = first.self_node().address.clone();
-        let _ = first.handle().join(seed.clone()).await;
+        first.handle().join(seed.clone()).await?;
         first.wait_until_up_within(WAIT).await?;
         let mut nodes = vec![first];
         for i in 1..n.max(1) {

@@ -192,17 +192,14 @@ mod tests {
         std::fs::write(path("node.pem"), &node.cert_pem).unwrap();
         std::fs::write(path("node-key.pem"), &node.key_pem).unwrap();
         std::fs::write(path("ca.pem"), ca.cert_pem()).unwrap();
-        let settings = {
-            let mut settings = Settings::reference().transport.tls;
-            settings.enabled = true;
-            settings.cert_file = path("node.pem");
-            settings.key_file = path("node-key.pem");
-            settings.ca_cert_file = path("ca.pem");
-            settings.require_mutual_authentication = true;
-            settings.trust_domain = "shardik".to_string();
-            settings.ssl_context_cache_ttl = Duration::from_secs(3600);
-            settings
-        };
+        let mut settings = Settings::reference().transport.tls;
+        settings.enabled = true;
+        settings.cert_file = path("node.pem");
+        settings.key_file = path("node-key.pem");
+        settings.ca_cert_file = path("ca.pem");
+        settings.require_mutual_authentication = true;
+        settings.trust_domain = "shardik".to_string();
+        settings.ssl_context_cache_ttl = Duration::from_secs(3600);
         TlsContext::new(&settings, "bench").unwrap()
     }
 
