@@ -54,9 +54,12 @@ pub use crate::sharding::{
     SingletonRef, SingletonSettings, WorkerRef,
 };
 
-/// Testing an application's entities: a cluster of real nodes in the test's process.
+/// Testing an application's entities: one event-sourced entity command by command, and a
+/// cluster of real nodes in the test's process.
 pub mod testkit {
-    pub use crate::testkit::{TestCluster, TestClusterError};
+    pub use crate::testkit::{
+        CommandResult, EventSourcedTestKit, TestCluster, TestClusterError, TestKitError,
+    };
 }
 
 // Inspection.

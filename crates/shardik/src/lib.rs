@@ -133,6 +133,12 @@ pub struct GuideOperations;
 #[doc = include_str!("../../../docs/guide/06-execution-model.md")]
 pub struct GuideExecutionModel;
 
+/// The library listing of the guide's chapter 7, testing, compiled as a doctest; its test
+/// files are compiled and run in a project of their own (`tests/fresh_project.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/07-testing.md")]
+pub struct GuideTesting;
+
 /// Everything underneath the curated surface, for what it leaves out: the runtime's modules
 /// ([`advanced::runtime`]: transport, node driver, management API, metrics, TLS, bootstrap)
 /// and the I/O-free protocol cores ([`advanced::core`]). Reachable so that nothing a program

@@ -7,14 +7,15 @@
 //! commands wait (Akka stashes them), and the events of one entity are written in order. The
 //! events of many entities share the node's journal writer and are committed together.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
-    AtomicWrite, Fence, JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, persistence_id,
+    AtomicWrite, Fence, JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, StoredEvent,
+    persistence_id,
 };
 
 use super::adapter::{
@@ -232,6 +233,10 @@ struct Shared<B: EventSourcedEntity> {
     /// How stored events, of this version or another, become events of the current type.
     reader: EventReader<B::Event>,
     snapshots: Option<(Retention, StateCodec<B>)>,
+    /// Set by the test kit only: copies of the events this kind writes, as written, so that
+    /// a test sees each command's events come back through the codec. Unset (and never
+    /// locked) on a node.
+    witness: OnceLock<Mutex<Vec<StoredEvent>>>,
 }
 
 /// Encodes and decodes the state for snapshots (only for kinds that snapshot, whose state is
@@ -372,6 +377,7 @@ impl<B: EventSourcedEntity> EventSourcedKind<B> {
                 self.adapter,
             ),
             snapshots: self.snapshots,
+            witness: OnceLock::new(),
         });
         let store = Arc::clone(shared.persistence.store());
         EntityKind::for_key(self.key, move |id| EventSourced {
@@ -398,6 +404,46 @@ impl<B: EventSourcedEntity> EventSourced<B> {
     /// The sequence number of the last event applied.
     pub fn last_seq(&self) -> u64 {
         self.journal.as_ref().map_or(0, JournalCursor::seq)
+    }
+
+    /// Recovers the state from the store unless this incarnation has already.
+    pub(crate) async fn recovered(&mut self, entity_id: &str) -> Result<(), EntityFailure> {
+        if self.journal.is_none() {
+            self.journal = Some(self.recover(entity_id).await?);
+        }
+        Ok(())
+    }
+
+    /// From now on, keeps a copy of every event the entities of this kind write (for the
+    /// test kit, which reads them back with [`witnessed`](Self::witnessed)).
+    pub(crate) fn witness_writes(&self) {
+        self.shared.witness.get_or_init(Mutex::default);
+    }
+
+    /// The events written since the last call, decoded from their stored form as recovery
+    /// decodes them (adapter included).
+    pub(crate) fn witnessed(&self, entity_id: &str) -> Result<Vec<B::Event>, String> {
+        let Some(witness) = self.shared.witness.get() else {
+            return Ok(Vec::new());
+        };
+        let written = std::mem::take(&mut *witness.lock().unwrap_or_else(|e| e.into_inner()));
+        let pid = persistence_id(&self.shared.kind, entity_id);
+        let mut events = Vec::with_capacity(written.len());
+        for stored in &written {
+            events.extend(self.shared.reader.read(&pid, stored)?);
+        }
+        Ok(events)
+    }
+
+    /// The state encoded and decoded with the kind's snapshot codec, or `None` when the kind
+    /// takes no snapshots (its state then needs no codec).
+    pub(crate) fn state_round_trip(&self) -> Option<Result<B, String>> {
+        let (_, codec) = self.shared.snapshots.as_ref()?;
+        let codec_of_kind = &self.shared.events;
+        Some(
+            (codec.encode)(codec_of_kind, &self.state)
+                .and_then(|bytes| (codec.decode)(codec_of_kind, &bytes)),
+        )
     }
 
     /// Rebuilds the state as the shared [`Recovery`] walks the store: the newest snapshot (if
@@ -470,16 +516,30 @@ impl<B: EventSourcedEntity> EventSourced<B> {
                 .map_err(|e| failure(&format!("{pid}: event {seq} does not encode"), e))?;
             encoded.push((Bytes::from(payload), self.state.tags(event)));
         }
+        let write = AtomicWrite {
+            fence,
+            ..journal.next_write(&shared.reader.written_manifest, encoded)
+        };
+        let witnessed = shared.witness.get().map(|_| write.events.clone());
         let written = shared
             .persistence
             .journal()
-            .write(AtomicWrite {
-                fence,
-                ..journal.next_write(&shared.reader.written_manifest, encoded)
-            })
+            .write(write)
             .await
             .map_err(|e| failure("journal write failed", e))?;
         written.map_err(|refused| failure("journal write refused", refused))?;
+        if let (Some(witness), Some(events)) = (shared.witness.get(), witnessed) {
+            let stored = events.into_iter().map(|e| StoredEvent {
+                seq: e.seq,
+                payload: e.payload,
+                manifest: e.manifest,
+                tags: e.tags,
+            });
+            witness
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(stored);
+        }
         for event in &events {
             self.state.apply_event(event);
         }
@@ -535,9 +595,7 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
         cmd: B::Command,
         ctx: &mut EntityContext<Self>,
     ) -> Result<(), EntityFailure> {
-        if self.journal.is_none() {
-            self.journal = Some(self.recover(ctx.entity_id()).await?);
-        }
+        self.recovered(ctx.entity_id()).await?;
         let Effect { events, then } = self.state.handle_command(cmd, ctx);
         if !events.is_empty() {
             let fence = ctx.fence().cloned();

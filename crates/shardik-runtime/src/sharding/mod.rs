@@ -49,11 +49,11 @@ mod resolve;
 mod singleton;
 mod strategy;
 
-pub(crate) use api::done_or_panic;
 pub use api::{
     AskError, Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind,
     EntityTypeKey, Postcard, ShardExtractor, ShardingError, SyncEntity, TellError,
 };
+pub(crate) use api::{ContextRequest, TimerCommand, done_or_panic};
 pub use cluster_stats::{ClusterShardingStats, NotHosted};
 pub use config::ShardingConfig;
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};
@@ -65,6 +65,7 @@ pub use keepalive::{ManagedInitError, ManagedRef};
 pub use leases::LeaseHealth;
 pub use messages::RegionState;
 pub use remember_settings::EntityRecovery;
+pub(crate) use reply_to::round_trip;
 pub use reply_to::{DetachedAnswer, ReplyTo};
 pub use shardik_core::sharding::{
     AllocationSnapshot, EntityId, RegionEntry, ShardAllocationStrategy, ShardId,

@@ -9,6 +9,8 @@
 //! of waiting asks. Whichever way the answer comes, the first one completes the ask and
 //! later ones are ignored, as a second reply to an Akka `ask` is.
 
+use std::any::Any;
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -357,6 +359,30 @@ impl<R, C> std::fmt::Debug for ReplyTo<R, C> {
     }
 }
 
+thread_local! {
+    /// Inside [`round_trip`]: the detached `ReplyTo`s encoded so far, in order. Each is
+    /// written as its place in this list, and decoding that place gives the very same
+    /// `ReplyTo` back, so that a test kit can send a command through its codec and still hear
+    /// its answer.
+    static ROUND_TRIP: RefCell<Option<Vec<Arc<dyn Any + Send + Sync>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, in which a command is encoded and then decoded, with detached `ReplyTo`s
+/// ([`ReplyTo::detached`]) allowed inside it: encoded, each is kept and written as its place;
+/// decoded, it is the same `ReplyTo` again. For the test kit, which checks that a command
+/// survives its codec without a node to answer through.
+pub(crate) fn round_trip<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Vec<Arc<dyn Any + Send + Sync>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            ROUND_TRIP.with(|kept| *kept.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(ROUND_TRIP.with(|kept| kept.borrow_mut().replace(Vec::new())));
+    f()
+}
+
 /// On the wire a `ReplyTo` is `Some((kind, asker, ask id))`, or `None` inside the command of
 /// its own ask's envelope: that envelope already carries the ask id, and the receiving node
 /// knows the sender, so the usual ask costs one byte here rather than about thirty, and
@@ -369,9 +395,18 @@ impl<R: Send + 'static, C> Serialize for ReplyTo<R, C> {
         let (kind, asker) = (&**inner.route.kind(), inner.route.asker());
         let wire: WireReplyTo<&str, &UniqueAddress> = match &inner.way {
             Way::Detached(_) => {
-                return Err(serde::ser::Error::custom(
-                    "a detached ReplyTo (made for a unit test) cannot be sent to a node",
-                ));
+                let kept = ROUND_TRIP.with(|kept| {
+                    kept.borrow_mut().as_mut().map(|kept| {
+                        kept.push(Arc::clone(inner) as Arc<dyn Any + Send + Sync>);
+                        kept.len()
+                    })
+                });
+                let Some(index) = kept.and_then(|n| NonZeroU64::new(n as u64)) else {
+                    return Err(serde::ser::Error::custom(
+                        "a detached ReplyTo (made for a unit test) cannot be sent to a node",
+                    ));
+                };
+                Some((kind, asker, index))
             }
             // The kind's task enters the slot in the table as it sends the envelope.
             Way::Local { .. } if inner.ask_id.get().is_some_and(resolve::encoding_ask_is) => None,
@@ -395,11 +430,28 @@ impl<R: Send + 'static, C> Serialize for ReplyTo<R, C> {
     }
 }
 
-impl<'de, R, C> serde::Deserialize<'de> for ReplyTo<R, C> {
+impl<'de, R: Send + 'static, C> serde::Deserialize<'de> for ReplyTo<R, C> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let wire: WireReplyTo<String, UniqueAddress> =
             serde::Deserialize::deserialize(deserializer)?;
+        if let Some((_, _, index)) = &wire
+            && let Some(kept) = ROUND_TRIP.with(|kept| {
+                let kept = kept.borrow();
+                kept.as_ref()
+                    .map(|kept| kept.get(index.get() as usize - 1).cloned())
+            })
+        {
+            let inner = kept
+                .and_then(|kept| kept.downcast::<Inner<R>>().ok())
+                .ok_or_else(|| {
+                    D::Error::custom("a ReplyTo decoded in a round trip that did not encode it")
+                })?;
+            return Ok(ReplyTo {
+                inner,
+                codec: PhantomData,
+            });
+        }
         match wire {
             Some((kind, asker, ask_id)) => {
                 let endpoint = resolve::reply_endpoint().ok_or_else(|| {
