@@ -1871,3 +1871,42 @@ fn random_faults_with_the_whole_entity_lifecycle_lose_and_repeat_nothing() {
         lifecycle_chaos(seed);
     }
 }
+
+/// The whole cluster leaves, one node a moment after the other: the second leaves before the
+/// coordinator could move to it, so when the first is gone no member may host the
+/// coordinator. The second's regions must not wait for one until the leave timeout (60 s):
+/// with no member left to take its shards, it stops them and leaves.
+#[test]
+fn the_last_nodes_leaving_one_after_the_other_do_not_wait_for_a_coordinator() {
+    for seed in 1..=8 {
+        let mut s = cluster(seed, ShardingConfig::fast(HandOffMode::Forward), 2);
+        warm_up(&mut s, seed, 1, ENTITIES);
+        let start = s.now();
+        s.leave(0);
+        s.run_for(Duration::from_secs(1));
+        s.leave(1);
+        let done = s.run_until_pred(Duration::from_secs(90), |s| {
+            (0..2).all(|id| s.world().shutdown_reason(id).is_some())
+        });
+        assert!(
+            done.is_some(),
+            "seed {seed}: the leaves never ended\n{}",
+            tail(&s)
+        );
+        for id in [0, 1] {
+            assert_eq!(
+                s.world().shutdown_reason(id),
+                Some(&ShutdownReason::Left),
+                "seed {seed}: node {id}\n{}",
+                tail(&s)
+            );
+        }
+        let took = s.now() - start;
+        assert!(
+            took < Duration::from_secs(5),
+            "seed {seed}: the leaves took {took:?}\n{}",
+            tail(&s)
+        );
+        assert_clean(&s, seed);
+    }
+}

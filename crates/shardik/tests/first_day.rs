@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shardik::testkit::TestCluster;
-use shardik::{Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo, Settings};
+use shardik::{
+    Entity, EntityContext, EntityKind, EntityTypeKey, ReplyTo, Settings, ShutdownReason,
+};
 
 #[derive(Serialize, Deserialize)]
 enum Cmd {
@@ -116,4 +118,43 @@ async fn waiting_for_a_kind_a_member_never_starts_names_that_member() {
     };
     assert!(err.to_string().contains("sharding().init"), "{err}");
     cluster.leave().await;
+}
+
+/// The last two nodes of a cluster leave one just after the other: each then has nobody to
+/// hand its shards to, and stops them where they are. Both leaves end, as leaves, at once.
+/// (The hang this guards against, a region waiting for a coordinator no member would run
+/// until the leave timeout, needs the first node's removal to lag behind its exit; the
+/// simulator reproduces it: `the_last_nodes_leaving_one_after_the_other_do_not_wait_for_a_coordinator`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_two_nodes_leaving_together_both_leave_promptly() {
+    let cluster = TestCluster::start(2, Settings::reference())
+        .await
+        .expect("the cluster comes up");
+    cluster
+        .init(|| EntityKind::for_key(TALLY, |_| Tally::default()))
+        .await
+        .expect("both nodes host the kind");
+    let sharding = cluster.node(0).sharding();
+    for i in 0..20 {
+        let tally = sharding
+            .entity_ref_for(TALLY, &format!("t-{i}"))
+            .expect("a reference");
+        tally
+            .ask(Cmd::Get, Duration::from_secs(10))
+            .await
+            .expect("answered");
+    }
+    let mut nodes = cluster.into_nodes().into_iter();
+    let (oldest, next) = (nodes.next().unwrap(), nodes.next().unwrap());
+    let started = std::time::Instant::now();
+    let first = tokio::spawn(oldest.leave());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = tokio::spawn(next.leave());
+    let reasons = tokio::time::timeout(BOUND, async {
+        (first.await.unwrap(), second.await.unwrap())
+    })
+    .await
+    .expect("both leaves end well before the leave timeout");
+    assert_eq!(reasons, (ShutdownReason::Left, ShutdownReason::Left));
+    assert!(started.elapsed() < BOUND);
 }

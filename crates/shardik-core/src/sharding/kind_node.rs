@@ -800,6 +800,10 @@ impl<M> KindNode<M> {
             self.region.stop_for_full_shutdown(now, &mut rout);
         } else {
             self.region.graceful_shutdown(&mut rout);
+            // Nobody else may take the shards: they stop here rather than wait for a
+            // coordinator to hand them off to nobody.
+            self.region
+                .stop_in_place_if_alone(now, &self.view, &mut rout);
         }
         self.region_effects(&mut rout, out);
         self.region_out = rout;

@@ -339,6 +339,17 @@ impl ShardingView {
             .map(|m| &m.addr)
     }
 
+    /// Whether no member but this node may be given the kind's shards, now or later: every
+    /// other member with the role is on its way out (Leaving, Exiting, Down) or gone. A
+    /// region that leaves then has nobody to hand its shards to.
+    pub fn nobody_else_may_host(&self) -> bool {
+        !self.members_with_role().any(|m| {
+            m.addr != self.self_node
+                && (m.status.counts_as_up()
+                    || matches!(m.status, MemberStatus::Joining | MemberStatus::WeaklyUp))
+        })
+    }
+
     /// Members with the kind's role (for allocation snapshots).
     pub fn members_with_role(&self) -> impl Iterator<Item = &Member> {
         self.members.values().filter(|m| self.with_role(m))

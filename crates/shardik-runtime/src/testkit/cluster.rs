@@ -200,6 +200,12 @@ impl TestCluster {
         &self.nodes
     }
 
+    /// The nodes, in the order they started, for a test that stops them its own way (one
+    /// at a time, several at once, or by dropping them).
+    pub fn into_nodes(self) -> Vec<Node> {
+        self.nodes
+    }
+
     /// Every node leaves the cluster gracefully, the last started first, so that the first
     /// (the oldest, which runs the coordinators) hands over last.
     pub async fn leave(self) {

@@ -6,6 +6,7 @@ use super::{DropReason, Hosted, Region, RegionEffect};
 use crate::Instant;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
+use crate::sharding::view::ShardingView;
 
 impl<M> Region<M> {
     /// Starts a graceful shutdown: all shards are handed off, then
@@ -37,6 +38,29 @@ impl<M> Region<M> {
             return;
         }
         self.graceful = true;
+        self.stop_in_place(now, out);
+    }
+
+    /// A graceful shutdown with nobody to hand the shards to: every other member that could
+    /// host the kind is leaving or gone (the last nodes of a cluster leaving one after the
+    /// other). No member will run a coordinator to take the shards, so waiting for one would
+    /// only last until the leave timeout; the shards stop where they are instead, as in a
+    /// full shutdown. Nothing changes while a member may still take them.
+    pub fn stop_in_place_if_alone(
+        &mut self,
+        now: Instant,
+        view: &ShardingView,
+        out: &mut Vec<RegionEffect<M>>,
+    ) {
+        if self.graceful && !self.stopping_in_place && !self.stopped && view.nobody_else_may_host()
+        {
+            self.stop_in_place(now, out);
+        }
+    }
+
+    /// Stops every shard where it is (see [`stop_for_full_shutdown`](Self::stop_for_full_shutdown)).
+    fn stop_in_place(&mut self, now: Instant, out: &mut Vec<RegionEffect<M>>) {
+        debug_assert!(self.graceful, "stopping in place is a graceful shutdown");
         self.stopping_in_place = true;
         for (_, buffer) in std::mem::take(&mut self.buffers) {
             for b in buffer {

@@ -87,6 +87,10 @@ impl<M> Region<M> {
         for shard in finished {
             self.maybe_finish_hand_off(&shard, out);
         }
+        self.stop_in_place_if_alone(now, view, out);
+        if self.stopped {
+            return;
+        }
         self.maybe_register(now, view, out);
     }
 }
