@@ -24,23 +24,17 @@
 //! `unanswered_seeds.rs` (reporting seeds that do not let this node in) and
 //! `full_shutdown.rs` (preparing for a full cluster shutdown).
 
-#[cfg(test)]
-mod compat_tests;
 mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
 mod freeze;
 mod full_shutdown;
-#[cfg(test)]
-mod full_shutdown_tests;
 mod join_compat;
 mod joining;
 mod leader;
 mod not_known;
 mod sbr_lease;
-#[cfg(test)]
-mod sbr_lease_tests;
 mod seed_aliases;
 mod senders;
 #[cfg(test)]
