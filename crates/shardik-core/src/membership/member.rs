@@ -70,6 +70,18 @@ impl MemberStatus {
         }
     }
 
+    /// Whether a member may get from `self` to `later` through allowed transitions, in any
+    /// number of steps (staying put included). A node that takes a newer state, or merges two,
+    /// may see several of a member's transitions at once: each of them must be allowed.
+    pub(crate) fn can_become(self, later: MemberStatus) -> bool {
+        // Every allowed transition raises the merge rank (the transition table test checks
+        // it), so the search ends.
+        self == later
+            || MemberStatus::ALL
+                .iter()
+                .any(|&next| next != self && self.can_move_to(next) && next.can_become(later))
+    }
+
     /// Rank used when two gossips disagree about a member: the higher rank wins the merge.
     ///
     /// Removed > Down > Exiting > Leaving > ReadyForShutdown > PreparingForShutdown > Up >

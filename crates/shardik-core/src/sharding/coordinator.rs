@@ -389,7 +389,18 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
     }
 
     fn apply(&mut self, event: StateEvent, out: &mut Vec<CoordinatorEffect>) -> bool {
-        match self.state.apply(&event) {
+        // "Retired" means without a home until the cluster starts again (see the module docs):
+        // a shard leaves the retired set before it is given one.
+        debug_assert!(
+            !matches!(&event, StateEvent::ShardHomeAllocated(s, _) if self.retired.contains(s)),
+            "{event:?} while the shard is retired"
+        );
+        let result = self.state.apply(&event);
+        // Every change is checked against the table before it is asked for: a refusal would
+        // mean the coordinator lost track of its own table (a shard it thinks has no home
+        // given a second one, say).
+        debug_assert!(result.is_ok(), "the table refused {event:?}: {result:?}");
+        match result {
             Ok(()) => {
                 out.push(CoordinatorEffect::Event(CoordinatorEvent::State(event)));
                 true

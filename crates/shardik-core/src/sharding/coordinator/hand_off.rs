@@ -27,6 +27,12 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         let Some(from) = self.state.home(&shard).cloned() else {
             return;
         };
+        // Nothing moves while the cluster prepares for a full shutdown (see the module docs):
+        // neither a rebalance round nor a region's graceful shutdown starts a hand-off then.
+        debug_assert!(
+            !self.preparing_noted,
+            "hand-off of shard {shard} from {from} while preparing for a full shutdown"
+        );
         let acks_pending: BTreeSet<UniqueAddress> = self
             .registered
             .iter()

@@ -97,7 +97,12 @@ impl CoordinatorState {
                     .remove(r)
                     .ok_or_else(|| StateError::UnknownRegion(r.clone()))?;
                 for s in shards {
-                    self.shards.remove(&s);
+                    let home = self.shards.remove(&s);
+                    debug_assert_eq!(
+                        home.as_ref(),
+                        Some(r),
+                        "shard {s} listed under {r} but homed elsewhere"
+                    );
                 }
             }
             StateEvent::ProxyTerminated(p) => {
@@ -111,6 +116,8 @@ impl CoordinatorState {
                     .regions
                     .get_mut(r)
                     .ok_or_else(|| StateError::UnknownRegion(r.clone()))?;
+                // Without a home it is in no region's list: one shard, one home.
+                debug_assert!(!list.contains(s), "shard {s} listed twice under {r}");
                 list.push(s.clone());
                 self.shards.insert(s.clone(), r.clone());
             }
@@ -119,8 +126,16 @@ impl CoordinatorState {
                     .shards
                     .remove(s)
                     .ok_or_else(|| StateError::ShardNotAllocated(s.clone()))?;
-                if let Some(list) = self.regions.get_mut(&r) {
+                let list = self.regions.get_mut(&r);
+                debug_assert!(list.is_some(), "shard {s} homed on unregistered region {r}");
+                if let Some(list) = list {
+                    let before = list.len();
                     list.retain(|x| x != s);
+                    debug_assert_eq!(
+                        before,
+                        list.len() + 1,
+                        "shard {s} not listed once under its home {r}"
+                    );
                 }
             }
         }
