@@ -5,6 +5,16 @@
 //! opens a socket or draws from a global random generator: time and randomness come in as
 //! arguments. That is what lets the same code run in production under tokio and, seeded and
 //! replayable, inside the simulator (`shardik-sim`).
+//!
+//! ## Where the tests are
+//!
+//! One rule for every module: the unit tests of `foo.rs` (or `foo/mod.rs`) live in
+//! `foo/tests.rs`, declared in the module as `#[cfg(test)] mod tests;`. Where `foo.rs` has
+//! no folder yet, `foo/` holds just `tests.rs`. A module whose tests want several files keeps
+//! them as `foo/tests/NAME.rs`, declared by `foo/tests.rs`. No
+//! module has its tests inline, and no test file sits beside the module it tests. Test support
+//! used by the tests of several modules is a `#[cfg(test)]` module of its own
+//! (`sharding/testkit.rs`, `sharding/allocation/test_support.rs`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,6 +1,10 @@
 //! The simulated world: nodes running the real membership core, a network with latency,
 //! partitions and pauses, one seeded random generator, and a virtual clock that jumps from
 //! one event to the next.
+//!
+//! This file holds the world, its settings and the actions scenarios take on it, and the loop
+//! that runs it; beside it in `world/`: the network (`network.rs`), carrying out what a core
+//! asks for (`effects.rs`) and what scenarios ask of the world as a whole (`views.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -9,16 +13,22 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_core::Instant;
 use shardik_core::membership::{
-    Address, ClusterEvent, Command, Effect, Input, Member, MemberStatus, Membership,
-    MembershipConfig, Message, ShutdownReason, UniqueAddress,
+    Address, Command, Effect, Input, Member, MemberStatus, Membership, MembershipConfig,
+    ShutdownReason, UniqueAddress,
 };
 use shardik_core::node::{ClusterView, NodeCore};
 
 use crate::checker::Checker;
-use crate::sbr_lease::{Caller, Liveness, SbrLeaseConfig, SbrLeaseModel};
-use crate::wire_size;
+use crate::sbr_lease::{Liveness, SbrLeaseConfig, SbrLeaseModel};
 
 pub use crate::node_id::NodeId;
+
+mod effects;
+mod network;
+mod views;
+
+pub use effects::describe;
+use network::{Delivery, Identification};
 
 /// Network and world settings.
 #[derive(Clone, Debug)]
@@ -87,27 +97,6 @@ struct SimNode {
     group: u32,
     incarnation: u32,
     shutdown: Option<ShutdownReason>,
-}
-
-/// A connection's handshake reply, as the runtime's transport reports it: node `to` (this
-/// incarnation of it) dialled `dialled` and `node` answered there.
-#[derive(Clone, Debug)]
-struct Identification {
-    to: NodeId,
-    incarnation: u32,
-    dialled: Address,
-    node: UniqueAddress,
-}
-
-#[derive(Clone, Debug)]
-struct Delivery {
-    from: NodeId,
-    /// The sending incarnation, as its connection would authenticate it.
-    sender: UniqueAddress,
-    to: Address,
-    msg: Message,
-    /// Set when the message reached a paused node and had to wait.
-    arrived_at: Option<Instant>,
 }
 
 /// Totals over the run.
@@ -499,38 +488,6 @@ impl World {
         self.reschedule(id);
     }
 
-    /// Splits the network into the given groups; nodes in no group form one more group.
-    pub fn partition(&mut self, groups: &[&[NodeId]]) {
-        for n in &mut self.nodes {
-            n.group = u32::MAX;
-        }
-        for (g, members) in groups.iter().enumerate() {
-            for id in *members {
-                self.nodes[*id].group = g as u32;
-            }
-        }
-        self.note(None, format!("partition {groups:?}"));
-    }
-
-    /// Blocks messages from `from` to `to` only.
-    pub fn block_oneway(&mut self, from: NodeId, to: NodeId) {
-        self.oneway_blocked.insert((from, to));
-        self.note(None, format!("block node-{from:05} -> node-{to:05}"));
-    }
-
-    /// Heals every partition and one-way block.
-    pub fn heal(&mut self) {
-        for n in &mut self.nodes {
-            n.group = 0;
-        }
-        self.oneway_blocked.clear();
-        self.note(None, "heal".to_string());
-    }
-
-    fn linked(&self, from: NodeId, to: NodeId) -> bool {
-        self.nodes[from].group == self.nodes[to].group && !self.oneway_blocked.contains(&(from, to))
-    }
-
     fn note(&mut self, node: Option<NodeId>, what: String) {
         if self.cfg.record_events || node.is_none() {
             self.timeline.push(TimelineEntry {
@@ -560,173 +517,6 @@ impl World {
             self.timers.insert((t, id));
             self.timer_of[id] = Some(t);
         }
-    }
-
-    fn apply_effects(&mut self, id: NodeId, out: &mut Vec<Effect>) {
-        for e in out.drain(..) {
-            match e {
-                Effect::Send { to, msg } => self.send(id, to, msg),
-                Effect::Event(ev) => {
-                    if let ClusterEvent::MemberRemoved { member, .. } = &ev {
-                        self.stats.removed_members.insert(member.addr.clone());
-                    }
-                    if let ClusterEvent::UnreachableMember(_) = &ev {
-                        self.stats.unreachable_events += 1;
-                    }
-                    if let (ClusterEvent::MemberUp(m), Some((tracked, seen))) =
-                        (&ev, self.tracked_up.as_mut())
-                        && &m.addr == tracked
-                    {
-                        seen.insert(id);
-                    }
-                    if let (ClusterEvent::UnreachableMember(m), Some((tracked, seen))) =
-                        (&ev, self.tracked_unreachable.as_mut())
-                        && &m.addr == tracked
-                    {
-                        seen.insert(id);
-                    }
-                    self.checker
-                        .on_event(self.now, id, self.nodes[id].incarnation, &ev);
-                    if self.cfg.record_events {
-                        let what = describe(&ev);
-                        self.note(Some(id), what);
-                    }
-                }
-                Effect::Dropped { reason, .. } => {
-                    *self
-                        .stats
-                        .dropped_by_core
-                        .entry(reason.as_str())
-                        .or_default() += 1;
-                }
-                Effect::CommandFailed(err) => self.note(Some(id), format!("command failed: {err}")),
-                Effect::PreparingForFullShutdown => {
-                    self.note(Some(id), "preparing for a full shutdown".to_string())
-                }
-                Effect::JoinIncompatible {
-                    joiner,
-                    via,
-                    differences,
-                    refused,
-                } => {
-                    let verdict = if refused { "refused" } else { "let in" };
-                    self.note(
-                        Some(id),
-                        format!("{verdict} {joiner} ({via}): {}", differences.join("; ")),
-                    );
-                }
-                Effect::SeedsUnanswered {
-                    seeds, attempts, ..
-                } => {
-                    self.note(
-                        Some(id),
-                        format!("no seed let it in after {attempts} attempts: {seeds:?}"),
-                    );
-                }
-                Effect::SelfExiting if self.exit_tasks => {
-                    self.note(Some(id), "exiting: running exit tasks".to_string());
-                    self.exiting.insert(id);
-                }
-                Effect::SelfExiting => {
-                    // No exit tasks in a membership-only world: confirm at once.
-                    let now = self.now;
-                    let mut more = Vec::new();
-                    self.nodes[id].core.exit_tasks_done(now, &mut more);
-                    self.apply_effects(id, &mut more);
-                }
-                Effect::Sbr(action) => {
-                    if self.cfg.record_events {
-                        self.note(Some(id), format!("resolver: {action:?}"));
-                    }
-                    self.sbr_lease.decided(&action);
-                }
-                Effect::SbrLease(request) => {
-                    if self.cfg.record_events {
-                        self.note(Some(id), format!("lease call: {request:?}"));
-                    }
-                    let core = &self.nodes[id].core;
-                    let strategy = core
-                        .membership()
-                        .config()
-                        .downing
-                        .as_ref()
-                        .map(|d| &d.strategy);
-                    let caller = Caller::new(id, core.self_node().clone(), strategy);
-                    self.sbr_lease.call(self.now, caller, request);
-                }
-                Effect::SbrLeaseLost(reason) => {
-                    self.note(Some(id), format!("lease lost: {}", reason.as_str()));
-                    self.sbr_lease.lost();
-                }
-                Effect::Shutdown(reason) => {
-                    self.note(Some(id), format!("shutdown: {reason:?}"));
-                    let n = &mut self.nodes[id];
-                    n.alive = false;
-                    n.shutdown = Some(reason);
-                }
-            }
-        }
-    }
-
-    fn send(&mut self, from: NodeId, to: Address, msg: Message) {
-        let bytes = wire_size::message(&msg) as u64;
-        match msg {
-            Message::Heartbeat { .. } | Message::HeartbeatRsp { .. } => {
-                self.stats.heartbeat_bytes += bytes
-            }
-            Message::GossipStatus { .. } | Message::GossipEnvelope { .. } => {
-                self.stats.gossip_bytes += bytes;
-                self.stats.gossip_messages += 1;
-            }
-            Message::Welcome { .. } => self.stats.gossip_bytes += bytes,
-            _ => {}
-        }
-        let (lo, hi) = self.cfg.latency;
-        let latency = if hi > lo {
-            lo + Duration::from_nanos(self.rng.random_range(0..(hi - lo).as_nanos() as u64))
-        } else {
-            lo
-        };
-        if self.cfg.loss > 0.0 && self.rng.random::<f64>() < self.cfg.loss {
-            self.stats.lost += 1;
-            return;
-        }
-        let mut at = self.now + latency;
-        if let Some(&target) = self.aliases.get(&to) {
-            // A new connection's handshake: its reply tells the sender who answered, and the
-            // message follows it (so any answer comes after the identification).
-            let node = self.nodes[target].core.self_node().clone();
-            let key = (from, self.nodes[from].incarnation, to.clone(), node.clone());
-            if self.nodes[target].alive
-                && self.linked(from, target)
-                && self.linked(target, from)
-                && !self.identified.contains(&key)
-            {
-                self.identified.insert(key);
-                self.seq += 1;
-                self.identifications.insert(
-                    (self.now + latency, self.seq),
-                    Identification {
-                        to: from,
-                        incarnation: self.nodes[from].incarnation,
-                        dialled: to.clone(),
-                        node,
-                    },
-                );
-                at += latency;
-            }
-        }
-        self.seq += 1;
-        self.queue.insert(
-            (at, self.seq),
-            Delivery {
-                from,
-                sender: self.nodes[from].core.self_node().clone(),
-                to,
-                msg,
-                arrived_at: None,
-            },
-        );
     }
 
     /// When the next thing happens, if anything will.
@@ -817,128 +607,6 @@ impl World {
         }
     }
 
-    /// Tells the sender of `d` that the connection to its destination was refused (nothing
-    /// listens there: the process crashed or stopped), as the runtime's lanes report it
-    /// (`Input::PeerRefused`). Lost if the sending incarnation is gone or paused (a paused
-    /// process dials nothing).
-    fn refuse(&mut self, d: &Delivery) {
-        let from = d.from;
-        let n = &self.nodes[from];
-        if !n.alive
-            || n.core.self_node() != &d.sender
-            || n.paused_until.is_some_and(|p| p > self.now)
-        {
-            return;
-        }
-        let now = self.now;
-        let mut out = std::mem::take(&mut self.effects);
-        self.nodes[from].core.handle(
-            now,
-            Input::PeerRefused {
-                address: d.to.clone(),
-            },
-            &mut out,
-        );
-        self.apply_effects(from, &mut out);
-        self.effects = out;
-        self.reschedule(from);
-        if self.cfg.check_states {
-            self.checker
-                .check_node(now, from, self.nodes[from].core.membership());
-        }
-    }
-
-    /// Hands a handshake reply to the node that dialled (lost if that incarnation is gone;
-    /// held while it is paused).
-    fn identify(&mut self, i: Identification) {
-        let n = &self.nodes[i.to];
-        if !n.alive || n.incarnation != i.incarnation {
-            return;
-        }
-        if let Some(p) = n.paused_until.filter(|p| *p > self.now) {
-            self.seq += 1;
-            self.identifications.insert((p, self.seq), i);
-            return;
-        }
-        self.note(
-            Some(i.to),
-            format!("{} answered at {}", i.node.address.host, i.dialled),
-        );
-        let now = self.now;
-        let mut out = std::mem::take(&mut self.effects);
-        self.nodes[i.to].core.handle(
-            now,
-            Input::PeerIdentified {
-                dialled: i.dialled,
-                node: i.node,
-            },
-            &mut out,
-        );
-        self.apply_effects(i.to, &mut out);
-        self.effects = out;
-        self.reschedule(i.to);
-        if self.cfg.check_states {
-            self.checker
-                .check_node(now, i.to, self.nodes[i.to].core.membership());
-        }
-    }
-
-    fn deliver(&mut self, d: Delivery) {
-        let Some(&to) = self
-            .by_address
-            .get(&d.to)
-            .or_else(|| self.aliases.get(&d.to))
-        else {
-            self.stats.lost += 1;
-            return;
-        };
-        if self.cfg.refuse_connections
-            && !self.nodes[to].alive
-            && self.linked(d.from, to)
-            && self.linked(to, d.from)
-        {
-            // The process is gone but its machine answers: the connection is refused.
-            self.stats.lost += 1;
-            self.refuse(&d);
-            return;
-        }
-        if !self.nodes[to].alive || !self.linked(d.from, to) {
-            self.stats.lost += 1;
-            return;
-        }
-        if let Some(p) = self.nodes[to].paused_until {
-            if p > self.now {
-                // Arrived while frozen: processed when the pause ends, stamped with its arrival.
-                let mut d = d;
-                d.arrived_at.get_or_insert(self.now);
-                self.seq += 1;
-                self.queue.insert((p, self.seq), d);
-                return;
-            }
-            self.nodes[to].paused_until = None;
-        }
-        self.stats.delivered += 1;
-        let received_at = d.arrived_at.unwrap_or(self.now);
-        let now = self.now;
-        let mut out = std::mem::take(&mut self.effects);
-        self.nodes[to].core.handle(
-            now,
-            Input::Message {
-                msg: d.msg,
-                from: d.sender,
-                received_at,
-            },
-            &mut out,
-        );
-        self.apply_effects(to, &mut out);
-        self.effects = out;
-        self.reschedule(to);
-        if self.cfg.check_states {
-            self.checker
-                .check_node(now, to, self.nodes[to].core.membership());
-        }
-    }
-
     /// Runs until virtual time `until` (events at exactly `until` included).
     pub fn run_until(&mut self, until: Instant) {
         while self.next_event_at().is_some_and(|t| t <= until) {
@@ -975,111 +643,5 @@ impl World {
                 }
             }
         }
-    }
-
-    // ----- views used by scenarios and tests -----
-
-    /// The members node `id` knows, with statuses.
-    pub fn members_seen_by(&self, id: NodeId) -> Vec<Member> {
-        self.nodes[id]
-            .core
-            .gossip()
-            .members
-            .values()
-            .cloned()
-            .collect()
-    }
-
-    /// Whether every running member node holds the same members (and statuses), has converged,
-    /// and agrees on the leader.
-    pub fn agreed(&self) -> bool {
-        let alive: Vec<&SimNode> = self
-            .nodes
-            .iter()
-            .filter(|n| n.alive && n.core.membership().is_member())
-            .collect();
-        let Some(first) = alive.first() else {
-            return false;
-        };
-        let view = |n: &SimNode| -> Vec<(UniqueAddress, MemberStatus)> {
-            n.core
-                .gossip()
-                .members
-                .values()
-                .map(|m| (m.addr.clone(), m.status))
-                .collect()
-        };
-        let v0 = view(first);
-        let l0 = first.core.membership().leader();
-        alive.iter().all(|n| {
-            n.core.membership().is_converged()
-                && view(n) == v0
-                && n.core.membership().leader() == l0
-        })
-    }
-
-    /// Whether every node in `ids` is alive, converged, and sees exactly `ids` as members, all Up.
-    pub fn all_up(&self, ids: &[NodeId]) -> bool {
-        let want: BTreeSet<Address> = ids.iter().map(|i| Self::address_of(*i)).collect();
-        ids.iter().all(|&i| {
-            let n = &self.nodes[i];
-            n.alive
-                && n.core.membership().is_member()
-                && n.core.gossip().members.len() == want.len()
-                && n.core
-                    .gossip()
-                    .members
-                    .values()
-                    .all(|m| m.status == MemberStatus::Up && want.contains(&m.addr.address))
-        })
-    }
-
-    /// Whether every running member node sees node `subject`'s current incarnation with `status`.
-    pub fn all_see_status(&self, subject: NodeId, status: MemberStatus) -> bool {
-        let target = self.nodes[subject].core.self_node().clone();
-        self.nodes
-            .iter()
-            .filter(|n| n.alive && n.core.membership().is_member())
-            .all(|n| {
-                n.core
-                    .gossip()
-                    .member(&target)
-                    .is_some_and(|m| m.status == status)
-            })
-    }
-}
-
-/// One line for a cluster event.
-pub fn describe(ev: &ClusterEvent) -> String {
-    let who = |m: &Member| m.addr.address.host.clone();
-    match ev {
-        ClusterEvent::MemberJoined(m) => format!("MemberJoined {}", who(m)),
-        ClusterEvent::MemberWeaklyUp(m) => format!("MemberWeaklyUp {}", who(m)),
-        ClusterEvent::MemberUp(m) => format!("MemberUp {} (up#{})", who(m), m.up_number),
-        ClusterEvent::MemberLeft(m) => format!("MemberLeft {}", who(m)),
-        ClusterEvent::MemberExited(m) => format!("MemberExited {}", who(m)),
-        ClusterEvent::MemberDowned(m) => format!("MemberDowned {}", who(m)),
-        ClusterEvent::MemberPreparingForShutdown(m) => {
-            format!("MemberPreparingForShutdown {}", who(m))
-        }
-        ClusterEvent::MemberReadyForShutdown(m) => format!("MemberReadyForShutdown {}", who(m)),
-        ClusterEvent::MemberRemoved { member, previous } => {
-            format!("MemberRemoved {} (was {previous})", who(member))
-        }
-        ClusterEvent::UnreachableMember(m) => format!("UnreachableMember {}", who(m)),
-        ClusterEvent::ReachableMember(m) => format!("ReachableMember {}", who(m)),
-        ClusterEvent::LeaderChanged(l) => format!(
-            "LeaderChanged {}",
-            l.as_ref()
-                .map_or("none".to_string(), |a| a.address.host.to_string())
-        ),
-        ClusterEvent::RoleLeaderChanged { role, leader } => format!(
-            "RoleLeaderChanged {role} {}",
-            leader
-                .as_ref()
-                .map_or("none".to_string(), |a| a.address.host.to_string())
-        ),
-        // The enum is open to new events (`#[non_exhaustive]`).
-        other => format!("{other:?}"),
     }
 }

@@ -19,11 +19,12 @@ use std::time::Duration;
 use anyhow::bail;
 use tokio::sync::Notify;
 
-use super::{
-    ASK_TIMEOUT, Probe, Ref, Region, RemoteSetup, SendMode, TallyCmd, closed_loop_asks,
-    tell_round_robin, unix_ns,
-};
-use crate::bench_support::{ClosedLoop, Throughput};
+use super::asks::closed_loop_asks;
+use super::common::{ASK_TIMEOUT, SendMode};
+use super::entities::tell_round_robin;
+use super::nodes::{Ref, Region, RemoteSetup};
+use super::tally::{Probe, TallyCmd};
+use crate::bench_support::{ClosedLoop, Throughput, unix_ns};
 use crate::bench_tls::BenchCerts;
 use crate::bench_transports::{AskTurns, Interleaved, TellTurns};
 

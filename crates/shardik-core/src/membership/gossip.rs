@@ -179,6 +179,16 @@ impl Gossip {
             };
             members.insert(k.clone(), picked);
         }
+        debug_assert_eq!(
+            succeeds(self, &members, &version, &tombstones).and_then(|()| succeeds(
+                other,
+                &members,
+                &version,
+                &tombstones
+            )),
+            Ok(()),
+            "a merge moved a member back or a clock entry backwards"
+        );
         let member_set: BTreeSet<UniqueAddress> = members.keys().cloned().collect();
         let reachability = self.reachability.merge(&other.reachability, &member_set);
         // Keep sharing the table when the merge changed nothing in it.
@@ -328,6 +338,14 @@ impl Gossip {
             .collect()
     }
 
+    /// Whether this state may follow `old` on one node, which taking a newer state, merging a
+    /// concurrent one and changing it locally all must keep: every member in both has a status
+    /// it can reach from its old one ([`MemberStatus::can_become`]), and no clock entry went
+    /// back (an entry goes only with its node, which leaves a tombstone).
+    pub(crate) fn check_succession(&self, old: &Gossip) -> Result<(), String> {
+        succeeds(old, &self.members, &self.version, &self.tombstones)
+    }
+
     /// Whether the state's invariants hold: no Removed member, seen and reachability only
     /// mention members, clock entries only for members or tombstoned nodes.
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -355,6 +373,33 @@ impl Gossip {
         }
         Ok(())
     }
+}
+
+/// Whether `members`, `version` and `tombstones` may follow `old`: no member in both moved
+/// against the lifecycle, and no clock entry of a node without a tombstone went back.
+fn succeeds(
+    old: &Gossip,
+    members: &BTreeMap<UniqueAddress, Member>,
+    version: &VectorClock,
+    tombstones: &BTreeMap<UniqueAddress, u64>,
+) -> Result<(), String> {
+    for (node, was) in old.members.iter() {
+        if let Some(now) = members.get(node)
+            && !was.status.can_become(now.status)
+        {
+            return Err(format!(
+                "member {node} went from {} to {}",
+                was.status, now.status
+            ));
+        }
+    }
+    for (node, was) in old.version.entries() {
+        let now = version.get(node);
+        if now < was && !tombstones.contains_key(node) {
+            return Err(format!("clock entry of {node} went from {was} to {now}"));
+        }
+    }
+    Ok(())
 }
 
 /// Fallback order when no member is Up-like: Down last, then Exiting, then Joining, then WeaklyUp

@@ -65,7 +65,18 @@
 //! a home are still allocated, so the cluster keeps working while it prepares. A coordinator
 //! that starts on another node during the preparation (its node left) does not know which
 //! shards were retired and allocates them when asked, as the reference always does.
+//!
+//! ## Where its parts are
+//!
+//! This file holds the coordinator's state, what it is asked and when it runs; beside it in
+//! `coordinator/`: registrations and readiness (`registration.rs`), giving shards homes
+//! (`homes.rs`), hand-offs and rebalance rounds (`hand_off.rs`), the allocation table
+//! (`state.rs`), the lease takeover ([`takeover`]) and the warning about unheard members
+//! ([`unheard`]).
 
+mod hand_off;
+mod homes;
+mod registration;
 mod state;
 pub mod takeover;
 pub mod unheard;
@@ -80,7 +91,7 @@ use crate::Instant;
 use crate::lease::LeaseTiming;
 use crate::membership::UniqueAddress;
 
-use super::allocation::{AllocationSnapshot, RegionEntry, ShardAllocationStrategy};
+use super::allocation::ShardAllocationStrategy;
 use super::protocol::Protocol;
 use super::shard_id::ShardId;
 use super::view::ShardingView;
@@ -220,12 +231,18 @@ pub enum CoordinatorEffect {
     },
 }
 
+/// A hand-off under way.
 #[derive(Debug)]
 struct HandOff {
+    /// The shard's home, which stops it.
     from: UniqueAddress,
+    /// Regions that have not acknowledged `BeginHandOff` yet.
     acks_pending: BTreeSet<UniqueAddress>,
+    /// Regions that acknowledged having drained what they sent to the home.
     drained: Vec<UniqueAddress>,
+    /// `HandOff` was sent to the home.
     stopping: bool,
+    /// When the hand-off is given up.
     deadline: Instant,
     /// Regions that asked for the shard's home meanwhile; answered when it is re-homed.
     deferred: BTreeSet<UniqueAddress>,
@@ -372,7 +389,18 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
     }
 
     fn apply(&mut self, event: StateEvent, out: &mut Vec<CoordinatorEffect>) -> bool {
-        match self.state.apply(&event) {
+        // "Retired" means without a home until the cluster starts again (see the module docs):
+        // a shard leaves the retired set before it is given one.
+        debug_assert!(
+            !matches!(&event, StateEvent::ShardHomeAllocated(s, _) if self.retired.contains(s)),
+            "{event:?} while the shard is retired"
+        );
+        let result = self.state.apply(&event);
+        // Every change is checked against the table before it is asked for: a refusal would
+        // mean the coordinator lost track of its own table (a shard it thinks has no home
+        // given a second one, say).
+        debug_assert!(result.is_ok(), "the table refused {event:?}: {result:?}");
+        match result {
             Ok(()) => {
                 out.push(CoordinatorEffect::Event(CoordinatorEvent::State(event)));
                 true
@@ -461,532 +489,6 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             | Protocol::RoutingHere { .. }
             | Protocol::NotHere { .. } => {}
         }
-    }
-
-    fn register(
-        &mut self,
-        now: Instant,
-        from: &UniqueAddress,
-        hosted: Vec<ShardId>,
-        proxy: bool,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        if *from != self.me && !view.can_register(from) {
-            out.push(CoordinatorEffect::Event(
-                CoordinatorEvent::RegistrationRefused(from.clone()),
-            ));
-            return;
-        }
-        if proxy {
-            if !self.state.proxies().contains(from) {
-                self.apply(StateEvent::ProxyRegistered(from.clone()), out);
-            }
-        } else {
-            if !self.state.has_region(from) {
-                self.apply(StateEvent::RegionRegistered(from.clone()), out);
-            }
-            self.graceful.remove(from);
-            let taken = self
-                .takeover
-                .as_ref()
-                .and_then(|t| t.revoked_from(from))
-                .cloned()
-                .unwrap_or_default();
-            // A shard taken from it that it has not heard of yet is not its to claim: it is
-            // told again right after the acknowledgement.
-            for shard in hosted.into_iter().filter(|s| !taken.contains(s)) {
-                match self.state.home(&shard) {
-                    None => {
-                        // A region that runs it says so: whatever retired it, it has a home.
-                        self.retired.remove(&shard);
-                        self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
-                    }
-                    Some(home) if home == from => {}
-                    // Hearsay loses to the region itself: a home entered from another region's
-                    // cache (`SilentHomes`) on a silent member that never registered here may
-                    // be stale, while this region says it hosts the shard (its lease decides
-                    // whether it runs it).
-                    Some(home)
-                        if self.takeover.is_some()
-                            && !self.registered.contains(home)
-                            && view.is_silent(home) =>
-                    {
-                        self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
-                        self.apply(StateEvent::ShardHomeAllocated(shard, from.clone()), out);
-                    }
-                    // Under the takeover, a region that went silent may still hold a shard
-                    // it was given (parked, its lease lapsed) whose revocation it never heard
-                    // (the coordinator that took it went away): the first claim stands, and
-                    // the lease decides who runs it, so this one is revoked.
-                    Some(_) if self.takeover.is_some() => self.take_stale_claim(from, shard),
-                    Some(home) => out.push(CoordinatorEffect::Event(
-                        CoordinatorEvent::ConflictingClaim {
-                            shard,
-                            home: home.clone(),
-                            claimant: from.clone(),
-                        },
-                    )),
-                }
-            }
-        }
-        self.registered.insert(from.clone());
-        // It runs the kind now, whatever its node said before.
-        self.not_started.remove(from);
-        self.send(from, Protocol::RegisterAck, out);
-        self.resend_revocation(from, out);
-        let homes: Vec<(UniqueAddress, Vec<ShardId>)> = self
-            .state
-            .regions()
-            .iter()
-            .map(|(r, shards)| {
-                let shards: Vec<ShardId> = shards
-                    .iter()
-                    .filter(|s| !self.handoffs.contains_key(*s))
-                    .cloned()
-                    .collect();
-                (r.clone(), shards)
-            })
-            .filter(|(r, shards)| !shards.is_empty() && !view.is_terminating(r))
-            .collect();
-        if !homes.is_empty() {
-            self.send(from, Protocol::ShardHomes { homes }, out);
-        }
-        self.update_readiness(now, view, out);
-    }
-
-    /// A member's node says it has not started the kind. Counted only from a member this
-    /// incarnation expects and has not heard register, with this incarnation's epoch (see the
-    /// module docs for why each condition).
-    fn kind_not_started(
-        &mut self,
-        now: Instant,
-        from: &UniqueAddress,
-        epoch: u64,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        if epoch != self.epoch
-            || self.registered.contains(from)
-            || !view.expected_regions().contains(from)
-        {
-            return;
-        }
-        if self.not_started.insert(from.clone()) {
-            out.push(CoordinatorEffect::Event(CoordinatorEvent::KindNotStarted(
-                from.clone(),
-            )));
-        }
-        self.update_readiness(now, view, out);
-    }
-
-    /// Expected members neither registered nor known not to run the kind: the ones this
-    /// coordinator announces itself to.
-    fn unregistered(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
-        view.expected_regions()
-            .into_iter()
-            .filter(|r| !self.registered.contains(r) && !self.not_started.contains(r))
-            .collect()
-    }
-
-    /// The [unregistered](Self::unregistered) members allocation waits for.
-    ///
-    /// Under the lease takeover a silent member is not waited for: whatever shards it runs,
-    /// it runs under their leases, so a shard given another home starts there only once the
-    /// store says the silent member's tenure is over; and should it register later, its
-    /// claims on shards homed elsewhere are revoked (`take_stale_claim`). Without this, a
-    /// coordinator standing in for a silent oldest node could allocate nothing until that
-    /// node was downed.
-    fn missing(&self, view: &ShardingView) -> BTreeSet<UniqueAddress> {
-        let mut missing = self.unregistered(view);
-        if self.takeover.is_some() {
-            missing.retain(|r| !view.is_silent(r));
-        }
-        missing
-    }
-
-    /// Re-evaluates whether allocation may begin; announces this coordinator to members that
-    /// became expected since it last did.
-    fn update_readiness(
-        &mut self,
-        now: Instant,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        let could_allocate = self.may_allocate();
-        if !self.complete {
-            let missing = self.missing(view);
-            if missing.is_empty() {
-                self.complete = true;
-                out.push(CoordinatorEffect::Event(CoordinatorEvent::StateComplete));
-            } else {
-                for region in &missing {
-                    if !self.announced.contains(region) {
-                        self.announced.insert(region.clone());
-                        let epoch = self.epoch;
-                        self.send(region, Protocol::CoordinatorStarted { epoch }, out);
-                    }
-                }
-            }
-            self.unheard.track(now, &missing);
-        }
-        if !self.min_members_reached {
-            let up_regions = self.alive_regions().filter(|r| view.can_host(r)).count();
-            self.min_members_reached = up_regions >= self.settings.min_members.max(1);
-        }
-        if !could_allocate && self.may_allocate() {
-            self.allocate_waiting(now, view, out);
-        }
-    }
-
-    /// Allocates the shards regions asked for while allocation had to wait, now that it may
-    /// begin, instead of at each region's next retry.
-    fn allocate_waiting(
-        &mut self,
-        now: Instant,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        let waiting: Vec<(ShardId, UniqueAddress)> = self
-            .unanswered
-            .iter()
-            .filter(|(shard, _)| {
-                self.state.home(shard).is_none() && !self.handoffs.contains_key(*shard)
-            })
-            .filter_map(|(shard, asked)| Some((shard.clone(), asked.first()?.clone())))
-            .collect();
-        for (shard, requester) in waiting {
-            self.get_shard_home(now, &requester, shard, view, out);
-        }
-    }
-
-    /// Tells every expected region that has neither registered yet nor said its node has not
-    /// started the kind that this coordinator runs (see [`Protocol::CoordinatorStarted`]).
-    /// Silent ones too: allocation may not wait for them (under the takeover), but each must
-    /// learn of this coordinator when it runs again, or it would go on taking an earlier one
-    /// on the same node for its own.
-    pub fn announce(&mut self, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
-        let epoch = self.epoch;
-        for region in self.unregistered(view) {
-            self.send(&region, Protocol::CoordinatorStarted { epoch }, out);
-            self.announced.insert(region);
-        }
-    }
-
-    /// Whether new shards may be allocated now.
-    pub fn may_allocate(&self) -> bool {
-        self.complete && self.min_members_reached
-    }
-
-    fn get_shard_home(
-        &mut self,
-        now: Instant,
-        requester: &UniqueAddress,
-        shard: ShardId,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        if let Some(h) = self.handoffs.get_mut(&shard) {
-            h.deferred.insert(requester.clone());
-            return;
-        }
-        if self.retired.contains(&shard) {
-            // Its home went away while the cluster prepared for a full shutdown: it waits for
-            // the cluster to start again (bounded: one entry per shard and region).
-            self.wait_for_home(shard, requester);
-            return;
-        }
-        if let Some(home) = self.state.home(&shard) {
-            if !view.is_terminating(home) {
-                let msg = Protocol::ShardHome {
-                    shard,
-                    region: home.clone(),
-                };
-                self.send(requester, msg, out);
-            } else {
-                self.wait_for_home(shard, requester);
-            }
-            return;
-        }
-        if !self.may_allocate() {
-            self.wait_for_home(shard, requester);
-            return; // the region asks again
-        }
-        let Some(home) = self.allocate(requester, &shard, view) else {
-            self.wait_for_home(shard, requester);
-            return;
-        };
-        if !self.apply(
-            StateEvent::ShardHomeAllocated(shard.clone(), home.clone()),
-            out,
-        ) {
-            return;
-        }
-        let predecessor = self.predecessors.remove(&shard);
-        self.send(
-            &home,
-            Protocol::HostShard {
-                shard: shard.clone(),
-                predecessor: predecessor.clone(),
-            },
-            out,
-        );
-        self.unacked_hosts.insert(
-            shard.clone(),
-            (home.clone(), now + self.settings.shard_start_timeout),
-        );
-        let waiting = self.unanswered.remove(&shard).unwrap_or_default();
-        let mut told = waiting.clone();
-        told.insert(requester.clone());
-        told.extend(predecessor.iter().cloned());
-        self.announce_new_home(&shard, &home, &told, out);
-        let answer = Protocol::ShardHome {
-            shard,
-            region: home.clone(),
-        };
-        if let Some(p) = predecessor.filter(|p| *p != home && p != requester) {
-            self.send(&p, answer.clone(), out);
-        }
-        for region in waiting {
-            if region != home && region != *requester {
-                self.send(&region, answer.clone(), out);
-            }
-        }
-        if *requester != home {
-            self.send(requester, answer, out);
-        }
-    }
-
-    /// Notes that `requester` asked for `shard`'s home and got no answer (bounded: one entry
-    /// per shard and region).
-    fn wait_for_home(&mut self, shard: ShardId, requester: &UniqueAddress) {
-        self.unanswered
-            .entry(shard)
-            .or_default()
-            .insert(requester.clone());
-    }
-
-    /// Regions that may receive new shards: registered here, on an Up member with the role,
-    /// not shutting down.
-    fn allocation_snapshot(
-        &self,
-        view: &ShardingView,
-        candidates_only: bool,
-    ) -> AllocationSnapshot<UniqueAddress> {
-        let mut snapshot = AllocationSnapshot::new()
-            .with_unreachable_members(view.any_unreachable())
-            .with_joining_members(view.any_joining());
-        for (region, shards) in self.state.regions() {
-            let usable = self.registered.contains(region)
-                && view.can_host(region)
-                && !self.graceful.contains(region);
-            if candidates_only && !usable {
-                continue;
-            }
-            snapshot.insert(RegionEntry {
-                region: region.clone(),
-                member: view.member(region).cloned(),
-                shards: shards.clone(),
-            });
-        }
-        snapshot
-    }
-
-    fn allocate(
-        &mut self,
-        requester: &UniqueAddress,
-        shard: &ShardId,
-        view: &ShardingView,
-    ) -> Option<UniqueAddress> {
-        let snapshot = self.allocation_snapshot(view, true);
-        if snapshot.is_empty() {
-            return None;
-        }
-        let chosen = self.strategy.allocate_shard(requester, shard, &snapshot)?;
-        // A custom strategy must pick one of the offered regions.
-        snapshot.region(&chosen).map(|_| chosen)
-    }
-
-    fn start_hand_off(
-        &mut self,
-        now: Instant,
-        shard: ShardId,
-        rebalance: bool,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        if self.handoffs.contains_key(&shard) {
-            return;
-        }
-        let Some(from) = self.state.home(&shard).cloned() else {
-            return;
-        };
-        let acks_pending: BTreeSet<UniqueAddress> = self
-            .registered
-            .iter()
-            .filter(|r| view.may_be_alive(r))
-            .cloned()
-            .collect();
-        for r in &acks_pending {
-            self.send(
-                r,
-                Protocol::BeginHandOff {
-                    shard: shard.clone(),
-                },
-                out,
-            );
-        }
-        out.push(CoordinatorEffect::Event(CoordinatorEvent::HandOffStarted {
-            shard: shard.clone(),
-            from: from.clone(),
-            rebalance,
-        }));
-        self.unacked_hosts.remove(&shard);
-        self.handoffs.insert(
-            shard.clone(),
-            HandOff {
-                from,
-                acks_pending,
-                drained: Vec::new(),
-                stopping: false,
-                deadline: now + self.settings.handoff_timeout,
-                deferred: BTreeSet::new(),
-            },
-        );
-        self.progress_hand_off(now, &shard, view, out);
-    }
-
-    fn progress_hand_off(
-        &mut self,
-        _now: Instant,
-        shard: &ShardId,
-        _view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        let Some(h) = self.handoffs.get_mut(shard) else {
-            return;
-        };
-        if h.stopping || !h.acks_pending.is_empty() {
-            return;
-        }
-        h.stopping = true;
-        let msg = Protocol::HandOff {
-            shard: shard.clone(),
-            drained_from: h.drained.clone(),
-        };
-        let to = h.from.clone();
-        self.send(&to, msg, out);
-    }
-
-    fn hand_off_done(
-        &mut self,
-        now: Instant,
-        shard: &ShardId,
-        ok: bool,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        let Some(h) = self.handoffs.remove(shard) else {
-            return;
-        };
-        out.push(CoordinatorEffect::Event(CoordinatorEvent::HandOffDone {
-            shard: shard.clone(),
-            ok,
-        }));
-        if ok && self.preparing(view, out) {
-            // Stopped where it was (a hand-off that began before the preparation, or its home
-            // went away): it stays without a home.
-            if self.state.home(shard).is_some() {
-                self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
-            }
-            self.predecessors.remove(shard);
-            self.retired.insert(shard.clone());
-            for requester in &h.deferred {
-                self.wait_for_home(shard.clone(), requester);
-            }
-        } else if ok {
-            if self.state.home(shard).is_some() {
-                self.apply(StateEvent::ShardHomeDeallocated(shard.clone()), out);
-            }
-            if !view.may_be_alive(&h.from) {
-                self.predecessors.remove(shard);
-            }
-            for requester in &h.deferred {
-                self.get_shard_home(now, requester, shard.clone(), view, out);
-            }
-            // Re-home at once, as the reference does, so the shard is running again before
-            // its next message (and the predecessor learns where to forward).
-            if self.state.home(shard).is_none() {
-                let me = self.me.clone();
-                self.get_shard_home(now, &me, shard.clone(), view, out);
-            }
-        } else {
-            self.graceful.remove(&h.from);
-            for requester in &h.deferred {
-                self.get_shard_home(now, requester, shard.clone(), view, out);
-            }
-        }
-    }
-
-    fn region_terminated(
-        &mut self,
-        now: Instant,
-        region: &UniqueAddress,
-        view: &ShardingView,
-        out: &mut Vec<CoordinatorEffect>,
-    ) {
-        self.registered.remove(region);
-        self.forget_taken(region);
-        self.not_started.remove(region);
-        self.announced.remove(region);
-        self.graceful.remove(region);
-        self.predecessors.retain(|_, p| p != region);
-        // Hand-offs waiting on it: its ack counts as given; if it was the home, the shard is
-        // stopped (its node is gone).
-        let affected: Vec<ShardId> = self.handoffs.keys().cloned().collect();
-        for shard in affected {
-            let from_gone = self.handoffs.get_mut(&shard).is_some_and(|h| {
-                h.acks_pending.remove(region);
-                h.from == *region
-            });
-            if from_gone {
-                self.hand_off_done(now, &shard, true, view, out);
-            } else {
-                self.progress_hand_off(now, &shard, view, out);
-            }
-        }
-        if self.state.proxies().contains(region) {
-            self.apply(StateEvent::ProxyTerminated(region.clone()), out);
-        }
-        let orphaned = self
-            .state
-            .regions()
-            .get(region)
-            .cloned()
-            .unwrap_or_default();
-        if self.state.has_region(region) {
-            self.apply(StateEvent::RegionTerminated(region.clone()), out);
-        }
-        if self.preparing(view, out) {
-            if !orphaned.is_empty() {
-                out.push(CoordinatorEffect::Event(CoordinatorEvent::ShardsRetired {
-                    region: region.clone(),
-                    shards: orphaned.len(),
-                }));
-            }
-            for shard in orphaned {
-                self.unacked_hosts.remove(&shard);
-                self.retired.insert(shard);
-            }
-            self.update_readiness(now, view, out);
-            return;
-        }
-        for shard in orphaned {
-            self.unacked_hosts.remove(&shard);
-            let me = self.me.clone();
-            self.get_shard_home(now, &me, shard, view, out);
-        }
-        self.update_readiness(now, view, out);
     }
 
     /// Applies a new membership view: regions whose nodes are gone are terminated, and
@@ -1098,20 +600,6 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
             // Revocations a region may have missed go again while it can hear them.
             self.watch_silent(now, view, out);
             self.rebalance(now, view, out);
-        }
-    }
-
-    fn rebalance(&mut self, now: Instant, view: &ShardingView, out: &mut Vec<CoordinatorEffect>) {
-        if !self.may_allocate() || self.state.regions().is_empty() || self.preparing(view, out) {
-            return;
-        }
-        let snapshot = self.allocation_snapshot(view, false);
-        let in_progress: BTreeSet<ShardId> = self.handoffs.keys().cloned().collect();
-        let chosen = self.strategy.rebalance(&snapshot, &in_progress);
-        for shard in chosen {
-            if self.state.home(&shard).is_some() {
-                self.start_hand_off(now, shard, true, view, out);
-            }
         }
     }
 }

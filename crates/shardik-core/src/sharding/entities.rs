@@ -429,6 +429,11 @@ impl<L: Lifecycle> Entities<L> {
         }
         match entity {
             Some(e) if !was_stop => {
+                // The handler held the entity: the slot had none meanwhile.
+                debug_assert!(
+                    slot.entity.is_none(),
+                    "entity {id} handed back to a live slot"
+                );
                 slot.entity = Some(e);
                 // A stopping entity's requests are dropped: its timers are already cancelled
                 // and what it tells itself would reach a stopped incarnation.
@@ -477,6 +482,11 @@ impl<L: Lifecycle> Entities<L> {
                     id: id.clone(),
                 });
                 if slot.next_is_command() && (stop_pending || !handing_off) {
+                    // One incarnation at a time: the one that ended held the entity.
+                    debug_assert!(
+                        slot.entity.is_none(),
+                        "entity {id} started while one is live"
+                    );
                     slot.entity = Some((self.factory)(&id));
                     out.push(Output::Started {
                         shard: shard.clone(),

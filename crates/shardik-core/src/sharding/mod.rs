@@ -31,9 +31,9 @@ pub mod shard_id;
 pub mod view;
 
 #[cfg(test)]
-mod takeover_tests;
-#[cfg(test)]
 mod testkit;
+#[cfg(test)]
+mod tests;
 
 /// The lease holder's side lives in [`crate::lease`], shared with the split-brain resolver.
 pub use crate::lease::{

@@ -465,10 +465,6 @@ mod timers;
 mod view_change;
 
 #[cfg(test)]
-mod full_shutdown_tests;
-#[cfg(test)]
-mod lease_tests;
-#[cfg(test)]
 mod tests;
 
 use hosted::HostedShards;

@@ -265,6 +265,12 @@ impl Membership {
         if !self.exit_started || self.self_status() != Some(MemberStatus::Exiting) {
             new.see(&me);
         }
+        debug_assert_eq!(
+            new.check_succession(&local),
+            Ok(()),
+            "{me}: the state taken from {from} ({:?}) goes back on ours",
+            local.version.compare(&remote.version)
+        );
         self.set_gossip(now, new, out);
         if talkback {
             self.send_envelope_to(from, out);
@@ -276,6 +282,12 @@ impl Membership {
     pub(super) fn update_gossip(&mut self, now: Instant, mut g: Gossip, out: &mut Vec<Effect>) {
         g.version.increment(&self.self_node);
         g.only_seen_by(&self.self_node);
+        debug_assert_eq!(
+            g.check_succession(&self.gossip),
+            Ok(()),
+            "{}: a local change goes back on the state",
+            self.self_node
+        );
         self.set_gossip(now, g, out);
         self.after_state_change(now, out);
     }

@@ -45,7 +45,7 @@ impl Membership {
         if *to != self.self_node || !self.is_member() {
             return self.drop_input(DropReason::Unexpected, msg, out);
         }
-        self.phase = Phase::Stopped;
+        self.enter(Phase::Stopped);
         out.push(Effect::Shutdown(ShutdownReason::Removed));
     }
 
@@ -90,7 +90,7 @@ impl Membership {
             };
             self.send(n.address.clone(), msg, out);
         }
-        self.phase = Phase::Stopped;
+        self.enter(Phase::Stopped);
         out.push(Effect::Shutdown(ShutdownReason::Left));
     }
 
@@ -106,11 +106,11 @@ impl Membership {
                 out.push(Effect::SelfExiting);
             }
             Some(MemberStatus::Down) => {
-                self.phase = Phase::Stopped;
+                self.enter(Phase::Stopped);
                 out.push(Effect::Shutdown(ShutdownReason::Downed));
             }
             None if self.gossip.tombstones.contains_key(&self.self_node) => {
-                self.phase = Phase::Stopped;
+                self.enter(Phase::Stopped);
                 out.push(Effect::Shutdown(ShutdownReason::Removed));
             }
             _ => {}

@@ -115,7 +115,7 @@ impl Membership {
         if !matches!(self.phase, Phase::Joining { .. }) {
             return self.drop_input(DropReason::Unexpected, msg, out);
         }
-        self.phase = Phase::Stopped;
+        self.enter(Phase::Stopped);
         out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
             refusal(from, reason),
         )));

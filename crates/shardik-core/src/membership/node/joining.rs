@@ -75,7 +75,7 @@ impl Membership {
         match check {
             ConfigCheck::Compatible => self.send_join(now, from.address.clone(), seeds, out),
             ConfigCheck::Incompatible(why) => {
-                self.phase = Phase::Stopped;
+                self.enter(Phase::Stopped);
                 out.push(Effect::Shutdown(ShutdownReason::IncompatibleConfig(
                     refusal(from, why),
                 )));
@@ -153,12 +153,12 @@ impl Membership {
         }
         let form_cluster_at =
             (self.identity_of(&seeds[0]) == me).then(|| now + self.cfg.seed_node_timeout);
-        self.phase = Phase::Seeding {
+        self.enter(Phase::Seeding {
             seeds,
             started_at: now,
             form_cluster_at,
             nacks: BTreeSet::new(),
-        };
+        });
         self.timers.join = Some(now);
         self.join_tick(now, out);
     }
@@ -202,10 +202,10 @@ impl Membership {
             } => {
                 if give_up_at <= now {
                     if seeds.is_empty() {
-                        self.phase = Phase::Idle;
+                        self.enter(Phase::Idle);
                         self.send_join(now, target, seeds, out);
                     } else {
-                        self.phase = Phase::Idle;
+                        self.enter(Phase::Idle);
                         self.start_seeding(now, seeds, out);
                     }
                 } else {
@@ -230,11 +230,11 @@ impl Membership {
             // A join to a given node (no seed process counts the attempts).
             self.count_join_attempt(now);
         }
-        self.phase = Phase::Joining {
+        self.enter(Phase::Joining {
             target: target.clone(),
             seeds,
             give_up_at,
-        };
+        });
         let report_at = self.next_seed_report().unwrap_or(give_up_at);
         self.timers.join = Some(give_up_at.min(report_at));
         let msg = self.join_message();
@@ -265,7 +265,7 @@ impl Membership {
     }
 
     pub(super) fn become_member(&mut self, now: Instant) {
-        self.phase = Phase::Member;
+        self.enter(Phase::Member);
         self.timers.join = None;
         self.unanswered_seeds = None;
         self.member_since = now;

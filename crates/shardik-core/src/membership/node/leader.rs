@@ -76,7 +76,7 @@ impl Membership {
     fn leader_actions_on_convergence(&mut self, now: Instant, out: &mut Vec<Effect>) {
         use MemberStatus::*;
         if self.orphaned_joiner() {
-            self.phase = super::Phase::Stopped;
+            self.enter(super::Phase::Stopped);
             out.push(Effect::Shutdown(super::ShutdownReason::Orphaned));
             return;
         }

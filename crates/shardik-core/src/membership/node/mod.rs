@@ -24,23 +24,17 @@
 //! `unanswered_seeds.rs` (reporting seeds that do not let this node in) and
 //! `full_shutdown.rs` (preparing for a full cluster shutdown).
 
-#[cfg(test)]
-mod compat_tests;
 mod downing;
 mod exchange;
 mod exiting;
 mod failure_detection;
 mod freeze;
 mod full_shutdown;
-#[cfg(test)]
-mod full_shutdown_tests;
 mod join_compat;
 mod joining;
 mod leader;
 mod not_known;
 mod sbr_lease;
-#[cfg(test)]
-mod sbr_lease_tests;
 mod seed_aliases;
 mod senders;
 #[cfg(test)]
@@ -339,6 +333,19 @@ enum Phase {
     Stopped,
 }
 
+impl Phase {
+    /// Whether a node may go from this phase to `next`: it seeds and joins (again, after a
+    /// join that went unanswered) until it is a member, a member only stops, and a stopped node
+    /// stays stopped (a node that comes back is a new incarnation, with a core of its own).
+    fn may_become(&self, next: &Phase) -> bool {
+        match self {
+            Phase::Idle | Phase::Seeding { .. } | Phase::Joining { .. } => true,
+            Phase::Member => matches!(next, Phase::Stopped),
+            Phase::Stopped => false,
+        }
+    }
+}
+
 /// Counters the runtime exports as metrics and the simulator reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MembershipStats {
@@ -499,6 +506,17 @@ impl Membership {
         self.become_member(now);
         self.install_gossip(gossip);
         self.sync_heartbeat_ring(now);
+    }
+
+    /// Moves this node to phase `next` (debug builds check the move is allowed).
+    fn enter(&mut self, next: Phase) {
+        debug_assert!(
+            self.phase.may_become(&next),
+            "{}: phase {:?} -> {next:?}",
+            self.self_node,
+            self.phase
+        );
+        self.phase = next;
     }
 
     // ----- getters -----

@@ -1,3 +1,7 @@
+//! Tests of the membership node through its inputs and effects. The longer concerns have files
+//! of their own in `tests/`: join compatibility (`compat.rs`), preparing for a full cluster
+//! shutdown (`full_shutdown.rs`) and lease-majority's lease holder (`sbr_lease.rs`).
+
 use std::sync::Arc;
 
 use super::*;
@@ -1206,3 +1210,7 @@ fn after_a_freeze_a_member_welcomes_only_once_the_members_it_heartbeats_answer_a
     let out = deliver(&mut node, 30_040, init_join());
     assert!(acked(&out), "{out:?}");
 }
+
+mod compat;
+mod full_shutdown;
+mod sbr_lease;

@@ -27,10 +27,4 @@ pub use lease::ReleaseWhen;
 pub use resolver::{Instability, SbrChange, SbrSettings, SplitBrainResolver};
 
 #[cfg(test)]
-mod decision_tests;
-#[cfg(test)]
-mod lease_tests;
-#[cfg(test)]
-mod resolver_tests;
-#[cfg(test)]
-mod test_fixtures;
+mod tests;

@@ -81,15 +81,31 @@ impl<M> HostedShards<M> {
 
     /// Hosts `shard` in `state` (replacing any earlier state).
     pub fn insert(&mut self, shard: ShardId, state: Hosted<M>) {
+        // A shard starts here when it is not hosted, or when the lease it waited for is held:
+        // never again while it runs, hands off or stops.
+        debug_assert!(
+            match self.states.get(&shard) {
+                None => true,
+                Some(old @ Hosted::AwaitingLease { .. }) => may_become(old, &state),
+                Some(_) => false,
+            },
+            "shard {shard} started as {} while {}",
+            name(&state),
+            self.states.get(&shard).map_or("not hosted", name)
+        );
         self.index(&shard, &state);
         self.states.insert(shard, state);
     }
 
     /// Puts `shard` (hosted) into `state` and returns its previous state.
     pub fn replace(&mut self, shard: &ShardId, state: Hosted<M>) -> Option<Hosted<M>> {
-        if !self.states.contains_key(shard) {
-            return None;
-        }
+        let old = self.states.get(shard)?;
+        debug_assert!(
+            may_become(old, &state),
+            "shard {shard} went from {} to {}",
+            name(old),
+            name(&state)
+        );
         self.index(shard, &state);
         self.states.insert(shard.clone(), state)
     }
@@ -111,5 +127,38 @@ impl<M> HostedShards<M> {
         } else {
             self.running.remove(shard);
         }
+    }
+}
+
+/// Whether a hosted shard may go from `from` to `to` while it stays hosted: it runs (at once,
+/// or once its predecessor has handed over) after waiting for its lease; it may be parked to
+/// wait for its lease again, handed off or stopped in place while it runs; and once it hands
+/// off or stops in place it only leaves.
+fn may_become<M>(from: &Hosted<M>, to: &Hosted<M>) -> bool {
+    use Hosted::*;
+    match from {
+        AwaitingLease { .. } => {
+            matches!(to, Running | AwaitingPredecessor { .. } | HandingOff { .. })
+        }
+        AwaitingPredecessor { .. } => matches!(
+            to,
+            Running | AwaitingLease { .. } | HandingOff { .. } | Stopping { .. }
+        ),
+        Running => matches!(
+            to,
+            AwaitingLease { .. } | HandingOff { .. } | Stopping { .. }
+        ),
+        HandingOff { .. } | Stopping { .. } => false,
+    }
+}
+
+/// The name of a hosted shard's state, for messages.
+fn name<M>(state: &Hosted<M>) -> &'static str {
+    match state {
+        Hosted::Running => "running",
+        Hosted::AwaitingLease { .. } => "awaiting its lease",
+        Hosted::AwaitingPredecessor { .. } => "awaiting its predecessor",
+        Hosted::HandingOff { .. } => "handing off",
+        Hosted::Stopping { .. } => "stopping in place",
     }
 }

@@ -1,4 +1,6 @@
-//! Region and coordinator working together, through the in-memory test network.
+//! Region and coordinator working together, through the in-memory test network. Shards under
+//! leases (`tests/lease.rs`) and a cluster preparing for a full shutdown
+//! (`tests/full_shutdown.rs`) have files of their own.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -350,3 +352,6 @@ fn a_downed_node_stops_its_region() {
     assert!(net.hosts().values().all(|h| !h.contains(&b)));
     let _ = node(9);
 }
+
+mod full_shutdown;
+mod lease;

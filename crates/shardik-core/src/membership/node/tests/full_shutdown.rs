@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::*;
 use crate::membership::address::Address;
+use crate::membership::node::*;
 
 fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use super::sbr_lease::SbrLeaseHolder;
-use super::tests::{addr, member_of_two_with, t};
-use super::*;
+use super::{addr, member_of_two_with, t};
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseLoss, LeaseRequest};
+use crate::membership::node::sbr_lease::SbrLeaseHolder;
+use crate::membership::node::*;
 use crate::membership::sbr::{Decision, SbrAction, SbrSettings, Strategy};
 
 /// lease-majority with a lease of 10 s, renewed every 2 s, 1 s per call.

@@ -5,11 +5,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::test_fixtures::*;
-use super::*;
+use super::fixtures::*;
 use crate::membership::address::UniqueAddress;
 use crate::membership::member::Member;
 use crate::membership::reachability::ReachabilityStatus;
+use crate::membership::sbr::*;
 use crate::time::Instant;
 
 fn secs(s: f64) -> Instant {

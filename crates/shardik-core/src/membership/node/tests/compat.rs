@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::*;
 use crate::membership::address::Address;
 use crate::membership::compat::{JoinCompat, JoinConfigCompatChecker, MustMatch, WhenMissing};
 use crate::membership::config::{NUMBER_OF_SHARDS_JOIN_KEY, number_of_shards_check};
 use crate::membership::messages::ConfigCheck;
+use crate::membership::node::*;
 
 fn addr(port: u16) -> UniqueAddress {
     UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) * 1000 + 7)

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::test_support::{after_rebalance, up};
-use super::*;
+use crate::sharding::allocation::test_support::{after_rebalance, up};
+use crate::sharding::allocation::*;
 
 fn snapshot(counts: &[usize]) -> AllocationSnapshot<u16> {
     let mut s = AllocationSnapshot::new();

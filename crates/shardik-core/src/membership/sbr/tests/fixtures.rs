@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::Strategy;
 use crate::membership::address::{Address, UniqueAddress};
 use crate::membership::member::{Member, MemberStatus, NOT_YET_UP};
+use crate::membership::sbr::Strategy;
 use MemberStatus::*;
 
 pub(super) fn member(host: &str, up: u32, roles: &[&str]) -> Member {

@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::test_fixtures::*;
-use super::*;
+use super::fixtures::*;
 use crate::membership::address::UniqueAddress;
 use crate::membership::member::Member;
 use crate::membership::reachability::{Reachability, ReachabilityStatus};
+use crate::membership::sbr::*;
 use Decision::{DownAll as All, DownReachable as Reach, DownUnreachable as Unreach};
 
 /// The spec's `StrategySetup`: up to three sides of a partition plus extra
