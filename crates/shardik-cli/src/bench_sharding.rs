@@ -65,6 +65,7 @@ use crate::bench_transports::{RemoteFigures, RemoteRun};
 
 mod cores;
 mod cores_remote;
+mod cores_work;
 mod turns;
 
 pub use cores_remote::{CoresPeerArgs, run_peer as run_cores_peer};

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use shardik_config::ShardingHealthCheckSettings;
 use shardik_core::membership::MemberStatus;
 use tokio::time::Instant;
 
-use crate::config::ShardingHealthCheckSettings;
 use crate::handle::MembershipSnapshot;
 use crate::sharding::Sharding;
 
@@ -188,7 +188,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::Settings;
+    use shardik_config::Settings;
     use shardik_core::membership::{Address, UniqueAddress};
 
     /// Kinds with a registration answer each: `Some(true)` registered, `Some(false)` not yet,

@@ -77,6 +77,9 @@ pub mod lease;
 pub mod log_limit;
 #[cfg(feature = "logging")]
 pub mod logging;
+// The management API's JSON bodies, shared by its routes (`http`) and bootstrap's probes.
+#[cfg(feature = "management")]
+mod management_json;
 pub mod member_up;
 pub mod metrics;
 pub mod node;

@@ -79,7 +79,7 @@ pub enum StartError {
     /// The node's identity is not an address peers can reach (an unspecified address such as
     /// `0.0.0.0`, or port 0); the message names the key to set.
     #[error(transparent)]
-    Address(#[from] crate::config::ConfigError),
+    Address(#[from] shardik_config::ConfigError),
     /// The management API asked for with `NodeBuilder::management` (feature `management`)
     /// cannot be served (its port, token file or TLS files; the message says which).
     #[error("management API: {0}")]
@@ -88,7 +88,7 @@ pub enum StartError {
     #[error("{0}")]
     Observability(String),
     /// The node's store, opened at start because the builder asked for it
-    /// ([`NodeBuilder::persistence`](crate::NodeBuilder::persistence)), cannot be opened:
+    /// ([`NodeBuilder::persistence`](crate::cluster_node::NodeBuilder::persistence)), cannot be opened:
     /// check `persistence.store` (or `persistence.data-dir` for the default SQLite file).
     #[error("the node's store {store} (persistence.store) cannot be opened: {source}")]
     Store {
@@ -97,12 +97,12 @@ pub enum StartError {
         /// Why it cannot be opened.
         source: shardik_persistence::StoreError,
     },
-    /// The settings given to [`Node::builder`](crate::Node::builder) fail the checks that
-    /// loading them runs ([`Settings::validate`](crate::config::Settings::validate)): a value
+    /// The settings given to [`Node::builder`](crate::cluster_node::Node::builder) fail the checks that
+    /// loading them runs ([`Settings::validate`](shardik_config::Settings::validate)): a value
     /// changed in code after loading is checked as one read from a file is. The message names
     /// the key, the value and what is allowed.
     #[error("invalid settings: {0}")]
-    Settings(crate::config::ConfigError),
+    Settings(shardik_config::ConfigError),
 }
 
 /// A started node.
@@ -167,8 +167,8 @@ pub async fn start_with_sbr_lease(
     sbr_lease: Option<SbrLeaseOptions>,
 ) -> Result<RunningNode, StartError> {
     match &opts.advertise {
-        Some(a) => crate::config::check_identity(a, crate::config::CANONICAL_ADDRESS_KEY)?,
-        None => crate::config::check_identity(&opts.bind, crate::config::BIND_ADDRESS_KEY)?,
+        Some(a) => shardik_config::check_identity(a, shardik_config::CANONICAL_ADDRESS_KEY)?,
+        None => shardik_config::check_identity(&opts.bind, shardik_config::BIND_ADDRESS_KEY)?,
     }
     let bind = opts.bind.to_string();
     // Bound before the identity is made: with port 0 the OS picks the port, and without an
@@ -772,7 +772,7 @@ fn is_loopback_host(host: &str) -> bool {
 
 /// The transport settings implied by the node settings (without TLS: `TlsContext::from_settings`
 /// needs the whole settings; see `cluster_node`).
-pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig {
+pub fn transport_config(t: &shardik_config::TransportSettings) -> TransportConfig {
     TransportConfig {
         maximum_frame_size: t.maximum_frame_size,
         outbound_control_queue_size: t.outbound_control_queue_size,

@@ -26,6 +26,7 @@
 
 use std::sync::Arc;
 
+use shardik_config::{ConfigError, LeaseSettings, Settings};
 use shardik_core::lease::{LeaseAnswer, LeaseCall, LeaseLoss, LeaseRequest};
 use shardik_core::membership::sbr::SbrAction;
 use shardik_core::membership::{Input, UniqueAddress};
@@ -33,7 +34,6 @@ use shardik_persistence::{LeaseAcquired, Store};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, LeaseSettings, Settings};
 use crate::metrics::{
     LEASE_ACQUISITIONS_TOTAL, LEASE_LOSSES_TOTAL, LEASE_RENEWAL_FAILURES_TOTAL,
     SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL,

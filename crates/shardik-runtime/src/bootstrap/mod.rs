@@ -20,11 +20,11 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use shardik_config::Settings;
 use shardik_core::membership::{Address, CommandError};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::config::Settings;
 use crate::discovery::{DiscoveryError, Lookup, ServiceDiscovery};
 use crate::handle::{ControlError, NodeHandle};
 use crate::log_limit::{LogLimit, LogLimits};
@@ -97,7 +97,7 @@ impl ClusterBootstrap {
         self_node: Address,
     ) -> Result<Option<Self>, BootstrapError> {
         if !settings.bootstrap_enabled() {
-            if settings.discovery.method != crate::config::DiscoveryMethod::Off {
+            if settings.discovery.method != shardik_config::DiscoveryMethod::Off {
                 info!(
                     seed_nodes = ?settings.cluster.seed_nodes,
                     "cluster bootstrap does not run: cluster.seed-nodes is set, and configured \

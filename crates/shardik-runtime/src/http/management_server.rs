@@ -1,6 +1,6 @@
 //! The management API a node serves on its own port: bound before the node joins (so a port
 //! in use or a bad token or TLS file stops it first), then serving Akka Management's routes
-//! with the application's own beside them ([`crate::Node::merge_routes`]).
+//! with the application's own beside them ([`crate::cluster_node::Node::merge_routes`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -9,6 +9,7 @@ use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use shardik_config::Settings;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -16,7 +17,6 @@ use tower::ServiceExt;
 use tracing::info;
 
 use super::{HttpLimits, ManagementApi, WriteGuard};
-use crate::config::Settings;
 use crate::http;
 use crate::metrics::MetricsHandle;
 use crate::node::{RunningNode, StartError};

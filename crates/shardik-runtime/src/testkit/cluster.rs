@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use shardik_config::Settings;
 use shardik_core::membership::{Address, MemberStatus};
 
 use crate::cluster_node::{Node, NodeBuilder};
-use crate::config::Settings;
 use crate::handle::ControlError;
 use crate::member_up::NotUp;
 use crate::node::StartError;
