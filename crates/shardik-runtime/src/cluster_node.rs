@@ -18,12 +18,12 @@ use shardik_persistence::{Store, StoreError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-use crate::handle::NodeHandle;
 #[cfg(feature = "management")]
 use crate::http::ManagementServer;
 #[cfg(feature = "management")]
 use crate::http::WriteGuard;
-use crate::member_up::{NotUp, StoppedBeforeUp};
+use crate::node::handle::NodeHandle;
+use crate::node::member_up::{NotUp, StoppedBeforeUp};
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
 use crate::persistence::Persistence;
 use crate::sbr_lease::SbrLeaseOptions;
@@ -252,8 +252,8 @@ impl Node {
     pub async fn run_until_signal(self) -> ShutdownReason {
         let finished = async { self.running.finished.await.unwrap_or(ShutdownReason::Left) };
         let reason =
-            crate::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
-        crate::process::log_shutdown(&reason);
+            crate::node::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
+        crate::node::process::log_shutdown(&reason);
         if reason == ShutdownReason::Interrupted {
             // Asked twice: nothing more is waited for.
             return reason;

@@ -12,9 +12,9 @@
 
 // Starting a node, configuring it, watching the cluster.
 pub use crate::cluster_node::{Node, NodeBuilder};
-pub use crate::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
-pub use crate::member_up::{NotUp, StoppedBeforeUp};
 pub use crate::node::StartError;
+pub use crate::node::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
+pub use crate::node::member_up::{NotUp, StoppedBeforeUp};
 pub use shardik_config::Settings;
 pub use shardik_core::membership::{
     Address, AddressParseError, ClusterEvent, CommandError, Member, MemberStatus, ShutdownReason,

@@ -19,7 +19,7 @@ use shardik_config::ShardingHealthCheckSettings;
 use shardik_core::membership::MemberStatus;
 use tokio::time::Instant;
 
-use crate::handle::MembershipSnapshot;
+use crate::node::handle::MembershipSnapshot;
 use crate::sharding::Sharding;
 
 /// What the check asks of sharding. [`Sharding`] is the real one; the check's own tests use a

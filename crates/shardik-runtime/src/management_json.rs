@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use shardik_core::membership::{Member, UniqueAddress};
 
-use crate::handle::MembershipSnapshot;
+use crate::node::handle::MembershipSnapshot;
 
 /// `GET /cluster/members` (Akka Management's `ClusterMembers`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

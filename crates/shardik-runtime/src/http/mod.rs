@@ -69,9 +69,9 @@ use serde::Deserialize;
 use shardik_config::{Settings, ShardingHealthCheckSettings};
 use shardik_core::membership::{Address, CommandError};
 
-use crate::handle::{ControlError, NodeHandle};
 use crate::health::ShardingHealthCheck;
 use crate::metrics::MetricsHandle;
+use crate::node::handle::{ControlError, NodeHandle};
 use crate::sharding::Sharding;
 
 /// The content type of the Prometheus text exposition format.

@@ -22,8 +22,8 @@ use super::inner::Inner;
 use super::messages::{Control, RegionState};
 use super::pending::{PendingAsks, ReplyEndpoint};
 use super::resolve;
-use crate::handle::NodeHandle;
 use crate::node::RunningNode;
+use crate::node::handle::NodeHandle;
 use crate::transport::{InboundUser, UserInbound, UserSender};
 
 /// Sharding on one node: registers entity kinds and routes their traffic.

@@ -15,7 +15,7 @@ use shardik_core::membership::ShutdownReason;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::node::StopRequest;
+use super::driver::StopRequest;
 
 /// Waits for the node to stop, turning the first SIGTERM or SIGINT into a graceful leave; a
 /// second one ends the wait at once with [`ShutdownReason::Interrupted`].
