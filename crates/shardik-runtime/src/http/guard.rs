@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use shardik_config::{ConfigError, ManagementHttpSettings};
 
+use super::answer::message;
 use super::client_certificate::ClientCertificate;
-use super::message;
 use super::observe::{Refusal, refused};
 
 /// The key naming the token file, for error messages.

@@ -50,10 +50,10 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
+use super::answer::message;
 use super::client_certificate::ClientCertificate;
 #[cfg(feature = "tls")]
 use super::https::handshake;
-use super::message;
 use super::observe::{Refusal, connection_ended_with, record_request, refused};
 use super::reserve::{AtAccept, HealthCheck, Reserve, look_at_accept};
 use crate::tls::TlsContext;
