@@ -47,6 +47,8 @@ use shardik_core::sharding::{EntityId, ShardId};
 /// served by the same task until it returns. Run such work through
 /// [`EntityContext::blocking`], which moves it to tokio's blocking pool and lets the handler
 /// await its result.
+///
+/// [`EntityKind::with_handler_lanes`]: crate::sharding::EntityKind::with_handler_lanes
 pub trait Entity: Sized + Send + 'static {
     /// What the entity is told or asked.
     type Command: Serialize + DeserializeOwned + Send + 'static;
@@ -65,6 +67,8 @@ pub trait Entity: Sized + Send + 'static {
     /// durable is gone; the next command starts a new one). The runtime calls this; the
     /// default calls [`handle`](Self::handle) and never fails. Durable entities (event
     /// sourced, durable state) fail this way when the store refuses or loses a write.
+    ///
+    /// [`ShardingError::EntityFailed`]: crate::sharding::ShardingError::EntityFailed
     fn try_handle(
         &mut self,
         cmd: Self::Command,
