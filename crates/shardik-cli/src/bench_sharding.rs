@@ -47,6 +47,7 @@ mod asks;
 mod common;
 mod cores;
 mod cores_remote;
+mod cores_work;
 mod entities;
 mod first_message;
 mod local;

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardik_config::Settings;
 use shardik_core::membership::{
     Address, ClusterEvent, JoinConfigCompatChecker, SameStore, ShutdownReason, UniqueAddress,
 };
@@ -17,12 +18,12 @@ use shardik_persistence::{Store, StoreError};
 use tokio::sync::broadcast;
 use tracing::Instrument;
 
-use crate::config::Settings;
-use crate::handle::NodeHandle;
 #[cfg(feature = "management")]
 use crate::http::ManagementServer;
 #[cfg(feature = "management")]
 use crate::http::WriteGuard;
+use crate::node::handle::NodeHandle;
+use crate::node::member_up::{NotUp, StoppedBeforeUp};
 use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
 use crate::persistence::Persistence;
 use crate::sbr_lease::SbrLeaseOptions;
@@ -181,14 +182,14 @@ impl Node {
     /// downed) before it ever was: see [`NodeHandle::wait_until_up`]. `start()` returns as
     /// soon as the node is bound and asked to join; await this before serving traffic that
     /// needs the cluster.
-    pub async fn wait_until_up(&self) -> Result<(), crate::StoppedBeforeUp> {
+    pub async fn wait_until_up(&self) -> Result<(), StoppedBeforeUp> {
         self.running.handle.wait_until_up().await
     }
 
     /// As [`wait_until_up`](Self::wait_until_up), for at most `timeout`; on timeout the
     /// error names the seeds that did not let this node in, and why: see
     /// [`NodeHandle::wait_until_up_within`].
-    pub async fn wait_until_up_within(&self, timeout: Duration) -> Result<(), crate::NotUp> {
+    pub async fn wait_until_up_within(&self, timeout: Duration) -> Result<(), NotUp> {
         self.running.handle.wait_until_up_within(timeout).await
     }
 
@@ -251,8 +252,8 @@ impl Node {
     pub async fn run_until_signal(self) -> ShutdownReason {
         let finished = async { self.running.finished.await.unwrap_or(ShutdownReason::Left) };
         let reason =
-            crate::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
-        crate::process::log_shutdown(&reason);
+            crate::node::process::until_signal_or_stop(self.running.stop.clone(), finished).await;
+        crate::node::process::log_shutdown(&reason);
         if reason == ShutdownReason::Interrupted {
             // Asked twice: nothing more is waited for.
             return reason;
@@ -617,7 +618,7 @@ impl NodeBuilder {
 #[cfg(not(feature = "management"))]
 fn refuse_bootstrap_without_management(settings: &Settings) -> Result<(), StartError> {
     if settings.cluster.seed_nodes.is_empty()
-        && settings.discovery.method != crate::config::DiscoveryMethod::Off
+        && settings.discovery.method != shardik_config::DiscoveryMethod::Off
     {
         return Err(StartError::FeatureMissing {
             what: "cluster bootstrap (discovery.method set, no seed nodes)",

@@ -12,10 +12,10 @@
 
 // Starting a node, configuring it, watching the cluster.
 pub use crate::cluster_node::{Node, NodeBuilder};
-pub use crate::config::Settings;
-pub use crate::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
-pub use crate::member_up::{NotUp, StoppedBeforeUp};
 pub use crate::node::StartError;
+pub use crate::node::handle::{ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
+pub use crate::node::member_up::{NotUp, StoppedBeforeUp};
+pub use shardik_config::Settings;
 pub use shardik_core::membership::{
     Address, AddressParseError, ClusterEvent, CommandError, Member, MemberStatus, ShutdownReason,
     UniqueAddress,
@@ -80,7 +80,7 @@ pub use axum;
 pub mod config {
     pub use shardik_config::*;
     /// A check of one's own on whether a joining node's configuration fits the cluster's
-    /// ([`NodeBuilder::join_config_compat_checker`](crate::NodeBuilder::join_config_compat_checker)).
+    /// ([`NodeBuilder::join_config_compat_checker`](crate::cluster_node::NodeBuilder::join_config_compat_checker)).
     pub use shardik_core::membership::JoinConfigCompatChecker;
     /// The allocation strategy's settings (`cluster.sharding.least-shard-allocation-strategy`).
     pub use shardik_core::sharding::AllocationSettings;

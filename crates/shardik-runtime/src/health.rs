@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use shardik_config::ShardingHealthCheckSettings;
 use shardik_core::membership::MemberStatus;
 use tokio::time::Instant;
 
-use crate::config::ShardingHealthCheckSettings;
-use crate::handle::MembershipSnapshot;
+use crate::node::handle::MembershipSnapshot;
 use crate::sharding::Sharding;
 
 /// What the check asks of sharding. [`Sharding`] is the real one; the check's own tests use a
@@ -188,7 +188,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::config::Settings;
+    use shardik_config::Settings;
     use shardik_core::membership::{Address, UniqueAddress};
 
     /// Kinds with a registration answer each: `Some(true)` registered, `Some(false)` not yet,

@@ -65,9 +65,7 @@ pub mod bootstrap;
 mod cbor;
 mod cluster_node;
 pub mod discovery;
-pub mod exit;
 pub mod facade;
-pub mod handle;
 // The sharding health check the management API serves (`/ready`).
 #[cfg(feature = "management")]
 mod health;
@@ -77,11 +75,12 @@ pub mod lease;
 pub mod log_limit;
 #[cfg(feature = "logging")]
 pub mod logging;
-pub mod member_up;
+// The management API's JSON bodies, shared by its routes (`http`) and bootstrap's probes.
+#[cfg(feature = "management")]
+mod management_json;
 pub mod metrics;
 pub mod node;
 pub mod persistence;
-pub mod process;
 pub mod sbr_lease;
 pub mod sharding;
 mod task;
@@ -97,6 +96,10 @@ pub use shardik_config as config;
 #[cfg(feature = "management")]
 pub use cluster_node::NoManagementApi;
 pub use cluster_node::{Node, NodeBuilder};
-pub use member_up::{NotUp, StoppedBeforeUp};
+pub use node::member_up::{NotUp, StoppedBeforeUp};
 
-pub use handle::{ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember};
+pub use node::handle::{
+    ControlCommand, ControlError, MembershipSnapshot, NodeHandle, UnreachableMember,
+};
+// The node's modules, where they always were (`shardik_runtime::handle`, ...).
+pub use node::{exit, handle, member_up, process};

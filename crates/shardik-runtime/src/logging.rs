@@ -7,7 +7,7 @@
 use tracing_subscriber::EnvFilter;
 
 /// The format and the errors live with the configuration that reads them.
-pub use crate::config::{LogFormat, LoggingError};
+pub use shardik_config::{LogFormat, LoggingError};
 
 /// The filter: `RUST_LOG` if set (and non-empty), otherwise `level`.
 fn filter(level: &str) -> Result<EnvFilter, LoggingError> {

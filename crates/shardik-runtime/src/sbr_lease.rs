@@ -7,9 +7,9 @@
 //! is lost. This module only carries out what it emits:
 //! - [`Effect::SbrLease`]: one call on the store (acquire as this node's
 //!   [`owner_for`](crate::lease::owner_for) name, renew, release), each bounded by
-//!   `coordination.lease.lease-operation-timeout`; the answers of acquisitions and renewals go
-//!   back to the core as [`Input::SbrLeaseAnswered`] (a timeout or an error is
-//!   [`LeaseAnswer::Failed`]).
+//!   `coordination.lease.lease-operation-timeout` (made by `lease.rs`, as sharding's lease
+//!   calls are); the answers of acquisitions and renewals go back to the core as
+//!   [`Input::SbrLeaseAnswered`] (a timeout or an error is [`LeaseAnswer::Failed`]).
 //! - [`Effect::SbrLeaseLost`]: logged and counted.
 //! - [`Effect::Sbr`]: a decision the core has carried out, logged and counted.
 //!
@@ -26,6 +26,7 @@
 
 use std::sync::Arc;
 
+use shardik_config::{ConfigError, LeaseSettings, Settings};
 use shardik_core::lease::{LeaseAnswer, LeaseCall, LeaseLoss, LeaseRequest};
 use shardik_core::membership::sbr::SbrAction;
 use shardik_core::membership::{Input, UniqueAddress};
@@ -33,11 +34,8 @@ use shardik_persistence::{LeaseAcquired, Store};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::config::{ConfigError, LeaseSettings, Settings};
-use crate::metrics::{
-    LEASE_ACQUISITIONS_TOTAL, LEASE_LOSSES_TOTAL, LEASE_RENEWAL_FAILURES_TOTAL,
-    SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL,
-};
+use crate::lease::{CallFailure, LeaseCalls};
+use crate::metrics::{LEASE_LOSSES_TOTAL, SBR_DECISIONS_TOTAL, SBR_LEASE_REQUESTS_TOTAL};
 
 /// How many lease calls may wait for the worker. The core has at most one acquisition or
 /// renewal out and a release or two behind it, so this is never reached in practice; it
@@ -84,6 +82,18 @@ struct Target {
     name: String,
     owner: String,
     settings: LeaseSettings,
+}
+
+impl Target {
+    /// The lease's store calls, each bounded by `lease-operation-timeout`.
+    fn calls(&self) -> LeaseCalls<'_> {
+        LeaseCalls {
+            store: &*self.store,
+            name: &self.name,
+            owner: &self.owner,
+            limit: self.settings.lease_operation_timeout,
+        }
+    }
 }
 
 /// Carries out the resolver's effects for one node: owned by the node's driver.
@@ -252,33 +262,25 @@ async fn work(
 
 /// One acquisition, logged and counted by result.
 async fn acquire(t: &Target) -> LeaseAnswer {
-    let limit = t.settings.lease_operation_timeout;
-    let call = t
-        .store
-        .acquire_lease(&t.name, &t.owner, t.settings.heartbeat_timeout);
-    let (answer, result) = match tokio::time::timeout(limit, call).await {
-        Ok(Ok(LeaseAcquired::Granted(grant))) => {
-            metrics::counter!(LEASE_ACQUISITIONS_TOTAL).increment(1);
+    let (answer, result) = match t.calls().acquire(t.settings.heartbeat_timeout).await {
+        Ok(LeaseAcquired::Granted(grant)) => {
             info!(lease = %t.name, token = grant.token, "split-brain resolver: lease acquired");
             (LeaseAnswer::Granted { token: grant.token }, "granted")
         }
-        Ok(Ok(LeaseAcquired::HeldByOther { owner, time_left })) => {
+        Ok(LeaseAcquired::HeldByOther { owner, time_left }) => {
             warn!(lease = %t.name, holder = %owner, ?time_left, "split-brain resolver: the lease is held by another node; this side downs itself");
             (LeaseAnswer::HeldByOther, "refused")
         }
-        Ok(Err(e)) => {
-            warn!(lease = %t.name, error = %e, "split-brain resolver: the lease could not be acquired; this side downs itself");
-            (
-                LeaseAnswer::Failed(format!("acquiring {}: {e}", t.name)),
-                "failed",
-            )
-        }
-        Err(_) => {
-            warn!(lease = %t.name, timeout = ?limit, "split-brain resolver: the store did not answer the lease acquisition in time; this side downs itself");
-            let why = format!(
-                "acquiring {}: the store did not answer within {limit:?}",
-                t.name
-            );
+        Err(failure) => {
+            match &failure {
+                CallFailure::Store(e) => {
+                    warn!(lease = %t.name, error = %e, "split-brain resolver: the lease could not be acquired; this side downs itself")
+                }
+                CallFailure::Timeout(limit) => {
+                    warn!(lease = %t.name, timeout = ?limit, "split-brain resolver: the store did not answer the lease acquisition in time; this side downs itself")
+                }
+            }
+            let why = failure.describe("acquiring", &t.name);
             (LeaseAnswer::Failed(why), "failed")
         }
     };
@@ -286,40 +288,30 @@ async fn acquire(t: &Target) -> LeaseAnswer {
     answer
 }
 
-/// One renewal; a failed one is counted and logged (the core keeps the lease until its
-/// deadline and tries again sooner).
+/// One renewal; a failed one is counted (by [`LeaseCalls::renew`]) and logged (the core keeps
+/// the lease until its deadline and tries again sooner).
 async fn renew(t: &Target, token: u64) -> LeaseAnswer {
-    let limit = t.settings.lease_operation_timeout;
-    let call = t
-        .store
-        .renew_lease(&t.name, &t.owner, token, t.settings.heartbeat_timeout);
-    let failed = |why: String| {
-        metrics::counter!(LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
-        warn!(lease = %t.name, error = %why, "split-brain resolver: lease renewal failed; retrying");
-        LeaseAnswer::Failed(why)
-    };
-    match tokio::time::timeout(limit, call).await {
-        Ok(Ok(true)) => LeaseAnswer::Renewed,
-        Ok(Ok(false)) => LeaseAnswer::Refused,
-        Ok(Err(e)) => failed(format!("renewing {}: {e}", t.name)),
-        Err(_) => failed(format!(
-            "renewing {}: the store did not answer within {limit:?}",
-            t.name
-        )),
+    match t.calls().renew(token, t.settings.heartbeat_timeout).await {
+        Ok(true) => LeaseAnswer::Renewed,
+        Ok(false) => LeaseAnswer::Refused,
+        Err(failure) => {
+            let why = failure.describe("renewing", &t.name);
+            warn!(lease = %t.name, error = %why, "split-brain resolver: lease renewal failed; retrying");
+            LeaseAnswer::Failed(why)
+        }
     }
 }
 
 /// One release; a failure is only logged (the lease expires by itself).
 async fn release(t: &Target, token: u64) {
-    let limit = t.settings.lease_operation_timeout;
-    match tokio::time::timeout(limit, t.store.release_lease(&t.name, &t.owner, token)).await {
-        Ok(Ok(released)) => {
+    match t.calls().release(token).await {
+        Ok(released) => {
             info!(lease = %t.name, token, released, "split-brain resolver: lease given back")
         }
-        Ok(Err(e)) => {
+        Err(CallFailure::Store(e)) => {
             warn!(lease = %t.name, error = %e, "split-brain resolver: giving the lease back failed; it expires by itself")
         }
-        Err(_) => {
+        Err(CallFailure::Timeout(limit)) => {
             warn!(lease = %t.name, timeout = ?limit, "split-brain resolver: giving the lease back was not answered in time; it expires by itself")
         }
     }

@@ -22,6 +22,7 @@ use serde_json::json;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, TellError};
 
 use super::cores_remote::remote_rate;
+use super::cores_work::{burn, count_over};
 use super::{BenchNode, SendMode, report};
 use crate::bench_support::load_average;
 
@@ -29,8 +30,6 @@ use crate::bench_support::load_average;
 const CORES_KIND: &str = "bench-cores";
 /// Longest wait for every entity to handle its first command.
 const ACTIVATION_LIMIT: Duration = Duration::from_secs(60);
-/// Time the queues fill and the workers settle before anything is counted.
-const WARM_UP: Duration = Duration::from_secs(1);
 /// Iterations of a plain task between two yields: long enough to cost nothing, short enough
 /// that the runtime's own timers still run.
 const PLAIN_YIELD_EVERY: u64 = 64;
@@ -70,14 +69,6 @@ pub(super) struct CoresArgs {
     /// Print one JSON object per worker count instead of a line of text.
     #[arg(long)]
     json: bool,
-}
-
-/// Burns `work` of CPU on this thread.
-pub(super) fn burn(work: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < work {
-        std::hint::spin_loop();
-    }
 }
 
 /// An entity whose every command burns the same CPU time.
@@ -254,13 +245,4 @@ async fn plain_rate(a: &CoresArgs, workers: usize) -> f64 {
         let _ = t.await;
     }
     rate
-}
-
-/// After the warm-up, how fast `counter` grows over `window`, per second.
-pub(super) async fn count_over(counter: &AtomicU64, window: Duration) -> f64 {
-    tokio::time::sleep(WARM_UP).await;
-    let (from, start) = (counter.load(Ordering::Relaxed), Instant::now());
-    tokio::time::sleep(window).await;
-    let (to, elapsed) = (counter.load(Ordering::Relaxed), start.elapsed());
-    (to - from) as f64 / elapsed.as_secs_f64()
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use shardik_core::membership::Address;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, ReplyTo};
 
-use super::cores::{burn, count_over};
+use super::cores_work::{burn, count_over};
 use super::{ASK_TIMEOUT, BenchNode, HOST_ROLE};
 use crate::bench_support::{Peer, exit_with_parent, free_port};
 

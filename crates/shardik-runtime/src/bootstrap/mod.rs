@@ -20,32 +20,23 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use shardik_config::Settings;
 use shardik_core::membership::{Address, CommandError};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::config::Settings;
-use crate::discovery::{DiscoveryError, Lookup, ServiceDiscovery};
-use crate::handle::{ControlError, NodeHandle};
+use crate::discovery::{Lookup, ServiceDiscovery};
 use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
+use crate::node::handle::{ControlError, NodeHandle};
 use crate::tls::TlsError;
 
 use contact_point::{ContactPoint, Selection, SelfContact};
 use decide::{Decision, Discovered, Observation, Rules, Waiting, decide};
 use probe::Prober;
 
-/// Why bootstrap could not start (the node does not start either).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BootstrapError {
-    /// The discovery method could not be set up.
-    #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
-    /// The CA file to trust other management ports (`management.http.tls`) is unusable.
-    #[error("cluster bootstrap probes contact points over HTTPS: {0}")]
-    Tls(#[from] TlsError),
-}
+// Defined beside the node's `StartError`, which wraps it (see there why).
+pub use crate::node::start_error::BootstrapError;
 
 /// The HTTPS client that probes other management ports, when they speak HTTPS
 /// (`management.http.tls.enabled`): it trusts the CA file of `management.http.tls` (or the
@@ -97,7 +88,7 @@ impl ClusterBootstrap {
         self_node: Address,
     ) -> Result<Option<Self>, BootstrapError> {
         if !settings.bootstrap_enabled() {
-            if settings.discovery.method != crate::config::DiscoveryMethod::Off {
+            if settings.discovery.method != shardik_config::DiscoveryMethod::Off {
                 info!(
                     seed_nodes = ?settings.cluster.seed_nodes,
                     "cluster bootstrap does not run: cluster.seed-nodes is set, and configured \

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::contact_point::ContactPoint;
-use crate::http::SeedNodes;
+use crate::management_json::SeedNodes;
 
 /// The route probed.
 pub const SEED_NODES_PATH: &str = "/bootstrap/seed-nodes";

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use shardik_config::ConfigDiscoverySettings;
+
 use super::{DiscoveryError, Lookup, ResolvedTarget};
-use crate::config::ConfigDiscoverySettings;
 
 /// The configured services and their endpoints.
 #[derive(Clone, Debug)]

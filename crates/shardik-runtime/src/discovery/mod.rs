@@ -14,7 +14,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::config::{DiscoveryMethod, Settings};
+use shardik_config::{DiscoveryMethod, Settings};
 
 pub use config::ConfigDiscovery;
 #[cfg(feature = "dns")]

@@ -21,11 +21,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
+use shardik_config::{ConfigError, ManagementHttpSettings};
 
+use super::answer::message;
 use super::client_certificate::ClientCertificate;
-use super::message;
 use super::observe::{Refusal, refused};
-use crate::config::{ConfigError, ManagementHttpSettings};
 
 /// The key naming the token file, for error messages.
 const TOKEN_KEY: &str = "management.http.auth-token-file";

@@ -1,6 +1,6 @@
 //! The management API a node serves on its own port: bound before the node joins (so a port
 //! in use or a bad token or TLS file stops it first), then serving Akka Management's routes
-//! with the application's own beside them ([`crate::Node::merge_routes`]).
+//! with the application's own beside them ([`crate::cluster_node::Node::merge_routes`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -9,15 +9,17 @@ use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use shardik_config::Settings;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 use tracing::info;
 
-use super::{HttpLimits, ManagementApi, WriteGuard};
-use crate::config::Settings;
-use crate::http;
+use super::answer::not_found;
+use super::api::ManagementApi;
+use super::guard::WriteGuard;
+use super::serve::{HttpLimits, serve_https, serve_with};
 use crate::metrics::MetricsHandle;
 use crate::node::{RunningNode, StartError};
 use crate::sharding::Sharding;
@@ -83,19 +85,14 @@ impl BoundManagement {
         };
         let https = self.tls.is_some();
         let task = match self.tls {
-            Some(tls) => crate::task::spawn(http::serve_https(
+            Some(tls) => crate::task::spawn(serve_https(
                 self.listener,
                 router,
                 self.limits,
                 tls,
                 stopped,
             )),
-            None => crate::task::spawn(http::serve_with(
-                self.listener,
-                router,
-                self.limits,
-                stopped,
-            )),
+            None => crate::task::spawn(serve_with(self.listener, router, self.limits, stopped)),
         };
         info!(
             node = %running.self_node,
@@ -161,7 +158,7 @@ impl AppRoutes {
             given
                 .clone()
                 .layer(middleware::from_fn(expose_matched_path))
-                .fallback(http::not_found),
+                .fallback(not_found),
         );
         all.given = given;
     }
@@ -182,7 +179,7 @@ impl AppRoutes {
                         Ok(response) => response,
                         Err(never) => match never {},
                     },
-                    None => http::not_found(request.uri().clone()).await,
+                    None => not_found(request.uri().clone()).await,
                 }
             }
         })

@@ -42,6 +42,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use shardik_config::{ManagementHttpSettings, Settings};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -49,13 +50,12 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::debug;
 
+use super::answer::message;
 use super::client_certificate::ClientCertificate;
 #[cfg(feature = "tls")]
 use super::https::handshake;
-use super::message;
 use super::observe::{Refusal, connection_ended_with, record_request, refused};
 use super::reserve::{AtAccept, HealthCheck, Reserve, look_at_accept};
-use crate::config::{ManagementHttpSettings, Settings};
 use crate::tls::TlsContext;
 
 /// The longest a health-check connection may take to send its request head, by default

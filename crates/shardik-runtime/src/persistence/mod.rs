@@ -99,7 +99,7 @@ impl Persistence {
     /// Opens the store the configuration names (`persistence.store`, or the embedded
     /// default `sqlite:{data-dir}/shardik.db`, creating `data-dir` when missing) and starts the
     /// journal writer over it. See [`open_configured_store`].
-    pub async fn from_settings(settings: &crate::config::Settings) -> Result<Self, StoreError> {
+    pub async fn from_settings(settings: &shardik_config::Settings) -> Result<Self, StoreError> {
         Ok(Self::new(open_configured_store(settings).await?))
     }
 
@@ -118,7 +118,7 @@ impl Persistence {
 /// is the one directory the configuration says shardik may create. Any other SQLite path must
 /// be in a directory that exists, so that a typo is an error rather than a new empty store.
 pub async fn open_configured_store(
-    settings: &crate::config::Settings,
+    settings: &shardik_config::Settings,
 ) -> Result<Arc<dyn Store>, StoreError> {
     let persistence = &settings.persistence;
     if persistence.store.is_empty() {
@@ -136,8 +136,8 @@ pub async fn open_configured_store(
 mod tests {
     use super::*;
 
-    fn settings_with(store: &str, data_dir: &std::path::Path) -> crate::config::Settings {
-        let mut settings = crate::config::Settings::load_with_env(None, &[]).unwrap();
+    fn settings_with(store: &str, data_dir: &std::path::Path) -> shardik_config::Settings {
+        let mut settings = shardik_config::Settings::load_with_env(None, &[]).unwrap();
         settings.persistence.store = store.to_string();
         settings.persistence.data_dir = data_dir.display().to_string();
         settings

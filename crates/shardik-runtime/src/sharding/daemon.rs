@@ -27,8 +27,9 @@ use std::time::Duration;
 use shardik_core::sharding::ShardId;
 
 use super::api::{Entity, EntityKind};
+use super::entity_ref::EntityRegion;
+use super::handle::Sharding;
 use super::keepalive::{ManagedEntity, ManagedInitError, ManagedOptions, ManagedRef, init_managed};
-use super::{EntityRegion, Sharding};
 
 /// A reference to one worker of a sharded daemon process.
 pub type WorkerRef<E> = ManagedRef<E>;

@@ -22,8 +22,8 @@ use super::inner::Inner;
 use super::messages::{Control, RegionState};
 use super::pending::{PendingAsks, ReplyEndpoint};
 use super::resolve;
-use crate::handle::NodeHandle;
 use crate::node::RunningNode;
+use crate::node::handle::NodeHandle;
 use crate::transport::{InboundUser, UserInbound, UserSender};
 
 /// Sharding on one node: registers entity kinds and routes their traffic.
@@ -57,7 +57,7 @@ impl Sharding {
 
     /// Attaches sharding to a running node: from now on it serves the node's user traffic.
     /// Fails if sharding (or anything else) already took that traffic on this node. Hidden:
-    /// [`NodeBuilder::start`](crate::NodeBuilder::start) does this for an application; the
+    /// [`NodeBuilder::start`](crate::cluster_node::NodeBuilder::start) does this for an application; the
     /// runtime's tests and the benchmark program wire the parts themselves.
     #[doc(hidden)]
     pub fn start(node: &RunningNode, config: ShardingConfig) -> Result<Sharding, StartError> {
@@ -200,9 +200,9 @@ impl Sharding {
     /// Waits until the task of every kind registered on this node has ended, which each does
     /// once the node has stopped: its entities stopped, its coordinator (if it ran here)
     /// stopped, and its leases given back to the store (each release bounded by
-    /// `lease-operation-timeout`). [`Node::wait`](crate::Node::wait) and the calls built on it
+    /// `lease-operation-timeout`). [`Node::wait`](crate::cluster_node::Node::wait) and the calls built on it
     /// wait for this; a program that drives the node's stop itself
-    /// ([`Node::into_parts`](crate::Node::into_parts)) awaits it after the node's
+    /// ([`Node::into_parts`](crate::cluster_node::Node::into_parts)) awaits it after the node's
     /// `finished`, before the process ends, so that the next node to take a lease this one
     /// held is not kept waiting for its time-to-live. Only the first call waits; later ones
     /// return at once.

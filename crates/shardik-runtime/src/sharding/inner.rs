@@ -17,7 +17,7 @@ use super::leases::LeaseHealth;
 use super::messages::Control;
 use super::pending::{PendingAsks, ReplyEndpoint};
 use super::resolve;
-use crate::handle::NodeHandle;
+use crate::node::handle::NodeHandle;
 use crate::transport::UserSender;
 
 /// One registered entity kind: how to reach its task, and its region for typed look-ups.

@@ -19,7 +19,10 @@ use super::api::{
     Codec, Entity, EntityContext, EntityFailure, EntityKind, ShardingError, TellError,
     done_or_panic,
 };
-use super::{EntityRef, EntityRegion, InitError, ReplyTo, Sharding};
+use super::entity_ref::{EntityRef, EntityRegion};
+use super::handle::Sharding;
+use super::init_error::InitError;
+use super::reply_to::ReplyTo;
 
 /// The settings a singleton and a daemon process share.
 pub(crate) struct ManagedOptions<C> {
@@ -227,7 +230,7 @@ fn spawn_keep_alive<E: Entity>(
 #[cfg(test)]
 mod wrapper_tests {
     use super::*;
-    use crate::sharding::api::ContextRequest;
+    use shardik_core::sharding::entities::{ContextRequest, TimerCommand};
 
     /// Asks for a message to itself, a timer, and its own stop.
     struct Busy;
@@ -262,7 +265,7 @@ mod wrapper_tests {
         ));
         assert!(matches!(
             &ctx.requests[1],
-            ContextRequest::StartTimer { key, command: crate::sharding::api::TimerCommand::Once(Managed::User(9)), .. } if &**key == "t"
+            ContextRequest::StartTimer { key, command: TimerCommand::Once(Managed::User(9)), .. } if &**key == "t"
         ));
     }
 }

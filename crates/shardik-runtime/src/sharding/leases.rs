@@ -1,9 +1,10 @@
 //! A kind task's leases (`cluster.sharding.use-lease`, `coordinator-singleton.use-lease`): the
 //! core ([`shardik_core::sharding::LeaseKeeper`], inside the region and the kind node) decides
 //! when to acquire, renew and release, and until when a lease counts; this module carries its
-//! calls out on the kind's store, each bounded by `lease-operation-timeout`, and feeds the
-//! answers back to the task. It also names the leases, makes the fences the entities' writes
-//! carry, and keeps the node's record of leases whose store is failing, for `/ready`.
+//! calls out on the kind's store, each bounded by `lease-operation-timeout` (through
+//! [`LeaseCalls`], which the split-brain resolver's lease uses too), and feeds the answers back
+//! to the task. It also names the leases, makes the fences the entities' writes carry, and
+//! keeps the node's record of leases whose store is failing, for `/ready`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::messages::Control;
-use crate::metrics as m;
+use crate::lease::{CallFailure, LeaseCalls};
 
 /// Leases whose store is failing on this node, by lease name, with the last error: what
 /// `/ready` reports. Entries go when the lease is acquired or renewed again, or no longer
@@ -169,52 +170,36 @@ impl KindLeases {
         let ttl = self.ttl;
         let task = crate::task::spawn(async move {
             let LeaseRequest { key, id, call } = request;
+            let calls = LeaseCalls {
+                store: &*store,
+                name: &name,
+                owner: &owner,
+                limit,
+            };
             let answer = match call {
-                LeaseCall::Acquire => {
-                    match tokio::time::timeout(limit, store.acquire_lease(&name, &owner, ttl)).await
-                    {
-                        Ok(Ok(LeaseAcquired::Granted(grant))) => {
-                            metrics::counter!(m::LEASE_ACQUISITIONS_TOTAL).increment(1);
-                            LeaseAnswer::Granted { token: grant.token }
-                        }
-                        Ok(Ok(LeaseAcquired::HeldByOther { owner, time_left })) => {
-                            tracing::debug!(lease = %name, holder = %owner, ?time_left, "lease held by another node");
-                            LeaseAnswer::HeldByOther
-                        }
-                        Ok(Err(e)) => LeaseAnswer::Failed(format!("acquiring {name}: {e}")),
-                        Err(_) => LeaseAnswer::Failed(format!(
-                            "acquiring {name}: the store did not answer within {limit:?}"
-                        )),
+                LeaseCall::Acquire => match calls.acquire(ttl).await {
+                    Ok(LeaseAcquired::Granted(grant)) => {
+                        LeaseAnswer::Granted { token: grant.token }
                     }
-                }
-                LeaseCall::Renew { token } => {
-                    match tokio::time::timeout(limit, store.renew_lease(&name, &owner, token, ttl))
-                        .await
-                    {
-                        Ok(Ok(true)) => LeaseAnswer::Renewed,
-                        Ok(Ok(false)) => LeaseAnswer::Refused,
-                        Ok(Err(e)) => {
-                            metrics::counter!(m::LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
-                            LeaseAnswer::Failed(format!("renewing {name}: {e}"))
-                        }
-                        Err(_) => {
-                            metrics::counter!(m::LEASE_RENEWAL_FAILURES_TOTAL).increment(1);
-                            LeaseAnswer::Failed(format!(
-                                "renewing {name}: the store did not answer within {limit:?}"
-                            ))
-                        }
+                    Ok(LeaseAcquired::HeldByOther { owner, time_left }) => {
+                        tracing::debug!(lease = %name, holder = %owner, ?time_left, "lease held by another node");
+                        LeaseAnswer::HeldByOther
                     }
-                }
+                    Err(failure) => LeaseAnswer::Failed(failure.describe("acquiring", &name)),
+                },
+                LeaseCall::Renew { token } => match calls.renew(token, ttl).await {
+                    Ok(true) => LeaseAnswer::Renewed,
+                    Ok(false) => LeaseAnswer::Refused,
+                    Err(failure) => LeaseAnswer::Failed(failure.describe("renewing", &name)),
+                },
                 LeaseCall::Release { token } => {
-                    match tokio::time::timeout(limit, store.release_lease(&name, &owner, token))
-                        .await
-                    {
-                        Ok(Ok(_)) => tracing::debug!(lease = %name, token, "lease released"),
+                    match calls.release(token).await {
+                        Ok(_) => tracing::debug!(lease = %name, token, "lease released"),
                         // Not fatal: the lease expires in the store after its time-to-live.
-                        Ok(Err(e)) => {
+                        Err(CallFailure::Store(e)) => {
                             tracing::warn!(lease = %name, error = %e, "lease not released; it expires on its own")
                         }
-                        Err(_) => {
+                        Err(CallFailure::Timeout(_)) => {
                             tracing::warn!(lease = %name, "lease release not answered in time; it expires on its own")
                         }
                     }

@@ -9,7 +9,7 @@
 //! ([`ShardingConfig`]), `init_error.rs` ([`StartError`], [`InitError`]), `inner.rs` (the state
 //! the handles share), `handle.rs` ([`Sharding`]: attaching, look-ups, shutdown), `init.rs`
 //! (registering a kind), `cluster_stats.rs` and `inbound.rs` (frames from other nodes); the
-//! user's side is `api.rs` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
+//! user's side is `api/` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
 //! `strategy` → `api` → `config`, `init_error` → `messages`, `pending` (with its `answer_batch`) →

@@ -2,7 +2,7 @@
 //! `entity-recovery-strategy`): the store and how a shard's remembered entities are started.
 //!
 //! Kept apart from `remember.rs`, which runs the remembering and talks to the kind's task:
-//! the public API (`api.rs`) names these settings without depending on the task's messages.
+//! the public API (`api/`) names these settings without depending on the task's messages.
 
 use shardik_persistence::Store;
 use std::sync::Arc;

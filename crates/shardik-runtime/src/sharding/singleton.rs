@@ -46,8 +46,8 @@ use std::time::Duration;
 use shardik_core::sharding::ShardId;
 use shardik_persistence::Store;
 
-use super::Sharding;
 use super::api::{Entity, EntityKind};
+use super::handle::Sharding;
 use super::keepalive::{ManagedEntity, ManagedInitError, ManagedOptions, ManagedRef, init_managed};
 
 /// A reference to a cluster singleton, usable from every node.

@@ -1,7 +1,7 @@
 //! The shard allocation strategies a kind may bring: the user-facing asynchronous strategy
 //! trait, and the kind's choice among the configured, a synchronous or an asynchronous
 //! strategy. Kept apart from the code that runs an asynchronous strategy (`allocation.rs`) so
-//! that the user-facing types (`api.rs`) need nothing of the kind's task.
+//! that the user-facing types (`api/`) need nothing of the kind's task.
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
+use shardik_config::Settings;
 use shardik_core::membership::{Address, MemberStatus};
 
 use crate::cluster_node::{Node, NodeBuilder};
-use crate::config::Settings;
-use crate::handle::ControlError;
-use crate::member_up::NotUp;
 use crate::node::StartError;
+use crate::node::handle::ControlError;
+use crate::node::member_up::NotUp;
 use crate::sharding::{Codec, Entity, EntityKind, InitError, NotHosted};
 
 /// How long a test cluster waits for its nodes to become Up and agree, and for a kind to be

@@ -3,8 +3,9 @@
 //! `cfg` of its own and its TLS branches are statically unreachable, and the start-up check
 //! that refuses a configuration asking for TLS.
 
+use shardik_config::Settings;
+
 use super::TlsError;
-use crate::config::Settings;
 
 /// A TLS context: none can be made in a build without the `tls` feature.
 #[derive(Clone, Debug)]

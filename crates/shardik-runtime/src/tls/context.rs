@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::server::{NoServerSessionStorage, WebPkiClientVerifier};
 use rustls::{ClientConfig, ServerConfig, SupportedProtocolVersion};
+use shardik_config::{Settings, TlsSettings};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 use tracing::{info, warn};
@@ -21,7 +22,6 @@ use super::identity::{
 use super::pem::{self, FileRead, PemFile};
 use super::verifier::{ClusterClientVerifier, ClusterServerVerifier};
 use super::{RELOAD_FAILURES_TOTAL, RELOADS_TOTAL};
-use crate::config::{Settings, TlsSettings};
 
 /// Whether a context's accepting side asks clients for a certificate they must present, or
 /// one they may present.

@@ -18,7 +18,7 @@ pub fn cluster_uri(trust_domain: &str, cluster_name: &str) -> String {
 }
 
 /// The rule lives with the configuration, which checks `transport.tls.trust-domain` with it.
-pub use crate::config::is_trust_domain;
+pub use shardik_config::is_trust_domain;
 
 /// Whether `name` can be the cluster segment of [`cluster_uri`]: ASCII letters, digits, `.`,
 /// `-` and `_` (what `cluster.name` allows, and a valid URI path segment).

@@ -73,7 +73,6 @@ mod pem;
 #[cfg(feature = "tls")]
 mod verifier;
 
-pub use crate::config::is_trust_domain;
 #[cfg(not(feature = "tls"))]
 pub use absent::{PeerCertificate, TlsContext};
 #[cfg(feature = "tls")]
@@ -86,6 +85,7 @@ pub use https_client::https_client_config;
 pub use identity::{PeerCertificate, WrongIdentity, cluster_uri, is_uri_cluster_name, server_name};
 #[cfg(feature = "tls")]
 pub use pem::PemFile;
+pub use shardik_config::is_trust_domain;
 #[cfg(feature = "tls")]
 pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
 

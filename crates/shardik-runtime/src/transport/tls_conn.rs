@@ -171,9 +171,9 @@ impl io::Read for Socket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Settings;
     use crate::tls::TlsContext;
     use crate::tls::certs::{CertificateAuthority, NodeCertRequest, Validity};
+    use shardik_config::Settings;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpSocket};
 

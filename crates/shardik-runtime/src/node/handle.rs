@@ -14,7 +14,7 @@ use shardik_core::membership::{
 use shardik_core::node::ClusterView;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use crate::exit::ExitTasks;
+use super::exit::ExitTasks;
 
 /// The cluster as one node sees it at one moment.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,7 +175,7 @@ impl NodeHandle {
     }
 
     /// The node's exit tasks: what runs between this node becoming Exiting and its confirming
-    /// it, on every way of leaving (see [`crate::exit`]).
+    /// it, on every way of leaving (see [`super::exit`]).
     pub(crate) fn exit_tasks(&self) -> &ExitTasks {
         &self.exit_tasks
     }

@@ -19,8 +19,9 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant as TokioInstant;
 use tracing::{debug, info, warn};
 
-use crate::exit::ExitTasks;
-use crate::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
+use super::exit::ExitTasks;
+use super::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
+use super::start_error::StartError;
 use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
 use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
@@ -47,62 +48,6 @@ pub struct NodeOptions {
     pub transport: TransportConfig,
     /// Longest a graceful leave may take before the node stops anyway.
     pub leave_timeout: Duration,
-}
-
-/// Why a node could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The transport could not listen.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// The split-brain resolver's lease (lease-majority) cannot be kept.
-    #[error("split-brain resolver lease: {0}")]
-    SbrLease(String),
-    /// `transport.tls` is on but its files cannot be used (the message names the key and file).
-    #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
-    /// Cluster bootstrap cannot run (its discovery method or its HTTPS client cannot be set
-    /// up; the message says which key).
-    #[cfg(feature = "management")]
-    #[error("cluster bootstrap: {0}")]
-    Bootstrap(#[from] crate::bootstrap::BootstrapError),
-    /// The configuration asks for something this build of shardik leaves out: turn on the
-    /// named cargo feature of the `shardik` crate (or change the configuration).
-    #[error("{what} needs shardik's `{feature}` feature, which this build leaves out")]
-    FeatureMissing {
-        /// What the configuration asks for.
-        what: &'static str,
-        /// The cargo feature that builds it.
-        feature: &'static str,
-    },
-    /// The node's identity is not an address peers can reach (an unspecified address such as
-    /// `0.0.0.0`, or port 0); the message names the key to set.
-    #[error(transparent)]
-    Address(#[from] crate::config::ConfigError),
-    /// The management API asked for with `NodeBuilder::management` (feature `management`)
-    /// cannot be served (its port, token file or TLS files; the message says which).
-    #[error("management API: {0}")]
-    Management(String),
-    /// Logging or metrics asked for with the builder cannot be set up.
-    #[error("{0}")]
-    Observability(String),
-    /// The node's store, opened at start because the builder asked for it
-    /// ([`NodeBuilder::persistence`](crate::NodeBuilder::persistence)), cannot be opened:
-    /// check `persistence.store` (or `persistence.data-dir` for the default SQLite file).
-    #[error("the node's store {store} (persistence.store) cannot be opened: {source}")]
-    Store {
-        /// The store's URL, with any password redacted.
-        store: String,
-        /// Why it cannot be opened.
-        source: shardik_persistence::StoreError,
-    },
-    /// The settings given to [`Node::builder`](crate::Node::builder) fail the checks that
-    /// loading them runs ([`Settings::validate`](crate::config::Settings::validate)): a value
-    /// changed in code after loading is checked as one read from a file is. The message names
-    /// the key, the value and what is allowed.
-    #[error("invalid settings: {0}")]
-    Settings(crate::config::ConfigError),
 }
 
 /// A started node.
@@ -167,8 +112,8 @@ pub async fn start_with_sbr_lease(
     sbr_lease: Option<SbrLeaseOptions>,
 ) -> Result<RunningNode, StartError> {
     match &opts.advertise {
-        Some(a) => crate::config::check_identity(a, crate::config::CANONICAL_ADDRESS_KEY)?,
-        None => crate::config::check_identity(&opts.bind, crate::config::BIND_ADDRESS_KEY)?,
+        Some(a) => shardik_config::check_identity(a, shardik_config::CANONICAL_ADDRESS_KEY)?,
+        None => shardik_config::check_identity(&opts.bind, shardik_config::BIND_ADDRESS_KEY)?,
     }
     let bind = opts.bind.to_string();
     // Bound before the identity is made: with port 0 the OS picks the port, and without an
@@ -772,7 +717,7 @@ fn is_loopback_host(host: &str) -> bool {
 
 /// The transport settings implied by the node settings (without TLS: `TlsContext::from_settings`
 /// needs the whole settings; see `cluster_node`).
-pub fn transport_config(t: &crate::config::TransportSettings) -> TransportConfig {
+pub fn transport_config(t: &shardik_config::TransportSettings) -> TransportConfig {
     TransportConfig {
         maximum_frame_size: t.maximum_frame_size,
         outbound_control_queue_size: t.outbound_control_queue_size,

@@ -3,7 +3,7 @@
 //!
 //! Whatever layer runs on a node (sharding registers "hand my shards off") adds a task here.
 //! When the membership core reports this node Exiting, however the leave was asked for (a
-//! signal, `PUT /cluster/members/{address}`, [`NodeHandle::leave`](crate::handle::NodeHandle::leave)
+//! signal, `PUT /cluster/members/{address}`, [`NodeHandle::leave`](super::handle::NodeHandle::leave)
 //! on any node), the driver runs every task in registration order and only then confirms
 //! Exiting, upon which the leader removes the node and it stops. The node core
 //! (`shardik_core::node::NodeCore`) gives up on tasks that overrun the leave timeout.

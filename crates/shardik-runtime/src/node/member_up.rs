@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shardik_core::membership::{MemberStatus, NOT_YET_UP, ShutdownReason};
 
-use crate::handle::{MembershipSnapshot, NodeHandle};
+use super::handle::{MembershipSnapshot, NodeHandle};
 
 /// The node stopped, or started to leave or was downed, before it ever became Up.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! reason it stopped logged.
 //!
 //! What `shardik node`, `examples/shopping-cart` and every user program would otherwise copy:
-//! [`Node::run_until_signal`](crate::Node::run_until_signal) waits for the node to stop, the
+//! [`Node::run_until_signal`](crate::cluster_node::Node::run_until_signal) waits for the node to stop, the
 //! first signal making it leave (shards handed off first) and a second one making it return
 //! at once ([`ShutdownReason::Interrupted`]); [`ShutdownReason::exit_code`] says how the
 //! process should end. The library never ends the process itself: the program decides. The management API
@@ -15,7 +15,7 @@ use shardik_core::membership::ShutdownReason;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::node::StopRequest;
+use super::driver::StopRequest;
 
 /// Waits for the node to stop, turning the first SIGTERM or SIGINT into a graceful leave; a
 /// second one ends the wait at once with [`ShutdownReason::Interrupted`].
