@@ -30,6 +30,15 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A file's path from the workspace's root, as a report names it.
+fn shown(file: &Path) -> String {
+    let root = workspace();
+    file.strip_prefix(&root)
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
 fn is_test_file(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     name == "tests.rs"
@@ -95,36 +104,58 @@ fn crates() -> Vec<Crate> {
 /// The code of a file without its comments and its test modules.
 fn code_of(text: &str) -> String {
     let mut out = String::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut at = 0;
+    while at < lines.len() {
+        let line = lines[at];
+        at += 1;
         let trimmed = line.trim_start();
         if trimmed.starts_with("//") {
             continue;
         }
-        if trimmed.starts_with("#[cfg(test)]")
-            && lines
-                .peek()
-                .is_some_and(|next| next.trim_start().starts_with("mod "))
-        {
-            // Skip the test module: one line (`mod tests;`) or a braced block.
-            let head = lines.next().unwrap_or("");
-            if head.contains('{') {
-                let mut depth = brace_balance(head);
-                while depth > 0 {
-                    let Some(inner) = lines.next() else { break };
-                    depth += brace_balance(inner);
-                }
+        if trimmed.starts_with("#[cfg(test)]") {
+            // Attributes between the `cfg` and the item (`#[path = "..."]`) belong to it.
+            let mut item = at;
+            while item < lines.len() && lines[item].trim_start().starts_with("#[") {
+                item += 1;
             }
-            continue;
+            if item < lines.len() && declares_module(lines[item]) {
+                // Skip the test module: one line (`mod tests;`) or a braced block.
+                let head = lines[item];
+                at = item + 1;
+                if head.contains('{') {
+                    let mut depth = brace_balance(head);
+                    while depth > 0 && at < lines.len() {
+                        depth += brace_balance(lines[at]);
+                        at += 1;
+                    }
+                }
+                continue;
+            }
         }
         let line = match line.find("// ") {
-            Some(at) if !line[..at].contains('"') => &line[..at],
+            Some(cut) if !line[..cut].contains('"') => &line[..cut],
             _ => line,
         };
         out.push_str(line);
         out.push('\n');
     }
     out
+}
+
+/// Whether `line` declares a module, at any visibility (`mod x`, `pub(crate) mod x`).
+fn declares_module(line: &str) -> bool {
+    let mut rest = line.trim_start();
+    if let Some(after) = rest.strip_prefix("pub") {
+        rest = after.trim_start();
+        if rest.starts_with('(') {
+            let Some(close) = rest.find(')') else {
+                return false;
+            };
+            rest = rest[close + 1..].trim_start();
+        }
+    }
+    rest.starts_with("mod ")
 }
 
 fn brace_balance(line: &str) -> i32 {
@@ -501,7 +532,7 @@ fn no_crate_has_an_import_loop_between_files_or_folders() {
                     files[f]
                         .iter()
                         .filter(|t| part.contains(t))
-                        .map(move |t| format!("  {} -> {}", f.display(), t.display()))
+                        .map(move |t| format!("  {} -> {}", shown(f), shown(t)))
                 })
                 .collect();
             found.push(format!(
@@ -521,8 +552,8 @@ fn no_crate_has_an_import_loop_between_files_or_folders() {
                     folders.get_mut(&from).unwrap().insert(to.clone());
                     why.entry((from.clone(), to)).or_default().push(format!(
                         "{} -> {}",
-                        file.display(),
-                        target.display()
+                        shown(file),
+                        shown(target)
                     ));
                 }
             }
@@ -557,7 +588,7 @@ fn the_check_sees_a_loop_and_what_ties_it() {
     assert_eq!(loops(&graph), vec![vec!["a", "b", "c"]]);
     let me = vec!["sharding".to_string(), "region".to_string()];
     let code = code_of(
-        "use crate::config::{self, Settings};\n// use crate::commented::Out;\nuse super::{view::View, kind::{a, b}};\nlet x = super::super::top::f();\ntimers::next(tokio::time::now());\n#[cfg(test)]\nmod tests {\n    use crate::hidden::X;\n}\n",
+        "use crate::config::{self, Settings};\n// use crate::commented::Out;\nuse super::{view::View, kind::{a, b}};\nlet x = super::super::top::f();\ntimers::next(tokio::time::now());\n#[cfg(test)]\nmod tests {\n    use crate::hidden::X;\n}\n#[cfg(test)]\npub(crate) mod fixtures {\n    use super::*;\n}\n#[cfg(test)]\n#[path = \"x_tests.rs\"]\nmod more_tests;\n",
     );
     let modules = [vec![
         "sharding".to_string(),
