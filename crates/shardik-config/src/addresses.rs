@@ -11,8 +11,8 @@ use serde::Deserializer;
 use serde::de::{self, Unexpected, Visitor};
 use shardik_core::membership::Address;
 
-use super::ConfigError;
-use super::validate::invalid;
+use crate::error::ConfigError;
+use crate::validate::invalid;
 
 /// The key of the node's identity.
 pub const CANONICAL_ADDRESS_KEY: &str = "cluster.canonical-address";
@@ -20,7 +20,7 @@ pub const CANONICAL_ADDRESS_KEY: &str = "cluster.canonical-address";
 pub const BIND_ADDRESS_KEY: &str = "cluster.bind-address";
 
 /// Where a node listens and who it is, resolved from the settings (see
-/// [`ClusterSettings::node_addresses`](super::ClusterSettings::node_addresses)).
+/// [`ClusterSettings::node_addresses`](crate::ClusterSettings::node_addresses)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeAddresses {
     /// Where the transport listens.

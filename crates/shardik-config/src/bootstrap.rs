@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::validate::{fmt_duration, invalid, positive_count, positive_duration};
-use super::values::{de_bytes, de_string, de_switch};
-use super::{ConfigError, DiscoveryMethod, Settings};
+use crate::discovery::{DiscoveryMethod, DiscoverySettings};
+use crate::error::ConfigError;
+use crate::validate::{fmt_duration, invalid, positive_count, positive_duration};
+use crate::values::{de_bytes, de_string, de_switch};
 
 /// `management.cluster.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -105,33 +106,13 @@ pub struct ContactPointSettings {
     pub max_response_size: usize,
 }
 
-impl Settings {
-    /// Whether cluster bootstrap runs: a discovery method is set and `cluster.seed-nodes` is
-    /// empty (configured seeds win, as in Akka).
-    pub fn bootstrap_enabled(&self) -> bool {
-        self.discovery.method != DiscoveryMethod::Off && self.cluster.seed_nodes.is_empty()
-    }
-
-    /// The management port of contact points discovered without one.
-    pub fn bootstrap_fallback_port(&self) -> u16 {
-        match self
-            .management
-            .cluster
-            .bootstrap
-            .contact_point
-            .fallback_port
-        {
-            0 => self.management.http.port,
-            port => port,
-        }
-    }
-
-    /// The checks of `management.cluster.bootstrap.*`, with the discovery method they need.
-    pub(super) fn validate_bootstrap(&self) -> Result<(), ConfigError> {
+impl BootstrapSettings {
+    /// The checks of `management.cluster.bootstrap.*`, with the `discovery` section whose
+    /// method and services they need.
+    pub(crate) fn validate(&self, discovery: &DiscoverySettings) -> Result<(), ConfigError> {
         const P: &str = "management.cluster.bootstrap";
-        let b = &self.management.cluster.bootstrap;
-        let d = &b.contact_point_discovery;
-        let c = &b.contact_point;
+        let d = &self.contact_point_discovery;
+        let c = &self.contact_point;
         positive_count(
             &format!("{P}.contact-point-discovery.required-contact-point-nr"),
             d.required_contact_point_nr,
@@ -215,7 +196,7 @@ impl Settings {
                  `_{port-name}._{protocol}.{service-name}`)",
             ));
         }
-        if self.discovery.method != DiscoveryMethod::Off && d.service_name.trim().is_empty() {
+        if discovery.method != DiscoveryMethod::Off && d.service_name.trim().is_empty() {
             return Err(invalid(
                 &format!("{P}.contact-point-discovery.service-name"),
                 "",
@@ -223,19 +204,17 @@ impl Settings {
                     "the name to look up with `discovery.method = \"{}\"`: a DNS name whose \
                      A/AAAA records are the contact points, an SRV name such as \
                      `_management._tcp.shop.svc`, or a service of `discovery.config.services`",
-                    self.discovery.method.as_str()
+                    discovery.method.as_str()
                 ),
             ));
         }
-        if self.discovery.method == DiscoveryMethod::Config
-            && !self
-                .discovery
+        if discovery.method == DiscoveryMethod::Config
+            && !discovery
                 .config
                 .services
                 .contains_key(d.service_name.trim())
         {
-            let known: Vec<&str> = self
-                .discovery
+            let known: Vec<&str> = discovery
                 .config
                 .services
                 .keys()

@@ -1,22 +1,21 @@
-//! `cluster.*`: identity, joining, gossip and the membership core's settings. The failure
-//! detector and downing sections are in `downing.rs`, sharding in `sharding.rs`.
+//! `cluster.*`: identity, joining and gossip. The failure detector and downing sections are in
+//! `downing.rs`, sharding in `sharding.rs`; what they map to in the membership core, in
+//! `membership.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Deserialize;
-use shardik_core::membership::phi::PhiAccrualConfig;
-use shardik_core::membership::{Address, FailureDetectorConfig, MembershipConfig};
+use shardik_core::membership::Address;
 
-use super::addresses::{NodeAddresses, check_identity, de_optional_address};
-use super::validate::{invalid, positive_count, positive_duration};
-use super::values::{
+use crate::addresses::{CANONICAL_ADDRESS_KEY, NodeAddresses, check_identity, de_optional_address};
+use crate::downing::{DowningProvider, FailureDetectorSettings, SplitBrainResolverSettings};
+use crate::error::ConfigError;
+use crate::sharding::ShardingSettings;
+use crate::validate::{invalid, positive_count, positive_duration};
+use crate::values::{
     DOWN_REMOVAL_MARGIN_EXPECTED, de_addresses, de_down_removal_margin, de_string, de_string_set,
     de_switch, de_weakly_up,
-};
-use super::{
-    ConfigError, DowningProvider, FailureDetectorSettings, Settings, ShardingSettings,
-    SplitBrainResolverSettings,
 };
 
 /// `cluster.*`.
@@ -132,7 +131,7 @@ impl ClusterSettings {
             ));
         }
         if let Some(canonical) = &c.canonical_address {
-            check_identity(canonical, super::CANONICAL_ADDRESS_KEY)?;
+            check_identity(canonical, CANONICAL_ADDRESS_KEY)?;
         }
         positive_count("cluster.min-nr-of-members", c.min_nr_of_members)?;
         for (role, r) in &c.role {
@@ -191,7 +190,7 @@ impl ClusterSettings {
 }
 
 /// `cluster.configuration-compatibility-check.*`: what a member does with a joiner whose
-/// settings differ from its own (see [`Settings::join_compat`]).
+/// settings differ from its own (see [`Settings::join_compat`](crate::Settings::join_compat)).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -209,54 +208,4 @@ pub struct ConfigurationCompatibilityCheckSettings {
 pub struct RoleSettings {
     /// `min-nr-of-members`: joiners stay Joining until this many members have the role.
     pub min_nr_of_members: usize,
-}
-
-impl Settings {
-    /// The membership core's configuration.
-    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
-    pub fn membership_config(&self) -> MembershipConfig {
-        let c = &self.cluster;
-        let fd = &c.failure_detector;
-        MembershipConfig {
-            cluster_name: c.name.clone(),
-            join_compat: self.join_compat(),
-            roles: c.roles.clone(),
-            app_version: c.app_version.clone(),
-            seed_node_timeout: c.seed_node_timeout,
-            retry_unsuccessful_join_after: c.retry_unsuccessful_join_after,
-            allow_weakly_up_members: c.allow_weakly_up_members,
-            min_nr_of_members: c.min_nr_of_members,
-            role_min_nr_of_members: c
-                .role
-                .iter()
-                .map(|(role, s)| (role.clone(), s.min_nr_of_members))
-                .collect(),
-            periodic_tasks_initial_delay: c.periodic_tasks_initial_delay,
-            gossip_interval: c.gossip_interval,
-            gossip_time_to_live: c.gossip_time_to_live,
-            leader_actions_interval: c.leader_actions_interval,
-            unreachable_nodes_reaper_interval: c.unreachable_nodes_reaper_interval,
-            gossip_different_view_probability: c.gossip_different_view_probability,
-            reduce_gossip_different_view_probability: c.reduce_gossip_different_view_probability,
-            prune_gossip_tombstones_after: c.prune_gossip_tombstones_after,
-            failure_detector: FailureDetectorConfig {
-                phi: PhiAccrualConfig {
-                    threshold: fd.threshold,
-                    max_sample_size: fd.max_sample_size,
-                    min_std_deviation: fd.min_std_deviation,
-                    acceptable_heartbeat_pause: fd.acceptable_heartbeat_pause,
-                    // Before any heartbeat was measured, the configured interval is the best
-                    // guess of the inter-arrival time (as the reference does).
-                    first_heartbeat_estimate: fd.heartbeat_interval,
-                },
-                heartbeat_interval: fd.heartbeat_interval,
-                monitored_by_nr_of_members: fd.monitored_by_nr_of_members,
-                expected_response_after: fd.expected_response_after,
-            },
-            downing: match c.downing_provider {
-                DowningProvider::Off => None,
-                DowningProvider::SplitBrainResolver => Some(self.sbr_settings()),
-            },
-        }
-    }
 }

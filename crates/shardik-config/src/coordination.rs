@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::{fmt_duration, invalid, positive_duration};
+use crate::error::ConfigError;
+use crate::validate::{fmt_duration, invalid, positive_duration};
 
 /// `coordination.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

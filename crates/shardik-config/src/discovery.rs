@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::invalid;
-use super::values::{de_string, de_string_list};
+use crate::error::ConfigError;
+use crate::validate::invalid;
+use crate::values::{de_string, de_string_list};
 
 /// `discovery.method`: the discovery mechanism.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]

@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-use shardik_core::membership::sbr::{SbrSettings, Strategy};
+use serde::{Deserialize, Deserializer};
 
-use super::validate::{invalid, positive_count, positive_duration};
-use super::values::{de_down_all_when_unstable, de_string, de_switch};
-use super::{ConfigError, Settings};
+use crate::error::ConfigError;
+use crate::validate::{invalid, positive_count, positive_duration};
+use crate::values::{DurationOrSwitch, de_duration_or_switch, de_string, de_switch};
 
 /// `cluster.failure-detector.*`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -43,6 +42,16 @@ pub enum DowningProvider {
     SplitBrainResolver,
     /// Nobody: members are downed by hand (Akka's default).
     Off,
+}
+
+impl DowningProvider {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DowningProvider::SplitBrainResolver => "split-brain-resolver",
+            DowningProvider::Off => "off",
+        }
+    }
 }
 
 /// `cluster.split-brain-resolver.active-strategy`.
@@ -83,6 +92,20 @@ pub enum DownAllWhenUnstable {
     Off,
     /// An explicit duration.
     After(Duration),
+}
+
+/// Reads `down-all-when-unstable`: a duration, or a switch.
+fn de_down_all_when_unstable<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<DownAllWhenUnstable, D::Error> {
+    use DownAllWhenUnstable as W;
+    Ok(
+        match de_duration_or_switch(d, "a duration like `15s`, \"on\" or \"off\"")? {
+            DurationOrSwitch::On(_) => W::On,
+            DurationOrSwitch::After(d) => W::After(d),
+            DurationOrSwitch::Off => W::Off,
+        },
+    )
 }
 
 /// `cluster.split-brain-resolver.*`.
@@ -153,7 +176,8 @@ pub struct LeaseMajoritySettings {
     /// strategy is active (as the reference, which has no default either).
     #[serde(deserialize_with = "de_string")]
     pub lease_implementation: String,
-    /// `lease-name`; empty = `{cluster.name}-shardik-sbr` (see [`Settings::sbr_lease_name`]).
+    /// `lease-name`; empty = `{cluster.name}-shardik-sbr` (see
+    /// [`Settings::sbr_lease_name`](crate::Settings::sbr_lease_name)).
     #[serde(deserialize_with = "de_string")]
     pub lease_name: String,
     /// `role`; empty = all members.
@@ -269,65 +293,5 @@ impl LeaseMajoritySettings {
             positive_duration(&format!("{KEY}.{key}"), d)?;
         }
         Ok(())
-    }
-}
-
-impl Settings {
-    /// The name of the lease-majority lease: `lease-majority.lease-name`, or
-    /// `{cluster.name}-shardik-sbr` when that is empty.
-    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
-    pub fn sbr_lease_name(&self) -> String {
-        let name = &self.cluster.split_brain_resolver.lease_majority.lease_name;
-        if name.is_empty() {
-            format!("{}-shardik-sbr", self.cluster.name)
-        } else {
-            name.clone()
-        }
-    }
-
-    /// Whether the split-brain resolver runs lease-majority, and so needs its lease.
-    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
-    pub fn sbr_needs_lease(&self) -> bool {
-        self.cluster.downing_provider == DowningProvider::SplitBrainResolver
-            && self.cluster.split_brain_resolver.active_strategy == ActiveStrategy::LeaseMajority
-    }
-
-    /// The split-brain resolver settings, whether or not downing is enabled.
-    #[doc(hidden)] // the mapping to the cores, for the runtime and the simulator
-    pub fn sbr_settings(&self) -> SbrSettings {
-        let s = &self.cluster.split_brain_resolver;
-        let role = |r: &str| (!r.is_empty()).then(|| r.to_string());
-        let strategy = match s.active_strategy {
-            ActiveStrategy::KeepMajority => Strategy::KeepMajority {
-                role: role(&s.keep_majority.role),
-            },
-            ActiveStrategy::StaticQuorum => Strategy::StaticQuorum {
-                quorum_size: s.static_quorum.quorum_size,
-                role: role(&s.static_quorum.role),
-            },
-            ActiveStrategy::KeepOldest => Strategy::KeepOldest {
-                down_if_alone: s.keep_oldest.down_if_alone,
-                role: role(&s.keep_oldest.role),
-            },
-            ActiveStrategy::DownAll => Strategy::DownAll,
-            ActiveStrategy::LeaseMajority => Strategy::LeaseMajority {
-                role: role(&s.lease_majority.role),
-                acquire_lease_delay_for_minority: s.lease_majority.acquire_lease_delay_for_minority,
-                release_after: s.lease_majority.release_after,
-                lease_operation_timeout: self.coordination.lease.lease_operation_timeout,
-                lease_ttl: self.coordination.lease.heartbeat_timeout,
-                lease_renew_interval: self.coordination.lease.heartbeat_interval,
-            },
-        };
-        let down_all_when_unstable = match s.down_all_when_unstable {
-            DownAllWhenUnstable::On => Some(SbrSettings::down_all_when_unstable_on(s.stable_after)),
-            DownAllWhenUnstable::Off => None,
-            DownAllWhenUnstable::After(d) => Some(d),
-        };
-        SbrSettings {
-            strategy,
-            stable_after: s.stable_after,
-            down_all_when_unstable,
-        }
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use figment::{Figment, Metadata};
 
-use super::values::DURATION_EXPECTED;
+use crate::values::DURATION_EXPECTED;
 
 /// Why the configuration could not be loaded. Each variant names the key (and, when known,
 /// the file or environment variable that set it) so the operator knows where to look.

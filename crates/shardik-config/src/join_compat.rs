@@ -4,17 +4,8 @@
 use shardik_core::membership::JoinCompat;
 use shardik_core::membership::config::BuiltInJoinKeys;
 
-use super::{DowningProvider, Settings};
-
-impl DowningProvider {
-    /// The configuration spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DowningProvider::SplitBrainResolver => "split-brain-resolver",
-            DowningProvider::Off => "off",
-        }
-    }
-}
+use crate::downing::DowningProvider;
+use crate::settings::Settings;
 
 impl Settings {
     /// What a joiner must share with this node ([`BuiltInJoinKeys::checks`] says which keys

@@ -9,12 +9,15 @@
 //! Unknown keys are errors, not warnings: a misspelt key that is silently ignored leaves a
 //! production cluster running with a default the operator thought they had changed.
 //!
-//! One module per concern: `load` layers the sources with figment, `error` turns figment's
-//! errors into [`ConfigError`]s that name the key, the value and what is allowed, `values`
-//! reads the values TOML has no type for (durations, sizes, switches), `validate` runs the
-//! range checks, and one module per section holds that section's keys and rules. `node` is the
-//! one mapping from the checked settings to what a node runs with
-//! ([`Settings::node_settings`]), shared by the runtime and the simulator.
+//! One module per concern, each importing only those below it. At the bottom, `values` reads
+//! the values TOML has no type for (durations, sizes, switches), `error` turns figment's errors
+//! into [`ConfigError`]s that name the key, the value and what is allowed, and `validate`
+//! holds the helpers of the range checks. Above them, one module per section holds that
+//! section's keys and rules, and `settings` gathers the sections into [`Settings`] and runs
+//! their checks. On top, `load` layers the sources with figment, and `join_compat`,
+//! `membership` and `node` are the one mapping from the checked settings to what a node runs
+//! with ([`Settings::node_settings`]), shared by the runtime and the simulator. This file only
+//! names what the crate offers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -29,16 +32,16 @@ mod join_compat;
 mod load;
 mod logging;
 mod management;
+mod membership;
 mod node;
 mod persistence;
 mod runtime;
+mod settings;
 mod sharding;
 mod tls;
 mod transport;
 mod validate;
 mod values;
-
-use serde::Deserialize;
 
 pub use addresses::{BIND_ADDRESS_KEY, CANONICAL_ADDRESS_KEY, NodeAddresses, check_identity};
 pub use bootstrap::{
@@ -57,13 +60,14 @@ pub use downing::{
     SplitBrainResolverSettings, StaticQuorumSettings,
 };
 pub use error::ConfigError;
-pub use load::{ENV_PREFIX, env_var_to_key, key_to_env_var};
+pub use load::{ENV_PREFIX, REFERENCE_TOML, env_var_to_key, key_to_env_var};
 pub use logging::{LogFormat, LoggingError, LoggingSettings};
 pub use management::{
     MIN_MANAGEMENT_BODY_SIZE, ManagementHttpSettings, ManagementSettings, ManagementTlsSettings,
 };
 pub use persistence::PersistenceSettings;
 pub use runtime::{MAX_WORKER_THREADS, RuntimeSettings};
+pub use settings::Settings;
 pub use sharding::{
     ConstantRateSettings, CoordinatorSingletonSettings, EntityRecoveryStrategySetting,
     HandOffModeSetting, LeastShardAllocationStrategySettings, MAX_HANDLER_LANES,
@@ -71,29 +75,3 @@ pub use sharding::{
 };
 pub use tls::{TlsSettings, is_trust_domain};
 pub use transport::{MIN_FRAME_SIZE, TransportSettings};
-
-/// The built-in configuration: every key with its default and a comment saying what it does.
-pub const REFERENCE_TOML: &str = include_str!("reference.toml");
-
-/// The whole configuration of a node.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-#[non_exhaustive]
-pub struct Settings {
-    /// `cluster.*`: membership, failure detection, downing.
-    pub cluster: ClusterSettings,
-    /// `transport.*`: the TCP transport between nodes.
-    pub transport: TransportSettings,
-    /// `management.*`: the management HTTP API and cluster bootstrap.
-    pub management: ManagementSettings,
-    /// `discovery.*`: how cluster bootstrap finds contact points.
-    pub discovery: DiscoverySettings,
-    /// `logging.*`: log format and level.
-    pub logging: LoggingSettings,
-    /// `persistence.*`: the store of durable entities.
-    pub persistence: PersistenceSettings,
-    /// `coordination.*`: leases.
-    pub coordination: CoordinationSettings,
-    /// `runtime.*`: the async runtime the node runs on.
-    pub runtime: RuntimeSettings,
-}

@@ -7,9 +7,12 @@ use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 
-use super::error::{REFERENCE_ORIGIN, convert_error, describe_origin};
-use super::sharding::check_passivation_names;
-use super::{ConfigError, REFERENCE_TOML, Settings};
+use crate::error::{ConfigError, REFERENCE_ORIGIN, convert_error, describe_origin};
+use crate::settings::Settings;
+use crate::sharding::check_passivation_names;
+
+/// The built-in configuration: every key with its default and a comment saying what it does.
+pub const REFERENCE_TOML: &str = include_str!("reference.toml");
 
 /// The prefix of environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "SHARDIK_";

@@ -5,9 +5,9 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::invalid;
-use super::values::de_string;
+use crate::error::ConfigError;
+use crate::validate::invalid;
+use crate::values::de_string;
 
 /// `logging.*`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

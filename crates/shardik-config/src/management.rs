@@ -7,9 +7,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use shardik_core::membership::Address;
 
-use super::validate::{invalid, positive_count, positive_duration};
-use super::values::{de_bytes, de_string, de_switch};
-use super::{ConfigError, ManagementClusterSettings, TlsSettings};
+use crate::bootstrap::ManagementClusterSettings;
+use crate::error::ConfigError;
+use crate::tls::TlsSettings;
+use crate::validate::{invalid, positive_count, positive_duration};
+use crate::values::{de_bytes, de_string, de_switch};
 
 /// The smallest accepted `management.http.max-request-body-size`: a form with a member
 /// address or an operation must always fit.
@@ -225,7 +227,7 @@ impl ManagementSettings {
 mod tests {
     #[test]
     fn loopback_is_localhost_and_loopback_ips_only() {
-        let mut http = super::super::Settings::reference().management.http;
+        let mut http = crate::Settings::reference().management.http;
         for (host, loopback) in [
             ("127.0.0.1", true),
             ("127.5.6.7", true),

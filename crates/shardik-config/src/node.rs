@@ -9,7 +9,8 @@ use shardik_core::node::{NodeSettings, ShardingSettings};
 use shardik_core::sharding::{CoordinatorSettings, HandOffMode, LeaseTiming, RegionSettings};
 use shardik_passivation::{IdleCheck, ResolvedStrategy};
 
-use super::{HandOffModeSetting, Settings};
+use crate::settings::Settings;
+use crate::sharding::HandOffModeSetting;
 
 impl Settings {
     /// What a node runs with: membership ([`Settings::membership_config`]) and the sharding

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::invalid;
+use crate::error::ConfigError;
+use crate::validate::invalid;
 
 /// The most worker threads a node may be given: far above any machine it runs on, low enough
 /// that a typo (an extra zero or two) is refused rather than spawning thousands of threads.

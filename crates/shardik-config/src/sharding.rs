@@ -9,10 +9,10 @@ use serde::Deserialize;
 use shardik_core::sharding::AllocationSettings;
 use shardik_passivation::ResolvedStrategy;
 
-use super::ConfigError;
-use super::error::{closest, describe_origin};
-use super::validate::{invalid, positive_count, positive_duration};
-use super::values::{DURATION_EXPECTED, de_string, de_string_list};
+use crate::coordination::LeaseImplementation;
+use crate::error::{ConfigError, closest, describe_origin};
+use crate::validate::{invalid, positive_count, positive_duration};
+use crate::values::{DURATION_EXPECTED, de_string, de_string_list, de_switch};
 
 /// The most handler lanes a kind may be given (`handler-lanes`): far more tasks than a machine
 /// has cores only adds hand-overs.
@@ -66,7 +66,7 @@ pub struct ShardingSettings {
     /// `remember-entities`: every kind whose code does not say otherwise remembers its running
     /// entities in its own store (`EntityKind::with_remember_entities` and
     /// `without_remember_entities` override it per kind).
-    #[serde(deserialize_with = "super::values::de_switch")]
+    #[serde(deserialize_with = "de_switch")]
     pub remember_entities: bool,
     /// `entity-recovery-strategy`: `all` or `constant`.
     pub entity_recovery_strategy: EntityRecoveryStrategySetting,
@@ -84,8 +84,9 @@ pub struct ShardingSettings {
     pub least_shard_allocation_strategy: LeastShardAllocationStrategySettings,
     /// `passivation.*`: the strategy that stops entities automatically. The keys, their
     /// merging over built-in blocks and their validation are those of
-    /// [`shardik_passivation::PassivationSettings`]; [`Settings::validate`] resolves them, so
-    /// a loaded configuration always names a valid strategy.
+    /// [`shardik_passivation::PassivationSettings`];
+    /// [`Settings::validate`](crate::Settings::validate) resolves them, so a loaded
+    /// configuration always names a valid strategy.
     pub passivation: shardik_passivation::PassivationSettings,
     /// `healthcheck.*`.
     pub healthcheck: ShardingHealthCheckSettings,
@@ -93,7 +94,7 @@ pub struct ShardingSettings {
     /// run (their writes carry its fencing token) and stops them when it is lost. `"auto"`
     /// (default): for kinds with a shared store of their own (durable kinds); `"store"`: for
     /// every kind; `""`: none.
-    pub use_lease: super::coordination::LeaseImplementation,
+    pub use_lease: LeaseImplementation,
     /// `lease-retry-interval`: how long a shard (or the coordinator) waits before trying
     /// again to take a lease it did not get.
     #[serde(deserialize_with = "humantime_serde::deserialize")]
@@ -110,7 +111,7 @@ pub struct CoordinatorSingletonSettings {
     /// `use-lease`: a coordinator under a lease starts only once its node holds the kind's
     /// coordinator lease, and stops when it is lost; `"auto"` (default), `"store"` and `""`
     /// as for the shards' `use-lease`.
-    pub use_lease: super::coordination::LeaseImplementation,
+    pub use_lease: LeaseImplementation,
 }
 
 /// `entity-recovery-strategy`.

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::{invalid, positive_duration};
-use super::values::{de_string, de_switch};
+use crate::error::ConfigError;
+use crate::validate::{invalid, positive_duration};
+use crate::values::{de_string, de_switch};
 
 /// Whether `s` is a SPIFFE trust domain (the host part of a `spiffe://` URI): lower-case ASCII
 /// letters, digits, `.`, `-` and `_`.

@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::validate::{fmt_duration, invalid, positive_count, positive_duration};
-use super::values::de_bytes;
+use crate::error::ConfigError;
+use crate::tls::TlsSettings;
+use crate::validate::{fmt_duration, invalid, positive_count, positive_duration};
+use crate::values::de_bytes;
 
 /// The smallest accepted `transport.maximum-frame-size`: a handshake or a small gossip must
 /// always fit, or no connection could ever be established.
@@ -52,7 +53,7 @@ pub struct TransportSettings {
     #[serde(deserialize_with = "de_bytes")]
     pub maximum_gossip_decompressed_size: usize,
     /// `tls.*`: mutual TLS between nodes.
-    pub tls: super::TlsSettings,
+    pub tls: TlsSettings,
 }
 
 impl TransportSettings {

@@ -1,27 +1,11 @@
-//! Range and consistency checks that the types alone cannot express. Each section checks its
-//! own keys (`validate` beside its settings); this module runs them in order and holds the
-//! helpers they share.
+//! The helpers of the range and consistency checks that the types alone cannot express. Each
+//! section checks its own keys (`validate` beside its settings) with them; `Settings::validate`
+//! runs the sections' checks in order.
 
 use std::fmt;
 use std::time::Duration;
 
-use super::{ConfigError, Settings};
-
-impl Settings {
-    /// Range and consistency checks that the types alone cannot express. The first problem
-    /// found is reported.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.cluster.validate()?;
-        self.transport.validate()?;
-        self.management.validate(&self.transport.tls)?;
-        self.discovery.validate()?;
-        self.validate_bootstrap()?;
-        self.persistence.validate()?;
-        self.coordination.lease.validate()?;
-        self.runtime.validate()?;
-        self.logging.validate()
-    }
-}
+use crate::error::ConfigError;
 
 /// A refused value: the key, the value as it would be written, and what is allowed.
 pub(super) fn invalid(key: &str, value: impl fmt::Display, expected: &str) -> ConfigError {

@@ -21,7 +21,7 @@ pub(super) const DURATION_EXPECTED: &str = "a duration like `1s` or `250ms`";
 const WEAKLY_UP_ON: Duration = Duration::from_secs(7);
 
 /// A key that takes a duration or a switch.
-enum DurationOrSwitch {
+pub(super) enum DurationOrSwitch {
     /// "on", `true` and the like, as written (for an error where "on" means nothing).
     On(String),
     Off,
@@ -29,7 +29,7 @@ enum DurationOrSwitch {
 }
 
 /// Reads a duration or `on`/`off` (or a boolean), refusing anything else with `expected`.
-fn de_duration_or_switch<'de, D: Deserializer<'de>>(
+pub(super) fn de_duration_or_switch<'de, D: Deserializer<'de>>(
     d: D,
     expected: &'static str,
 ) -> Result<DurationOrSwitch, D::Error> {
@@ -68,20 +68,6 @@ pub(super) fn de_weakly_up<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur
             DurationOrSwitch::On(_) => Some(WEAKLY_UP_ON),
             DurationOrSwitch::After(d) => Some(d),
             DurationOrSwitch::Off => None,
-        },
-    )
-}
-
-/// `cluster.split-brain-resolver.down-all-when-unstable`.
-pub(super) fn de_down_all_when_unstable<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<super::DownAllWhenUnstable, D::Error> {
-    use super::DownAllWhenUnstable as W;
-    Ok(
-        match de_duration_or_switch(d, "a duration like `15s`, \"on\" or \"off\"")? {
-            DurationOrSwitch::On(_) => W::On,
-            DurationOrSwitch::After(d) => W::After(d),
-            DurationOrSwitch::Off => W::Off,
         },
     )
 }

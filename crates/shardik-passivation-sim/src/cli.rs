@@ -6,10 +6,13 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::error::SimError;
+use crate::pattern::AccessPattern;
+use crate::policy::SimPolicy;
+use crate::replay::{Run, simulate};
 use crate::report::render;
-use crate::{
-    AccessPattern, Run, SimError, SimPolicy, Synthetic, TraceCache, TraceFormat, simulate,
-};
+use crate::synthetic::Synthetic;
+use crate::trace::{TraceCache, TraceFormat};
 
 /// Usage text.
 pub const USAGE: &str = "\

@@ -9,15 +9,18 @@
 //! to two modules: `trace` (reading files, gzip) and `cli` (the command line and its JSON config
 //! files, the entry point `shardik passivation-sim` calls).
 //!
+//! Each module below uses only those listed before it:
+//!
 //! | module | job |
 //! |---|---|
+//! | `error` | [`SimError`]: a bad command line, an unreadable file, a malformed trace |
 //! | `id` | [`SimId`]: a numeric id and the Java hash of its string form (the reference's shard key) |
 //! | `policy` | [`SimPolicy`]: the policies by name |
 //! | `optimal` | clairvoyant Bélády replacement |
-//! | `replay` | [`simulate_ids`]: ids → shard → region → per-shard policy → [`Stats`] |
 //! | `synthetic` | [`Synthetic`] YCSB generators, seeded |
 //! | `trace` | [`read_trace`], [`TraceCache`]: trace files (LIRS, Corda, simple, ARC; gzip detected) |
-//! | `pattern` | [`AccessPattern`] (traces, synthetic, joined) → ids; [`simulate`] |
+//! | `pattern` | [`AccessPattern`] (traces, synthetic, joined) → ids |
+//! | `replay` | [`simulate_ids`]: ids → shard → region → per-shard policy → [`Stats`]; [`simulate`]: a [`Run`]'s own pattern |
 //! | `cli`, `report` | [`run_from_args`]: flags and config files → runs → table or JSON lines |
 
 #![forbid(unsafe_code)]
@@ -37,9 +40,9 @@ mod trace;
 pub use cli::{CliOptions, USAGE, parse_args, run_from_args};
 pub use error::SimError;
 pub use id::SimId;
-pub use pattern::{AccessPattern, simulate};
+pub use pattern::AccessPattern;
 pub use policy::SimPolicy;
-pub use replay::{Run, Stats, shard_of, simulate_ids};
+pub use replay::{Run, Stats, shard_of, simulate, simulate_ids};
 pub use report::render;
 pub use synthetic::{Synthetic, Zipfian, synthetic_ids};
 pub use trace::{TraceCache, TraceFormat, read_trace};

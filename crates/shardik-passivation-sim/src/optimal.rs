@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::SimId;
+use crate::id::SimId;
 
 /// Clairvoyant strategy for one shard: passivate the entity whose next access is furthest away.
 pub(crate) struct Optimal {

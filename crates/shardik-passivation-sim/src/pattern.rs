@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
-use crate::replay::simulate_ids;
-use crate::synthetic::synthetic_ids;
-use crate::{Run, SimError, SimId, Stats, Synthetic, TraceCache, TraceFormat};
+use crate::error::SimError;
+use crate::id::SimId;
+use crate::synthetic::{Synthetic, synthetic_ids};
+use crate::trace::{TraceCache, TraceFormat};
 
 /// An access pattern.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,10 +53,4 @@ impl AccessPattern {
             }
         }
     }
-}
-
-/// Run one simulation, loading its pattern through `cache`.
-pub fn simulate(run: &Run, cache: &mut TraceCache) -> Result<Stats, SimError> {
-    let ids = run.pattern.ids(cache)?;
-    simulate_ids(run, ids)
 }

@@ -4,7 +4,7 @@ use shardik_passivation::{
     AdmissionFilterSettings, CompositeSettings, HillClimbingSettings, ReplacementPolicy,
 };
 
-use crate::SimError;
+use crate::error::SimError;
 
 /// Policies the simulator knows by name.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,6 +6,7 @@
 //! id) when a shard is first seen → per-shard strategy instance, created with the per-region
 //! limit; when a region gains a shard, every shard of that region (the new one included) gets
 //! `shards_updated(region shard count)` → stats (accesses, activations, passivations).
+//! [`simulate`] replays a run's own pattern, loading it through a [`TraceCache`].
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,8 +14,12 @@ use shardik_passivation::{
     ActiveEntities, CompositeStrategy, LimitStrategy, PassivationStrategy, Strategy,
 };
 
+use crate::error::SimError;
+use crate::id::SimId;
 use crate::optimal::Optimal;
-use crate::{AccessPattern, SimError, SimId, SimPolicy};
+use crate::pattern::AccessPattern;
+use crate::policy::SimPolicy;
+use crate::trace::TraceCache;
 
 /// One simulation run.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +96,12 @@ fn create(policy: &SimPolicy, limit: usize) -> ShardStrategy {
         ))),
         SimPolicy::None => ShardStrategy::Policy(Strategy::Disabled),
     }
+}
+
+/// Run one simulation, loading its pattern through `cache`.
+pub fn simulate(run: &Run, cache: &mut TraceCache) -> Result<Stats, SimError> {
+    let ids = run.pattern.ids(cache)?;
+    simulate_ids(run, ids)
 }
 
 /// Replay `ids` through a cluster of `run.shards` shards in `run.regions` regions.

@@ -1,6 +1,6 @@
 //! Results as the reference prints them (a box-drawn table) or as JSON lines.
 
-use crate::{Run, Stats};
+use crate::replay::{Run, Stats};
 
 fn thousands(n: u64) -> String {
     let s = n.to_string();

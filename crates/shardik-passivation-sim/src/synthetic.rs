@@ -5,7 +5,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardik_passivation::java_decimal_hash;
 
-use crate::{SimError, SimId};
+use crate::error::SimError;
+use crate::id::SimId;
 
 /// Synthetic generators (YCSB 0.17 algorithms, seeded ChaCha8 randomness).
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,8 @@ use std::rc::Rc;
 use flate2::read::GzDecoder;
 use shardik_passivation::{java_decimal_hash, java_string_hash};
 
-use crate::{SimError, SimId};
+use crate::error::SimError;
+use crate::id::SimId;
 
 /// Trace file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
