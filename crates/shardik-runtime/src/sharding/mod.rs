@@ -49,11 +49,11 @@ mod resolve;
 mod singleton;
 mod strategy;
 
+pub(crate) use api::done_or_panic;
 pub use api::{
     AskError, Cbor, Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind,
     EntityTypeKey, Postcard, ShardExtractor, ShardingError, SyncEntity, TellError,
 };
-pub(crate) use api::{ContextRequest, TimerCommand, done_or_panic};
 pub use cluster_stats::{ClusterShardingStats, NotHosted};
 pub use config::ShardingConfig;
 pub use daemon::{DaemonSettings, ShardedDaemonProcess, WorkerRef};

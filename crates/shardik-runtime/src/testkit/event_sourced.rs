@@ -9,9 +9,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::persistence::{EventSourced, EventSourcedEntity};
+use shardik_core::sharding::entities::{ContextRequest, TimerCommand};
+
 use crate::sharding::{
-    Codec, CodecError, ContextRequest, Entity, EntityContext, EntityFailure, EntityKind, ReplyTo,
-    TimerCommand, round_trip,
+    Codec, CodecError, Entity, EntityContext, EntityFailure, EntityKind, ReplyTo, round_trip,
 };
 
 /// Runs commands through one event-sourced entity as a node runs them, and shows what each
