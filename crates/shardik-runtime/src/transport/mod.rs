@@ -18,7 +18,9 @@
 //! get through and the membership core applies its own rules.
 
 mod backoff;
+mod conn;
 mod connect_errors;
+mod dial;
 mod driver_notes;
 mod identified;
 mod inbound;

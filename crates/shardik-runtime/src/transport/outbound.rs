@@ -23,29 +23,25 @@
 //! itself, and records the socket does not take wait in the session, ahead of anything later,
 //! for the writer. Ordering, the burst rule, the write limit and what a failed write does are
 //! the same as for plain TCP.
+//!
+//! This file holds the lane and its writer task. How a peer is dialled (TCP, TLS, our
+//! handshake) is `dial.rs`; the connection the lane writes on, and its two ways of writing,
+//! are `conn.rs`.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use shardik_core::membership::Address;
-use shardik_wire::{Frame, FrameCodec, Handshake, HandshakeReply};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use shardik_wire::{Frame, FrameCodec};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::backoff::Backoff;
-#[cfg(feature = "tls")]
-use super::tls_conn::{PeerEvent, TlsConn};
-use super::{Lane, MAX_HANDSHAKE_FRAME, Outgoing, Shared};
-use crate::log_limit::LogLimits;
+use super::conn::{Conn, ended_by_peer, write_all};
+use super::dial::connect;
+use super::{Lane, Outgoing, Shared};
 use crate::metrics as m;
-#[cfg(feature = "tls")]
-use crate::tls::FailureReason;
-
-/// Bounds the warnings a peer's misconfiguration could repeat at every reconnection.
-static LOG: LogLimits = LogLimits::every_10s();
 
 /// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
 /// closes the lane: its writer ends and its connection is closed.
@@ -367,43 +363,6 @@ enum WriteOutcome {
     Stalled,
 }
 
-/// Writes as much of `buf` as the socket takes without waiting, consuming what was written.
-fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match stream.try_write(buf) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf.advance(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `bytes` on `conn`, waiting for it to take them (with TLS, after the
-/// records waiting in the session, and until none is left).
-async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
-    match conn {
-        Conn::Plain(stream) => write_all_plain(stream, bytes).await,
-        #[cfg(feature = "tls")]
-        Conn::Tls(tls) => tls.write_all(bytes).await,
-    }
-}
-
-/// Writes all of `bytes`, waiting for the socket to take them.
-async fn write_all_plain(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        stream.writable().await?;
-        match stream.try_write(bytes) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
     let frame = match msg {
         Outgoing::Membership(m) => Frame::membership(m),
@@ -424,66 +383,6 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
                 .increment(1);
             warn!(error = %e, "message not sent: larger than transport.maximum-frame-size");
             false
-        }
-    }
-}
-
-/// A lane's connection, past its handshakes. Clones share it.
-#[derive(Clone)]
-pub(super) enum Conn {
-    /// Plain TCP: senders may write directly with `try_write`, under the lane's lock.
-    Plain(Arc<TcpStream>),
-    /// TLS: senders may encrypt and write directly too, under the lane's lock.
-    #[cfg(feature = "tls")]
-    Tls(Arc<TlsConn>),
-}
-
-impl Conn {
-    /// Writes as much of `buf` as the connection takes without waiting, consuming it (with
-    /// TLS, what the session took; see [`Conn::has_pending`]).
-    fn write_now(&self, buf: &mut BytesMut) -> std::io::Result<()> {
-        match self {
-            Conn::Plain(s) => write_now(s, buf),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.write_now(buf),
-        }
-    }
-
-    /// Whether bytes taken from the lane still wait to go to the socket (TLS records the
-    /// socket did not take yet); never for plain TCP, whose socket takes them directly.
-    fn has_pending(&self) -> bool {
-        match self {
-            Conn::Plain(_) => false,
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.has_pending(),
-        }
-    }
-
-    /// Whether both are the same connection.
-    fn same(&self, other: &Conn) -> bool {
-        match (self, other) {
-            (Conn::Plain(a), Conn::Plain(b)) => Arc::ptr_eq(a, b),
-            #[cfg(feature = "tls")]
-            (Conn::Tls(a), Conn::Tls(b)) => Arc::ptr_eq(a, b),
-            #[cfg(feature = "tls")]
-            _ => false,
-        }
-    }
-
-    /// Closes our side (for TLS, with a close_notify) if no one else holds the connection.
-    async fn shutdown(self) {
-        match self {
-            Conn::Plain(s) => {
-                if let Ok(mut s) = Arc::try_unwrap(s) {
-                    let _ = s.shutdown().await;
-                }
-            }
-            #[cfg(feature = "tls")]
-            Conn::Tls(s) => {
-                if let Ok(s) = Arc::try_unwrap(s) {
-                    s.close().await;
-                }
-            }
         }
     }
 }
@@ -591,33 +490,6 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
     }
 }
 
-/// Completes with `true` when the peer ends `stream` (or writes on it, which it never does
-/// after its handshake reply: connections carry one direction), with `false` when a TLS
-/// session got something it must answer (its records then wait for the writer). Never
-/// completes without a stream.
-///
-/// Cancelled whenever work arrives; that loses nothing: both kinds read only after
-/// readiness, and a TLS session keeps a partly received record.
-async fn ended_by_peer(stream: Option<&Conn>) -> bool {
-    let stream = match stream {
-        None => return std::future::pending().await,
-        Some(Conn::Plain(s)) => s,
-        #[cfg(feature = "tls")]
-        Some(Conn::Tls(tls)) => return tls.watch_peer().await == PeerEvent::Ended,
-    };
-    let mut scratch = [0u8; 64];
-    loop {
-        if stream.readable().await.is_err() {
-            return true;
-        }
-        match stream.try_read(&mut scratch) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            // End of stream, stray bytes or an error: this connection is done.
-            _ => return true,
-        }
-    }
-}
-
 /// Drops the lane's connection after a failed write (unless a newer one replaced it), with
 /// what was buffered for it: a partial frame must not start the next connection.
 fn forget_stream(st: &mut LaneState, failed: &Conn) {
@@ -629,230 +501,6 @@ fn forget_stream(st: &mut LaneState, failed: &Conn) {
         }
         st.buf.clear();
         st.frames = 0;
-    }
-}
-
-async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
-    let cfg = &shared.config;
-    let target = format!("{}:{}", to.host, to.port);
-    let stream = match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&target)).await
-    {
-        Err(_) => return Err(format!("no connection within {:?}", cfg.connect_timeout)),
-        Ok(Err(e)) => {
-            if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                shared.refused.record(to);
-            }
-            return Err(e.to_string());
-        }
-        Ok(Ok(s)) => s,
-    };
-    let _ = stream.set_nodelay(true);
-    let Some(tls) = &cfg.tls else {
-        let mut stream = stream;
-        handshake(to, shared, &mut stream, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        return Ok(Conn::Plain(Arc::new(stream)));
-    };
-    connect_tls(to, shared, stream, tls).await
-}
-
-/// The TLS handshake over a fresh connection to `to`, then ours inside the session.
-#[cfg(feature = "tls")]
-async fn connect_tls(
-    to: &Address,
-    shared: &Shared,
-    stream: TcpStream,
-    tls: &crate::tls::TlsContext,
-) -> Result<Conn, String> {
-    let cfg = &shared.config;
-    let peer_ip = stream.peer_addr().ok().map(|a| a.ip());
-    let tls_failed = |reason: FailureReason, error: &dyn std::fmt::Display| {
-        count_tls_failure(reason, "outbound");
-        if let Some(ip) = peer_ip {
-            shared.tls_failures.record(ip, reason, false, error);
-        }
-    };
-    // Our own certificate's refusal shows up on the first read (TLS 1.3): in the handshake
-    // exchange below, classified from its error.
-    let (mut stream, cert) =
-        match tokio::time::timeout(cfg.handshake_timeout, tls.connect(stream, &to.host)).await {
-            Err(_) => {
-                return Err(format!(
-                    "no TLS handshake within {:?}",
-                    cfg.handshake_timeout
-                ));
-            }
-            Ok(Err(e)) => {
-                tls_failed(e.reason(), &e);
-                return Err(e.to_string());
-            }
-            Ok(Ok(accepted)) => accepted,
-        };
-    match handshake(to, shared, &mut stream, Some(&cert)).await {
-        Ok(()) => {
-            // The peer answered over the session: it accepted our certificate too.
-            count_tls_handshake();
-            let (tcp, session) = stream.into_inner();
-            Ok(Conn::Tls(Arc::new(TlsConn::new(tcp, session))))
-        }
-        Err(HandshakeFailed::Io(e)) if is_tls_error(&e) => {
-            let reason = FailureReason::of_io(&e);
-            tls_failed(reason, &e);
-            Err(format!("TLS refused ({reason}): {e}"))
-        }
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Without the `tls` feature no TLS context exists, so this is never called.
-#[cfg(not(feature = "tls"))]
-async fn connect_tls(
-    _to: &Address,
-    _shared: &Shared,
-    _stream: TcpStream,
-    tls: &crate::tls::TlsContext,
-) -> Result<Conn, String> {
-    match *tls {}
-}
-
-/// Whether a read or write failed because of TLS (an alert from the peer, say), not the
-/// socket.
-#[cfg(feature = "tls")]
-fn is_tls_error(e: &std::io::Error) -> bool {
-    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
-}
-
-/// Counts a TLS session established by dialling.
-#[cfg(feature = "tls")]
-fn count_tls_handshake() {
-    metrics::counter!(m::TRANSPORT_TLS_HANDSHAKES_TOTAL, "direction" => "outbound").increment(1);
-}
-
-/// Counts a failed TLS handshake.
-#[cfg(feature = "tls")]
-fn count_tls_failure(reason: FailureReason, direction: &'static str) {
-    metrics::counter!(
-        m::TRANSPORT_TLS_FAILURES_TOTAL,
-        "direction" => direction,
-        "reason" => super::tls_refusal_label(reason)
-    )
-    .increment(1);
-}
-
-/// Why our handshake failed.
-#[derive(Debug, thiserror::Error)]
-enum HandshakeFailed {
-    #[error("{0}")]
-    Io(std::io::Error),
-    #[error(
-        "the peer answered in TLS: it requires TLS between nodes, and this node has \
-         transport.tls.enabled off"
-    )]
-    PeerRequiresTls,
-    #[error("{0}")]
-    Other(String),
-}
-
-impl From<String> for HandshakeFailed {
-    fn from(s: String) -> Self {
-        HandshakeFailed::Other(s)
-    }
-}
-
-/// Whether `bytes` start as a TLS record of the kinds a TLS server answers a client that does
-/// not speak TLS with (an alert, or a handshake message): content type 21 or 22, then major
-/// version 3. No reply of ours starts so: read as a frame's length prefix, these bytes
-/// announce over 350 MB, far more than a handshake frame may hold.
-fn looks_like_tls_record(bytes: &[u8]) -> bool {
-    matches!(bytes, [0x15 | 0x16, 0x03, ..])
-}
-
-/// Our handshake on a fresh connection (plain, or TLS after its handshake, `cert` the peer's
-/// verified certificate): send ours, read the reply, within `handshake-timeout`. A reply
-/// from an incarnation at another address than `to` (we dialled an alias, or another address
-/// of the node) is recorded for the membership core; with TLS the certificate must name that
-/// incarnation's host too, as the accepting side requires of ours.
-async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
-    to: &Address,
-    shared: &Shared,
-    stream: &mut S,
-    cert: Option<&crate::tls::PeerCertificate>,
-) -> Result<(), HandshakeFailed> {
-    let cfg = &shared.config;
-    // Only the handshake and its reply are read here: they are small, and so is what a peer
-    // may make us buffer for them.
-    let codec = FrameCodec::new(cfg.maximum_frame_size.min(MAX_HANDSHAKE_FRAME));
-    let mut buf = BytesMut::new();
-    let hs = Handshake::new(&shared.identity, Some(to.clone()));
-    codec
-        .encode(&Frame::Handshake(hs), &mut buf)
-        .map_err(|e| e.to_string())?;
-    let exchange = async {
-        stream.write_all(&buf).await.map_err(HandshakeFailed::Io)?;
-        stream.flush().await.map_err(HandshakeFailed::Io)?;
-        buf.clear();
-        // The reply comes back on the same connection; after it we only write.
-        loop {
-            if cfg.tls.is_none() && looks_like_tls_record(&buf) {
-                return Err(HandshakeFailed::PeerRequiresTls);
-            }
-            if let Some(frame) = codec.decode(&mut buf).map_err(|e| e.to_string())? {
-                return Ok::<Frame, HandshakeFailed>(frame);
-            }
-            buf.reserve(1024);
-            let n = tokio::io::AsyncReadExt::read_buf(stream, &mut buf)
-                .await
-                .map_err(HandshakeFailed::Io)?;
-            if n == 0 {
-                return Err("closed during handshake".to_string().into());
-            }
-        }
-    };
-    match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
-        Err(_) => Err(format!("no handshake reply within {:?}", cfg.handshake_timeout).into()),
-        Ok(Err(HandshakeFailed::PeerRequiresTls)) => {
-            // A configuration mistake on one side or the other: say so, or this node would
-            // retry its seeds in silence.
-            metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "peer-requires-tls")
-                .increment(1);
-            if let Some(suppressed) = LOG.check("peer-requires-tls") {
-                warn!(%to, suppressed, "{}", HandshakeFailed::PeerRequiresTls);
-            }
-            Err(HandshakeFailed::PeerRequiresTls)
-        }
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(Frame::HandshakeAck(HandshakeReply::Accepted(ack)))) => {
-            let host = &ack.from.address.host;
-            if ack.from.address.host != to.host && cert.is_some_and(|c| !c.names_host(host)) {
-                metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "tls-bad-name")
-                    .increment(1);
-                if let Some(suppressed) = LOG.check("tls-bad-name-outbound") {
-                    warn!(%to, peer = %ack.from, suppressed, "the peer's certificate does not name the host it answers as");
-                }
-                return Err(format!(
-                    "the peer answered as {}, which its certificate does not name",
-                    ack.from
-                )
-                .into());
-            }
-            if ack.from.address != *to {
-                debug!(%to, peer = %ack.from, "connected to an alias");
-                shared.identified.record(to, &ack.from);
-            } else {
-                debug!(%to, peer = %ack.from, "connected");
-            }
-            Ok(())
-        }
-        Ok(Ok(Frame::HandshakeAck(HandshakeReply::Refused(r)))) => {
-            metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "refused-by-peer")
-                .increment(1);
-            warn!(%to, reason = %r.reason, "peer refused the connection");
-            Err(format!("refused: {}", r.reason).into())
-        }
-        Ok(Ok(other)) => {
-            Err(format!("unexpected {:?} frame during handshake", other.kind()).into())
-        }
     }
 }
 
@@ -875,31 +523,6 @@ mod tests {
     use bytes::Bytes;
     use tokio::net::{TcpSocket, TcpStream};
     use tokio::sync::watch;
-
-    #[test]
-    fn a_tls_answer_is_told_from_our_handshake_replies() {
-        // What rustls answers a client that does not speak TLS: a fatal `decode_error` alert.
-        assert!(looks_like_tls_record(&[
-            0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32
-        ]));
-        // A TLS handshake record (a server hello, say).
-        assert!(looks_like_tls_record(&[0x16, 0x03, 0x03, 0x00, 0x7a]));
-        // Our replies, accepted and refused, and too little to tell.
-        let codec = FrameCodec::new(MAX_HANDSHAKE_FRAME);
-        let from = shardik_core::membership::UniqueAddress::new(Address::new("127.0.0.1", 2552), 7);
-        for reply in [
-            HandshakeReply::Accepted(shardik_wire::HandshakeAck { from }),
-            HandshakeReply::Refused(shardik_wire::HandshakeRefused {
-                reason: "no".into(),
-            }),
-        ] {
-            let mut buf = BytesMut::new();
-            codec.encode(&Frame::HandshakeAck(reply), &mut buf).unwrap();
-            assert!(!looks_like_tls_record(&buf), "{buf:?}");
-        }
-        assert!(!looks_like_tls_record(&[0x15]));
-        assert!(!looks_like_tls_record(&[]));
-    }
 
     const MAX_FRAME: usize = 4 << 20;
     /// Larger than any loopback socket's buffers at their smallest: a direct write of it is
