@@ -9,7 +9,8 @@
 
 use std::sync::Arc;
 
-use crate::{PersistenceId, WriteRefused, WriteResult};
+use crate::error::{WriteRefused, WriteResult};
+use crate::records::PersistenceId;
 
 /// The lease token a write carries, and the scope it fences.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{AtomicWrite, NewEvent, PersistenceId, StoredEvent};
+use crate::records::{NewEvent, PersistenceId, StoredEvent};
+use crate::write::AtomicWrite;
 
 /// How many events recovery reads per call to the store.
 pub const RECOVERY_PAGE: usize = 1024;

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// A lease granted to its owner: the token of this tenure and how long it lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

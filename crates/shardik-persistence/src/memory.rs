@@ -14,12 +14,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::lease::{check_names, token_sql, ttl_micros};
-use crate::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseGrant, LeaseInfo, PersistenceId, Snapshot, Store,
-    StoreError, StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult,
-    check_write,
-};
+use crate::error::{StoreError, WriteRefused, WriteResult};
+use crate::fence::Fence;
+use crate::lease::{LeaseAcquired, LeaseGrant, LeaseInfo, check_names, token_sql, ttl_micros};
+use crate::records::{PersistenceId, Snapshot, StoredEvent, StoredState, TaggedEvent};
+use crate::store::{Store, StoreFuture};
+use crate::write::{AtomicWrite, check_write};
 
 /// One event slot of a journal: `None` once deleted.
 #[derive(Clone, Debug)]

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::{MemoryStore, Store, StoreError};
+use crate::error::StoreError;
+use crate::memory::MemoryStore;
+use crate::store::Store;
 
 /// The URL forms [`open_store`] accepts, for error messages.
 const ACCEPTED: &str = "expected memory:, sqlite:PATH, postgres://… or postgresql://…";
@@ -61,7 +63,7 @@ async fn open_sqlite(url: &str, rest: &str) -> Result<Arc<dyn Store>, StoreError
     if path.is_empty() {
         return Err(bad_url(url, "no file path after sqlite:"));
     }
-    Ok(Arc::new(crate::SqliteStore::open(path).await?))
+    Ok(Arc::new(crate::sqlite::SqliteStore::open(path).await?))
 }
 
 #[cfg(not(feature = "sqlite"))]
@@ -72,7 +74,9 @@ async fn open_sqlite(url: &str, _rest: &str) -> Result<Arc<dyn Store>, StoreErro
 /// Opens the PostgreSQL store of `url`.
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    Ok(Arc::new(crate::PostgresStore::connect(url).await?))
+    Ok(Arc::new(
+        crate::postgres::PostgresStore::connect(url).await?,
+    ))
 }
 
 #[cfg(not(feature = "postgres"))]

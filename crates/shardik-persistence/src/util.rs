@@ -1,7 +1,7 @@
 //! Small helpers the SQL stores share: number conversions (SQL integers are signed 64-bit, the
 //! trait's numbers are `u64`) and error descriptions that keep their causes.
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// A bound of a range query as a SQL integer: numbers past `i64::MAX` can never be stored, so a
 /// bound beyond them means "everything".

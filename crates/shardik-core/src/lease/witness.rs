@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::membership::UniqueAddress;
+use crate::address::UniqueAddress;
 
 /// The owner name a node holds its leases under: its address and uid (`host:port#uid`), so
 /// that a restarted node is a new owner and never mistakes its predecessor's tenure for its

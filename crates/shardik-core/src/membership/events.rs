@@ -2,9 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use super::address::UniqueAddress;
 use super::gossip::Gossip;
 use super::member::{Member, MemberStatus};
+use crate::address::UniqueAddress;
 
 /// Something changed in the cluster as this node sees it.
 #[derive(Clone, PartialEq, Eq, Debug)]

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::address::UniqueAddress;
 use super::member::{Member, MemberStatus};
 use super::reachability::{Reachability, ReachabilityStatus};
 use super::vclock::{Ordering, VectorClock};
+use crate::address::UniqueAddress;
 
 /// The gossiped cluster state.
 #[derive(Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

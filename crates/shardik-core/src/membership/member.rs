@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use super::address::UniqueAddress;
+use crate::address::UniqueAddress;
 
 /// Where a member is in its lifecycle.
 ///

@@ -9,9 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::address::{Address, UniqueAddress};
 use super::gossip::Gossip;
 use super::vclock::VectorClock;
+use crate::address::{Address, UniqueAddress};
 
 /// The join-relevant configuration a joiner sends with `InitJoin` and `Join`: what the
 /// accepting member checks (`compat.rs`).

@@ -1,7 +1,7 @@
-//! Cluster membership: identities, lifecycle, vector clocks, gossip, reachability, failure
-//! detection, leader actions and split-brain decisions — all without I/O.
+//! Cluster membership: lifecycle, vector clocks, gossip, reachability, failure detection,
+//! leader actions and split-brain decisions — all without I/O. Node identities
+//! ([`address`]) stand below it, shared with leases and sharding, and are re-exported here.
 
-pub mod address;
 pub mod compat;
 pub mod config;
 pub mod events;
@@ -16,7 +16,7 @@ pub mod same_store;
 pub mod sbr;
 pub mod vclock;
 
-pub use address::{Address, AddressParseError, UniqueAddress};
+pub use crate::address::{self, Address, AddressParseError, UniqueAddress};
 pub use compat::{JoinCompat, JoinConfigCompatChecker, MustMatch, WhenMissing};
 pub use config::{FailureDetectorConfig, MembershipConfig};
 pub use events::ClusterEvent;

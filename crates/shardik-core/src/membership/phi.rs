@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::time::Instant;
 
 /// Settings of a [`PhiAccrualDetector`] (`pekko.cluster.failure-detector`).

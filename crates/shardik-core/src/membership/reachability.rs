@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::address::UniqueAddress;
+use crate::address::UniqueAddress;
 
 /// One observer's verdict on one subject.
 #[derive(

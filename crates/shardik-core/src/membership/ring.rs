@@ -7,8 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use super::address::UniqueAddress;
 use super::phi::{FailureDetectorRegistry, PhiAccrualConfig};
+use crate::address::UniqueAddress;
 use crate::time::Instant;
 
 /// Ring position: the uid-based hash first, so that neighbours on the ring are not

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::address::UniqueAddress;
+use crate::address::UniqueAddress;
 
 /// How two versions relate.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{event, fresh, payloads, write};
-use crate::{
-    AtomicWrite, Fence, PersistenceId, Store, StoredState, WriteRefused, WriteResult,
-    persistence_id,
-};
+use super::fixtures::{event, fresh, payloads, write};
+use crate::error::{WriteRefused, WriteResult};
+use crate::fence::Fence;
+use crate::records::{PersistenceId, StoredState, persistence_id};
+use crate::store::Store;
+use crate::write::AtomicWrite;
 
 fn fenced(pid: &PersistenceId, seq: u64, text: &str, scope: &str, token: u64) -> AtomicWrite {
     write(pid, vec![event(seq, text, &[])]).fenced(Fence::new(scope, token))

@@ -12,7 +12,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::{LeaseAcquired, Store};
+use crate::lease::LeaseAcquired;
+use crate::store::Store;
 
 /// One tenure of a lease as its holder saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::fresh;
-use crate::lease::MAX_LEASE_TTL;
-use crate::{LeaseAcquired, LeaseGrant, Store, StoreError};
+use super::fixtures::fresh;
+use crate::error::StoreError;
+use crate::lease::{LeaseAcquired, LeaseGrant, MAX_LEASE_TTL};
+use crate::store::Store;
 
 /// A time-to-live no check outlasts.
 const LONG: Duration = Duration::from_secs(60);

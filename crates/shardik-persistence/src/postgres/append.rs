@@ -20,8 +20,10 @@ use std::sync::Arc;
 
 use deadpool_postgres::Client;
 
-use super::{PgErr, fences};
-use crate::{AtomicWrite, StoreError, WriteRefused, WriteResult, check_write};
+use super::error::PgErr;
+use super::fences;
+use crate::error::{StoreError, WriteRefused, WriteResult};
+use crate::write::{AtomicWrite, check_write};
 
 pub(super) async fn append(
     client: &mut Client,

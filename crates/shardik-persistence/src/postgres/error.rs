@@ -5,8 +5,8 @@ use std::sync::Arc;
 use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::config::Host;
 
-use super::{CREATE_TIMEOUT, POOL_SIZE};
-use crate::StoreError;
+use super::limits::{CREATE_TIMEOUT, POOL_SIZE};
+use crate::error::StoreError;
 use crate::util::describe;
 
 /// `host:port` of every host the configuration names, for messages.

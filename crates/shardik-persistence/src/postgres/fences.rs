@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use deadpool_postgres::Transaction;
 
-use super::PgErr;
-use crate::StoreError;
+use super::error::PgErr;
+use crate::error::StoreError;
 use crate::util::from_sql;
 
 /// Locks the fence rows of `scopes` (sorted, distinct) until the transaction ends and returns

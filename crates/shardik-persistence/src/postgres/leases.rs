@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use super::PostgresStore;
-use crate::lease::{check_names, time_left, token_sql, ttl_micros};
+use crate::error::StoreError;
+use crate::lease::{
+    LeaseAcquired, LeaseGrant, LeaseInfo, check_names, time_left, token_sql, ttl_micros,
+};
 use crate::util::from_sql;
-use crate::{LeaseAcquired, LeaseGrant, LeaseInfo, StoreError};
 
 /// How many times an acquire tries again when the lease looked held, but free by the time it
 /// was read (released or expired between the two statements).

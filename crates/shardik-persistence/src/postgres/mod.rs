@@ -5,6 +5,7 @@ mod append;
 mod error;
 mod fences;
 mod leases;
+mod limits;
 mod schema;
 mod tls;
 mod url;
@@ -24,39 +25,18 @@ use deadpool_postgres::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use crate::error::{StoreError, WriteRefused, WriteResult};
+use crate::fence::Fence;
+use crate::lease::{LeaseAcquired, LeaseInfo};
+use crate::records::{PersistenceId, Snapshot, StoredEvent, StoredState, TaggedEvent};
+use crate::store::{Store, StoreFuture};
 use crate::store_url::redact;
 use crate::util::{bound, describe, from_sql, limit, to_sql};
-use crate::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, PersistenceId, Snapshot, Store, StoreError,
-    StoreFuture, StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult,
-};
+use crate::write::AtomicWrite;
 use error::{PgErr, server_name};
+use limits::{CONNECT_TIMEOUT, CREATE_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, POOL_SIZE, POOL_WAIT};
 use tls::StoreTls;
 use url::{SslMode, TlsParams};
-
-/// How long connecting to the server may take, unless the URL sets `connect_timeout`.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Connections in the pool: enough for the batching callers of one node, few enough that many
-/// nodes fit within the server's `max_connections`.
-const POOL_SIZE: usize = 8;
-
-/// How long connecting and logging in may take: the driver's connect timeout covers only the
-/// TCP connection, and a server that accepts but never answers must not hang the caller.
-const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a call waits for a free connection before failing.
-const POOL_WAIT: Duration = Duration::from_secs(30);
-
-/// How long the server lets one of our sessions sit idle inside a transaction before it ends
-/// the session (`idle_in_transaction_session_timeout`). Our transactions send their statements
-/// back to back, so only a client that stopped running (frozen, SIGSTOPped, a VM paused) idles
-/// in one for long, and meanwhile it holds its row locks: the fence rows of the shards it
-/// wrote, which the shard's next home must lock to write. Ended by the server, the frozen
-/// transaction rolls back and the locks go, shorter than the default lease's time to live (6
-/// s), so a shard taken over from a frozen node is not kept from writing by it. A client that
-/// resumes finds its session gone and that write failed (the pool drops the connection).
-const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`Store`] in a PostgreSQL database.
 ///

@@ -10,8 +10,8 @@
 
 use deadpool_postgres::Client;
 
-use super::PgErr;
-use crate::StoreError;
+use super::error::PgErr;
+use crate::error::StoreError;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
 ///

@@ -13,10 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::Ctx;
-use crate::lease::{check_names, time_left, token_sql, ttl_micros};
+use super::error::Ctx;
+use crate::error::{StoreError, WriteResult};
+use crate::fence::Fence;
+use crate::lease::{
+    LeaseAcquired, LeaseGrant, LeaseInfo, check_names, time_left, token_sql, ttl_micros,
+};
 use crate::util::from_sql;
-use crate::{Fence, LeaseAcquired, LeaseGrant, LeaseInfo, StoreError, WriteResult};
 
 /// The machine's wall clock in microseconds since the Unix epoch.
 fn now_micros() -> i64 {

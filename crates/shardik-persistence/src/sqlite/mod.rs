@@ -13,6 +13,7 @@
 //! 10 s lets several processes share the file: a writer waits for another's write lock
 //! instead of failing (see [`wait_for_lock`] for why not SQLite's own `busy_timeout`).
 
+mod error;
 mod leases;
 mod queries;
 mod reader;
@@ -27,10 +28,13 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{
-    AtomicWrite, Fence, LeaseAcquired, LeaseInfo, Snapshot, Store, StoreError, StoreFuture,
-    StoredEvent, StoredState, TaggedEvent, WriteResult,
-};
+use crate::error::{StoreError, WriteResult};
+use crate::fence::Fence;
+use crate::lease::{LeaseAcquired, LeaseInfo};
+use crate::records::{Snapshot, StoredEvent, StoredState, TaggedEvent};
+use crate::store::{Store, StoreFuture};
+use crate::write::AtomicWrite;
+use error::{Ctx, map_error};
 use reader::ReaderMsg;
 use writer::WriterMsg;
 
@@ -271,32 +275,6 @@ fn spawn(
         .map_err(|e| {
             StoreError::Unavailable(format!("cannot start a thread for {}: {e}", path.display()))
         })
-}
-
-/// Maps a SQLite error to the store's errors, naming the file and what was being done.
-pub(super) fn map_error(path: &Path, doing: &str, e: rusqlite::Error) -> StoreError {
-    let why = format!("{}: {doing}: {e}", path.display());
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => StoreError::Corrupt(why),
-        Some(
-            ErrorCode::CannotOpen
-            | ErrorCode::PermissionDenied
-            | ErrorCode::ReadOnly
-            | ErrorCode::NoLargeFileSupport,
-        ) => StoreError::Unavailable(why),
-        _ => StoreError::Failed(why),
-    }
-}
-
-/// Attaches the file and the step to a SQLite error.
-pub(super) trait Ctx<T> {
-    fn ctx(self, path: &Path, doing: &str) -> Result<T, StoreError>;
-}
-
-impl<T> Ctx<T> for rusqlite::Result<T> {
-    fn ctx(self, path: &Path, doing: &str) -> Result<T, StoreError> {
-        self.map_err(|e| map_error(path, doing, e))
-    }
 }
 
 impl Store for SqliteStore {

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, ffi, params};
 
-use super::Ctx;
+use super::error::{Ctx, map_error};
 use super::leases::FenceBars;
+use crate::error::{StoreError, WriteRefused, WriteResult};
+use crate::fence::Fence;
+use crate::records::{PersistenceId, Snapshot, StoredEvent, StoredState, TaggedEvent};
 use crate::util::{bound, from_sql, limit, to_sql};
-use crate::{
-    AtomicWrite, Fence, PersistenceId, Snapshot, StoreError, StoredEvent, StoredState, TaggedEvent,
-    WriteRefused, WriteResult, check_write,
-};
+use crate::write::{AtomicWrite, check_write};
 
 /// Writes each write inside a savepoint of its own: a write whose fence is older than its
 /// scope's newest token is refused before anything is written; one whose number is taken is
@@ -97,7 +97,7 @@ fn insert_write(
         match inserted {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => return Ok(Some(event.seq)),
-            Err(e) => return Err(super::map_error(path, "writing an event", e)),
+            Err(e) => return Err(map_error(path, "writing an event", e)),
         }
         let ordinal = conn.last_insert_rowid();
         for (pos, tag) in event.tags.iter().enumerate() {

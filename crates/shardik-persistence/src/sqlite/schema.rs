@@ -11,8 +11,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use super::{Ctx, map_error};
-use crate::StoreError;
+use super::error::{Ctx, map_error};
+use crate::error::StoreError;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
 ///

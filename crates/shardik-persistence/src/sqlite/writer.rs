@@ -11,8 +11,8 @@ use std::path::Path;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Ctx;
-use crate::StoreError;
+use super::error::Ctx;
+use crate::error::StoreError;
 
 /// How many requests at most one transaction carries (each may hold many writes): bounds the
 /// time a batch holds the database's write lock.

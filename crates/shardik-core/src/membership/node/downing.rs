@@ -2,8 +2,8 @@
 //! lease-majority lease requests go through the lease's holder (`sbr_lease.rs`).
 
 use super::{Effect, Membership};
+use crate::address::UniqueAddress;
 use crate::lease::LeaseAnswer;
-use crate::membership::address::UniqueAddress;
 use crate::membership::events::ClusterEvent;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rand::Rng;
 
 use super::{DropReason, Effect, Membership};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::events::{self};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{CommandError, DropReason, Effect, Membership, Phase, ShutdownReason};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Effect, Membership};
-use crate::membership::address::{Address, UniqueAddress};
+use crate::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;

@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use super::Membership;
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::member::MemberStatus;
 use crate::time::Instant;
 

@@ -3,7 +3,7 @@
 //! previous version, which carry none), and a joiner's stop when refused.
 
 use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::messages::{JoinConfig, Message};
 use crate::time::Instant;
 

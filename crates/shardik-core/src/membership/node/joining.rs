@@ -8,7 +8,7 @@ use rand::Rng;
 
 use super::join_compat::refusal;
 use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
-use crate::membership::address::{Address, UniqueAddress};
+use crate::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus};
 use crate::membership::messages::{ConfigCheck, JoinConfig, Message};

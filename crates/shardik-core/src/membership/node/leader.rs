@@ -1,7 +1,7 @@
 //! Leader actions: moving members up, out and away once the state has converged.
 
 use super::{Effect, Membership};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus, NOT_YET_UP};
 use crate::time::Instant;

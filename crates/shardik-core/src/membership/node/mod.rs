@@ -48,7 +48,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use self::exchange::Derived;
-use super::address::{Address, UniqueAddress};
 use super::config::MembershipConfig;
 use super::events::ClusterEvent;
 use super::gossip::Gossip;
@@ -56,6 +55,7 @@ use super::member::{Member, MemberStatus};
 use super::messages::{JoinConfig, Message};
 use super::ring::HeartbeatSenderState;
 use super::sbr::{SbrAction, SplitBrainResolver};
+use crate::address::{Address, UniqueAddress};
 use crate::lease::{LeaseAnswer, LeaseLoss, LeaseRequest};
 use crate::time::Instant;
 

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use super::{DropReason, Effect, Membership, Rejoin};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;

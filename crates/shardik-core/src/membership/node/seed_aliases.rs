@@ -17,7 +17,7 @@
 //! another node, seen when the connection to it was made again).
 
 use super::{Effect, Membership, Phase};
-use crate::membership::address::{Address, UniqueAddress};
+use crate::address::{Address, UniqueAddress};
 use crate::time::Instant;
 
 impl Membership {

@@ -30,7 +30,7 @@
 //! member; with TLS the certificate must name the host it claims (see `docs/SECURITY.md`).
 
 use super::{DropReason, Membership, Phase};
-use crate::membership::address::{Address, UniqueAddress};
+use crate::address::{Address, UniqueAddress};
 use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;
 

@@ -2,7 +2,7 @@
 //! (`resolver.rs`) and of lease-majority's lease protocol (`lease.rs`), which both produce it.
 
 use super::decision::Decision;
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 
 /// What the resolver asks its caller to do.
 #[derive(Clone, Debug, PartialEq, Eq)]

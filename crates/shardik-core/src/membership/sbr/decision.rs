@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::membership::member::{Member, MemberStatus};
 use crate::membership::reachability::{Reachability, ReachabilityStatus};
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::action::SbrAction;
 use super::decision::Decision;
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::time::Instant;
 
 /// One decision's two outcomes: nodes in downing order (others first, self last).

@@ -10,7 +10,7 @@ use super::decision::{
     Decision, SbrView, Strategy, counted, decide, lease_acquire_delay, nodes_to_down,
 };
 use super::lease::{LeaseGate, Outcomes, ReleaseWhen};
-use crate::membership::address::UniqueAddress;
+use crate::address::UniqueAddress;
 use crate::time::Instant;
 
 /// Split-brain resolver settings (`pekko.cluster.split-brain-resolver`).

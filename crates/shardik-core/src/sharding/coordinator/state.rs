@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::membership::UniqueAddress;
-use crate::sharding::ShardId;
+use crate::sharding::shard_id::ShardId;
 
 /// A change to the allocation table.
 #[derive(Clone, Debug, PartialEq, Eq)]

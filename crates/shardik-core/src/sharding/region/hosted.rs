@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::Hosted;
 use super::shard_map::ShardMap;
-use crate::sharding::ShardId;
+use crate::sharding::shard_id::ShardId;
 
 /// Hosted shards by id, plus the set of those in [`Hosted::Running`].
 ///

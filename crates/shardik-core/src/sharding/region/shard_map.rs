@@ -12,7 +12,7 @@ use std::sync::Arc;
 use foldhash::fast::RandomState;
 use hashbrown::{Equivalent, HashMap};
 
-use crate::sharding::ShardId;
+use crate::sharding::shard_id::ShardId;
 
 #[derive(Debug, Clone)]
 struct Key(ShardId);

@@ -1,4 +1,7 @@
 //! Node identity: where a node listens, plus a random incarnation id.
+//!
+//! Below membership, leases and sharding, which all name nodes by it (a lease's owner is a
+//! node's incarnation); membership re-exports it as `membership::address`.
 
 use std::fmt;
 use std::str::FromStr;
