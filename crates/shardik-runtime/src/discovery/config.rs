@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use shardik_config::ConfigDiscoverySettings;
 
-use super::{DiscoveryError, Lookup, ResolvedTarget};
+use super::lookup::{DiscoveryError, Lookup, ResolvedTarget};
 
 /// The configured services and their endpoints.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::rr::RData;
 use hickory_resolver::proto::xfer::Protocol;
 
-use super::{DiscoveryError, Lookup, ResolvedTarget};
+use super::lookup::{DiscoveryError, Lookup, ResolvedTarget};
 
 /// SRV targets resolved by a lookup of their own at most; the rest keep no address (and are
 /// dialled by name). Bounds what one answer can make this node ask.

@@ -9,8 +9,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_persistence::{StoredState, persistence_id};
 
+use super::after_write::AfterWrite;
 use super::codec::StorageCodec;
-use super::{AfterWrite, Persistence};
+use super::store::Persistence;
 use crate::sharding::{
     Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
     done_or_panic,

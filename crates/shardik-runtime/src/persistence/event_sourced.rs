@@ -22,8 +22,9 @@ use super::adapter::{
     EventAdapterError, EventAdapterFn, EventManifest, EventReader, FIRST_EVENT_VERSION,
     JournalEvent,
 };
+use super::after_write::AfterWrite;
 use super::codec::StorageCodec;
-use super::{AfterWrite, Persistence};
+use super::store::Persistence;
 use crate::sharding::{
     Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
     done_or_panic,

@@ -13,7 +13,7 @@ use super::init_error::InitError;
 use super::inner::KindEntry;
 use super::kind::KindTask;
 use super::pending::AnswerRoute;
-use super::pending::answer_batch;
+
 use super::remember_settings::{RememberChoice, RememberSettings};
 use super::{handlers, leases, local_queue, resolve};
 
@@ -146,9 +146,9 @@ impl Sharding {
             leases,
             held_back: Arc::clone(&self.inner.held_back),
         };
-        // Answers its handlers make during one poll leave together (see `answer_batch`).
+        // Answers its handlers make during one poll leave together (see `pending::gathering`).
         let replies = Arc::clone(&self.inner.replies);
-        let running = crate::task::spawn(answer_batch::gathering(task.run(), move |answers| {
+        let running = crate::task::spawn(super::pending::gathering(task.run(), move |answers| {
             replies.send_gathered(answers)
         }));
         let mut tasks = self

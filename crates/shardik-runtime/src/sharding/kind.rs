@@ -44,10 +44,12 @@ use shardik_core::node::ClusterView;
 
 mod effects;
 mod frames;
+mod gauges;
+mod hand_offs;
 mod observe;
 
-use frames::remote_job;
-use observe::{HandOffRounds, KindGauges, log_coordinator_event};
+use gauges::KindGauges;
+use hand_offs::{HandOffRounds, log_coordinator_event};
 
 /// Most inputs from the control channel (remote traffic) handled in one turn of the loop.
 const CONTROL_BATCH: usize = 256;
@@ -94,7 +96,7 @@ struct State<E: Entity> {
     outgoing: Outgoing,
     /// The answers to remote askers made during the current turn, on their way to `outgoing`
     /// (kept for the task's life, so that a turn allocates no list).
-    answers: Vec<crate::sharding::pending::answer_batch::GatheredAnswer>,
+    answers: Vec<crate::sharding::pending::GatheredAnswer>,
     /// Where answers to the last node that sent this kind an ask go (see `answer_route`).
     answer_route: Option<Arc<AnswerRoute>>,
     /// Where a command for another node is encoded before it is copied into its frame.
@@ -605,5 +607,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             .deliver(now, shard, entity, job, &mut self.handlers, &mut out);
         st.host_out = out;
         self.apply_host_outputs(st);
+    }
+}
+
+/// The job of a command from another node: an ask is answered over the network.
+fn remote_job<E: Entity>(cmd: E::Command, ask: Option<EnvelopeAsk>) -> Job<E> {
+    Job {
+        cmd,
+        reply: match ask {
+            Some(ask) => Asker::Remote(ask.route, ask.ask_id),
+            None => Asker::None,
+        },
+        from_context: false,
     }
 }

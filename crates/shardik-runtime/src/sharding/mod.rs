@@ -12,7 +12,7 @@
 //! user's side is `api/` and `entity_ref.rs` ([`EntityRegion`], [`EntityRef`]).
 //!
 //! Module dependencies run one way only (each file uses only those listed before it):
-//! `strategy` → `api` → `config`, `init_error` → `messages`, `pending` (with its `answer_batch`) →
+//! `strategy` → `api` → `config`, `init_error` → `messages`, `pending` (asks and answers) →
 //! `resolve` → `reply_to`, `remember` → `handlers` → `allocation` → `kind` → `entity_ref` →
 //! `inner` → `inbound` → `handle` → `init`, `cluster_stats` → `keepalive` → `singleton`,
 //! `daemon`. `api` (what users write against) needs only the strategy types, never the kind's

@@ -45,7 +45,8 @@ use tokio::sync::Notify;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::ShardId;
 
-use super::{Args, Cells, Completed};
+use super::cells::{Args, Cells};
+use super::lifecycle::Completed;
 use crate::metrics as m;
 use crate::sharding::api::Entity;
 
@@ -54,6 +55,7 @@ mod completions;
 mod tests;
 
 pub(crate) use completions::Completions;
+use completions::{Chunk, MAX_SPARE_CHUNKS};
 
 /// One handler in this many that the kind's task runs itself is timed.
 const SAMPLE_EVERY: u32 = 64;
@@ -78,8 +80,6 @@ const MEAN_SHIFT: u32 = 3;
 /// turn on a worker. Taking in more only deepened the entities' queues, and reading back deep
 /// queues, out of cache, cost the kind's task more than its routing (docs/PERFORMANCE-HISTORY.md, "One kind on several cores").
 const CHUNKS_AHEAD: usize = 2;
-/// Most emptied chunks kept for reuse.
-const MAX_SPARE_CHUNKS: usize = 64;
 
 /// The jobs waiting for a lane, shared by the kind's lanes: whichever lane is free takes the
 /// next ones, so a lane that got slower work, or shares its worker thread with the kind's task,
@@ -92,9 +92,6 @@ struct Queue<E: Entity> {
     /// lock, to decide whether to take in more commands: [`Lanes::full`]).
     waiting: AtomicUsize,
 }
-
-/// Handlers' arguments, at most [`LANE_TURN`] of them, in the order they were staged.
-type Chunk<E> = Vec<Args<E>>;
 
 struct QueueState<E: Entity> {
     chunks: VecDeque<Chunk<E>>,

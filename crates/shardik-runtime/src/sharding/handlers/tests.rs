@@ -10,7 +10,7 @@ use shardik_core::sharding::entities::EntitySettings;
 
 use super::*;
 use crate::sharding::ReplyTo;
-use crate::sharding::api::ShardingError;
+use crate::sharding::api::{EntityContext, ShardingError};
 use crate::sharding::api::SyncEntity;
 use crate::sharding::messages::AskHandle;
 

@@ -3,7 +3,6 @@
 //! ask.
 
 use super::*;
-use crate::sharding::pending::answer_batch;
 
 impl<E: Entity, C: Codec> KindTask<E, C> {
     pub(super) fn send_protocol(&mut self, st: &mut State<E>, to: UniqueAddress, msg: Protocol) {
@@ -184,7 +183,7 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
 
     pub(super) async fn flush(&mut self, st: &mut State<E>) {
         // The answers this turn's handlers made go out with the turn's other messages.
-        answer_batch::take_gathered(&mut st.answers);
+        crate::sharding::pending::take_gathered(&mut st.answers);
         for answer in st.answers.drain(..) {
             st.outgoing.frame(answer.route.asker(), answer.frame);
         }
@@ -213,17 +212,5 @@ pub(super) fn reply_error_kind(e: &ShardingError) -> ReplyErrorKind {
         ShardingError::Codec(_) => ReplyErrorKind::DecodeFailed,
         ShardingError::UnknownKind(_) => ReplyErrorKind::UnknownKind,
         _ => ReplyErrorKind::ShardUnavailable,
-    }
-}
-
-/// The job of a command from another node: an ask is answered over the network.
-pub(super) fn remote_job<E: Entity>(cmd: E::Command, ask: Option<EnvelopeAsk>) -> Job<E> {
-    Job {
-        cmd,
-        reply: match ask {
-            Some(ask) => Asker::Remote(ask.route, ask.ask_id),
-            None => Asker::None,
-        },
-        from_context: false,
     }
 }

@@ -27,9 +27,16 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::{Chunk, MAX_SPARE_CHUNKS};
 use crate::sharding::api::Entity;
-use crate::sharding::handlers::Completed;
+use crate::sharding::handlers::cells::Args;
+use crate::sharding::handlers::lifecycle::Completed;
+
+/// Handlers' arguments, at most `LANE_TURN` (lanes.rs) of them, in the order they were staged:
+/// what the kind's task hands a lane at once, and what comes back here emptied, for reuse.
+pub(super) type Chunk<E> = Vec<Args<E>>;
+
+/// Most emptied chunks kept for reuse.
+pub(super) const MAX_SPARE_CHUNKS: usize = 64;
 
 /// Longest a lane on another thread than the kind's task leaves waking it to the lanes at
 /// home, counted from the last chunk one of them started (see the module text): some ten
