@@ -18,7 +18,7 @@ use shardik_runtime::sharding::{Codec, Postcard};
 use shardik_wire::{ShardingBody, ShardingFrame, WireEnvelope, WireReply, encode_sharding};
 
 /// The ask id the sizes are computed with. A node's ask ids count up from a random point in
-/// the lower half of the u64 range (`sharding/pending.rs`), so they are at least 2^56, and
+/// the lower half of the u64 range (`sharding/pending/asks.rs`), so they are at least 2^56, and
 /// take the 9 bytes of varint this one takes, with probability 127/128.
 pub(crate) const TYPICAL_ASK_ID: u64 = 1 << 62;
 

@@ -8,7 +8,8 @@
 //! messages, membership, timers, finished handlers), one routing call per message
 //! ([`KindNode::route`]). What the core asks back is carried out in `kind/effects.rs`, what
 //! leaves for other nodes and askers in `kind/frames.rs`, and what the task reports about
-//! itself (drops, warnings, gauges) in `kind/observe.rs`.
+//! itself (drops, warnings, gauges) in `kind/observe.rs`, with the metric handles in
+//! `kind/gauges.rs` and the coordinator's events in the log in `kind/hand_offs.rs`.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
