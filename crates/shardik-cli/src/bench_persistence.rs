@@ -19,6 +19,9 @@
 //! as many rows for both (one store serves the whole run). Every figure comes with the
 //! one-minute load average it was measured under.
 
+mod counter;
+mod journal_metrics;
+mod plan;
 mod recovery;
 mod throughput;
 
@@ -26,24 +29,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use shardik_persistence::open_store;
-use shardik_runtime::metrics::{Metrics, MetricsHandle};
-use shardik_runtime::persistence::{Effect, EventSourcedContext, EventSourcedEntity, Persistence};
-use shardik_runtime::sharding::ReplyTo;
+use shardik_runtime::metrics::Metrics;
+use shardik_runtime::persistence::Persistence;
 
 use crate::bench_sharding::BenchNode;
 use crate::bench_support::{load_average, runtime};
-use crate::counter::Incremented;
+use plan::Plan;
 use recovery::Recovery;
 use throughput::{Level, Run};
-
-/// Timeout of the benchmark's asks: far above any latency worth measuring, so a timeout means
-/// something is broken, and the run fails rather than reporting it as a sample.
-const ASK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Arguments of `shardik bench persistence`.
 #[derive(Args, Debug)]
@@ -71,34 +68,6 @@ pub struct PersistenceArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// What one run measures (the arguments without the store and the output format).
-#[derive(Clone, Debug)]
-struct Plan {
-    duration: Duration,
-    concurrency: Vec<usize>,
-    recovery_events: u64,
-    snapshot_every: u64,
-    recovery_runs: usize,
-}
-
-impl Plan {
-    fn check(&self) -> anyhow::Result<()> {
-        if self.duration.is_zero() {
-            bail!("--duration must be positive");
-        }
-        if self.concurrency.is_empty() || self.concurrency.contains(&0) {
-            bail!("--concurrency takes positive numbers, e.g. 1,16,256");
-        }
-        if self.recovery_events == 0 || self.snapshot_every == 0 || self.recovery_runs == 0 {
-            bail!("--recovery-events, --snapshot-every and --recovery-runs must be positive");
-        }
-        if self.snapshot_every > u64::from(u32::MAX) {
-            bail!("--snapshot-every is at most {}", u32::MAX);
-        }
-        Ok(())
-    }
 }
 
 /// Everything one run measured.
@@ -199,75 +168,6 @@ pub(crate) fn redact(url: &str) -> String {
             None => url.to_string(),
         },
         None => url.to_string(),
-    }
-}
-
-/// The sum of the samples of a Prometheus counter family in `text`.
-fn counter_value(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// The journal writer's counters (writes, batches) so far, when the recorder is ours.
-fn journal_counters(metrics: Option<&MetricsHandle>) -> Option<(f64, f64)> {
-    let text = metrics?.render();
-    Some((
-        counter_value(&text, shardik_runtime::metrics::JOURNAL_WRITES_TOTAL),
-        counter_value(&text, shardik_runtime::metrics::JOURNAL_BATCHES_TOTAL),
-    ))
-}
-
-// ---------------------------------------------------------------------------------------------
-// The entity.
-
-/// The benchmark's event-sourced counter: the demo counter's event ([`Incremented`], one per
-/// increment), plus the commands recovery needs (many events at once, stop).
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct BenchCounter {
-    value: u64,
-}
-
-/// What a [`BenchCounter`] is asked; every answer is its value.
-#[derive(Debug, Serialize, Deserialize)]
-enum CounterCmd {
-    /// Persist one event.
-    Increment(ReplyTo<u64>),
-    /// Persist this many events in one atomic write (fills a journal quickly).
-    Add(u32, ReplyTo<u64>),
-    /// Read.
-    Get(ReplyTo<u64>),
-    /// Read, then passivate: the next command starts a new incarnation, which recovers.
-    Stop(ReplyTo<u64>),
-}
-
-impl EventSourcedEntity for BenchCounter {
-    type Command = CounterCmd;
-    type Event = Incremented;
-
-    fn handle_command(&self, cmd: CounterCmd, ctx: &mut EventSourcedContext<Self>) -> Effect<Self> {
-        match cmd {
-            CounterCmd::Increment(reply_to) => {
-                Self::persist(Incremented).then_reply(reply_to, |s| s.value)
-            }
-            CounterCmd::Add(n, reply_to) => {
-                Self::persist_all((0..n).map(|_| Incremented)).then_reply(reply_to, |s| s.value)
-            }
-            CounterCmd::Get(reply_to) => Effect::reply(reply_to, self.value),
-            CounterCmd::Stop(reply_to) => {
-                ctx.passivate();
-                Effect::reply(reply_to, self.value)
-            }
-        }
-    }
-
-    fn apply_event(&mut self, _: &Incremented) {
-        self.value += 1;
     }
 }
 

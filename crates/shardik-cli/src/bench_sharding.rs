@@ -58,9 +58,6 @@ mod remote;
 mod tally;
 mod turns;
 
-// What `cores.rs` and `cores_remote.rs` take from here.
-use common::{ASK_TIMEOUT, HOST_ROLE, SendMode, report};
-
 pub use cores_remote::{CoresPeerArgs, run_peer as run_cores_peer};
 pub(crate) use nodes::BenchNode;
 pub use peer::{PeerArgs, run_peer};

@@ -15,6 +15,7 @@
 
 mod v1;
 mod v2;
+mod version;
 
 use std::time::Duration;
 
@@ -23,11 +24,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde::Deserialize;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_runtime::http::WriteGuard;
-use shardik_runtime::sharding::{Cbor, Entity, EntityKind, EntityTypeKey, ReplyTo, Sharding};
+use shardik_runtime::sharding::{Cbor, EntityKind, EntityTypeKey, Sharding};
+
+use version::{SetRequest, Version};
 
 /// Which version of the demo's command type this node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,24 +41,6 @@ pub enum EvolvingVersion {
 const KIND: &str = "evolving";
 
 const ASK_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What the HTTP route is given.
-#[derive(Debug, Deserialize)]
-struct SetRequest {
-    name: String,
-    value: u64,
-    #[serde(default)]
-    note: Option<String>,
-}
-
-/// One version of the demo: its entity, its answer, and how it makes its command from a
-/// request (the answer crosses the network as CBOR, which reads across versions).
-trait Version: Entity + Send + 'static {
-    const NAME: &'static str;
-    type Seen: Serialize + DeserializeOwned + Send + 'static;
-    fn command(request: SetRequest, reply_to: ReplyTo<Self::Seen, Cbor>) -> Self::Command;
-    fn create(id: &str) -> Self;
-}
 
 /// Registers the kind at `version` on `sharding` and returns its route behind `guard`.
 pub fn register(

@@ -3,8 +3,10 @@
 //! one event to the next.
 //!
 //! This file holds the world, its settings and the actions scenarios take on it, and the loop
-//! that runs it; beside it in `world/`: the network (`network.rs`), carrying out what a core
-//! asks for (`effects.rs`) and what scenarios ask of the world as a whole (`views.rs`).
+//! that runs it; beside it in `world/`: the network (`network.rs`, with what travels on it in
+//! `in_flight.rs`), carrying out what a core asks for (`effects.rs`, with the one-line
+//! description of an event in `event_line.rs`) and what scenarios ask of the world as a
+//! whole (`views.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,11 +26,13 @@ use crate::sbr_lease::{Liveness, SbrLeaseConfig, SbrLeaseModel};
 pub use crate::node_id::NodeId;
 
 mod effects;
+mod event_line;
+mod in_flight;
 mod network;
 mod views;
 
-pub use effects::describe;
-use network::{Delivery, Identification};
+pub use event_line::describe;
+use in_flight::{Delivery, Identification};
 
 /// Network and world settings.
 #[derive(Clone, Debug)]

@@ -14,7 +14,8 @@ use shardik_persistence::{Store, persistence_id};
 use shardik_runtime::persistence::{EventSourced, EventSourcedKind, Persistence, Retention};
 use shardik_runtime::sharding::{EntityRef, EntityRegion, EntityTypeKey, Sharding};
 
-use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, Plan};
+use super::counter::{ASK_TIMEOUT, BenchCounter, CounterCmd};
+use super::plan::Plan;
 use crate::bench_support::load_average;
 
 const PLAIN: EntityTypeKey<EventSourced<BenchCounter>> = EntityTypeKey::new("bench-recover");

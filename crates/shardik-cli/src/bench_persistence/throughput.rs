@@ -15,7 +15,8 @@ use shardik_runtime::metrics::MetricsHandle;
 use shardik_runtime::persistence::{EventSourced, EventSourcedKind, Persistence};
 use shardik_runtime::sharding::{EntityKind, EntityRef, EntityRegion, EntityTypeKey};
 
-use super::{ASK_TIMEOUT, BenchCounter, CounterCmd, journal_counters};
+use super::counter::{ASK_TIMEOUT, BenchCounter, CounterCmd};
+use super::journal_metrics::journal_counters;
 use crate::bench_support::{Latencies, load_average};
 
 /// The kind measured: no snapshots, so that it writes exactly one row per command, as the

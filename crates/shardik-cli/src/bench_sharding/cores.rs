@@ -21,9 +21,10 @@ use clap::Args;
 use serde_json::json;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, TellError};
 
+use super::common::{SendMode, report};
 use super::cores_remote::remote_rate;
 use super::cores_work::{burn, count_over};
-use super::{BenchNode, SendMode, report};
+use super::nodes::BenchNode;
 use crate::bench_support::load_average;
 
 /// The kind the benchmark runs.

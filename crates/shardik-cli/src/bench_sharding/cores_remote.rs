@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use shardik_core::membership::Address;
 use shardik_runtime::sharding::{Entity, EntityContext, EntityKind, EntityRef, ReplyTo};
 
+use super::common::{ASK_TIMEOUT, HOST_ROLE};
 use super::cores_work::{burn, count_over};
-use super::{ASK_TIMEOUT, BenchNode, HOST_ROLE};
+use super::nodes::BenchNode;
 use crate::bench_support::{Peer, exit_with_parent, free_port};
 
 /// The kind the peer hosts.

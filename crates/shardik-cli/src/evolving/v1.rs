@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use shardik_runtime::sharding::{Cbor, EntityContext, ReplyTo, SyncEntity};
 
-use super::{SetRequest, Version};
+use super::version::{SetRequest, Version};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Command {

@@ -71,21 +71,22 @@
 //! This file holds the coordinator's state, what it is asked and when it runs; beside it in
 //! `coordinator/`: registrations and readiness (`registration.rs`), giving shards homes
 //! (`homes.rs`), hand-offs and rebalance rounds (`hand_off.rs`), the allocation table
-//! (`state.rs`), the lease takeover ([`takeover`]) and the warning about unheard members
-//! ([`unheard`]).
+//! (`state.rs`), the lease takeover ([`takeover`], with what it remembers in
+//! `takeover_watch.rs`) and the warning about unheard members ([`unheard`]).
 
 mod hand_off;
 mod homes;
 mod registration;
 mod state;
 pub mod takeover;
+mod takeover_watch;
 pub mod unheard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub use state::{CoordinatorState, StateError, StateEvent};
-pub use takeover::LeasesRead;
+pub use takeover_watch::LeasesRead;
 
 use crate::Instant;
 use crate::lease::LeaseTiming;
@@ -95,6 +96,7 @@ use super::allocation::ShardAllocationStrategy;
 use super::protocol::Protocol;
 use super::shard_id::ShardId;
 use super::view::ShardingView;
+use takeover_watch::Takeover;
 
 /// Coordinator settings (a subset of `cluster.sharding`).
 #[derive(Clone, Debug)]
@@ -285,7 +287,7 @@ pub struct Coordinator<S> {
     retired: BTreeSet<ShardId>,
     /// Silent regions watched, and shards taken from them (see [`takeover`]), when the
     /// kind's shards and coordinator run under leases.
-    takeover: Option<takeover::Takeover>,
+    takeover: Option<Takeover>,
 }
 
 impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
@@ -296,7 +298,7 @@ impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
         strategy: S,
         now: Instant,
     ) -> Self {
-        let takeover = settings.lease_takeover.map(takeover::Takeover::new);
+        let takeover = settings.lease_takeover.map(Takeover::new);
         Coordinator {
             epoch: me.uid.max(1),
             me,

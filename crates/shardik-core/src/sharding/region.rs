@@ -27,9 +27,10 @@
 //!
 //! ## Layout
 //!
-//! This file holds the types (settings, envelopes, effects, the region and its per-shard
-//! state), [`Region::new`] and the small queries. Each concern is one `impl Region` block in
-//! a sibling file:
+//! This file holds the types (settings, effects, the region), [`Region::new`] and the small
+//! queries; the messages it carries are in `envelope.rs`, a hosted shard's state in
+//! `hosted.rs` and a broken order's mark in `order_mark.rs`. Each concern is one
+//! `impl Region` block in a sibling file:
 //!
 //! * `handler.rs`: which concern each protocol message goes to ([`Region::handle`]);
 //! * `registration.rs`: registering with the coordinator, with backoff, and again when it
@@ -51,8 +52,8 @@
 //! * `routing_order.rs`: per-sender order after a shard's lease changed hands behind this
 //!   region's back (which nodes' messages it takes then);
 //! * `timers.rs`: [`Region::poll_timeout`] and [`Region::handle_timeout`];
-//! * `hosted.rs` and `shard_map.rs`: the hosted shards' map with its index of running ones,
-//!   and the hashed map of shard homes.
+//! * `hosted.rs` and `shard_map.rs`: the hosted shards and their states, with the index of
+//!   running ones, and the hashed map of shard homes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -62,7 +63,7 @@ use crate::lease::{LeaseKeeper, LeaseLoss, LeaseRequest, LeaseTiming};
 use crate::membership::UniqueAddress;
 
 use super::protocol::Protocol;
-use super::shard_id::{EntityId, ShardId};
+use super::shard_id::ShardId;
 
 /// What happens to messages the old home buffered when a shard is handed off.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
@@ -102,17 +103,6 @@ impl Default for RegionSettings {
             lease: None,
         }
     }
-}
-
-/// A message addressed to an entity.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Envelope<M> {
-    /// The entity.
-    pub entity: EntityId,
-    /// Its shard.
-    pub shard: ShardId,
-    /// The payload (opaque to the region).
-    pub msg: M,
 }
 
 /// Why a message was not delivered. Every drop is reported as an effect; the runtime counts
@@ -224,56 +214,6 @@ pub enum RegionEffect<M> {
     },
 }
 
-/// A message waiting for its shard's home, with the node it came from (`None`: local, or
-/// forwarded on as this region's own in a hand-off).
-#[derive(Debug)]
-struct Buffered<M> {
-    from: Option<UniqueAddress>,
-    env: Envelope<M>,
-    /// Sent by a sender on this node: what may follow a shard taken from this region to its
-    /// next home (`revocation.rs`) or wait out a long pause here (`routing_order.rs`).
-    own: bool,
-}
-
-/// A hosted shard's state.
-#[derive(Debug)]
-enum Hosted<M> {
-    Running,
-    /// Hosted here, but waiting for the shard's lease (`use-lease`): messages wait in the
-    /// region's buffer; `predecessor` is the one the coordinator named, waited for once the
-    /// lease is held.
-    AwaitingLease {
-        predecessor: Option<UniqueAddress>,
-        /// The token of the tenure this region lost while hosting the shard, until the lease
-        /// is held again. A grant more than one above it means another node held the shard in
-        /// between, and what waited here meanwhile is older than what that node handled.
-        lapsed: Option<u64>,
-        /// Whether it ran here before it waited (parked by a lapse or the self-fence), rather
-        /// than being placed here and waiting for its first lease.
-        ran_here: bool,
-    },
-    /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker
-    /// (each with its sender, as in the buffer: a region that wakes from a long pause drops
-    /// what other nodes sent).
-    AwaitingPredecessor {
-        predecessor: UniqueAddress,
-        held: VecDeque<Buffered<M>>,
-        until: Instant,
-    },
-    HandingOff {
-        coordinator: UniqueAddress,
-        entities_stopped: bool,
-        awaiting_drains: BTreeSet<UniqueAddress>,
-        force_at: Instant,
-    },
-    /// Stopping where it is, without a hand-off: the cluster prepares for a full shutdown and
-    /// this region is shutting down (see [`Region::stop_for_full_shutdown`]). Its entities
-    /// were told to stop; at `force_at` the rest are forced.
-    Stopping {
-        force_at: Instant,
-    },
-}
-
 /// Registration with the coordinator.
 #[derive(Debug)]
 struct Registration {
@@ -305,7 +245,7 @@ pub struct Region<M> {
     told: ShardMap<UniqueAddress>,
     /// Shards taken from this region, or whose lease another node held in between, each with
     /// its mark: others' messages for them are dropped until they route here again.
-    order_broken: BTreeMap<ShardId, routing_order::Mark>,
+    order_broken: BTreeMap<ShardId, Mark>,
     /// Marks made so far: the next one's nonce.
     marks_made: u64,
     /// The last mark's nonce each shard's home quoted in a [`Protocol::NotHere`].
@@ -449,11 +389,13 @@ impl<M> Region<M> {
     }
 }
 
+mod envelope;
 mod hand_off;
 mod handler;
 mod hosted;
 mod hosting;
 mod leases;
+mod order_mark;
 mod registration;
 mod revocation;
 mod route;
@@ -467,5 +409,8 @@ mod view_change;
 #[cfg(test)]
 mod tests;
 
-use hosted::HostedShards;
+use envelope::Buffered;
+pub use envelope::Envelope;
+use hosted::{Hosted, HostedShards};
+use order_mark::Mark;
 use shard_map::ShardMap;

@@ -5,33 +5,12 @@
 use std::time::Duration;
 
 use rand::Rng;
-use shardik_core::Instant;
-use shardik_core::membership::{Address, Input, Message, UniqueAddress};
+use shardik_core::membership::{Address, Input, Message};
 
-use super::{NodeId, World};
+use super::World;
+use super::in_flight::{Delivery, Identification};
+use crate::node_id::NodeId;
 use crate::wire_size;
-
-/// A connection's handshake reply, as the runtime's transport reports it: node `to` (this
-/// incarnation of it) dialled `dialled` and `node` answered there.
-#[derive(Clone, Debug)]
-pub(super) struct Identification {
-    to: NodeId,
-    incarnation: u32,
-    dialled: Address,
-    node: UniqueAddress,
-}
-
-/// A membership message on its way.
-#[derive(Clone, Debug)]
-pub(super) struct Delivery {
-    from: NodeId,
-    /// The sending incarnation, as its connection would authenticate it.
-    sender: UniqueAddress,
-    to: Address,
-    msg: Message,
-    /// Set when the message reached a paused node and had to wait.
-    arrived_at: Option<Instant>,
-}
 
 impl World {
     /// Splits the network into the given groups; nodes in no group form one more group.

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use shardik_core::membership::{Address, Member, MemberStatus, UniqueAddress};
 
-use super::{NodeId, SimNode, World};
+use super::{SimNode, World};
+use crate::node_id::NodeId;
 
 impl World {
     /// The members node `id` knows, with statuses.

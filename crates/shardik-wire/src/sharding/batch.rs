@@ -10,6 +10,7 @@
 //! in memory.
 
 use bytes::{Bytes, BytesMut};
+use bytestring::ByteString;
 use std::num::NonZeroU64;
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,8 +20,8 @@ use super::envelope::{
     WIRE_VARINT, envelope_body_len, key, len_field_len, put_envelope_field, put_key_varint,
     put_len_field, varint_len,
 };
+use super::message::{ShardingLimits, WireEnvelope};
 use super::validate::check_id;
-use super::{ByteString, ShardingLimits, WireEnvelope};
 use crate::codec::DecodeError;
 
 /// `ShardingFrame.envelopes` (the batch body).

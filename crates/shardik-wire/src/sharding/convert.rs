@@ -7,6 +7,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use bytestring::ByteString;
 use prost::Message as _;
 
 use shardik_core::membership::UniqueAddress;
@@ -14,13 +15,13 @@ use shardik_core::sharding::{Protocol, ShardId};
 
 use super::batch::{BatchFrameBuilder, EnvelopeBatch, IdCache, encode_batch_item};
 use super::envelope::encode_envelope;
+use super::message::{
+    ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, WireEnvelope,
+    WireReply, WireStats,
+};
 use super::reply;
 use super::validate::{
     address_list, check_id, check_shard_count, id, request_id, shard, shard_list,
-};
-use super::{
-    ByteString, ReplyError, ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits,
-    WireEnvelope, WireReply, WireStats,
 };
 use crate::codec::{DecodeError, required_unique, unique_address_from_pb, unique_address_to_pb};
 use crate::pb::s as pb;

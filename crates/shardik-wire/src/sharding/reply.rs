@@ -13,7 +13,7 @@ use super::envelope::{
     FRAME_KIND, WIRE_LEN, WIRE_VARINT, key, len_field_len, put_key_varint, put_len_field,
     varint_len,
 };
-use super::{ReplyError, WireReply};
+use super::message::{ReplyError, WireReply};
 
 /// Field numbers from `proto/sharding.proto`.
 const FRAME_REPLY: u8 = 3;
@@ -89,10 +89,9 @@ fn error_kind_number(e: &ReplyError) -> u64 {
 mod tests {
     use prost::Message as _;
 
+    use super::super::convert::decode_sharding;
     use super::super::convert::reply_to_pb;
-    use super::super::{
-        ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits, decode_sharding,
-    };
+    use super::super::message::{ReplyErrorKind, ShardingBody, ShardingFrame, ShardingLimits};
     use super::*;
     use crate::pb::s as pb;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::ShardId;
 
-use super::ShardingLimits;
+use super::message::ShardingLimits;
 use crate::codec::{DecodeError, unique_address_from_pb};
 use crate::pb::m as pbm;
 

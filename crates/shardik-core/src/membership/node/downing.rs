@@ -1,7 +1,8 @@
 //! Downing: marking members Down, by command or by the split-brain resolver, whose
 //! lease-majority lease requests go through the lease's holder (`sbr_lease.rs`).
 
-use super::{Effect, Membership};
+use super::Membership;
+use super::io::Effect;
 use crate::address::UniqueAddress;
 use crate::lease::LeaseAnswer;
 use crate::membership::events::ClusterEvent;

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use rand::Rng;
 
-use super::{DropReason, Effect, Membership};
+use super::Membership;
+use super::feature_state::Derived;
+use super::io::{DropReason, Effect};
 use crate::address::UniqueAddress;
 use crate::membership::events::{self};
 use crate::membership::gossip::Gossip;
@@ -13,22 +15,6 @@ use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;
 use crate::membership::vclock::{Ordering, VectorClock};
 use crate::time::Instant;
-
-/// Values computed from the current gossip state, cached until the state changes: gossip
-/// rounds and status messages run several times a second, and recomputing these per round
-/// would cost O(members) each time (O(members²) per second across a large cluster).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Derived {
-    generation: u64,
-    seen_digest: u64,
-    /// How many members other than self that self observes as reachable (valid targets).
-    valid_targets: usize,
-    /// How many of those have not seen the current version. Counts, not lists: every node
-    /// would otherwise hold two more copies of the member list, which in a simulation of
-    /// thousands of nodes is most of the memory.
-    unseen_targets: usize,
-    has_down_member: bool,
-}
 
 impl Membership {
     /// A peer's version summary: nothing if we agree, our status if it is ahead (so that it

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{CommandError, DropReason, Effect, Membership, Phase, ShutdownReason};
+use super::io::{CommandError, DropReason, Effect, ShutdownReason};
+use super::{Membership, Phase};
 use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;

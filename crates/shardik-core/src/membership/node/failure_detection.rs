@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{Effect, Membership};
+use super::Membership;
+use super::io::Effect;
 use crate::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;

@@ -18,18 +18,10 @@
 use std::collections::BTreeSet;
 
 use super::Membership;
+use super::feature_state::FreezeCheck;
 use crate::address::UniqueAddress;
 use crate::membership::member::MemberStatus;
 use crate::time::Instant;
-
-/// The heartbeat answers a member waits for after a freeze.
-#[derive(Debug)]
-pub(super) struct FreezeCheck {
-    /// The first heartbeat sequence number sent after the freeze: older answers prove nothing.
-    first_seq: u64,
-    /// The receivers that answered a heartbeat from `first_seq` on.
-    answered: BTreeSet<UniqueAddress>,
-}
 
 impl Membership {
     /// Notes a freeze if the leader tick is overdue by more than the acceptable pause at `now`

@@ -12,7 +12,8 @@
 //! route, or the application), and there is no network message for it, so a stranger has
 //! nothing to send. A member marks the others through gossip, which only members may send.
 
-use super::{Effect, Membership};
+use super::Membership;
+use super::io::Effect;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus};
 use crate::time::Instant;

@@ -2,7 +2,8 @@
 //! joiner's configuration, remembering the `InitJoin`s found compatible (for `Join`s of the
 //! previous version, which carry none), and a joiner's stop when refused.
 
-use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
+use super::io::{DropReason, Effect, ShutdownReason};
+use super::{Membership, Phase};
 use crate::address::UniqueAddress;
 use crate::membership::messages::{JoinConfig, Message};
 use crate::time::Instant;

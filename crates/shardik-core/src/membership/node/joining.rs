@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use super::io::{DropReason, Effect, ShutdownReason};
 use super::join_compat::refusal;
-use super::{DropReason, Effect, Membership, Phase, ShutdownReason};
+use super::{Membership, Phase};
 use crate::address::{Address, UniqueAddress};
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus};

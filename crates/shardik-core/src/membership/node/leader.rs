@@ -1,6 +1,7 @@
 //! Leader actions: moving members up, out and away once the state has converged.
 
-use super::{Effect, Membership};
+use super::Membership;
+use super::io::Effect;
 use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::{Member, MemberStatus, NOT_YET_UP};

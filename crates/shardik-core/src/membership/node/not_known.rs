@@ -17,7 +17,8 @@
 
 use std::sync::Arc;
 
-use super::{DropReason, Effect, Membership, Rejoin};
+use super::io::{DropReason, Effect};
+use super::{Membership, Rejoin};
 use crate::address::UniqueAddress;
 use crate::membership::gossip::Gossip;
 use crate::membership::member::MemberStatus;

@@ -27,7 +27,7 @@
 //! [`SbrAction::ReleaseLease`]: crate::membership::sbr::SbrAction::ReleaseLease
 //! [`Input::SbrLeaseAnswered`]: super::Input::SbrLeaseAnswered
 
-use super::Effect;
+use super::io::Effect;
 use crate::lease::{LeaseAnswer, LeaseCall, LeaseEvent, LeaseKeeper, LeaseRequest, LeaseTiming};
 use crate::membership::sbr::Strategy;
 use crate::time::Instant;

@@ -16,7 +16,8 @@
 //! configured seed plus one. A newer identification replaces an older one (the alias moved to
 //! another node, seen when the connection to it was made again).
 
-use super::{Effect, Membership, Phase};
+use super::io::Effect;
+use super::{Membership, Phase};
 use crate::address::{Address, UniqueAddress};
 use crate::time::Instant;
 

@@ -29,7 +29,8 @@
 //! address is only what it claims, so these rules keep out strangers that do not impersonate a
 //! member; with TLS the certificate must name the host it claims (see `docs/SECURITY.md`).
 
-use super::{DropReason, Membership, Phase};
+use super::io::DropReason;
+use super::{Membership, Phase};
 use crate::address::{Address, UniqueAddress};
 use crate::membership::member::MemberStatus;
 use crate::membership::messages::Message;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::membership::address::Address;
+use crate::membership::events::ClusterEvent;
 use crate::membership::member::NOT_YET_UP;
 use crate::membership::messages::{ConfigCheck, JoinConfig};
 use crate::membership::vclock::VectorClock;

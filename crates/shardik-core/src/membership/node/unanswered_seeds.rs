@@ -11,32 +11,13 @@
 
 use std::time::Duration;
 
-use super::{Effect, Membership, Phase};
+use super::feature_state::UnansweredSeeds;
+use super::io::Effect;
+use super::{Membership, Phase};
 use crate::time::Instant;
 
 /// The longest gap between two reports.
 pub(super) const MAX_INTERVAL: Duration = Duration::from_secs(300);
-
-/// How long this node has been trying to join, and when to say so next.
-#[derive(Clone, Debug)]
-pub(super) struct UnansweredSeeds {
-    since: Instant,
-    /// `InitJoin` rounds sent (one per second to every other seed) and `Join`s not welcomed.
-    attempts: u32,
-    next_report: Instant,
-    interval: Duration,
-}
-
-impl UnansweredSeeds {
-    fn new(now: Instant, first_after: Duration) -> Self {
-        UnansweredSeeds {
-            since: now,
-            attempts: 0,
-            next_report: now + first_after,
-            interval: first_after,
-        }
-    }
-}
 
 impl Membership {
     /// Counts one more round of asking; starts counting at the first.

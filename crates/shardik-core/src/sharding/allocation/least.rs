@@ -2,10 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    AllocationSnapshot, DEFAULT_REBALANCE_ABSOLUTE_LIMIT, DEFAULT_REBALANCE_RELATIVE_LIMIT,
-    RegionEntry, ShardAllocationStrategy, ShardId,
-};
+use super::defaults::{DEFAULT_REBALANCE_ABSOLUTE_LIMIT, DEFAULT_REBALANCE_RELATIVE_LIMIT};
+use super::strategy::{AllocationSnapshot, RegionEntry, ShardAllocationStrategy};
+use crate::sharding::shard_id::ShardId;
 
 /// Allocates to the region with the fewest shards and rebalances towards the optimal count
 /// `ceil(shards / regions)` for all regions at once, moving at most
@@ -33,7 +32,7 @@ pub struct LeastShardAllocationStrategy {
 }
 
 impl Default for LeastShardAllocationStrategy {
-    /// Absolute limit 20, relative limit 0.1: see [`super::DEFAULT_REBALANCE_ABSOLUTE_LIMIT`].
+    /// Absolute limit 20, relative limit 0.1: see [`DEFAULT_REBALANCE_ABSOLUTE_LIMIT`].
     fn default() -> Self {
         Self::new(
             DEFAULT_REBALANCE_ABSOLUTE_LIMIT,

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{AllocationSnapshot, ShardAllocationStrategy, ShardId};
+use super::strategy::{AllocationSnapshot, ShardAllocationStrategy};
 use crate::membership::member::MemberStatus;
+use crate::sharding::shard_id::ShardId;
 
 /// Places every shard on the region of the oldest Up member (by up-number, as Akka's
 /// singleton chooses), and moves shards that live anywhere else.

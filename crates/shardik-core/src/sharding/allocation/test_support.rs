@@ -1,9 +1,11 @@
 //! Fixtures shared by the strategy tests: the reference specs' regions A, B, C on three Up
 //! members and shards named "001", "002", … handed out in order.
 
+use std::collections::BTreeSet;
+
 use super::*;
 use crate::membership::address::{Address, UniqueAddress};
-use crate::membership::member::NOT_YET_UP;
+use crate::membership::member::{Member, MemberStatus, NOT_YET_UP};
 
 pub fn member(port: u16, status: MemberStatus, version: &str) -> Member {
     Member {

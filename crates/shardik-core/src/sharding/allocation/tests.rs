@@ -1,8 +1,12 @@
 //! Unit tests of what every strategy shares: which regions suit a new shard, app versions, and
 //! the settings that select the algorithm.
 
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+
 use super::test_support::*;
 use super::*;
+use crate::membership::member::MemberStatus;
 
 /// Spec "prefer least shards, latest version, non downed, leaving or exiting nodes"
 /// (LeastShardAllocationStrategySpec and DeprecatedLeastShardAllocationStrategySpec).

@@ -3,10 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    AllocationSnapshot, DEFAULT_MAX_SIMULTANEOUS_REBALANCE, DEFAULT_REBALANCE_THRESHOLD,
-    RegionEntry, ShardAllocationStrategy, ShardId,
-};
+use super::defaults::{DEFAULT_MAX_SIMULTANEOUS_REBALANCE, DEFAULT_REBALANCE_THRESHOLD};
+use super::strategy::{AllocationSnapshot, RegionEntry, ShardAllocationStrategy};
+use crate::sharding::shard_id::ShardId;
 
 /// Allocates to the region with the fewest shards; rebalances only between the most and the
 /// least loaded region, and only when they differ by more than `rebalance_threshold`.
@@ -16,7 +15,7 @@ use super::{
 /// `most` = the region with the most shards not already in progress (first such in suitability
 /// order). With `difference = |most| − |least| > threshold` it moves
 /// `min(difference − threshold, threshold, max_simultaneous − in_progress)` of `most`'s shards,
-/// the smallest shard ids first. Unlike [`super::LeastShardAllocationStrategy`] it proposes more
+/// the smallest shard ids first. Unlike [`LeastShardAllocationStrategy`](super::least::LeastShardAllocationStrategy) it proposes more
 /// shards while earlier ones are still moving, which can overshoot; it is kept because the
 /// reference still uses it whenever `rebalance-absolute-limit` is 0.
 #[derive(Clone, Debug, PartialEq, Eq)]

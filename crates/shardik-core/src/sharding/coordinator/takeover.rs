@@ -35,21 +35,19 @@
 //! The read is only a trigger: what keeps one live copy is still the new home's acquisition,
 //! judged by the store, exactly as after a removal.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+pub use super::takeover_watch::LeasesRead;
+use super::takeover_watch::{Reading, Watch};
 use super::{Coordinator, CoordinatorEffect, CoordinatorEvent, StateEvent};
 use crate::Instant;
-use crate::lease::{Lapse, LeaseTiming, StoreLease};
+use crate::lease::Lapse;
 use crate::membership::UniqueAddress;
 use crate::sharding::allocation::ShardAllocationStrategy;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
 use crate::sharding::view::ShardingView;
-
-/// The store's answer to a [`CoordinatorEffect::ReadLeases`]: each shard with its lease's row
-/// (`None`: never taken), or what went wrong.
-pub type LeasesRead = Result<Vec<(ShardId, Option<StoreLease>)>, String>;
 
 /// The shortest wait between two reads of one silent region's leases.
 const MIN_REREAD: Duration = Duration::from_millis(100);
@@ -58,54 +56,6 @@ const MIN_REREAD: Duration = Duration::from_millis(100);
 /// about the same rate, and a read that comes a little late costs less than one that comes
 /// too early and must be repeated.
 const REREAD_SLACK: Duration = Duration::from_millis(50);
-
-/// The coordinator's watch over silent regions, and the shards it took from them.
-#[derive(Debug)]
-pub(super) struct Takeover {
-    timing: LeaseTiming,
-    watches: BTreeMap<UniqueAddress, Watch>,
-    /// Shards taken from each region and not yet answered with `ShardStopped`.
-    revoked: BTreeMap<UniqueAddress, BTreeSet<ShardId>>,
-    /// Shards taken away whose next home every registered region must be told.
-    announce: BTreeSet<ShardId>,
-    next_id: u64,
-}
-
-#[derive(Debug)]
-struct Watch {
-    next_read: Instant,
-    reading: Option<Reading>,
-}
-
-#[derive(Debug)]
-struct Reading {
-    id: u64,
-    deadline: Instant,
-}
-
-impl Takeover {
-    pub(super) fn new(timing: LeaseTiming) -> Self {
-        Takeover {
-            timing,
-            watches: BTreeMap::new(),
-            revoked: BTreeMap::new(),
-            announce: BTreeSet::new(),
-            next_id: 0,
-        }
-    }
-
-    pub(super) fn poll_timeout(&self) -> Option<Instant> {
-        self.watches
-            .values()
-            .map(|w| w.reading.as_ref().map_or(w.next_read, |r| r.deadline))
-            .min()
-    }
-
-    /// Shards taken from `region` that it has not answered yet.
-    pub(super) fn revoked_from(&self, region: &UniqueAddress) -> Option<&BTreeSet<ShardId>> {
-        self.revoked.get(region)
-    }
-}
 
 impl<S: ShardAllocationStrategy<UniqueAddress>> Coordinator<S> {
     /// Starts watching every registered region on a silent member that has shards, and stops

@@ -5,7 +5,8 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use super::{DropReason, HandOffMode, Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{DropReason, HandOffMode, Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;

@@ -1,15 +1,58 @@
-//! The shards a region hosts, with a hashed index of the ones that simply run.
+//! The shards a region hosts and the state of each ([`Hosted`]), with a hashed index of the
+//! ones that simply run.
 //!
 //! Routing looks a shard up for every message. Almost always the shard is running and nothing
 //! else about it matters, so that question is answered from a hash set; the ordered map stays
 //! the record of every hosted shard and its state, so that iteration (timers, registration,
 //! shutdown) is in shard order and simulations replay exactly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::Hosted;
+use super::envelope::Buffered;
 use super::shard_map::ShardMap;
+use crate::Instant;
+use crate::membership::UniqueAddress;
 use crate::sharding::shard_id::ShardId;
+
+/// A hosted shard's state.
+#[derive(Debug)]
+pub(super) enum Hosted<M> {
+    Running,
+    /// Hosted here, but waiting for the shard's lease (`use-lease`): messages wait in the
+    /// region's buffer; `predecessor` is the one the coordinator named, waited for once the
+    /// lease is held.
+    AwaitingLease {
+        predecessor: Option<UniqueAddress>,
+        /// The token of the tenure this region lost while hosting the shard, until the lease
+        /// is held again. A grant more than one above it means another node held the shard in
+        /// between, and what waited here meanwhile is older than what that node handled.
+        lapsed: Option<u64>,
+        /// Whether it ran here before it waited (parked by a lapse or the self-fence), rather
+        /// than being placed here and waiting for its first lease.
+        ran_here: bool,
+    },
+    /// Hosting, but messages from anyone but the predecessor wait for its hand-over marker
+    /// (each with its sender, as in the buffer: a region that wakes from a long pause drops
+    /// what other nodes sent).
+    AwaitingPredecessor {
+        predecessor: UniqueAddress,
+        held: VecDeque<Buffered<M>>,
+        until: Instant,
+    },
+    HandingOff {
+        coordinator: UniqueAddress,
+        entities_stopped: bool,
+        awaiting_drains: BTreeSet<UniqueAddress>,
+        force_at: Instant,
+    },
+    /// Stopping where it is, without a hand-off: the cluster prepares for a full shutdown and
+    /// this region is shutting down (see
+    /// [`Region::stop_for_full_shutdown`](super::Region::stop_for_full_shutdown)). Its entities
+    /// were told to stop; at `force_at` the rest are forced.
+    Stopping {
+        force_at: Instant,
+    },
+}
 
 /// Hosted shards by id, plus the set of those in [`Hosted::Running`].
 ///

@@ -4,7 +4,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;

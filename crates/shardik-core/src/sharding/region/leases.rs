@@ -1,7 +1,8 @@
 //! Shard leases (`use-lease`, digest §1.6): a shard starts only after taking its lease and its
 //! entities stop at once when the lease is lost.
 
-use super::{DropReason, Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{DropReason, Region, RegionEffect};
 use crate::Instant;
 use crate::lease::{LeaseAnswer, LeaseEvent};
 use crate::membership::UniqueAddress;

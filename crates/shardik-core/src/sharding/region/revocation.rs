@@ -3,8 +3,9 @@
 //! homes (see `coordinator/takeover.rs`). Without this the region, heard again, would keep
 //! them parked and try for their leases for as long as their next homes hold them.
 
+use super::hosted::Hosted;
 use super::routing_order::keep_own;
-use super::{Hosted, Region, RegionEffect};
+use super::{Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;

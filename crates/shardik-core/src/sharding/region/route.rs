@@ -2,7 +2,9 @@
 //! or buffered while that home is unknown), asking for homes, and delivering what was buffered
 //! once a shard's home is known.
 
-use super::{Buffered, DropReason, Envelope, HandOffMode, Hosted, Region, RegionEffect};
+use super::envelope::{Buffered, Envelope};
+use super::hosted::Hosted;
+use super::{DropReason, HandOffMode, Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;

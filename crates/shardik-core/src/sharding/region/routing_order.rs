@@ -25,7 +25,10 @@
 
 use std::collections::VecDeque;
 
-use super::{Buffered, DropReason, Envelope, Hosted, Region, RegionEffect};
+use super::envelope::{Buffered, Envelope};
+use super::hosted::Hosted;
+use super::order_mark::Mark;
+use super::{DropReason, Region, RegionEffect};
 use crate::membership::UniqueAddress;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;
@@ -49,13 +52,6 @@ pub(super) fn keep_own<M>(
         }
     }
     own
-}
-
-/// A shard whose order broke here: the mark's nonce and who has routed here since.
-#[derive(Debug)]
-pub(super) struct Mark {
-    nonce: u64,
-    routing: std::collections::BTreeSet<UniqueAddress>,
 }
 
 impl<M> Region<M> {

@@ -2,7 +2,8 @@
 //! the cluster prepares for a full shutdown, and stopping at once when the node is downed.
 
 use super::hand_off::stop_limit;
-use super::{DropReason, Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{DropReason, Region, RegionEffect};
 use crate::Instant;
 use crate::sharding::protocol::Protocol;
 use crate::sharding::shard_id::ShardId;

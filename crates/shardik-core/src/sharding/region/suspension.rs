@@ -1,7 +1,8 @@
 //! Self-fencing: a node that has not seen a majority stops its shards' entities and keeps
 //! the shards waiting, as for a lease, until the fence opens.
 
-use super::{Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{Region, RegionEffect};
 use crate::Instant;
 use crate::membership::UniqueAddress;
 use crate::sharding::shard_id::ShardId;

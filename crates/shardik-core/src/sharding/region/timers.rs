@@ -3,7 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{Region, RegionEffect};
 use crate::Instant;
 use crate::lease::LeaseKeeper;
 use crate::sharding::protocol::Protocol;

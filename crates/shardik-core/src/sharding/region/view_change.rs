@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Hosted, Region, RegionEffect};
+use super::hosted::Hosted;
+use super::{Region, RegionEffect};
 use crate::Instant;
 use crate::membership::MemberStatus;
 use crate::sharding::view::ShardingView;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::membership::address::Address;
+use crate::membership::events::ClusterEvent;
 use crate::membership::node::*;
 
 fn addr(port: u16) -> UniqueAddress {
