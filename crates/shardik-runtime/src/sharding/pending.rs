@@ -22,8 +22,8 @@ use shardik_wire::{ReplyError, ShardingBody, ShardingFrame, WireReply, encode_sh
 
 use super::api::ShardingError;
 use super::messages::AskSlot;
-use crate::transport::UserSender;
 use answer_batch::GatheredAnswer;
+use shardik_transport::UserSender;
 
 pub(crate) mod answer_batch;
 
