@@ -28,7 +28,7 @@ use crate::node::{self, NodeOptions, RunningNode, StartError, StopRequest};
 use crate::persistence::Persistence;
 use crate::sbr_lease::SbrLeaseOptions;
 use crate::sharding::Sharding;
-use crate::transport::TransportConfig;
+use shardik_transport::TransportConfig;
 
 /// A running cluster node with sharding attached.
 pub struct Node {
@@ -519,7 +519,7 @@ impl NodeBuilder {
             .unwrap_or_else(|| addresses.bind.clone());
         span.record("node", tracing::field::display(&identity));
         // Bad TLS files stop the node here, with the key and file in the message.
-        let tls = crate::tls::TlsContext::from_settings(&self.settings)?;
+        let tls = shardik_transport::tls::TlsContext::from_settings(&self.settings)?;
         let persistence = NodePersistence {
             joined: std::sync::atomic::AtomicBool::new(false),
             settings: self.settings.clone(),

@@ -24,8 +24,8 @@ pub use shardik_core::membership::{
 #[cfg(feature = "management")]
 pub use crate::bootstrap::BootstrapError;
 pub use crate::discovery::DiscoveryError;
-pub use crate::tls::{PeerCertificate, TlsError};
-pub use crate::transport::TransportError;
+pub use shardik_transport::TransportError;
+pub use shardik_transport::tls::{PeerCertificate, TlsError};
 
 // Entities and how to reach them.
 pub use crate::sharding::{

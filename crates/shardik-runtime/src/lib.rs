@@ -1,6 +1,6 @@
-//! The tokio runtime of shardik: TCP transport between nodes, the driver that feeds the
-//! I/O-free protocol cores, cluster sharding, configuration, the management HTTP API and
-//! metrics.
+//! The tokio runtime of shardik: the driver that feeds the I/O-free protocol cores, cluster
+//! sharding, configuration, the management HTTP API and metrics, over the TCP transport and
+//! TLS of `shardik-transport` (re-exported as [`transport`] and [`tls`]).
 //!
 //! # Example: a sharded counter
 //!
@@ -72,7 +72,6 @@ mod health;
 #[cfg(feature = "management")]
 pub mod http;
 pub mod lease;
-pub mod log_limit;
 #[cfg(feature = "logging")]
 pub mod logging;
 // The management API's JSON bodies, shared by its routes (`http`) and bootstrap's probes.
@@ -85,10 +84,11 @@ pub mod sbr_lease;
 pub mod sharding;
 mod task;
 pub mod testkit;
-// The module's docs describe TLS as built; without the `tls` feature they name items left out.
-#[cfg_attr(not(feature = "tls"), allow(rustdoc::broken_intra_doc_links))]
-pub mod tls;
 pub mod transport;
+
+// Rate-limited logging and TLS between nodes, where they always were (`shardik_runtime::tls`,
+// `shardik_runtime::log_limit`): shardik-transport's, whose readers and writers use them first.
+pub use shardik_transport::{log_limit, tls};
 
 /// The node's configuration (`shardik-config`), where it always was: `shardik_runtime::config`.
 pub use shardik_config as config;

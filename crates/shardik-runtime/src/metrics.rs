@@ -1,5 +1,9 @@
 //! Metrics: the names shardik emits and a Prometheus recorder rendered by `GET /metrics`.
 //!
+//! The names the transport and TLS emit are `shardik-transport`'s (defined where they are
+//! emitted), re-exported here; this module lists every name ([`ALL_NAMES`]) and describes them
+//! all ([`describe_all`]), the runtime's and the transport's alike.
+//!
 //! The runtime records through the `metrics` facade (`metrics::counter!(GOSSIP_RECEIVED_TOTAL)`),
 //! so recording costs nothing when no recorder is installed. The exporter is
 //! metrics-exporter-prometheus without its own HTTP server: our management API serves it.
@@ -11,6 +15,15 @@ use metrics::Unit;
 #[cfg(feature = "metrics")]
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+// The names the transport and TLS emit are defined where they are emitted, in
+// shardik-transport; here they stand beside the runtime's own, in `ALL_NAMES` and described.
+pub use shardik_transport::metrics::{
+    DROPPED_MESSAGES_TOTAL, GOSSIP_BYTES_TOTAL, GOSSIP_RECEIVED_TOTAL, HEARTBEAT_BYTES_TOTAL,
+    OUTBOUND_QUEUE_OVERFLOW_TOTAL, TLS_RELOAD_FAILURES_TOTAL, TLS_RELOADS_TOTAL,
+    TRANSPORT_BYTES_TOTAL, TRANSPORT_CONNECTIONS, TRANSPORT_FRAMES_TOTAL, TRANSPORT_REFUSED_TOTAL,
+    TRANSPORT_TLS_FAILURES_TOTAL, TRANSPORT_TLS_HANDSHAKES_TOTAL,
+};
+
 /// Members by status (gauge; label `status` = `Up`, `Joining`, …).
 pub const MEMBERS: &str = "shardik_members";
 /// Worker threads of the async runtime the node runs on (gauge).
@@ -21,61 +34,14 @@ pub const UNREACHABLE_MEMBERS: &str = "shardik_unreachable_members";
 pub const CLUSTER_PREPARING_FOR_SHUTDOWN: &str = "shardik_cluster_preparing_for_shutdown";
 /// Gossip messages sent (counter; label `kind` = `status` | `full`).
 pub const GOSSIP_SENT_TOTAL: &str = "shardik_gossip_sent_total";
-/// Gossip messages received (counter).
-pub const GOSSIP_RECEIVED_TOTAL: &str = "shardik_gossip_received_total";
-/// Gossip bytes on the wire (counter; label `direction` = `in` | `out`).
-pub const GOSSIP_BYTES_TOTAL: &str = "shardik_gossip_bytes_total";
 /// Heartbeats sent (counter).
 pub const HEARTBEATS_SENT_TOTAL: &str = "shardik_heartbeats_sent_total";
-/// Heartbeat bytes on the wire (counter; label `direction` = `in` | `out`).
-pub const HEARTBEAT_BYTES_TOTAL: &str = "shardik_heartbeat_bytes_total";
 /// Current phi of each monitored node (gauge; label `node` = `host:port`).
 pub const PHI: &str = "shardik_phi";
-/// Messages dropped, by reason (counter; label `reason`). Nothing is dropped uncounted.
-/// `not-a-member`: a user frame from a peer that is not a current member.
-pub const DROPPED_MESSAGES_TOTAL: &str = "shardik_dropped_messages_total";
 /// Joiners whose configuration differed from this member's (counter; label `outcome` =
 /// `refused` with `enforce-on-join` on, `let-in` with it off). Each is logged at WARN with the
 /// differences (at most one line per outcome per 10 s).
 pub const JOIN_INCOMPATIBLE_TOTAL: &str = "shardik_join_incompatible_total";
-/// Transport frames (counter; labels `direction` = `in` | `out`, `lane` = `control` | `user`).
-pub const TRANSPORT_FRAMES_TOTAL: &str = "shardik_transport_frames_total";
-/// Transport bytes (counter; labels `direction`, `lane`).
-pub const TRANSPORT_BYTES_TOTAL: &str = "shardik_transport_bytes_total";
-/// Open transport connections (gauge).
-pub const TRANSPORT_CONNECTIONS: &str = "shardik_transport_connections";
-/// Connections refused, or closed for misbehaving, by reason (counter; label `reason`:
-/// `too-many-connections` (`transport.maximum-inbound-connections`), `too-many-unauthenticated`
-/// (the oldest connection still handshaking closed for a newer one,
-/// `transport.maximum-unauthenticated-connections`), `too-many-non-members`
-/// (`transport.maximum-non-member-connections`), `accept-failed` (out of file descriptors and
-/// the like), `frame-read-timeout`, `handshake-timeout`, `malformed-handshake`, `no-handshake`,
-/// `handshake-refused` (another cluster name or protocol version), `wrong-recipient` (the
-/// handshake names another node), `recipient-unresolved` (it names a host this node could not
-/// resolve), `refused-by-peer`, `peer-requires-tls` (this node, without TLS, dialled
-/// a node that answered in TLS), and with TLS `tls-<reason>` for a failed TLS
-/// handshake (`tls-unknown-ca`, `tls-expired`, `tls-wrong-cluster`, `tls-no-certificate`,
-/// `tls-bad-certificate`, `tls-not-tls`, `tls-closed`, `tls-other`) and `tls-bad-name` for a
-/// client certificate that does not name the host the client claims, or a dialled node's
-/// certificate that does not name the host it answered as).
-pub const TRANSPORT_REFUSED_TOTAL: &str = "shardik_transport_refused_total";
-/// Failed TLS handshakes between nodes (counter; labels `direction` = `inbound` or
-/// `outbound`, `reason` = `tls-<reason>` as in [`TRANSPORT_REFUSED_TOTAL`]). Outbound ones
-/// include our certificate refused by the peer, seen on the first read after the handshake.
-pub const TRANSPORT_TLS_FAILURES_TOTAL: &str = "shardik_transport_tls_failures_total";
-/// TLS sessions established between nodes (counter; label `direction` = `inbound` or
-/// `outbound`): inbound once the client's certificate is verified, outbound once the peer
-/// accepted our handshake over the session (so it accepted our certificate too). A count that
-/// keeps rising under steady traffic means connections churn.
-pub const TRANSPORT_TLS_HANDSHAKES_TOTAL: &str = "shardik_transport_tls_handshakes_total";
-/// Successful reloads of changed TLS certificate, key or CA files (counter; label `port` =
-/// `cluster` for `transport.tls`, `management` for `management.http.tls`).
-pub const TLS_RELOADS_TOTAL: &str = "shardik_tls_reloads_total";
-/// Changed TLS files that could not be loaded, so the previous ones stayed in use (counter;
-/// label `port` as for [`TLS_RELOADS_TOTAL`]; counted once per change, not per connection).
-pub const TLS_RELOAD_FAILURES_TOTAL: &str = "shardik_tls_reload_failures_total";
-/// Messages dropped because an outbound queue was full (counter; label `lane`).
-pub const OUTBOUND_QUEUE_OVERFLOW_TOTAL: &str = "shardik_outbound_queue_overflow_total";
 /// Sharding messages not delivered, by entity kind and reason (counter; labels `kind`,
 /// `reason`: `buffer-full`, `hand-off`, `region-stopped`, `send-failed`, `decode-failed`,
 /// `unknown-kind`, …).

@@ -26,10 +26,10 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::discovery::{Lookup, ServiceDiscovery};
-use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
 use crate::node::handle::{ControlError, NodeHandle};
-use crate::tls::TlsError;
+use shardik_transport::log_limit::{LogLimit, LogLimits};
+use shardik_transport::tls::TlsError;
 
 use contact_point::{ContactPoint, Selection, SelfContact};
 use decide::{Decision, Discovered, Observation, Rules, Waiting, decide};
@@ -48,8 +48,8 @@ fn https_client(settings: &Settings) -> Result<Option<probe::HttpsClient>, TlsEr
         return Ok(None);
     }
     let (key, path) = http.tls.ca_cert_file_or(&settings.transport.tls);
-    let file = crate::tls::PemFile::new(key, path);
-    let config = crate::tls::https_client_config(&file, None)?;
+    let file = shardik_transport::tls::PemFile::new(key, path);
+    let config = shardik_transport::tls::https_client_config(&file, None)?;
     Ok(Some(std::sync::Arc::new(config)))
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::tls::PeerCertificate;
+use shardik_transport::tls::PeerCertificate;
 
 /// The verified client certificate of the connection a request came on, put in the request's
 /// extensions by the HTTPS server. Its presence means the TLS handshake checked it against the

@@ -20,7 +20,7 @@ use tracing::debug;
 
 use super::client_certificate::ClientCertificate;
 use super::observe::{Refusal, refused, refused_because};
-use crate::tls::{FailureReason, TlsContext};
+use shardik_transport::tls::{FailureReason, TlsContext};
 
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;

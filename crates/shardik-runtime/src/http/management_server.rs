@@ -23,7 +23,7 @@ use super::serve::{HttpLimits, serve_https, serve_with};
 use crate::metrics::MetricsHandle;
 use crate::node::{RunningNode, StartError};
 use crate::sharding::Sharding;
-use crate::tls::TlsContext;
+use shardik_transport::tls::TlsContext;
 
 /// How long the management API may take to finish its requests in flight once the node has
 /// stopped.

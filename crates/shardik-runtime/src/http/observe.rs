@@ -15,7 +15,7 @@ use axum::response::Response;
 use tracing::{debug, warn};
 
 use crate::metrics::{HTTP_REFUSED_TOTAL, HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL};
-use crate::tls::FailureReason;
+use shardik_transport::tls::FailureReason;
 
 /// The longest silence between two log lines about refusals of one reason while refusals go on.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);

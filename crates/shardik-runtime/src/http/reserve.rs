@@ -47,7 +47,7 @@ use tower::ServiceExt;
 use tracing::debug;
 
 use super::observe::{Refusal, connection_ended_with, refused};
-use crate::transport::limits::{Admitted, Pending, PendingPlace};
+use shardik_transport::limits::{Admitted, Pending, PendingPlace};
 
 /// Connections beyond `max-connections` that may wait for their request (which must be a
 /// health check, `/alive` or `/ready`) at once; a new one pushes out the oldest. On plain HTTP

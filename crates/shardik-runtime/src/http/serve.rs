@@ -56,7 +56,7 @@ use super::client_certificate::ClientCertificate;
 use super::https::handshake;
 use super::observe::{Refusal, connection_ended_with, record_request, refused};
 use super::reserve::{AtAccept, HealthCheck, Reserve, look_at_accept};
-use crate::tls::TlsContext;
+use shardik_transport::tls::TlsContext;
 
 /// The longest a health-check connection may take to send its request head, by default
 /// ([`HttpLimits::health_check_head_timeout`]).

@@ -22,10 +22,10 @@ use tracing::{debug, info, warn};
 use super::exit::ExitTasks;
 use super::handle::{ControlCommand, MembershipSnapshot, NodeHandle, UnreachableMember};
 use super::start_error::StartError;
-use crate::log_limit::{LogLimit, LogLimits};
 use crate::metrics as m;
 use crate::sbr_lease::{SbrLease, SbrLeaseOptions};
-use crate::transport::{
+use shardik_transport::log_limit::{LogLimit, LogLimits};
+use shardik_transport::{
     Inbound, InboundUser, Outgoing, Transport, TransportConfig, TransportError, UserInbound,
     UserSender,
 };
@@ -233,9 +233,9 @@ struct Driver {
     /// Carries out the split-brain resolver's lease calls and reports its decisions.
     sbr_lease: SbrLease,
     /// Addresses our lanes dialled that another incarnation answered (seed aliases).
-    identified: Arc<crate::transport::Identified>,
+    identified: Arc<shardik_transport::Identified>,
     /// Peers whose port refused a connection (`Input::PeerRefused`).
-    refused: Arc<crate::transport::Refused>,
+    refused: Arc<shardik_transport::Refused>,
     /// Aliases learnt while joining, whose lanes are closed once this node is a member: it
     /// never sends to them again, so they must not linger.
     aliases: std::collections::BTreeSet<Address>,

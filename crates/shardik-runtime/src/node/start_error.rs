@@ -10,8 +10,8 @@ use shardik_persistence::StoreError;
 
 #[cfg(feature = "management")]
 use crate::discovery::DiscoveryError;
-use crate::tls::TlsError;
-use crate::transport::TransportError;
+use shardik_transport::TransportError;
+use shardik_transport::tls::TlsError;
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ use super::pending::{PendingAsks, ReplyEndpoint};
 use super::resolve;
 use crate::node::RunningNode;
 use crate::node::handle::NodeHandle;
-use crate::transport::{InboundUser, UserInbound, UserSender};
+use shardik_transport::{InboundUser, UserInbound, UserSender};
 
 /// Sharding on one node: registers entity kinds and routes their traffic.
 #[derive(Clone)]

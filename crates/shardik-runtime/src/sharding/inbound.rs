@@ -21,9 +21,9 @@ use super::api::ShardingError;
 use super::inner::Inner;
 use super::messages::Control;
 use super::pending::PendingAsks;
-use crate::log_limit::LogLimit;
 use crate::metrics as m;
-use crate::transport::{Backpressure, InboundUser, UserConnection, UserSink};
+use shardik_transport::log_limit::LogLimit;
+use shardik_transport::{Backpressure, InboundUser, UserConnection, UserSink};
 
 /// The sink sharding installs in the transport: one [`Dispatcher`] per inbound connection.
 /// It holds the sharding state weakly: the transport outlives nothing it serves.

@@ -18,7 +18,7 @@ use super::messages::Control;
 use super::pending::{PendingAsks, ReplyEndpoint};
 use super::resolve;
 use crate::node::handle::NodeHandle;
-use crate::transport::UserSender;
+use shardik_transport::UserSender;
 
 /// One registered entity kind: how to reach its task, and its region for typed look-ups.
 pub(super) struct KindEntry {

@@ -40,8 +40,8 @@ use super::remember::{self, RememberSettings, RememberWriter};
 use super::resolve::{EnvelopeAsk, Resolver, decoding_envelope, decoding_with};
 use super::strategy::KindAllocation;
 use crate::metrics as m;
-use crate::transport::UserSender;
 use shardik_core::node::ClusterView;
+use shardik_transport::UserSender;
 
 mod effects;
 mod frames;
@@ -116,7 +116,7 @@ struct State<E: Entity> {
     delivered: u64,
     /// One warning a minute at most that the coordinator's node has not started the kind
     /// (this region's registration is answered so at every retry).
-    coordinator_lacks_kind_log: crate::log_limit::LogLimit,
+    coordinator_lacks_kind_log: shardik_transport::log_limit::LogLimit,
     /// The clock as read once for the input being handled (a batch of commands, a completion,
     /// control messages): reading it per delivered command cost more than the routing.
     turn_clock: Option<CoreInstant>,
@@ -165,7 +165,9 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             handoffs: HandOffRounds::default(),
             turn_clock: None,
             lane_done: Vec::new(),
-            coordinator_lacks_kind_log: crate::log_limit::LogLimit::new(Duration::from_secs(60)),
+            coordinator_lacks_kind_log: shardik_transport::log_limit::LogLimit::new(
+                Duration::from_secs(60),
+            ),
         };
         self.handlers.start_lanes(
             tokio::runtime::Handle::current().metrics().num_workers(),

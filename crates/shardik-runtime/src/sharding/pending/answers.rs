@@ -32,7 +32,7 @@ use shardik_wire::{ReplyError, ShardingBody, ShardingFrame, WireReply, encode_sh
 
 use super::asks::PendingAsks;
 use crate::sharding::api::ShardingError;
-use crate::transport::UserSender;
+use shardik_transport::UserSender;
 
 /// Where the answers of asks made from one node to one kind go: the kind the asks went to
 /// (named in reply frames, for the asker's logs), the asker's node and this node's way of

@@ -12,19 +12,23 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, warn};
 
-use super::conn::Conn;
-#[cfg(feature = "tls")]
-use super::tls_conn::TlsConn;
-use super::{MAX_HANDSHAKE_FRAME, Shared};
+use crate::config::MAX_HANDSHAKE_FRAME;
+use crate::conn::Conn;
 use crate::log_limit::LogLimits;
 use crate::metrics as m;
+use crate::shared::Shared;
 #[cfg(feature = "tls")]
 use crate::tls::FailureReason;
+#[cfg(feature = "tls")]
+use crate::tls_conn::TlsConn;
+
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::transport::dial";
 
 /// Bounds the warnings a peer's misconfiguration could repeat at every reconnection.
 static LOG: LogLimits = LogLimits::every_10s();
 
-pub(super) async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
+pub(crate) async fn connect(to: &Address, shared: &Shared) -> Result<Conn, String> {
     let cfg = &shared.config;
     let target = format!("{}:{}", to.host, to.port);
     let stream = match tokio::time::timeout(cfg.connect_timeout, TcpStream::connect(&target)).await
@@ -127,7 +131,7 @@ fn count_tls_failure(reason: FailureReason, direction: &'static str) {
     metrics::counter!(
         m::TRANSPORT_TLS_FAILURES_TOTAL,
         "direction" => direction,
-        "reason" => super::tls_refusal_label(reason)
+        "reason" => reason.refusal_label()
     )
     .increment(1);
 }
@@ -209,7 +213,7 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "peer-requires-tls")
                 .increment(1);
             if let Some(suppressed) = LOG.check("peer-requires-tls") {
-                warn!(%to, suppressed, "{}", HandshakeFailed::PeerRequiresTls);
+                warn!(target: LOG_TARGET, %to, suppressed, "{}", HandshakeFailed::PeerRequiresTls);
             }
             Err(HandshakeFailed::PeerRequiresTls)
         }
@@ -220,7 +224,7 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
                 metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "tls-bad-name")
                     .increment(1);
                 if let Some(suppressed) = LOG.check("tls-bad-name-outbound") {
-                    warn!(%to, peer = %ack.from, suppressed, "the peer's certificate does not name the host it answers as");
+                    warn!(target: LOG_TARGET, %to, peer = %ack.from, suppressed, "the peer's certificate does not name the host it answers as");
                 }
                 return Err(format!(
                     "the peer answered as {}, which its certificate does not name",
@@ -229,17 +233,17 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
                 .into());
             }
             if ack.from.address != *to {
-                debug!(%to, peer = %ack.from, "connected to an alias");
+                debug!(target: LOG_TARGET, %to, peer = %ack.from, "connected to an alias");
                 shared.identified.record(to, &ack.from);
             } else {
-                debug!(%to, peer = %ack.from, "connected");
+                debug!(target: LOG_TARGET, %to, peer = %ack.from, "connected");
             }
             Ok(())
         }
         Ok(Ok(Frame::HandshakeAck(HandshakeReply::Refused(r)))) => {
             metrics::counter!(m::TRANSPORT_REFUSED_TOTAL, "reason" => "refused-by-peer")
                 .increment(1);
-            warn!(%to, reason = %r.reason, "peer refused the connection");
+            warn!(target: LOG_TARGET, %to, reason = %r.reason, "peer refused the connection");
             Err(format!("refused: {}", r.reason).into())
         }
         Ok(Ok(other)) => {

@@ -6,7 +6,7 @@
 //! per interval saying how many were suppressed.
 //!
 //! ```
-//! use shardik_runtime::log_limit::LogLimit;
+//! use shardik_transport::log_limit::LogLimit;
 //! static REFUSED: LogLimit = LogLimit::every_10s();
 //! if let Some(suppressed) = REFUSED.check() {
 //!     tracing::warn!(suppressed, "refusing connection: too many connections");

@@ -14,6 +14,9 @@ use tracing::warn;
 #[cfg(feature = "tls")]
 use super::identity::WrongIdentity;
 
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::tls::failure";
+
 /// Why a TLS handshake failed, as a metric label ([`as_str`](Self::as_str)).
 ///
 /// The side that refuses a certificate knows exactly why; the refused side learns only the
@@ -235,7 +238,7 @@ impl HandshakeFailureLog {
             }
             let suppressed = std::mem::take(&mut entry.suppressed);
             entry.logged_at = now;
-            warn!(%peer, reason = reason.as_str(), direction, %error, suppressed, "TLS handshake failed");
+            warn!(target: LOG_TARGET, %peer, reason = reason.as_str(), direction, %error, suppressed, "TLS handshake failed");
             return Logged::Written { suppressed };
         }
         if st.entries.len() >= MAX_TRACKED {
@@ -251,7 +254,7 @@ impl HandshakeFailureLog {
             }
             let suppressed = std::mem::take(&mut st.overflow) - 1;
             st.overflow_logged_at = Some(now);
-            warn!(%peer, reason = reason.as_str(), direction, %error, suppressed,
+            warn!(target: LOG_TARGET, %peer, reason = reason.as_str(), direction, %error, suppressed,
                 "TLS handshake failed (failures from too many peers to log each; this line \
                  stands for them)");
             return Logged::Written { suppressed };
@@ -263,7 +266,7 @@ impl HandshakeFailureLog {
                 suppressed: 0,
             },
         );
-        warn!(%peer, reason = reason.as_str(), direction, %error, suppressed = 0u64, "TLS handshake failed");
+        warn!(target: LOG_TARGET, %peer, reason = reason.as_str(), direction, %error, suppressed = 0u64, "TLS handshake failed");
         Logged::Written { suppressed: 0 }
     }
 
@@ -281,7 +284,7 @@ impl HandshakeFailureLog {
             keep
         });
         if unlogged > 0 {
-            warn!(
+            warn!(target: LOG_TARGET,
                 peers,
                 suppressed = unlogged,
                 "TLS handshake failures not logged individually"

@@ -101,7 +101,7 @@ impl MemberDirectory {
 
 /// One connection's cached answer to "is my peer a member?".
 #[derive(Debug)]
-pub(super) struct MemberCache {
+pub(crate) struct MemberCache {
     peer: UniqueAddress,
     generation: u64,
     member: bool,
@@ -109,7 +109,7 @@ pub(super) struct MemberCache {
 
 impl MemberCache {
     /// Looks `peer` up in `directory` now.
-    pub(super) fn new(directory: &MemberDirectory, peer: UniqueAddress) -> Self {
+    pub(crate) fn new(directory: &MemberDirectory, peer: UniqueAddress) -> Self {
         let generation = directory.generation();
         let member = directory.contains(&peer);
         MemberCache {
@@ -121,7 +121,7 @@ impl MemberCache {
 
     /// Whether the peer is a member: one atomic load, plus a look-up when the directory
     /// changed since the last call. The second value says whether the answer changed.
-    pub(super) fn check(&mut self, directory: &MemberDirectory) -> (bool, bool) {
+    pub(crate) fn check(&mut self, directory: &MemberDirectory) -> (bool, bool) {
         let generation = directory.generation();
         if generation == self.generation {
             return (self.member, false);

@@ -9,7 +9,7 @@
 
 use shardik_core::membership::{Address, UniqueAddress};
 
-use super::driver_notes::DriverNotes;
+use crate::driver_notes::DriverNotes;
 
 /// Identifications not yet taken by the driver.
 #[derive(Default)]

@@ -21,7 +21,12 @@ use super::identity::{
 };
 use super::pem::{self, FileRead, PemFile};
 use super::verifier::{ClusterClientVerifier, ClusterServerVerifier};
-use super::{RELOAD_FAILURES_TOTAL, RELOADS_TOTAL};
+use crate::metrics::{
+    TLS_RELOAD_FAILURES_TOTAL as RELOAD_FAILURES_TOTAL, TLS_RELOADS_TOTAL as RELOADS_TOTAL,
+};
+
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::tls::context";
 
 /// Whether a context's accepting side asks clients for a certificate they must present, or
 /// one they may present.
@@ -313,7 +318,7 @@ impl TlsContext {
     fn load(profile: Profile) -> Result<TlsContext, TlsError> {
         let seen = Snapshot::settled(&profile.files, Snapshot::read(&profile.files));
         let loaded = build(&profile, &seen)?;
-        info!(
+        info!(target: LOG_TARGET,
             cert_file = %profile.files.cert.path.display(),
             serial = %loaded.own.serial_hex(),
             identity = %profile.cluster_uri,
@@ -449,7 +454,7 @@ impl TlsContext {
                 let port = profile.port.label();
                 match build(profile, &snapshot) {
                     Ok(loaded) => {
-                        info!(
+                        info!(target: LOG_TARGET,
                             cert_file = %profile.files.cert.path.display(),
                             serial = %loaded.own.serial_hex(),
                             "{}: files changed; new connections use the new certificate, key \
@@ -461,7 +466,7 @@ impl TlsContext {
                         st.loaded = Arc::new(loaded);
                     }
                     Err(error) => {
-                        warn!(
+                        warn!(target: LOG_TARGET,
                             %error,
                             serial = %st.loaded.own.serial_hex(),
                             "{}: files changed but cannot be used; new connections keep the \

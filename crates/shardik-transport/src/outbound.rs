@@ -37,15 +37,19 @@ use shardik_wire::{Frame, FrameCodec};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use super::backoff::Backoff;
-use super::conn::{Conn, ended_by_peer, write_all};
-use super::dial::connect;
-use super::{Lane, Outgoing, Shared};
+use crate::backoff::Backoff;
+use crate::conn::{Conn, ended_by_peer, write_all};
+use crate::dial::connect;
+use crate::lane::{Lane, Outgoing};
 use crate::metrics as m;
+use crate::shared::Shared;
+
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::transport::outbound";
 
 /// The owner's handle on one peer lane (kept in the transport's peer table). Dropping it
 /// closes the lane: its writer ends and its connection is closed.
-pub(super) struct PeerQueue {
+pub(crate) struct PeerQueue {
     lane: Arc<PeerLane>,
 }
 
@@ -56,7 +60,7 @@ impl Drop for PeerQueue {
 }
 
 /// How much of a run [`PeerLane::push_run`] took.
-pub(super) enum RunPushed {
+pub(crate) enum RunPushed {
     /// Every message.
     All,
     /// Some: the lane filled up.
@@ -66,7 +70,7 @@ pub(super) enum RunPushed {
 }
 
 /// Why a message was not taken (it is dropped; a caller that wants it back keeps a copy).
-pub(super) enum Refused {
+pub(crate) enum Refused {
     /// The lane holds as many messages as it may.
     Full,
     /// The lane has closed (its writer ended after idling, or the peer was forgotten).
@@ -74,7 +78,7 @@ pub(super) enum Refused {
 }
 
 impl PeerQueue {
-    pub(super) fn spawn(to: Address, lane: Lane, shared: Arc<Shared>) -> Self {
+    pub(crate) fn spawn(to: Address, lane: Lane, shared: Arc<Shared>) -> Self {
         let capacity = match lane {
             Lane::Control => shared.config.outbound_control_queue_size,
             Lane::User => shared.config.outbound_user_queue_size,
@@ -103,19 +107,19 @@ impl PeerQueue {
     }
 
     /// Whether the lane has closed (its writer ends after `idle-timeout` without traffic).
-    pub(super) fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.lane.is_closed()
     }
 
     /// The lane itself, for senders that wait for room instead of dropping.
-    pub(super) fn lane(&self) -> Arc<PeerLane> {
+    pub(crate) fn lane(&self) -> Arc<PeerLane> {
         Arc::clone(&self.lane)
     }
 
     /// Queues (or writes) a message: `Ok(true)` if taken, `Ok(false)` if the lane is full (the
     /// message is dropped and counted), `Err` with the message if the lane has closed (it
     /// ended when idle: the caller sends it on a new lane).
-    pub(super) fn push(&self, msg: Outgoing) -> Result<bool, Outgoing> {
+    pub(crate) fn push(&self, msg: Outgoing) -> Result<bool, Outgoing> {
         match self.lane.push(msg) {
             Ok(()) => Ok(true),
             Err((Refused::Closed, msg)) => Err(msg),
@@ -124,7 +128,7 @@ impl PeerQueue {
                     .increment(1);
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "outbound-queue-full")
                     .increment(1);
-                debug!(to = %self.lane.to, lane = self.lane.lane.as_str(), "outbound queue full: message dropped");
+                debug!(target: LOG_TARGET, to = %self.lane.to, lane = self.lane.lane.as_str(), "outbound queue full: message dropped");
                 Ok(false)
             }
         }
@@ -132,7 +136,7 @@ impl PeerQueue {
 }
 
 /// One peer lane, shared by its senders and its writer task.
-pub(super) struct PeerLane {
+pub(crate) struct PeerLane {
     to: Address,
     lane: Lane,
     /// The most messages buffered at once.
@@ -193,7 +197,7 @@ impl PeerLane {
 
     /// Takes one message: written at once when the lane is idle, else buffered for the writer.
     /// A refused message is handed back.
-    pub(super) fn push(&self, msg: Outgoing) -> Result<(), (Refused, Outgoing)> {
+    pub(crate) fn push(&self, msg: Outgoing) -> Result<(), (Refused, Outgoing)> {
         let mut st = self.lock();
         if st.closed {
             return Err((Refused::Closed, msg));
@@ -211,7 +215,7 @@ impl PeerLane {
 
     /// Takes messages from `msgs` while there is room, then writes them at once if the lane
     /// was idle (one system call for the lot). A closed lane takes nothing.
-    pub(super) fn push_run<I: Iterator<Item = Outgoing>>(
+    pub(crate) fn push_run<I: Iterator<Item = Outgoing>>(
         &self,
         msgs: &mut std::iter::Peekable<I>,
     ) -> RunPushed {
@@ -236,7 +240,7 @@ impl PeerLane {
 
     /// Waits until the lane may have room (or closed). Create the future before trying, so
     /// that a wake-up between the try and the wait is not lost.
-    pub(super) fn room(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn room(&self) -> tokio::sync::futures::Notified<'_> {
         self.room.notified()
     }
 
@@ -326,7 +330,7 @@ impl PeerLane {
     fn peer_closed(&self, stream: &Conn) {
         let mut st = self.lock();
         if st.stream.as_ref().is_some_and(|s| s.same(stream)) {
-            debug!(to = %self.to, lane = self.lane.as_str(), "peer closed the connection; reconnecting on demand");
+            debug!(target: LOG_TARGET, to = %self.to, lane = self.lane.as_str(), "peer closed the connection; reconnecting on demand");
             forget_stream(&mut st, stream);
         }
     }
@@ -346,7 +350,7 @@ impl PeerLane {
                 forget_stream(&mut st, stream);
             }
             WriteOutcome::Stalled => {
-                warn!(%to, lane = name, "write stalled; reconnecting");
+                warn!(target: LOG_TARGET, %to, lane = name, "write stalled; reconnecting");
                 metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "write-stalled")
                     .increment(frames as u64);
                 forget_stream(&mut st, stream);
@@ -372,7 +376,7 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
     match codec.encode(&frame, buf) {
         Ok(()) => {
             if let Outgoing::Membership(msg) = msg {
-                super::count_membership_bytes(msg, "out", buf.len() - before);
+                m::count_membership_bytes(msg, "out", buf.len() - before);
             }
             true
         }
@@ -381,7 +385,7 @@ fn encode(codec: &FrameCodec, msg: &Outgoing, buf: &mut BytesMut) -> bool {
             // loudly rather than break the connection for everything else.
             metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "oversized-outbound")
                 .increment(1);
-            warn!(error = %e, "message not sent: larger than transport.maximum-frame-size");
+            warn!(target: LOG_TARGET, error = %e, "message not sent: larger than transport.maximum-frame-size");
             false
         }
     }
@@ -443,7 +447,7 @@ async fn writer(lane: Arc<PeerLane>, shared: Arc<Shared>) {
                 }
                 Err(reason) => {
                     let retry_in = backoff.next_delay(&mut rand::rng());
-                    debug!(%to, lane = name, %reason, ?retry_in, "connect failed");
+                    debug!(target: LOG_TARGET, %to, lane = name, %reason, ?retry_in, "connect failed");
                     shared.connect_errors.failed(to, &reason);
                     // Messages queued meanwhile for an unreachable peer are dropped: the
                     // protocols above retry by themselves, and holding them would only deliver
@@ -511,9 +515,9 @@ fn connection_lost(to: &Address, lane: &str, error: &std::io::Error, dropped: us
     metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "connection-lost")
         .increment(dropped as u64);
     if dropped == 0 {
-        debug!(%to, lane, %error, "connection closed; reconnecting when there is something to send");
+        debug!(target: LOG_TARGET, %to, lane, %error, "connection closed; reconnecting when there is something to send");
     } else {
-        info!(%to, lane, %error, dropped, "connection lost with {dropped} messages unsent (counted as dropped); reconnecting");
+        info!(target: LOG_TARGET, %to, lane, %error, dropped, "connection lost with {dropped} messages unsent (counted as dropped); reconnecting");
     }
 }
 

@@ -5,7 +5,7 @@
 
 use shardik_config::Settings;
 
-use super::TlsError;
+use super::error::TlsError;
 
 /// A TLS context: none can be made in a build without the `tls` feature.
 #[derive(Clone, Debug)]

@@ -10,11 +10,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 #[cfg(feature = "tls")]
-use super::tls_conn::{PeerEvent, TlsConn};
+use crate::tls_conn::{PeerEvent, TlsConn};
 
 /// A lane's connection, past its handshakes. Clones share it.
 #[derive(Clone)]
-pub(super) enum Conn {
+pub(crate) enum Conn {
     /// Plain TCP: senders may write directly with `try_write`, under the lane's lock.
     Plain(Arc<TcpStream>),
     /// TLS: senders may encrypt and write directly too, under the lane's lock.
@@ -25,7 +25,7 @@ pub(super) enum Conn {
 impl Conn {
     /// Writes as much of `buf` as the connection takes without waiting, consuming it (with
     /// TLS, what the session took; see [`Conn::has_pending`]).
-    pub(super) fn write_now(&self, buf: &mut BytesMut) -> std::io::Result<()> {
+    pub(crate) fn write_now(&self, buf: &mut BytesMut) -> std::io::Result<()> {
         match self {
             Conn::Plain(s) => write_now(s, buf),
             #[cfg(feature = "tls")]
@@ -35,7 +35,7 @@ impl Conn {
 
     /// Whether bytes taken from the lane still wait to go to the socket (TLS records the
     /// socket did not take yet); never for plain TCP, whose socket takes them directly.
-    pub(super) fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         match self {
             Conn::Plain(_) => false,
             #[cfg(feature = "tls")]
@@ -44,7 +44,7 @@ impl Conn {
     }
 
     /// Whether both are the same connection.
-    pub(super) fn same(&self, other: &Conn) -> bool {
+    pub(crate) fn same(&self, other: &Conn) -> bool {
         match (self, other) {
             (Conn::Plain(a), Conn::Plain(b)) => Arc::ptr_eq(a, b),
             #[cfg(feature = "tls")]
@@ -55,7 +55,7 @@ impl Conn {
     }
 
     /// Closes our side (for TLS, with a close_notify) if no one else holds the connection.
-    pub(super) async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         match self {
             Conn::Plain(s) => {
                 if let Ok(mut s) = Arc::try_unwrap(s) {
@@ -87,7 +87,7 @@ fn write_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<()> {
 
 /// Writes all of `bytes` on `conn`, waiting for it to take them (with TLS, after the
 /// records waiting in the session, and until none is left).
-pub(super) async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn write_all(conn: &Conn, bytes: &[u8]) -> std::io::Result<()> {
     match conn {
         Conn::Plain(stream) => write_all_plain(stream, bytes).await,
         #[cfg(feature = "tls")]
@@ -116,7 +116,7 @@ async fn write_all_plain(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Resul
 ///
 /// Cancelled whenever work arrives; that loses nothing: both kinds read only after
 /// readiness, and a TLS session keeps a partly received record.
-pub(super) async fn ended_by_peer(stream: Option<&Conn>) -> bool {
+pub(crate) async fn ended_by_peer(stream: Option<&Conn>) -> bool {
     let stream = match stream {
         None => return std::future::pending().await,
         Some(Conn::Plain(s)) => s,

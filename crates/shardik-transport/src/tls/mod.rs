@@ -1,7 +1,7 @@
 //! Mutual TLS between nodes: who may connect, proven by certificates. The same identity rule
 //! and files serve HTTPS on the management port ([`TlsContext::for_management`]), where a
 //! client certificate is optional and, when presented and valid, authorises the
-//! state-changing routes (see [`crate::http`]).
+//! state-changing routes (the runtime's `http` module).
 //!
 //! # The identity rule
 //!
@@ -89,7 +89,7 @@ pub use shardik_config::is_trust_domain;
 #[cfg(feature = "tls")]
 pub use verifier::{ClusterClientVerifier, ClusterServerVerifier};
 
-/// Successful reloads of changed TLS files (counter, label `port`); see [`crate::metrics`].
-pub const RELOADS_TOTAL: &str = crate::metrics::TLS_RELOADS_TOTAL;
-/// Changed TLS files that could not be loaded (counter, label `port`); see [`crate::metrics`].
-pub const RELOAD_FAILURES_TOTAL: &str = crate::metrics::TLS_RELOAD_FAILURES_TOTAL;
+// The reload counters under the names this module always gave them (`tls::RELOADS_TOTAL`).
+pub use crate::metrics::{
+    TLS_RELOAD_FAILURES_TOTAL as RELOAD_FAILURES_TOTAL, TLS_RELOADS_TOTAL as RELOADS_TOTAL,
+};

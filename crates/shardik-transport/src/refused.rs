@@ -9,7 +9,7 @@
 
 use shardik_core::membership::Address;
 
-use super::driver_notes::DriverNotes;
+use crate::driver_notes::DriverNotes;
 
 /// Refusals not yet taken by the driver.
 #[derive(Default)]

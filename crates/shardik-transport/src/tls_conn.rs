@@ -33,14 +33,14 @@ use tokio::net::TcpStream;
 const CLOSE_LIMIT: Duration = Duration::from_secs(2);
 
 /// An established TLS session on a socket; see the module documentation.
-pub(super) struct TlsConn {
+pub(crate) struct TlsConn {
     tcp: TcpStream,
     session: Mutex<ClientConnection>,
 }
 
 /// What the peer did, as [`TlsConn::watch_peer`] saw it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum PeerEvent {
+pub(crate) enum PeerEvent {
     /// Closed the connection (or broke it, or wrote data, which it never does).
     Ended,
     /// Sent something the session must answer: records wait to be written.
@@ -49,7 +49,7 @@ pub(super) enum PeerEvent {
 
 impl TlsConn {
     /// The session `session`, past its TLS handshake (and ours), on `tcp`.
-    pub(super) fn new(tcp: TcpStream, session: ClientConnection) -> TlsConn {
+    pub(crate) fn new(tcp: TcpStream, session: ClientConnection) -> TlsConn {
         TlsConn {
             tcp,
             session: Mutex::new(session),
@@ -62,7 +62,7 @@ impl TlsConn {
 
     /// Encrypts as much of `buf` as the session takes, consuming it from `buf`, and writes
     /// the session's records to the socket as far as it takes them, without waiting.
-    pub(super) fn write_now(&self, buf: &mut BytesMut) -> io::Result<()> {
+    pub(crate) fn write_now(&self, buf: &mut BytesMut) -> io::Result<()> {
         let mut session = self.lock();
         let taken = io::Write::write(&mut session.writer(), buf)?;
         buf.advance(taken);
@@ -70,13 +70,13 @@ impl TlsConn {
     }
 
     /// Whether encrypted records wait in the session for the socket.
-    pub(super) fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         self.lock().wants_write()
     }
 
     /// Encrypts and writes all of `bytes`, after whatever records wait, waiting for the
     /// socket to take them.
-    pub(super) async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
+    pub(crate) async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
         loop {
             let blocked = {
                 let mut session = self.lock();
@@ -98,7 +98,7 @@ impl TlsConn {
 
     /// Waits until the peer ends the connection or sends something that must be answered.
     /// Safe to cancel: it waits only for readiness, and reads under the lock.
-    pub(super) async fn watch_peer(&self) -> PeerEvent {
+    pub(crate) async fn watch_peer(&self) -> PeerEvent {
         loop {
             if self.tcp.readable().await.is_err() {
                 return PeerEvent::Ended;
@@ -124,7 +124,7 @@ impl TlsConn {
 
     /// Sends a `close_notify` after whatever records wait (for at most [`CLOSE_LIMIT`]), then
     /// closes our side of the socket.
-    pub(super) async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         self.lock().send_close_notify();
         let _ = tokio::time::timeout(CLOSE_LIMIT, self.write_all(&[])).await;
         let _ = self.tcp.shutdown().await;

@@ -6,7 +6,8 @@
 //! not a current member holds a slot of the non-member pool, so strangers and joiners together
 //! can never take the room members need.
 //!
-//! The management port's health-check reserve uses [`Pending`] too (`http/reserve.rs`).
+//! Public for [`Pending`]: the runtime's management port bounds its health-check reserve with
+//! it too (`http/reserve.rs`), so both ports push out their oldest stalled connection alike.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,13 +17,13 @@ use tokio::sync::oneshot;
 
 /// At most `max` connections of one kind.
 #[derive(Debug)]
-pub(super) struct Pool {
+pub(crate) struct Pool {
     used: AtomicUsize,
     max: usize,
 }
 
 impl Pool {
-    pub(super) fn new(max: usize) -> Arc<Pool> {
+    pub(crate) fn new(max: usize) -> Arc<Pool> {
         Arc::new(Pool {
             used: AtomicUsize::new(0),
             max,
@@ -30,7 +31,7 @@ impl Pool {
     }
 
     /// A slot, or `None` when all `max` are taken.
-    pub(super) fn try_take(self: &Arc<Self>) -> Option<Slot> {
+    pub(crate) fn try_take(self: &Arc<Self>) -> Option<Slot> {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max).then_some(n + 1)
@@ -42,19 +43,19 @@ impl Pool {
     }
 
     /// Slots taken now.
-    pub(super) fn in_use(&self) -> usize {
+    pub(crate) fn in_use(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
 
     /// The most slots.
-    pub(super) fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         self.max
     }
 }
 
 /// One taken slot of a [`Pool`], given back when dropped.
 #[derive(Debug)]
-pub(super) struct Slot {
+pub(crate) struct Slot {
     pool: Arc<Pool>,
 }
 
@@ -71,7 +72,7 @@ impl Drop for Slot {
 /// thus cannot keep a member's reconnection out, since a real handshake completes in a round
 /// trip while the stalled ones are the oldest.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub struct Pending {
     max: usize,
     state: Mutex<PendingState>,
 }
@@ -84,17 +85,18 @@ struct PendingState {
 }
 
 /// What [`Pending::admit`] gives a new connection.
-pub(crate) struct Admitted {
+pub struct Admitted {
     /// Its place; dropping it (handshake done or failed) leaves the pending set.
-    pub(crate) place: PendingPlace,
+    pub place: PendingPlace,
     /// Completes when the connection was pushed out by a newer one.
-    pub(crate) evicted: oneshot::Receiver<()>,
+    pub evicted: oneshot::Receiver<()>,
     /// Whether an older connection was pushed out to make room.
-    pub(crate) pushed_out_another: bool,
+    pub pushed_out_another: bool,
 }
 
 impl Pending {
-    pub(crate) fn new(max: usize) -> Arc<Pending> {
+    /// At most `max` connections pending (at least one).
+    pub fn new(max: usize) -> Arc<Pending> {
         Arc::new(Pending {
             max: max.max(1),
             state: Mutex::new(PendingState::default()),
@@ -102,7 +104,7 @@ impl Pending {
     }
 
     /// A place for a new connection, pushing the oldest pending one out when all are taken.
-    pub(crate) fn admit(self: &Arc<Self>) -> Admitted {
+    pub fn admit(self: &Arc<Self>) -> Admitted {
         let (tx, rx) = oneshot::channel();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let pushed_out_another = if st.waiting.len() >= self.max {
@@ -125,7 +127,7 @@ impl Pending {
     }
 
     /// Connections pending now.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -136,7 +138,7 @@ impl Pending {
 
 /// A connection's place among the pending ones.
 #[derive(Debug)]
-pub(crate) struct PendingPlace {
+pub struct PendingPlace {
     id: u64,
     pending: Arc<Pending>,
 }

@@ -19,7 +19,7 @@ use rand::Rng;
 
 /// The delay before each reconnect attempt of one writer. Reset after a connection succeeds.
 #[derive(Clone, Debug)]
-pub(super) struct Backoff {
+pub(crate) struct Backoff {
     min: Duration,
     max: Duration,
     /// Upper end of the window the next delay is drawn from.
@@ -29,7 +29,7 @@ pub(super) struct Backoff {
 impl Backoff {
     /// Delays between `min` and `max` (a `max` below `min` is taken as `min`; the settings
     /// refuse that combination anyway).
-    pub(super) fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         let max = max.max(min);
         Backoff {
             min,
@@ -43,13 +43,13 @@ impl Backoff {
     }
 
     /// Starts over from the shortest window (after a successful connection).
-    pub(super) fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.window = Self::first_window(self.min, self.max);
     }
 
     /// The delay before the next attempt, drawn from `rng`; the window then doubles, up to
     /// `max`.
-    pub(super) fn next_delay(&mut self, rng: &mut impl Rng) -> Duration {
+    pub(crate) fn next_delay(&mut self, rng: &mut impl Rng) -> Duration {
         let delay = if self.window > self.min {
             // Nanosecond resolution; u64 nanoseconds cover 584 years, and the window is at
             // most `max`.

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::SinkExt;
-use shardik_core::membership::{Message, UniqueAddress};
+use shardik_core::membership::UniqueAddress;
 use shardik_wire::{
     Frame, FrameCodec, Handshake, HandshakeAck, HandshakeRefused, HandshakeReply, RefusalReason,
     check_handshake_peer, decode_message,
@@ -22,12 +22,17 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{Encoder, FramedWrite};
 use tracing::{debug, warn};
 
-use super::limits::{Admitted, Slot};
-use super::members::MemberCache;
-use super::{MAX_HANDSHAKE_FRAME, Shared};
+use crate::config::MAX_HANDSHAKE_FRAME;
+use crate::limits::{Admitted, Slot};
 use crate::log_limit::LogLimits;
+use crate::members::MemberCache;
 use crate::metrics as m;
+use crate::received::{Inbound, InboundUser, Sinks, UserConnection};
+use crate::shared::Shared;
 use crate::tls::PeerCertificate;
+
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::transport::inbound";
 
 /// One log line per reason per interval for whatever a stranger can make happen often.
 static LOG: LogLimits = LogLimits::every_10s();
@@ -36,53 +41,7 @@ static LOG: LogLimits = LogLimits::every_10s();
 /// it neither spins nor dies.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// A message received from a peer.
-#[derive(Debug)]
-pub struct Inbound {
-    /// The decoded message.
-    pub msg: Message,
-    /// The peer incarnation that sent it (from its handshake).
-    pub from: UniqueAddress,
-    /// When it was read off the socket.
-    pub received_at: tokio::time::Instant,
-}
-
-/// A user payload received from a peer (a [`Frame::User`] body, not decoded any further).
-#[derive(Debug, Clone)]
-pub struct InboundUser {
-    /// The peer incarnation that sent it (from its handshake).
-    pub from: UniqueAddress,
-    /// The payload, exactly as the peer queued it.
-    pub payload: Bytes,
-}
-
-/// Takes user payloads where a connection's reader reads them, instead of through a queue
-/// to another task: one hand-off fewer for every message from another node.
-pub trait UserSink: Send + Sync + 'static {
-    /// A handler for the payloads of one inbound connection (it may keep state, such as
-    /// routes it looked up, for as long as the connection lives).
-    fn connection(&self) -> Box<dyn UserConnection>;
-}
-
-/// What waits before the reader may read on.
-pub type Backpressure = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
-
-/// Handles the payloads of one inbound connection, in the order they were read.
-pub trait UserConnection: Send {
-    /// Takes `payload`, sent by `from`. Returns a future when the payload's consumer has no
-    /// room: the reader awaits it before reading on, so TCP flow control pushes back to the
-    /// sender's bounded queue instead of anything being dropped or growing.
-    fn deliver(&mut self, from: &UniqueAddress, payload: Bytes) -> Option<Backpressure>;
-}
-
-/// Where the readers put what they decode.
-#[derive(Clone)]
-pub(super) struct Sinks {
-    pub(super) membership: mpsc::Sender<Inbound>,
-    pub(super) user: mpsc::Sender<InboundUser>,
-}
-
-pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tx: Sinks) {
+pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tx: Sinks) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => admit(stream, peer, &shared, &tx),
@@ -90,7 +49,7 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tx: 
                 // Out of file descriptors and the like: back off instead of spinning.
                 refused("accept-failed");
                 if let Some(suppressed) = LOG.check("accept-failed") {
-                    warn!(error = %e, suppressed, "accept failed; retrying shortly");
+                    warn!(target: LOG_TARGET, error = %e, suppressed, "accept failed; retrying shortly");
                 }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
@@ -128,7 +87,7 @@ fn admit(stream: TcpStream, peer: std::net::SocketAddr, shared: &Arc<Shared>, tx
     crate::task::spawn(async move {
         let _slot = slot;
         if let Err(reason) = serve_connection(stream, &shared, tx, admitted).await {
-            debug!(%peer, %reason, "inbound connection closed");
+            debug!(target: LOG_TARGET, %peer, %reason, "inbound connection closed");
         }
     });
 }
@@ -137,12 +96,12 @@ fn admit(stream: TcpStream, peer: std::net::SocketAddr, shared: &Arc<Shared>, tx
 fn refuse_logged(reason: &'static str, peer: &dyn std::fmt::Display, limit: usize, key: &str) {
     refused(reason);
     if let Some(suppressed) = LOG.check(reason) {
-        warn!(%peer, reason, limit, suppressed, "refusing connection: transport.{key} reached");
+        warn!(target: LOG_TARGET, %peer, reason, limit, suppressed, "refusing connection: transport.{key} reached");
     }
 }
 
 /// Wraps the pure frame codec for tokio's framed streams.
-pub(super) struct TokioFrameCodec(pub(super) FrameCodec);
+pub(crate) struct TokioFrameCodec(pub(crate) FrameCodec);
 
 impl tokio_util::codec::Decoder for TokioFrameCodec {
     type Item = Frame;
@@ -161,7 +120,7 @@ impl Encoder<Frame> for TokioFrameCodec {
 
 /// A frame-level or socket-level failure.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum FrameIoError {
+pub(crate) enum FrameIoError {
     #[error("{0}")]
     Frame(shardik_wire::FrameError),
     #[error("i/o: {0}")]
@@ -302,7 +261,7 @@ async fn serve_tls(
         }
         Ok(Err(e)) => {
             let reason = e.reason();
-            refused(super::tls_refusal_label(reason));
+            refused(reason.refusal_label());
             if let Some(ip) = peer_addr.map(|a| a.ip()) {
                 shared.tls_failures.record(ip, reason, true, &e);
             }
@@ -373,7 +332,7 @@ async fn serve_stream<S: Connection>(
         Ok(Err(e)) => {
             refused("malformed-handshake");
             if let Some(suppressed) = LOG.check("malformed-handshake") {
-                warn!(%peer, reason = %e, suppressed, "refusing connection: malformed first frame");
+                warn!(target: LOG_TARGET, %peer, reason = %e, suppressed, "refusing connection: malformed first frame");
             }
             return Err(e);
         }
@@ -382,7 +341,7 @@ async fn serve_stream<S: Connection>(
         Ok(Ok(Some(other))) => {
             refused("no-handshake");
             if let Some(suppressed) = LOG.check("no-handshake") {
-                warn!(%peer, kind = ?other.kind(), suppressed, "refusing connection: first frame is not a handshake");
+                warn!(target: LOG_TARGET, %peer, kind = ?other.kind(), suppressed, "refusing connection: first frame is not a handshake");
             }
             return Err("first frame not a handshake".into());
         }
@@ -442,7 +401,7 @@ async fn serve_stream<S: Connection>(
     if let Some((counted, reason, answer)) = refusal {
         refused(counted);
         if let Some(suppressed) = LOG.check(counted) {
-            warn!(%peer, from = %hs.from, %reason, suppressed, "refusing connection");
+            warn!(target: LOG_TARGET, %peer, from = %hs.from, %reason, suppressed, "refusing connection");
         }
         let reply = HandshakeReply::Refused(answer);
         let _ =
@@ -463,9 +422,9 @@ async fn serve_stream<S: Connection>(
     // and lane is routine, and at INFO it outnumbered what changed in the cluster.
     let serial = cert.as_ref().map(PeerCertificate::serial_hex);
     if non_member_slot.is_none() {
-        debug!(%peer, from = %hs.from, serial = serial.as_deref(), "accepted connection");
+        debug!(target: LOG_TARGET, %peer, from = %hs.from, serial = serial.as_deref(), "accepted connection");
     } else if let Some(suppressed) = LOG.check("accepted-non-member") {
-        debug!(%peer, from = %hs.from, serial = serial.as_deref(), suppressed, "accepted connection from a node that is not a member (yet)");
+        debug!(target: LOG_TARGET, %peer, from = %hs.from, serial = serial.as_deref(), suppressed, "accepted connection from a node that is not a member (yet)");
     }
     metrics::gauge!(m::TRANSPORT_CONNECTIONS).increment(1.0);
     let codec = FrameCodec::new(cfg.maximum_frame_size);
@@ -479,7 +438,7 @@ async fn serve_stream<S: Connection>(
     if let Err(reason) = &result
         && let Some(suppressed) = LOG.check("inbound-closed")
     {
-        warn!(%peer, from = %hs.from, %reason, suppressed, "closing inbound connection");
+        warn!(target: LOG_TARGET, %peer, from = %hs.from, %reason, suppressed, "closing inbound connection");
     }
     result
 }
@@ -492,7 +451,7 @@ async fn check_recipient(
     local: Option<std::net::SocketAddr>,
     deadline: tokio::time::Instant,
 ) -> Option<(&'static str, String, HandshakeRefused)> {
-    use super::recipient::Verdict;
+    use crate::recipient::Verdict;
     let to = hs.to.as_ref()?;
     let ours = shared.identity.address.address.clone();
     let (counted, reason) = match shared.recipient.judge(to, local, deadline).await {
@@ -630,7 +589,7 @@ async fn read_messages<R: AsyncRead + Unpin>(
                         return Err(format!("undecodable membership message: {e}"));
                     }
                 };
-                super::count_membership_bytes(
+                m::count_membership_bytes(
                     &msg,
                     "in",
                     bytes.len() + shardik_wire::LENGTH_PREFIX + 1,
@@ -651,7 +610,7 @@ async fn read_messages<R: AsyncRead + Unpin>(
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(_)) => {
                         metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "inbound-queue-full").increment(1);
-                        debug!(%from, "inbound queue full: message dropped");
+                        debug!(target: LOG_TARGET, %from, "inbound queue full: message dropped");
                     }
                     Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
                 }
@@ -664,7 +623,7 @@ async fn read_messages<R: AsyncRead + Unpin>(
                     metrics::counter!(m::DROPPED_MESSAGES_TOTAL, "reason" => "not-a-member")
                         .increment(1);
                     if let Some(suppressed) = LOG.check("not-a-member") {
-                        warn!(%from, suppressed, "user message from a node that is not a member dropped");
+                        warn!(target: LOG_TARGET, %from, suppressed, "user message from a node that is not a member dropped");
                     }
                     continue;
                 }
@@ -692,7 +651,7 @@ async fn read_messages<R: AsyncRead + Unpin>(
                 }
             }
             Frame::Close(reason) => {
-                debug!(%from, %reason, "peer closed the connection");
+                debug!(target: LOG_TARGET, %from, %reason, "peer closed the connection");
                 return Ok(());
             }
             Frame::Handshake(_) | Frame::HandshakeAck(_) => {

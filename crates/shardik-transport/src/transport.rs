@@ -1,164 +1,36 @@
-//! TCP transport between nodes.
-//!
-//! Connections are one-way, as in Akka's Artery: a node writes to a peer only over
-//! connections it opened itself, and only reads from connections the peer opened. Each peer
-//! gets one outbound connection per [`Lane`], each fed by its own bounded queue, so membership
-//! traffic (heartbeats, gossip) never waits behind user messages. A writer drains everything
-//! queued into one buffer before writing, so many small messages share a syscall.
-//!
-//! Nothing read from the network can panic the node or make it allocate without bound:
-//! frames are capped by `maximum-frame-size` before any allocation and their buffers grow with
-//! what arrives, a started frame must complete within `frame-read-timeout`, compressed gossip is
-//! capped by a decompression limit, inbound connections are capped in total, while handshaking
-//! and for peers that are not members (`limits.rs`), and every rejected connection or message is
-//! counted and logged (at a bounded rate where a stranger could flood the log).
-//!
-//! User traffic is accepted only from current members (`members.rs`, kept up to date by the
-//! node driver); membership traffic from anyone who completed the handshake, since joiners must
-//! get through and the membership core applies its own rules.
-
-mod backoff;
-mod conn;
-mod connect_errors;
-mod dial;
-mod driver_notes;
-mod identified;
-mod inbound;
-pub(crate) mod limits;
-mod members;
-mod outbound;
-pub mod recipient;
-mod refused;
-#[cfg(feature = "tls")]
-mod tls_conn;
+//! The transport of one node: binding and starting it, its sends on the membership lane, and
+//! the handles it gives out (user senders, the user sink's installer, the driver's tables).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+#[cfg(feature = "tls")]
 use std::time::Duration;
 
-use shardik_core::membership::{Address, Message, UniqueAddress};
-use shardik_wire::{DecodeLimits, LocalIdentity};
+use shardik_core::membership::{Address, UniqueAddress};
+use shardik_wire::LocalIdentity;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-pub use identified::Identified;
-pub use inbound::{Backpressure, Inbound, InboundUser, UserConnection, UserSink};
-pub use members::MemberDirectory;
-pub use refused::Refused;
+use crate::config::TransportConfig;
+use crate::identified::Identified;
+use crate::inbound;
+use crate::lane::{Lane, Outgoing};
+use crate::limits;
+use crate::members::MemberDirectory;
+use crate::outbound;
+use crate::received::{Inbound, InboundUser, Sinks, UserSink};
+use crate::recipient;
+use crate::refused::Refused;
+use crate::shared::Shared;
+use crate::user_sender::UserSender;
 
-/// The largest handshake or handshake-reply frame read (or sent): a handshake is a cluster name
-/// and two addresses, and a connection that has not handshaken must not make us buffer more.
-pub const MAX_HANDSHAKE_FRAME: usize = 16 * 1024;
+/// Logs under the target this code had in the runtime (see the crate's "Log targets").
+const LOG_TARGET: &str = "shardik_runtime::transport";
 
 /// At most one log line per peer IP and TLS failure reason in this interval.
 #[cfg(feature = "tls")]
 const TLS_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Which queue and connection a message travels on.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Lane {
-    /// Membership: heartbeats and gossip. Small, latency-critical.
-    Control,
-    /// User traffic (sharding envelopes).
-    User,
-}
-
-impl Lane {
-    /// Metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::Control => "control",
-            Lane::User => "user",
-        }
-    }
-}
-
-/// Transport settings (`transport.*`).
-#[derive(Clone, Debug)]
-pub struct TransportConfig {
-    /// Largest frame accepted or sent, in bytes.
-    pub maximum_frame_size: usize,
-    /// Messages queued per peer on the control lane before new ones are dropped (and counted).
-    pub outbound_control_queue_size: usize,
-    /// Messages queued per peer on the user lane before new ones are dropped (and counted).
-    pub outbound_user_queue_size: usize,
-    /// Limit on establishing a TCP connection.
-    pub connect_timeout: Duration,
-    /// Limit on completing the handshake, both ways (also how long a connection may stay
-    /// unauthenticated).
-    pub handshake_timeout: Duration,
-    /// A peer lane with no traffic for this long ends and closes its connection (it reopens on
-    /// demand). The receiving side closes an inbound connection only after twice this without
-    /// traffic (half-open links), so the side that writes always closes first, under its
-    /// lane's lock, and no message is written into a connection its peer is closing.
-    pub idle_timeout: Duration,
-    /// A frame whose first bytes arrived must be complete within this, or its connection is
-    /// closed (a peer that starts frames and stalls holds no buffer for long).
-    pub frame_read_timeout: Duration,
-    /// Most inbound connections at once; beyond, new ones are accepted and closed at once.
-    pub maximum_inbound_connections: usize,
-    /// Most inbound connections not yet past our handshake; beyond, the oldest of them is
-    /// closed to make room (stalled strangers never keep a member's reconnection out).
-    pub maximum_unauthenticated_connections: usize,
-    /// Most inbound connections past the handshake whose peer is not a current member
-    /// (joiners, strangers that speak our handshake); beyond, new ones are refused. A peer that
-    /// becomes a member leaves this pool, so members are never starved by strangers.
-    pub maximum_non_member_connections: usize,
-    /// Shortest reconnect delay. Each failed attempt waits a random delay between this and a
-    /// window that starts at twice this and doubles per attempt up to the maximum (jitter, so
-    /// that peers cut off together do not all retry at the same instants).
-    pub reconnect_backoff_min: Duration,
-    /// Longest reconnect delay.
-    pub reconnect_backoff_max: Duration,
-    /// Bounds applied while decoding messages.
-    pub decode_limits: DecodeLimits,
-    /// Messages from the network queued for the node before new ones are dropped.
-    pub inbound_queue_size: usize,
-    /// User payloads from the network queued for their consumer. When it is full the
-    /// connection stops being read (TCP back-pressure reaches the sender's bounded queue)
-    /// rather than dropping; separate from the membership queue so that a slow user consumer
-    /// never delays heartbeats.
-    pub inbound_user_queue_size: usize,
-    /// Most peer lanes with a writer at once (each peer uses up to one per lane).
-    pub maximum_peers: usize,
-    /// Mutual TLS between nodes (`transport.tls.*`); `None`: plain TCP.
-    pub tls: Option<crate::tls::TlsContext>,
-}
-
-impl Default for TransportConfig {
-    fn default() -> Self {
-        TransportConfig {
-            maximum_frame_size: 8 * 1024 * 1024,
-            outbound_control_queue_size: 3072,
-            outbound_user_queue_size: 65_536,
-            connect_timeout: Duration::from_secs(5),
-            handshake_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(30),
-            frame_read_timeout: Duration::from_secs(10),
-            maximum_inbound_connections: 4096,
-            maximum_unauthenticated_connections: 64,
-            maximum_non_member_connections: 64,
-            reconnect_backoff_min: Duration::from_millis(100),
-            reconnect_backoff_max: Duration::from_secs(5),
-            decode_limits: DecodeLimits::default(),
-            inbound_queue_size: 65_536,
-            inbound_user_queue_size: 65_536,
-            // Two lanes for each node of a 30 000-node cluster.
-            maximum_peers: 65_536,
-            tls: None,
-        }
-    }
-}
-
-/// A message to put on the wire.
-#[derive(Clone, Debug)]
-pub enum Outgoing {
-    /// A membership message (control lane).
-    Membership(Message),
-    /// Opaque user bytes (user lane).
-    User(bytes::Bytes),
-}
 
 /// Why the transport could not start.
 #[derive(Debug, thiserror::Error)]
@@ -172,34 +44,6 @@ pub enum TransportError {
         /// The OS error.
         source: std::io::Error,
     },
-}
-
-struct Shared {
-    config: TransportConfig,
-    identity: LocalIdentity,
-    /// Judges whether a handshake's intended recipient is this node (its identity, bind
-    /// address, socket addresses, and names that resolve to them).
-    recipient: recipient::Recipient,
-    /// Who answered where our lanes dialled, when that was not the dialled address.
-    identified: Arc<Identified>,
-    /// Peers whose port refused a connection, for the node driver.
-    refused: Arc<Refused>,
-    /// Who is a member now (user traffic only from them; the non-member pool for the rest).
-    members: MemberDirectory,
-    /// Inbound connections, all of them.
-    inbound: Arc<limits::Pool>,
-    /// Inbound connections not yet past our handshake.
-    pending: Arc<limits::Pending>,
-    /// Inbound connections past the handshake whose peer is not a member.
-    non_members: Arc<limits::Pool>,
-    /// Where readers hand user payloads once one is installed (else to the user queue).
-    user_sink: std::sync::OnceLock<Arc<dyn UserSink>>,
-    /// Logs failed TLS handshakes, both ways, at most once per peer IP and reason per
-    /// interval (strangers can fail as many as they like).
-    #[cfg(feature = "tls")]
-    tls_failures: crate::tls::HandshakeFailureLog,
-    /// Why dialling each peer last failed, while it keeps failing.
-    connect_errors: connect_errors::ConnectErrors,
 }
 
 /// What the transport delivers to its owner: decoded membership messages and raw user
@@ -324,7 +168,7 @@ impl Transport {
         crate::task::spawn(inbound::accept_loop(
             listener,
             Arc::clone(&shared),
-            inbound::Sinks {
+            Sinks {
                 membership: tx,
                 user: user_tx,
             },
@@ -393,7 +237,7 @@ impl Transport {
             self.peers.retain(|_, q| !q.is_closed());
             if self.peers.len() >= self.shared.config.maximum_peers {
                 metrics::counter!(crate::metrics::DROPPED_MESSAGES_TOTAL, "reason" => "too-many-peers").increment(1);
-                tracing::warn!(%to, limit = self.shared.config.maximum_peers, "not sending: too many peers");
+                tracing::warn!(target: LOG_TARGET, %to, limit = self.shared.config.maximum_peers, "not sending: too many peers");
                 return false;
             }
         }
@@ -407,10 +251,7 @@ impl Transport {
     /// A cloneable sender for user payloads (sharding traffic), usable from any task. It keeps
     /// its own writers, so user traffic never contends with the driver's membership sends.
     pub fn user_sender(&self) -> UserSender {
-        UserSender {
-            shared: Arc::clone(&self.shared),
-            peers: Arc::new(std::sync::Mutex::new(BTreeMap::new())),
-        }
+        UserSender::new(Arc::clone(&self.shared))
     }
 
     /// A handle that installs where inbound user payloads go (see [`UserInbound`]).
@@ -488,191 +329,12 @@ impl UserInbound {
     }
 }
 
-/// Sends user payloads on the user lane from any task; clones share the writers.
-///
-/// [`send`](UserSender::send) waits while the peer's queue is full, so a fast producer is
-/// slowed to the speed of the connection instead of losing messages; a peer that cannot be
-/// reached still loses what was queued for it (counted as `peer-unreachable`), as the layers
-/// above retry or report by themselves.
-#[derive(Clone)]
-pub struct UserSender {
-    shared: Arc<Shared>,
-    peers: Arc<std::sync::Mutex<BTreeMap<Address, outbound::PeerQueue>>>,
-}
-
-impl std::fmt::Debug for UserSender {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UserSender").finish_non_exhaustive()
-    }
-}
-
-impl UserSender {
-    /// The lane of `to`, created on first use; `None` when the peer cap is reached.
-    fn lane(&self, to: &Address) -> Option<Arc<outbound::PeerLane>> {
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(q) = peers.get(to)
-            && !q.is_closed()
-        {
-            return Some(q.lane());
-        }
-        if !peers.contains_key(to) && peers.len() >= self.shared.config.maximum_peers {
-            peers.retain(|_, q| !q.is_closed());
-            if peers.len() >= self.shared.config.maximum_peers {
-                metrics::counter!(crate::metrics::DROPPED_MESSAGES_TOTAL, "reason" => "too-many-peers").increment(1);
-                tracing::warn!(%to, limit = self.shared.config.maximum_peers, "not sending: too many peers");
-                return None;
-            }
-        }
-        let q = outbound::PeerQueue::spawn(to.clone(), Lane::User, Arc::clone(&self.shared));
-        let lane = q.lane();
-        peers.insert(to.clone(), q);
-        Some(lane)
-    }
-
-    /// The lane that replaces `closed` (it ended when idle, or on a failure).
-    fn next_lane(
-        &self,
-        to: &Address,
-        closed: &Arc<outbound::PeerLane>,
-    ) -> Option<Arc<outbound::PeerLane>> {
-        {
-            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-            if peers
-                .get(to)
-                .is_some_and(|q| Arc::ptr_eq(&q.lane(), closed))
-            {
-                peers.remove(to);
-            }
-        }
-        self.lane(to)
-    }
-
-    /// Sends `payload` to `to`, waiting while the peer's lane is full. When the lane is idle
-    /// the payload is written to the socket from this task, without waking the writer. False
-    /// when it could not be queued (peer cap reached); the caller counts and reports that.
-    pub async fn send(&self, to: &Address, payload: bytes::Bytes) -> bool {
-        self.send_all(to, std::iter::once(payload)).await == 0
-    }
-
-    /// Sends `payload` to `to` if its lane has room now, without waiting. `Err` hands the
-    /// payload back when the lane is full (or the peer cap is reached), for a caller that
-    /// then waits with [`send`](Self::send) elsewhere.
-    pub fn try_send(&self, to: &Address, payload: bytes::Bytes) -> Result<(), bytes::Bytes> {
-        let Some(mut lane) = self.lane(to) else {
-            return Err(payload);
-        };
-        // A refused message is dropped and the caller wants its bytes back: push a clone (a
-        // reference count) and hand back the original.
-        loop {
-            match lane.push(Outgoing::User(payload.clone())) {
-                Ok(()) => return Ok(()),
-                Err((outbound::Refused::Full, _)) => return Err(payload),
-                Err((outbound::Refused::Closed, _)) => match self.next_lane(to, &lane) {
-                    Some(next) => lane = next,
-                    None => return Err(payload),
-                },
-            }
-        }
-    }
-
-    /// Queues `payloads` for `to`, in order, as far as its lane has room now, without
-    /// waiting (written together when the lane is idle). Returns those that found no room
-    /// (all of them when the peer cap is reached), for a caller that then waits elsewhere.
-    pub fn try_send_run(&self, to: &Address, payloads: Vec<bytes::Bytes>) -> Vec<bytes::Bytes> {
-        let Some(mut lane) = self.lane(to) else {
-            return payloads;
-        };
-        let mut msgs = payloads.into_iter().map(Outgoing::User).peekable();
-        loop {
-            match lane.push_run(&mut msgs) {
-                outbound::RunPushed::All => return Vec::new(),
-                outbound::RunPushed::Full => break,
-                outbound::RunPushed::Closed => match self.next_lane(to, &lane) {
-                    Some(next) => lane = next,
-                    None => break,
-                },
-            }
-        }
-        msgs.filter_map(|m| match m {
-            Outgoing::User(b) => Some(b),
-            Outgoing::Membership(_) => None,
-        })
-        .collect()
-    }
-
-    /// Sends every payload of `payloads` to `to`, in order, looking the peer's lane up once
-    /// and writing them together. Waits while the lane is full. Returns how many could not be
-    /// queued (as [`send`](Self::send) would report).
-    pub async fn send_all(
-        &self,
-        to: &Address,
-        payloads: impl IntoIterator<Item = bytes::Bytes>,
-    ) -> usize {
-        let mut msgs = payloads.into_iter().map(Outgoing::User).peekable();
-        let Some(mut lane) = self.lane(to) else {
-            return msgs.count();
-        };
-        loop {
-            let closed = {
-                // Registered before trying, so that room made between the try and the wait
-                // wakes us.
-                let room = lane.room();
-                tokio::pin!(room);
-                room.as_mut().enable();
-                match lane.push_run(&mut msgs) {
-                    outbound::RunPushed::All => return 0,
-                    outbound::RunPushed::Full => {
-                        room.await;
-                        false
-                    }
-                    outbound::RunPushed::Closed => true,
-                }
-            };
-            if closed {
-                match self.next_lane(to, &lane) {
-                    Some(next) => lane = next,
-                    None => return msgs.count(),
-                }
-            }
-        }
-    }
-
-    /// Stops the writer of a peer that is gone.
-    pub fn forget_peer(&self, address: &Address) {
-        self.peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(address);
-    }
-}
-
-/// The `reason` label of a failed TLS handshake in `shardik_transport_refused_total` (inbound)
-/// and `shardik_transport_tls_failures_total` (both ways): the TLS module's reason, prefixed
-/// so that it never collides with the transport's own reasons.
-#[cfg(feature = "tls")]
-fn tls_refusal_label(reason: crate::tls::FailureReason) -> &'static str {
-    reason.refusal_label()
-}
-
-/// Counts the bytes of a membership frame under the gossip or heartbeat metric.
-fn count_membership_bytes(msg: &Message, direction: &'static str, bytes: usize) {
-    use crate::metrics as m;
-    let name = match msg {
-        Message::Heartbeat { .. } | Message::HeartbeatRsp { .. } => m::HEARTBEAT_BYTES_TOTAL,
-        Message::GossipEnvelope { .. } | Message::GossipStatus { .. } | Message::Welcome { .. } => {
-            m::GOSSIP_BYTES_TOTAL
-        }
-        _ => return,
-    };
-    metrics::counter!(name, "direction" => direction).increment(bytes as u64);
-    if direction == "in" && matches!(msg, Message::GossipEnvelope { .. }) {
-        metrics::counter!(m::GOSSIP_RECEIVED_TOTAL).increment(1);
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::received::{Backpressure, UserConnection};
 
     async fn transport(cluster: &str) -> (Transport, Receivers) {
         transport_with(cluster, TransportConfig::default()).await

@@ -1,5 +1,5 @@
 //! What the lanes note for the node driver, newest per key, until the driver takes it: the
-//! table behind [`Identified`](super::Identified) and [`Refused`](super::Refused).
+//! table behind [`Identified`](crate::Identified) and [`Refused`](crate::Refused).
 //!
 //! A lane writes under a mutex and sets a flag; the driver, which looks once per message,
 //! pays one atomic load while nothing is noted, and is woken when something is. One entry per
