@@ -3,7 +3,7 @@
 //! from the TCP connect to our handshake's accepted reply: TCP's handshake, with TLS the TLS
 //! 1.3 handshake (both certificates verified: the client checks the node's chain, cluster URI
 //! and host; the node checks ours), and shardik's handshake frame and its answer. This is the
-//! work a node does to dial a peer (`transport/dial.rs`), through the same
+//! work a node does to dial a peer (`shardik-transport`'s `dial.rs`), through the same
 //! [`TlsContext`] and frames; each connection is then closed (with a `close_notify` on TLS),
 //! outside its timed part.
 //!

@@ -10,8 +10,8 @@ use shardik_core::sharding::entities::EntitySettings;
 
 use super::*;
 use crate::sharding::ReplyTo;
-use crate::sharding::api::{EntityContext, ShardingError};
 use crate::sharding::api::SyncEntity;
+use crate::sharding::api::{EntityContext, ShardingError};
 use crate::sharding::messages::AskHandle;
 
 /// A number to add, and where the sum goes.
