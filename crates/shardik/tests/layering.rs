@@ -266,10 +266,10 @@ impl House {
         for glob in &module_file.glob_passes_on {
             let mut source = glob.clone();
             source.push(name.clone());
-            if let Some(found) = self.resolve(&module, &source, depth + 1) {
-                if self.files[found].defines.contains(name) {
-                    return Some(found);
-                }
+            if let Some(found) = self.resolve(&module, &source, depth + 1)
+                && self.files[found].defines.contains(name)
+            {
+                return Some(found);
             }
         }
         Some(file)
@@ -318,10 +318,10 @@ impl House {
         let mut edges: BTreeMap<(usize, usize), BTreeSet<String>> = BTreeMap::new();
         for (from, file) in self.files.iter().enumerate() {
             for path in &file.uses {
-                if let Some(to) = self.resolve(&file.module, path, 0) {
-                    if to != from {
-                        edges.entry((from, to)).or_default().insert(path.join("::"));
-                    }
+                if let Some(to) = self.resolve(&file.module, path, 0)
+                    && to != from
+                {
+                    edges.entry((from, to)).or_default().insert(path.join("::"));
                 }
             }
         }
@@ -669,10 +669,10 @@ fn matching_close(tokens: &[Token], open: usize) -> usize {
 fn declared_child_modules(tokens: &[Token]) -> Vec<String> {
     let mut children = Vec::new();
     for window in tokens.windows(3) {
-        if let [Token::Ident(m), Token::Ident(name), Token::Punct(';')] = window {
-            if m == "mod" {
-                children.push(name.clone());
-            }
+        if let [Token::Ident(m), Token::Ident(name), Token::Punct(';')] = window
+            && m == "mod"
+        {
+            children.push(name.clone());
         }
     }
     children
