@@ -6,7 +6,7 @@
 //! back as [`ProducerEffect`]s: send a message (to the entity, through sharding), and tell
 //! that messages were confirmed (so a durable queue deletes them, and whoever waits hears).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -128,6 +128,16 @@ struct Stream<P> {
     backoff: Duration,
     /// The last offer or answer.
     active_at: Instant,
+    /// The deadline the stream is filed under in [`Producer::timers`].
+    filed: Instant,
+}
+
+impl<P> Stream<P> {
+    /// When the stream next needs the producer: its resend while anything is held, else the
+    /// moment it may be forgotten.
+    fn deadline(&self, idle_after: Duration) -> Instant {
+        self.resend_at.unwrap_or(self.active_at + idle_after)
+    }
 }
 
 /// The producer side of reliable delivery for one producer id: see the module.
@@ -137,6 +147,9 @@ pub struct Producer<K, P> {
     epoch: u64,
     next_stream: u64,
     streams: HashMap<K, Stream<P>>,
+    /// Every stream under its deadline, so that finding what is due costs a look at the
+    /// earliest, not a pass over every stream the producer keeps.
+    timers: BTreeSet<(Instant, K)>,
     unconfirmed: usize,
 }
 
@@ -153,6 +166,7 @@ where
             epoch,
             next_stream: 1,
             streams: HashMap::new(),
+            timers: BTreeSet::new(),
             unconfirmed: 0,
         }
     }
@@ -197,8 +211,12 @@ where
             resend_at: None,
             backoff: self.settings.resend_min,
             active_at: now,
+            filed: now,
         };
-        self.streams.insert(to.clone(), s);
+        if let Some(replaced) = self.streams.insert(to.clone(), s) {
+            self.unconfirmed -= replaced.unconfirmed.len();
+            self.timers.remove(&(replaced.filed, to.clone()));
+        }
         self.pump(now, &to, out);
     }
 
@@ -233,6 +251,7 @@ where
                 resend_at: None,
                 backoff: resend_min,
                 active_at: now,
+                filed: now,
             }
         });
         let seq = stream.next_seq;
@@ -305,13 +324,7 @@ where
     /// When [`handle_timeout`](Self::handle_timeout) has something to do: the earliest resend
     /// or the earliest moment a quiet stream may be forgotten.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.streams
-            .values()
-            .map(|s| match s.resend_at {
-                Some(at) => at,
-                None => s.active_at + self.settings.idle_after,
-            })
-            .min()
+        self.timers.first().map(|(at, _)| *at)
     }
 
     /// Sends again what no answer confirmed in time (the oldest marked first, since the entity
@@ -319,26 +332,41 @@ where
     /// forgets streams with nothing held that have been quiet for `idle_after`.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<ProducerEffect<K, P>>) {
         let idle_after = self.settings.idle_after;
-        self.streams
-            .retain(|_, s| !(s.unconfirmed.is_empty() && now >= s.active_at + idle_after));
-        let mut due: Vec<K> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.resend_at.is_some_and(|at| at <= now))
-            .map(|(k, _)| k.clone())
-            .collect();
-        // A stable order, so that a simulated run replays the same sends.
-        due.sort();
-        for to in due {
-            let resend_max = self.settings.resend_max;
+        let resend_max = self.settings.resend_max;
+        // In deadline order, then by entity: a simulated run replays the same sends.
+        while let Some((at, to)) = self.timers.first().cloned()
+            && at <= now
+        {
+            self.timers.pop_first();
             let Some(s) = self.streams.get_mut(&to) else {
                 continue;
             };
+            if s.unconfirmed.is_empty() {
+                if now >= s.active_at + idle_after {
+                    self.streams.remove(&to);
+                } else {
+                    self.refile(&to);
+                }
+                continue;
+            }
             s.sent_up_to = s.unconfirmed.front().map_or(s.sent_up_to, |h| h.seq - 1);
             s.mark_first = true;
             s.backoff = (s.backoff * 3 / 2).min(resend_max);
             s.resend_at = Some(now + s.backoff);
             self.pump(now, &to, out);
+        }
+    }
+
+    /// Files `to`'s stream under its current deadline.
+    fn refile(&mut self, to: &K) {
+        let Some(s) = self.streams.get_mut(to) else {
+            return;
+        };
+        let deadline = s.deadline(self.settings.idle_after);
+        if s.filed != deadline || !self.timers.contains(&(deadline, to.clone())) {
+            self.timers.remove(&(s.filed, to.clone()));
+            s.filed = deadline;
+            self.timers.insert((deadline, to.clone()));
         }
     }
 
@@ -367,6 +395,7 @@ where
         if s.resend_at.is_none() && !s.unconfirmed.is_empty() {
             s.resend_at = Some(now + s.backoff);
         }
+        self.refile(to);
     }
 }
 

@@ -317,3 +317,27 @@ fn over_a_lossy_reordering_network_every_message_is_processed_once_in_order() {
         assert_eq!(processed, expected, "seed {seed}");
     }
 }
+
+/// Akka's vector: address 10,000 entities once, let them go quiet, and the producer keeps
+/// nothing of them; the earliest deadline is always the next thing to do.
+#[test]
+fn ten_thousand_entities_addressed_once_are_all_forgotten_once_quiet() {
+    let mut p: Producer<u32, u32> = Producer::new(settings(10), 1);
+    let mut out = Vec::new();
+    for entity in 0..10_000u32 {
+        let now = at(u64::from(entity));
+        let (stream, seq) = p.offer(now, entity, entity, &mut out).unwrap();
+        let reply = ConsumerReply::Confirmed {
+            confirmed: seq,
+            up_to: seq + 10,
+        };
+        p.on_reply(now, &entity, stream, reply, &mut out);
+    }
+    assert_eq!((p.streams(), p.unconfirmed()), (10_000, 0));
+    assert_eq!(p.poll_timeout(), Some(at(0) + Duration::from_secs(120)));
+    p.handle_timeout(at(5_000) + Duration::from_secs(120), &mut out);
+    assert_eq!(p.streams(), 4_999, "the first 5,001 went quiet long enough");
+    assert_eq!(p.poll_timeout(), Some(at(5_001) + Duration::from_secs(120)));
+    p.handle_timeout(at(10_000) + Duration::from_secs(120), &mut out);
+    assert_eq!((p.streams(), p.poll_timeout()), (0, None));
+}
