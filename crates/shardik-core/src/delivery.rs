@@ -15,5 +15,5 @@ mod producer;
 mod stream;
 
 pub use consumer::{ConsumerMarks, Mark, Verdict};
-pub use producer::{ConsumerReply, OfferRefused, Producer, ProducerEffect, ProducerSettings};
-pub use stream::{Sequenced, StreamId};
+pub use producer::{OfferRefused, Producer, ProducerEffect, ProducerSettings};
+pub use stream::{ConsumerReply, Sequenced, StreamId};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::stream::{Sequenced, StreamId};
+use super::stream::{ConsumerReply, Sequenced, StreamId};
 use crate::Instant;
 
 /// How far an entity got with one producer: the newest stream it followed and the highest
@@ -45,6 +45,28 @@ pub enum Verdict {
     /// producer has moved on from it (restarted, or opened a new stream after confirming all
     /// of this one). Dropped without an answer.
     Stale,
+}
+
+impl Verdict {
+    /// The answer to the producer for a message with sequence number `seq`, judged so, once
+    /// it is processed (for [`Verdict::Deliver`]: once what processing it wrote is durable).
+    /// The entity grants `window` messages past the highest it processed. A stale message gets
+    /// no answer.
+    pub fn reply(self, seq: u64, window: u64) -> Option<ConsumerReply> {
+        match self {
+            Verdict::Deliver => Some(ConsumerReply::Confirmed {
+                confirmed: seq,
+                up_to: seq + window,
+            }),
+            Verdict::Duplicate { confirmed } => Some(ConsumerReply::Confirmed {
+                confirmed,
+                up_to: confirmed + window,
+            }),
+            Verdict::Gap { expected } => Some(ConsumerReply::Gap { expected }),
+            Verdict::NeedFirst => Some(ConsumerReply::NeedFirst),
+            Verdict::Stale => None,
+        }
+    }
 }
 
 /// One entity's marks, per producer.

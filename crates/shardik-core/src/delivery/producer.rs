@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::stream::StreamId;
+use super::stream::{ConsumerReply, StreamId};
 use crate::Instant;
 
 /// How a producer paces and bounds itself.
@@ -43,26 +43,6 @@ impl Default for ProducerSettings {
             idle_after: Duration::from_secs(120),
         }
     }
-}
-
-/// What an entity answered about a stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConsumerReply {
-    /// Processed up to `confirmed`; send up to `up_to`.
-    Confirmed {
-        /// The highest sequence number processed.
-        confirmed: u64,
-        /// The highest sequence number the entity is ready for.
-        up_to: u64,
-    },
-    /// Processed up to `expected - 1`; what came after was dropped: send again from there.
-    Gap {
-        /// The next sequence number the entity can process.
-        expected: u64,
-    },
-    /// The entity does not follow this stream: send its oldest unconfirmed message marked
-    /// first.
-    NeedFirst,
 }
 
 /// What the producer asks its driver to do.

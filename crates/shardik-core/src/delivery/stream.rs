@@ -1,4 +1,5 @@
-//! What names a message of reliable delivery: its producer, its stream and its place in it.
+//! What travels in reliable delivery: the header that names a message (its producer, its
+//! stream and its place in it), and what the entity answers.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,4 +29,24 @@ pub struct Sequenced<'a> {
     /// Whether the producer marks it as the first it sends on this stream since it (re)started
     /// sending: the consumer may start following the stream there.
     pub first: bool,
+}
+
+/// What an entity answers about a stream, after judging one of its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsumerReply {
+    /// Processed up to `confirmed`; send up to `up_to`.
+    Confirmed {
+        /// The highest sequence number processed.
+        confirmed: u64,
+        /// The highest sequence number the entity is ready for.
+        up_to: u64,
+    },
+    /// Processed up to `expected - 1`; what came after was dropped: send again from there.
+    Gap {
+        /// The next sequence number the entity can process.
+        expected: u64,
+    },
+    /// The entity does not follow this stream: send its oldest unconfirmed message marked
+    /// first.
+    NeedFirst,
 }

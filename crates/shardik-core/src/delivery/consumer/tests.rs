@@ -180,3 +180,31 @@ fn marks_of_producers_gone_quiet_expire_and_recovered_marks_judge_as_before() {
         Verdict::Duplicate { confirmed: 1 }
     );
 }
+
+#[test]
+fn each_verdict_answers_the_producer_and_a_stale_message_gets_no_answer() {
+    assert_eq!(
+        Verdict::Deliver.reply(7, 50),
+        Some(ConsumerReply::Confirmed {
+            confirmed: 7,
+            up_to: 57
+        })
+    );
+    assert_eq!(
+        Verdict::Duplicate { confirmed: 9 }.reply(4, 50),
+        Some(ConsumerReply::Confirmed {
+            confirmed: 9,
+            up_to: 59
+        }),
+        "a duplicate confirms how far the entity got, not the duplicate"
+    );
+    assert_eq!(
+        Verdict::Gap { expected: 3 }.reply(5, 50),
+        Some(ConsumerReply::Gap { expected: 3 })
+    );
+    assert_eq!(
+        Verdict::NeedFirst.reply(5, 50),
+        Some(ConsumerReply::NeedFirst)
+    );
+    assert_eq!(Verdict::Stale.reply(5, 50), None);
+}

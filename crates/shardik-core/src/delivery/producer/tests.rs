@@ -284,23 +284,12 @@ fn over_a_lossy_reordering_network_every_message_is_processed_once_in_order() {
                     seq,
                     first,
                 };
-                let reply = match marks.judge(&msg) {
-                    Verdict::Deliver => {
-                        marks.processed(&msg, now);
-                        processed.push(payload);
-                        Some(ConsumerReply::Confirmed {
-                            confirmed: seq,
-                            up_to: seq + window,
-                        })
-                    }
-                    Verdict::Duplicate { confirmed } => Some(ConsumerReply::Confirmed {
-                        confirmed,
-                        up_to: confirmed + window,
-                    }),
-                    Verdict::Gap { expected } => Some(ConsumerReply::Gap { expected }),
-                    Verdict::NeedFirst => Some(ConsumerReply::NeedFirst),
-                    Verdict::Stale => None,
-                };
+                let verdict = marks.judge(&msg);
+                if verdict == Verdict::Deliver {
+                    marks.processed(&msg, now);
+                    processed.push(payload);
+                }
+                let reply = verdict.reply(seq, window);
                 if let Some(reply) = reply
                     && rng.random_range(0..10) >= 2
                 {
