@@ -95,8 +95,10 @@ struct Stream<P> {
     next_seq: u64,
     /// Held messages, oldest first.
     unconfirmed: VecDeque<Held<P>>,
-    /// The highest sequence number sent at least once.
+    /// Where sending stands: the held messages up to here went out (lowered to send again).
     sent_up_to: u64,
+    /// The highest sequence number ever sent: an answer confirming more is not believed.
+    highest_sent: u64,
     /// The highest sequence number the entity is ready for.
     granted_up_to: u64,
     /// The next message sent is marked first: the stream is new, or resumed from a durable
@@ -117,6 +119,15 @@ impl<P> Stream<P> {
     /// moment it may be forgotten.
     fn deadline(&self, idle_after: Duration) -> Instant {
         self.resend_at.unwrap_or(self.active_at + idle_after)
+    }
+
+    /// Everything held goes out again from the oldest, marked first: the entity may have lost
+    /// track of the stream (moved, passivated or restarted), or asked for it.
+    fn send_again_from_oldest(&mut self) {
+        if let Some(oldest) = self.unconfirmed.front() {
+            self.sent_up_to = oldest.seq.saturating_sub(1);
+        }
+        self.mark_first = true;
     }
 }
 
@@ -185,8 +196,9 @@ where
                 .into_iter()
                 .map(|(seq, payload)| Held { seq, payload })
                 .collect(),
-            sent_up_to: first_seq - 1,
-            granted_up_to: first_seq - 1 + self.settings.window,
+            sent_up_to: first_seq.saturating_sub(1),
+            highest_sent: first_seq.saturating_sub(1),
+            granted_up_to: first_seq.saturating_sub(1) + self.settings.window,
             mark_first: true,
             resend_at: None,
             backoff: self.settings.resend_min,
@@ -226,6 +238,7 @@ where
                 next_seq: 1,
                 unconfirmed: VecDeque::new(),
                 sent_up_to: 0,
+                highest_sent: 0,
                 granted_up_to: window,
                 mark_first: true,
                 resend_at: None,
@@ -268,7 +281,10 @@ where
             }
             ConsumerReply::Gap { expected } => expected.saturating_sub(1),
             ConsumerReply::NeedFirst => 0,
-        };
+        }
+        // An entity can have processed only what was sent to it; a claim beyond (a confused
+        // or misbehaving peer) must not drop messages it never received.
+        .min(s.highest_sent);
         let before = s.unconfirmed.len();
         while s.unconfirmed.front().is_some_and(|h| h.seq <= processed) {
             s.unconfirmed.pop_front();
@@ -289,8 +305,7 @@ where
             // What the entity dropped goes again, in order, from the oldest held.
             ConsumerReply::Gap { .. } => s.sent_up_to = processed,
             ConsumerReply::NeedFirst => {
-                s.sent_up_to = s.unconfirmed.front().map_or(s.sent_up_to, |h| h.seq - 1);
-                s.mark_first = true;
+                s.send_again_from_oldest();
             }
         }
         s.resend_at = if s.unconfirmed.is_empty() {
@@ -329,8 +344,7 @@ where
                 }
                 continue;
             }
-            s.sent_up_to = s.unconfirmed.front().map_or(s.sent_up_to, |h| h.seq - 1);
-            s.mark_first = true;
+            s.send_again_from_oldest();
             s.backoff = (s.backoff * 3 / 2).min(resend_max);
             s.resend_at = Some(now + s.backoff);
             self.pump(now, &to, out);
@@ -371,6 +385,7 @@ where
                 payload: held.payload.clone(),
             });
             s.sent_up_to = held.seq;
+            s.highest_sent = s.highest_sent.max(held.seq);
         }
         if s.resend_at.is_none() && !s.unconfirmed.is_empty() {
             s.resend_at = Some(now + s.backoff);

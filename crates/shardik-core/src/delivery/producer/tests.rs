@@ -330,3 +330,28 @@ fn ten_thousand_entities_addressed_once_are_all_forgotten_once_quiet() {
     p.handle_timeout(at(10_000) + Duration::from_secs(120), &mut out);
     assert_eq!((p.streams(), p.poll_timeout()), (0, None));
 }
+
+#[test]
+fn a_confirmation_beyond_what_was_sent_confirms_only_what_was_sent() {
+    let mut p = Producer::new(settings(1), 1);
+    let mut out = Effects::new();
+    let (stream, _) = p.offer(at(0), "e1", 1, &mut out).unwrap();
+    p.offer(at(0), "e1", 2, &mut out).unwrap();
+    assert_eq!(sends(&out), vec![(1, true, 1)], "the window holds 2 back");
+    out.clear();
+    let overclaim = ConsumerReply::Confirmed {
+        confirmed: 2,
+        up_to: 3,
+    };
+    p.on_reply(at(1), &"e1", stream, overclaim, &mut out);
+    assert_eq!(
+        out[0],
+        ProducerEffect::Confirmed {
+            to: "e1",
+            stream,
+            seq: 1
+        }
+    );
+    assert_eq!(sends(&out), vec![(2, false, 2)], "2 still goes out");
+    assert_eq!(p.unconfirmed(), 1);
+}
