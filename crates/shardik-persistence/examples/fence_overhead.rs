@@ -29,6 +29,7 @@ fn batch(run: &str, seq: u64, fenced: bool) -> Vec<AtomicWrite> {
                 tags: vec![],
             }],
             fence: fenced.then(|| Fence::new(format!("{run}|{}", i % SCOPES), 1)),
+            marks: Vec::new(),
         })
         .collect()
 }

@@ -123,6 +123,7 @@ impl JournalCursor {
                 })
                 .collect(),
             fence: None,
+            marks: Vec::new(),
         }
     }
 

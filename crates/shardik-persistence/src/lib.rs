@@ -1,7 +1,8 @@
 //! Storage for durable entities: one [`Store`] trait for entity journals, snapshots, durable
-//! state, remembered-entity sets and leases, with three implementations: [`MemoryStore`]
-//! (tests and the simulator), [`SqliteStore`] (the embedded default, one file shared by the
-//! processes of one machine) and [`PostgresStore`] (clusters of many machines).
+//! state, remembered-entity sets, leases and reliable delivery's data (delivery marks,
+//! producer queues), with three implementations: [`MemoryStore`] (tests and the simulator),
+//! [`SqliteStore`] (the embedded default, one file shared by the processes of one machine)
+//! and [`PostgresStore`] (clusters of many machines).
 //!
 //! The store, not a read-then-write in the caller, keeps one writer per entity: a journal
 //! write names the persistence id and the sequence numbers it claims, and a number that already
@@ -35,6 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod conformance;
+mod delivery;
 mod error;
 mod fence;
 pub mod journaled;
@@ -52,6 +54,9 @@ mod store_url;
 mod util;
 mod write;
 
+pub use delivery::{
+    DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+};
 pub use error::{StoreError, WriteRefused, WriteResult};
 pub use fence::Fence;
 pub use journaled::{

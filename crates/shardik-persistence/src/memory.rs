@@ -14,6 +14,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use crate::delivery::{
+    DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+    check_marks, check_producer,
+};
 use crate::error::{StoreError, WriteRefused, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseGrant, LeaseInfo, check_names, token_sql, ttl_micros};
@@ -40,6 +44,12 @@ struct Contents {
     /// The newest token accepted per fence scope.
     fences: BTreeMap<Arc<str>, u64>,
     leases: BTreeMap<String, LeaseRow>,
+    /// Each entity's delivery marks, by producer.
+    marks: BTreeMap<PersistenceId, BTreeMap<Arc<str>, DeliveryMark>>,
+    /// The last epoch handed out per durable producer.
+    producer_epochs: BTreeMap<String, u64>,
+    /// Each durable producer's queue, by (epoch, stream, seq).
+    queues: BTreeMap<String, BTreeMap<(u64, u64, u64), QueuedMessage>>,
 }
 
 /// One lease: its last owner (`None` once released), token and expiry by the store's clock.
@@ -130,6 +140,27 @@ impl Contents {
         }
     }
 
+    /// Applies a write's mark changes to `persistence_id`'s marks.
+    fn change_marks(&mut self, persistence_id: &PersistenceId, changes: Vec<MarkChange>) {
+        if changes.is_empty() {
+            return;
+        }
+        let marks = self.marks.entry(Arc::clone(persistence_id)).or_default();
+        for change in changes {
+            match change {
+                MarkChange::Set(mark) => {
+                    marks.insert(Arc::clone(&mark.producer), mark);
+                }
+                MarkChange::Remove(producer) => {
+                    marks.remove(&producer);
+                }
+            }
+        }
+        if marks.is_empty() {
+            self.marks.remove(persistence_id);
+        }
+    }
+
     fn append_one(&mut self, write: AtomicWrite) -> WriteResult {
         check_write(&write)?;
         self.judge(&write.persistence_id, write.fence.as_ref())?;
@@ -155,6 +186,7 @@ impl Contents {
                 },
             );
         }
+        self.change_marks(&write.persistence_id, write.marks);
         self.raise(write.fence);
         Ok(())
     }
@@ -311,9 +343,16 @@ impl Store for MemoryStore {
         persistence_id: &'a str,
         state: StoredState,
         fence: Option<Fence>,
+        marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
         if let Some(Err(malformed)) = fence.as_ref().map(|f| f.check_shape(persistence_id)) {
             return ready(Err(malformed));
+        }
+        if let Err(why) = check_marks(&marks) {
+            return ready(Err(WriteRefused::Malformed {
+                persistence_id: persistence_id.into(),
+                why,
+            }));
         }
         ready(self.with(|c| {
             c.judge(persistence_id, fence.as_ref())?;
@@ -325,7 +364,9 @@ impl Store for MemoryStore {
                 });
             }
             c.raise(fence);
-            c.states.insert(persistence_id.into(), state);
+            let pid: PersistenceId = persistence_id.into();
+            c.change_marks(&pid, marks);
+            c.states.insert(pid, state);
             Ok(())
         }))
     }
@@ -465,6 +506,133 @@ impl Store for MemoryStore {
                 .get(&(kind.to_string(), shard.to_string()))
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default()
+        }))
+    }
+
+    fn keeps_delivery_data(&self) -> bool {
+        true
+    }
+
+    fn delivery_marks<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Vec<DeliveryMark>> {
+        ready(self.with(|c| {
+            c.marks
+                .get(persistence_id)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default()
+        }))
+    }
+
+    fn start_producer<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, u64> {
+        if let Err(e) = check_producer(producer) {
+            return answer(Err(e));
+        }
+        ready(self.with(|c| {
+            let epoch = c.producer_epochs.entry(producer.to_string()).or_insert(0);
+            *epoch += 1;
+            *epoch
+        }))
+    }
+
+    fn enqueue<'a>(
+        &'a self,
+        producer: &'a str,
+        messages: Vec<QueuedMessage>,
+    ) -> StoreFuture<'a, ()> {
+        if let Err(e) = check_producer(producer) {
+            return answer(Err(e));
+        }
+        self.with(|c| {
+            let queue = c.queues.entry(producer.to_string()).or_default();
+            for m in messages {
+                queue.insert((m.epoch, m.stream, m.seq), m);
+            }
+        });
+        ready(())
+    }
+
+    fn confirm_queued<'a>(
+        &'a self,
+        producer: &'a str,
+        confirmations: Vec<QueueConfirmation>,
+    ) -> StoreFuture<'a, ()> {
+        if let Err(e) = check_producer(producer) {
+            return answer(Err(e));
+        }
+        self.with(|c| {
+            let Some(queue) = c.queues.get_mut(producer) else {
+                return;
+            };
+            for k in confirmations {
+                queue.retain(|&(epoch, stream, seq), _| {
+                    !(epoch == k.epoch && stream == k.stream && seq <= k.up_to)
+                });
+            }
+            if queue.is_empty() {
+                c.queues.remove(producer);
+            }
+        });
+        ready(())
+    }
+
+    fn queued<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, Vec<QueuedMessage>> {
+        if let Err(e) = check_producer(producer) {
+            return answer(Err(e));
+        }
+        ready(self.with(|c| {
+            c.queues
+                .get(producer)
+                .map(|q| q.values().cloned().collect())
+                .unwrap_or_default()
+        }))
+    }
+
+    fn lease_names<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        ready(self.with(|c| {
+            c.leases
+                .keys()
+                .filter(|name| name.starts_with(prefix))
+                .cloned()
+                .collect()
+        }))
+    }
+
+    fn remove_kind_data<'a>(
+        &'a self,
+        kind: &'a str,
+        leases: &'a [String],
+    ) -> StoreFuture<'a, Result<KindDataRemoved, LeaseStillHeld>> {
+        let now = (self.clock)();
+        ready(self.with(|c| {
+            for name in leases {
+                if let Some(row) = c.leases.get(name)
+                    && row.held_at(now)
+                {
+                    return Err(LeaseStillHeld {
+                        lease: name.clone(),
+                        owner: row.owner.clone().unwrap_or_default(),
+                        time_left_ms: row.expires_at.saturating_sub(now).as_millis() as u64,
+                    });
+                }
+            }
+            let mut removed = KindDataRemoved::default();
+            c.remembered.retain(|(k, _), ids| {
+                let keep = k != kind;
+                if !keep {
+                    removed.remembered += ids.len() as u64;
+                }
+                keep
+            });
+            for name in leases {
+                removed.leases += u64::from(c.leases.remove(name).is_some());
+                removed.fences += u64::from(c.fences.remove(name.as_str()).is_some());
+            }
+            for queue in c.queues.values_mut() {
+                let before = queue.len();
+                queue.retain(|_, m| &*m.kind != kind);
+                removed.queued += (before - queue.len()) as u64;
+            }
+            c.queues.retain(|_, q| !q.is_empty());
+            Ok(removed)
         }))
     }
 }

@@ -1,8 +1,13 @@
 //! The [`Store`] trait: the calls every store answers (journals, snapshots, durable state,
-//! remembered entities, leases), and the future they return.
+//! remembered entities, leases, reliable delivery's marks and producer queues), and the
+//! future they return.
 
 use std::time::Duration;
 
+use crate::delivery::{
+    DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+    not_kept,
+};
 use crate::error::{StoreError, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseInfo};
@@ -78,9 +83,11 @@ pub trait Store: Send + Sync + 'static {
     fn load_state<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Option<StoredState>>;
 
     /// Writes `state` as revision `state.revision`, which must be one more than the stored
-    /// revision (1 when none), under `fence` if given (judged as for [`append`]): otherwise
-    /// the write is refused ([`WriteRefused::RevisionConflict`], [`WriteRefused::Fenced`])
-    /// and nothing changes.
+    /// revision (1 when none), under `fence` if given (judged as for [`append`]), and applies
+    /// `marks` to the entity's delivery marks in the same commit: otherwise the write is
+    /// refused ([`WriteRefused::RevisionConflict`], [`WriteRefused::Fenced`],
+    /// [`WriteRefused::Malformed`] for marks that change one producer twice) and nothing
+    /// changes.
     ///
     /// [`append`]: Store::append
     /// [`WriteRefused::Fenced`]: crate::WriteRefused::Fenced
@@ -90,6 +97,7 @@ pub trait Store: Send + Sync + 'static {
         persistence_id: &'a str,
         state: StoredState,
         fence: Option<Fence>,
+        marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult>;
 
     /// Records that the entities `started` of shard `shard` of kind `kind` now run, and that
@@ -184,4 +192,75 @@ pub trait Store: Send + Sync + 'static {
         kind: &'a str,
         shard: &'a str,
     ) -> StoreFuture<'a, Vec<String>>;
+
+    /// Whether the store keeps reliable delivery's data: the marks of [`AtomicWrite::marks`]
+    /// and [`write_state`](Store::write_state), and durable producer queues. Reliable delivery
+    /// to durable entities, and durable producer queues, refuse a store that does not. The
+    /// default says no, and the default methods below refuse; shardik's stores say yes.
+    fn keeps_delivery_data(&self) -> bool {
+        false
+    }
+
+    /// The delivery marks of `persistence_id`, one per producer, sorted by producer.
+    fn delivery_marks<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Vec<DeliveryMark>> {
+        let _ = persistence_id;
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// Starts an incarnation of the durable producer `producer`: its epoch, one more than the
+    /// last one this store handed out for `producer` (1 the first time), whichever processes
+    /// start it at once.
+    fn start_producer<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, u64> {
+        let _ = producer;
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// Adds `messages` to `producer`'s queue, all or none. A message whose stream and sequence
+    /// number the queue holds already replaces it.
+    fn enqueue<'a>(
+        &'a self,
+        producer: &'a str,
+        messages: Vec<QueuedMessage>,
+    ) -> StoreFuture<'a, ()> {
+        let _ = (producer, messages);
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// Removes from `producer`'s queue, in one commit, the messages each confirmation covers
+    /// (its stream's messages with sequence numbers up to its `up_to`).
+    fn confirm_queued<'a>(
+        &'a self,
+        producer: &'a str,
+        confirmations: Vec<QueueConfirmation>,
+    ) -> StoreFuture<'a, ()> {
+        let _ = (producer, confirmations);
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// The messages of `producer`'s queue, ordered by stream (epoch, then number) and
+    /// sequence number.
+    fn queued<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, Vec<QueuedMessage>> {
+        let _ = producer;
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// The names of the leases whose names start with `prefix`, sorted, whether held or not.
+    fn lease_names<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        let _ = prefix;
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
+
+    /// Removes, in one commit, what sharding keeps for entity kind `kind` outside its
+    /// entities' own data: its remembered entities, the leases named in `leases` with their
+    /// fences, and the messages of every producer queue addressed to `kind`. Journals,
+    /// snapshots, durable state and delivery marks stay. Removes nothing, and answers
+    /// `Ok(Err(LeaseStillHeld))`, while any lease of `leases` is held.
+    fn remove_kind_data<'a>(
+        &'a self,
+        kind: &'a str,
+        leases: &'a [String],
+    ) -> StoreFuture<'a, Result<KindDataRemoved, LeaseStillHeld>> {
+        let _ = (kind, leases);
+        Box::pin(std::future::ready(Err(not_kept(&self.location()))))
+    }
 }

@@ -87,6 +87,7 @@ async fn a_version_1_database_migrates_forward() {
             tags: vec![],
         }],
         fence: None,
+        marks: Vec::new(),
     };
     assert_eq!(store.append(vec![old]).await.unwrap(), vec![Ok(())]);
     store.close().await.unwrap();
@@ -129,6 +130,7 @@ async fn a_version_2_database_gains_event_manifests() {
             tags: vec!["t".into()],
         }],
         fence: None,
+        marks: Vec::new(),
     };
     let store = PostgresStore::connect(&url).await.unwrap();
     let written = store.append(vec![event(1, b"old", "")]).await.unwrap();

@@ -39,6 +39,7 @@ fn one_event(pid: &str, seq: u64, payload: Vec<u8>) -> AtomicWrite {
             tags: vec!["t".into()],
         }],
         fence: None,
+        marks: Vec::new(),
     }
 }
 
@@ -179,7 +180,7 @@ async fn what_was_written_is_there_after_reopening() {
         payload: Bytes::from_static(b"state"),
     };
     store
-        .write_state("k|b", state.clone(), None)
+        .write_state("k|b", state.clone(), None, Vec::new())
         .await
         .unwrap()
         .unwrap();
@@ -542,6 +543,7 @@ async fn a_version_2_file_gains_event_manifests() {
             tags: vec!["t".into()],
         }],
         fence: None,
+        marks: Vec::new(),
     };
     assert_eq!(store.append(vec![newer]).await.unwrap(), vec![Ok(())]);
     let events = store.read_events("k|a", 1, 10, 10).await.unwrap();

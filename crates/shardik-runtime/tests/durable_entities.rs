@@ -230,6 +230,7 @@ async fn a_second_writer_is_refused_and_the_entity_recovers_what_the_first_wrote
             tags: Vec::new(),
         }],
         fence: None,
+        marks: Vec::new(),
     };
     assert_eq!(store.append(vec![rival]).await.unwrap(), vec![Ok(())]);
     // This copy's write of event 2 is refused: the asker is told, nothing is applied.
@@ -260,6 +261,7 @@ async fn recovery_refuses_a_journal_with_a_gap() {
                 tags: Vec::new(),
             }],
             fence: None,
+            marks: Vec::new(),
         };
         assert_eq!(store.append(vec![write]).await.unwrap(), vec![Ok(())]);
     }
@@ -393,6 +395,7 @@ async fn durable_state_is_stored_by_revision_and_a_stale_copy_is_refused() {
                 payload: Bytes::from(postcard::to_allocvec(&other).unwrap()),
             },
             None,
+            Vec::new(),
         )
         .await
         .unwrap();

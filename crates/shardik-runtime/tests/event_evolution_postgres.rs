@@ -61,6 +61,7 @@ async fn the_version_1_journal_recovers_under_version_2_from_postgres() {
                 })
                 .collect(),
             fence: None,
+            marks: Vec::new(),
         };
         assert_eq!(postgres.append(vec![write]).await.unwrap(), vec![Ok(())]);
     }

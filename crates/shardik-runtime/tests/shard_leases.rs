@@ -147,6 +147,7 @@ async fn a_shard_runs_under_its_lease_and_a_newer_holders_write_shuts_its_entiti
             tags: Vec::new(),
         }],
         fence: Some(Fence::new(name.clone(), info.token + 1)),
+        marks: Vec::new(),
     };
     assert_eq!(store.append(vec![newer]).await.unwrap(), vec![Ok(())]);
     let stale = add(&sharding, "c-1", 1).await;

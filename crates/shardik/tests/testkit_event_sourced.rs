@@ -320,6 +320,7 @@ async fn a_write_another_copy_got_in_first_fails_and_the_next_command_recovers()
             tags: Vec::new(),
         }],
         fence: None,
+        marks: Vec::new(),
     };
     assert!(store.append(vec![other]).await.unwrap()[0].is_ok());
 

@@ -204,6 +204,7 @@ impl PlainWriter {
                 tags: Vec::new(),
             }],
             fence: None,
+            marks: Vec::new(),
         };
         let answers = self
             .store

@@ -191,26 +191,26 @@ pub async fn fences_on_durable_state<S: Store + ?Sized>(store: &S) {
     let fence = |token| Some(Fence::new(scope.as_str(), token));
     assert_eq!(
         store
-            .write_state(&pid, state(1, "v1"), fence(2))
+            .write_state(&pid, state(1, "v1"), fence(2), Vec::new())
             .await
             .unwrap(),
         Ok(())
     );
     let r = store
-        .write_state(&pid, state(2, "stale"), fence(1))
+        .write_state(&pid, state(2, "stale"), fence(1), Vec::new())
         .await
         .unwrap();
     assert_fenced(&r, &scope, 1, 2);
     assert_eq!(store.load_state(&pid).await.unwrap(), Some(state(1, "v1")));
     assert_eq!(
         store
-            .write_state(&pid, state(2, "v2"), fence(3))
+            .write_state(&pid, state(2, "v2"), fence(3), Vec::new())
             .await
             .unwrap(),
         Ok(())
     );
     let r = store
-        .write_state(&pid, state(2, "late"), fence(9))
+        .write_state(&pid, state(2, "late"), fence(9), Vec::new())
         .await
         .unwrap();
     assert!(
@@ -219,7 +219,7 @@ pub async fn fences_on_durable_state<S: Store + ?Sized>(store: &S) {
     );
     assert_eq!(
         store
-            .write_state(&pid, state(3, "v3"), fence(4))
+            .write_state(&pid, state(3, "v3"), fence(4), Vec::new())
             .await
             .unwrap(),
         Ok(()),
@@ -233,11 +233,14 @@ pub async fn fences_on_durable_state<S: Store + ?Sized>(store: &S) {
         4,
     );
     assert_eq!(
-        store.write_state(&pid, state(4, "v4"), None).await.unwrap(),
+        store
+            .write_state(&pid, state(4, "v4"), None, Vec::new())
+            .await
+            .unwrap(),
         Ok(())
     );
     let r = store
-        .write_state(&pid, state(5, "x"), Some(Fence::new("", 5)))
+        .write_state(&pid, state(5, "x"), Some(Fence::new("", 5)), Vec::new())
         .await
         .unwrap();
     assert!(matches!(r, Err(WriteRefused::Malformed { .. })), "{r:?}");

@@ -22,6 +22,7 @@ pub(super) fn write(pid: &PersistenceId, events: Vec<NewEvent>) -> AtomicWrite {
         persistence_id: Arc::clone(pid),
         events,
         fence: None,
+        marks: Vec::new(),
     }
 }
 

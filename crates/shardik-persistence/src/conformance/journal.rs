@@ -338,22 +338,28 @@ pub async fn durable_state_moves_one_revision_at_a_time<S: Store + ?Sized>(store
     assert_eq!(store.load_state(&pid).await.unwrap(), None);
     assert!(matches!(
         store
-            .write_state(&pid, state(2, "skip"), None)
+            .write_state(&pid, state(2, "skip"), None, Vec::new())
             .await
             .unwrap(),
         Err(WriteRefused::RevisionConflict { .. })
     ));
     assert_eq!(
-        store.write_state(&pid, state(1, "v1"), None).await.unwrap(),
+        store
+            .write_state(&pid, state(1, "v1"), None, Vec::new())
+            .await
+            .unwrap(),
         Ok(())
     );
     assert_eq!(
-        store.write_state(&pid, state(2, "v2"), None).await.unwrap(),
+        store
+            .write_state(&pid, state(2, "v2"), None, Vec::new())
+            .await
+            .unwrap(),
         Ok(())
     );
     assert!(matches!(
         store
-            .write_state(&pid, state(2, "rival"), None)
+            .write_state(&pid, state(2, "rival"), None, Vec::new())
             .await
             .unwrap(),
         Err(WriteRefused::RevisionConflict { .. })

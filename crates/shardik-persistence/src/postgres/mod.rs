@@ -25,6 +25,7 @@ use deadpool_postgres::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use crate::delivery::{MarkChange, not_kept};
 use crate::error::{StoreError, WriteRefused, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseInfo};
@@ -243,6 +244,9 @@ impl Store for PostgresStore {
     }
 
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
+        if writes.iter().any(|w| !w.marks.is_empty()) {
+            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
+        }
         Box::pin(async move {
             if writes.is_empty() {
                 return Ok(Vec::new());
@@ -453,7 +457,11 @@ impl Store for PostgresStore {
         persistence_id: &'a str,
         state: StoredState,
         fence: Option<Fence>,
+        marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
+        if !marks.is_empty() {
+            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
+        }
         Box::pin(async move {
             if let Some(fence) = &fence
                 && let Err(malformed) = fence.check_shape(persistence_id)

@@ -28,6 +28,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::delivery::{MarkChange, not_kept};
 use crate::error::{StoreError, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseInfo};
@@ -287,6 +288,9 @@ impl Store for SqliteStore {
     }
 
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
+        if writes.iter().any(|w| !w.marks.is_empty()) {
+            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
+        }
         if writes.is_empty() {
             return Box::pin(std::future::ready(Ok(Vec::new())));
         }
@@ -357,7 +361,11 @@ impl Store for SqliteStore {
         persistence_id: &'a str,
         state: StoredState,
         fence: Option<Fence>,
+        marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
+        if !marks.is_empty() {
+            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
+        }
         let pid = persistence_id.to_owned();
         self.write(move |conn, path| queries::write_state(conn, path, &pid, &state, fence.as_ref()))
     }

@@ -223,6 +223,7 @@ impl<B: DurableStateEntity> DurableState<B> {
                     payload: Bytes::from(payload),
                 },
                 fence,
+                Vec::new(),
             )
             .await
             .map_err(|e| EntityFailure(format!("state write failed: {e}")))?;

@@ -176,8 +176,9 @@ impl Store for GatedStore {
         pid: &'a str,
         s: StoredState,
         fence: Option<Fence>,
+        marks: Vec<shardik_persistence::MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
-        self.inner.write_state(pid, s, fence)
+        self.inner.write_state(pid, s, fence, marks)
     }
     fn update_remembered<'a>(
         &'a self,

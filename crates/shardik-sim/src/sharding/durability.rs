@@ -275,6 +275,7 @@ mod tests {
                 })
                 .collect(),
             fence: None,
+            marks: Vec::new(),
         }
     }
 
