@@ -122,12 +122,25 @@ pub mod persistence {
         /// The conformance suite a store of one's own must pass (the built-in ones do).
         pub use shardik_persistence::conformance;
         pub use shardik_persistence::{
-            AtomicWrite, Fence, JournalCursor, LeaseAcquired, LeaseGrant, LeaseInfo, NewEvent,
-            PersistenceId, Recovery, Snapshot, SnapshotPlan, StoreFuture, StoredEvent, StoredState,
-            TaggedEvent, WriteRefused, WriteResult, check_write, open_store, persistence_id,
-            redact_store_url,
+            AtomicWrite, DeliveryMark, Fence, JournalCursor, KindDataRemoved, LeaseAcquired,
+            LeaseGrant, LeaseInfo, LeaseStillHeld, MarkChange, NewEvent, PersistenceId,
+            QueueConfirmation, QueuedMessage, Recovery, Snapshot, SnapshotPlan, StoreFuture,
+            StoredEvent, StoredState, TaggedEvent, WriteRefused, WriteResult, check_write,
+            open_store, persistence_id, redact_store_url,
         };
         /// What a recovery reads, page by page.
         pub use shardik_persistence::{JournalGap, PageOutcome, RecoveryStep};
     }
+}
+
+/// Reliable delivery: a [`ReliableProducer`](delivery::ReliableProducer) sends commands to the
+/// entities of a [reliable kind](EntityKind::reliable) until each is confirmed; durable
+/// entities process each exactly once, in-memory ones at least once
+/// ([`Guarantee`](delivery::Guarantee)).
+pub mod delivery {
+    pub use crate::delivery::{
+        Accepted, ConsumerSettings, Delivery, Guarantee, ProducerError, ProducerOptions,
+        ProducerSettings, Reliable, ReliableConsumer, ReliableProducer, SequencedCommand,
+        StreamId,
+    };
 }

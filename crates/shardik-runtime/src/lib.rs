@@ -64,6 +64,7 @@
 pub mod bootstrap;
 mod cbor;
 mod cluster_node;
+pub mod delivery;
 pub mod discovery;
 pub mod facade;
 // The sharding health check the management API serves (`/ready`).

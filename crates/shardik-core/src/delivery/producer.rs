@@ -162,6 +162,11 @@ where
         }
     }
 
+    /// How the producer paces and bounds itself.
+    pub fn settings(&self) -> &ProducerSettings {
+        &self.settings
+    }
+
     /// Messages held unconfirmed, over all entities.
     pub fn unconfirmed(&self) -> usize {
         self.unconfirmed

@@ -32,7 +32,7 @@ pub struct Sequenced<'a> {
 }
 
 /// What an entity answers about a stream, after judging one of its messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConsumerReply {
     /// Processed up to `confirmed`; send up to `up_to`.
     Confirmed {

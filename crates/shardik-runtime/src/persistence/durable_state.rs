@@ -7,11 +7,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shardik_persistence::{StoredState, persistence_id};
+use shardik_persistence::{DeliveryMark, MarkChange, StoredState, persistence_id};
 
 use super::after_write::AfterWrite;
 use super::codec::StorageCodec;
-use super::store::Persistence;
+use super::store::{Persistence, delivery_marks, write_marks};
+use crate::delivery::{Guarantee, ReliableConsumer};
 use crate::sharding::{
     Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
     done_or_panic,
@@ -205,6 +206,7 @@ impl<B: DurableStateEntity> DurableState<B> {
         entity_id: &str,
         state: B,
         fence: Option<shardik_persistence::Fence>,
+        marks: Vec<MarkChange>,
     ) -> Result<(), EntityFailure> {
         let shared = Arc::clone(&self.shared);
         let pid = persistence_id(&shared.kind, entity_id);
@@ -223,7 +225,7 @@ impl<B: DurableStateEntity> DurableState<B> {
                     payload: Bytes::from(payload),
                 },
                 fence,
-                Vec::new(),
+                marks,
             )
             .await
             .map_err(|e| EntityFailure(format!("state write failed: {e}")))?;
@@ -253,7 +255,44 @@ impl<B: DurableStateEntity> Entity for DurableState<B> {
         if let Some(state) = new_state {
             let fence = ctx.fence().cloned();
             // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
-            self.store(ctx.entity_id(), state, fence).await?;
+            self.store(ctx.entity_id(), state, fence, Vec::new())
+                .await?;
+        }
+        then.on(&self.state);
+        Ok(())
+    }
+}
+
+impl<B: DurableStateEntity> ReliableConsumer for DurableState<B> {
+    const GUARANTEE: Guarantee = Guarantee::ExactlyOnce;
+
+    async fn recover_marks(&mut self, entity_id: &str) -> Result<Vec<DeliveryMark>, EntityFailure> {
+        if !self.loaded {
+            self.load(entity_id).await?;
+        }
+        let pid = persistence_id(&self.shared.kind, entity_id);
+        delivery_marks(self.shared.persistence.store(), &pid).await
+    }
+
+    async fn handle_delivered(
+        &mut self,
+        cmd: B::Command,
+        marks: Vec<MarkChange>,
+        ctx: &mut EntityContext<Self>,
+    ) -> Result<(), EntityFailure> {
+        if !self.loaded {
+            self.load(ctx.entity_id()).await?;
+        }
+        let StateEffect { new_state, then } = self.state.handle_command(cmd, ctx);
+        let fence = ctx.fence().cloned();
+        // The command's mark is written with the new state (alone, if the state is the same),
+        // so the command counts as processed exactly when what it did is durable.
+        match new_state {
+            Some(state) => self.store(ctx.entity_id(), state, fence, marks).await?,
+            None => {
+                let pid = persistence_id(&self.shared.kind, ctx.entity_id());
+                write_marks(&self.shared.persistence, pid, marks, fence).await?;
+            }
         }
         then.on(&self.state);
         Ok(())

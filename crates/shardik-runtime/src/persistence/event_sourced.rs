@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
-    AtomicWrite, Fence, JournalCursor, Recovery, Retention, Snapshot, SnapshotPlan, StoredEvent,
-    persistence_id,
+    AtomicWrite, DeliveryMark, Fence, JournalCursor, MarkChange, Recovery, Retention, Snapshot,
+    SnapshotPlan, StoredEvent, persistence_id,
 };
 
 use super::adapter::{
@@ -25,6 +25,7 @@ use super::adapter::{
 use super::after_write::AfterWrite;
 use super::codec::StorageCodec;
 use super::store::Persistence;
+use crate::delivery::{Guarantee, ReliableConsumer};
 use crate::sharding::{
     Codec, Entity, EntityContext, EntityFailure, EntityKind, EntityTypeKey, Postcard, ReplyTo,
     done_or_panic,
@@ -500,12 +501,18 @@ impl<B: EventSourcedEntity> EventSourced<B> {
         }
     }
 
-    /// Writes `events` as the next entries of the journal; applies them once written.
+    /// Writes `events` as the next entries of the journal, with `marks` (reliable delivery's,
+    /// in the same commit); applies the events once written. Writes nothing when there is
+    /// nothing to write.
     async fn persist(
         &mut self,
         events: Vec<B::Event>,
         fence: Option<Fence>,
+        marks: Vec<MarkChange>,
     ) -> Result<(), EntityFailure> {
+        if events.is_empty() && marks.is_empty() {
+            return Ok(());
+        }
         let shared = Arc::clone(&self.shared);
         let journal = self.journal.as_mut().expect("recovered before persisting");
         let pid = Arc::clone(journal.persistence_id());
@@ -519,7 +526,9 @@ impl<B: EventSourcedEntity> EventSourced<B> {
         }
         let write = AtomicWrite {
             fence,
-            ..journal.next_write(&shared.reader.written_manifest, encoded)
+            ..journal
+                .next_write(&shared.reader.written_manifest, encoded)
+                .with_marks(marks)
         };
         let witnessed = shared.witness.get().map(|_| write.events.clone());
         let written = shared
@@ -598,11 +607,35 @@ impl<B: EventSourcedEntity> Entity for EventSourced<B> {
     ) -> Result<(), EntityFailure> {
         self.recovered(ctx.entity_id()).await?;
         let Effect { events, then } = self.state.handle_command(cmd, ctx);
-        if !events.is_empty() {
-            let fence = ctx.fence().cloned();
-            // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
-            self.persist(events, fence).await?;
-        }
+        let fence = ctx.fence().cloned();
+        // On a failed write, `then` is dropped unanswered: the asker hears of the failure.
+        self.persist(events, fence, Vec::new()).await?;
+        then.on(&self.state);
+        Ok(())
+    }
+}
+
+impl<B: EventSourcedEntity> ReliableConsumer for EventSourced<B> {
+    const GUARANTEE: Guarantee = Guarantee::ExactlyOnce;
+
+    async fn recover_marks(&mut self, entity_id: &str) -> Result<Vec<DeliveryMark>, EntityFailure> {
+        self.recovered(entity_id).await?;
+        let pid = persistence_id(&self.shared.kind, entity_id);
+        super::store::delivery_marks(self.shared.persistence.store(), &pid).await
+    }
+
+    async fn handle_delivered(
+        &mut self,
+        cmd: B::Command,
+        marks: Vec<MarkChange>,
+        ctx: &mut EntityContext<Self>,
+    ) -> Result<(), EntityFailure> {
+        self.recovered(ctx.entity_id()).await?;
+        let Effect { events, then } = self.state.handle_command(cmd, ctx);
+        let fence = ctx.fence().cloned();
+        // The command's mark goes in the write of its events (alone, if it has none), so the
+        // command counts as processed exactly when what it did is durable.
+        self.persist(events, fence, marks).await?;
         then.on(&self.state);
         Ok(())
     }

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use shardik_persistence::{Store, StoreError};
+use shardik_persistence::{AtomicWrite, Fence, MarkChange, PersistenceId, Store, StoreError};
+
+use crate::sharding::EntityFailure;
 
 use super::journal::JournalWriter;
 
@@ -51,6 +53,43 @@ impl Persistence {
     pub(crate) fn journal(&self) -> &JournalWriter {
         &self.journal
     }
+}
+
+/// The delivery marks `persistence_id` has in `store`, as a failure of the entity when the
+/// store keeps none (a store of one's own that does not implement them) or cannot be read.
+pub(crate) async fn delivery_marks(
+    store: &Arc<dyn Store>,
+    persistence_id: &str,
+) -> Result<Vec<shardik_persistence::DeliveryMark>, EntityFailure> {
+    if !store.keeps_delivery_data() {
+        return Err(EntityFailure(format!(
+            "{persistence_id}: reliable delivery needs a store that keeps delivery marks; \
+             the store at {} does not",
+            store.location()
+        )));
+    }
+    store
+        .delivery_marks(persistence_id)
+        .await
+        .map_err(|e| EntityFailure(format!("{persistence_id}: delivery marks not read: {e}")))
+}
+
+/// A write of nothing but `marks` for `persistence_id` (a reliably delivered command that
+/// persisted nothing), through the node's journal writer.
+pub(crate) async fn write_marks(
+    persistence: &Persistence,
+    persistence_id: PersistenceId,
+    marks: Vec<MarkChange>,
+    fence: Option<Fence>,
+) -> Result<(), EntityFailure> {
+    let mut write = AtomicWrite::new(persistence_id, Vec::new()).with_marks(marks);
+    write.fence = fence;
+    persistence
+        .journal()
+        .write(write)
+        .await
+        .map_err(|e| EntityFailure(format!("delivery mark write failed: {e}")))?
+        .map_err(|refused| EntityFailure(format!("delivery mark write refused: {refused}")))
 }
 
 /// Opens the store `persistence.store` names. When it names none, the embedded default

@@ -1,6 +1,7 @@
 //! The ways to reach entities: [`EntityRegion`], a node's region (or proxy) of one kind, and
 //! [`EntityRef`], the address of one entity, which may travel inside messages.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -266,6 +267,22 @@ impl<E: Entity> EntityRef<E> {
         R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
         C: Codec + Default,
     {
+        self.send_ask(make, timeout).await?.await
+    }
+
+    /// The first half of [`ask`](Self::ask): puts the command in the region's queue (waiting
+    /// for room, within `timeout`), and returns what waits for the answer. A sender that
+    /// sends one ask after the other this way has them queued in its order, whenever their
+    /// answers come (the reliable producer relies on it).
+    pub(crate) async fn send_ask<R, C>(
+        &self,
+        make: impl FnOnce(ReplyTo<R, C>) -> E::Command,
+        timeout: Duration,
+    ) -> Result<impl Future<Output = Result<R, ShardingError>> + Send + 'static, ShardingError>
+    where
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+        C: Codec + Default,
+    {
         if timeout.is_zero() {
             return Err(ShardingError::InvalidTimeout);
         }
@@ -280,11 +297,13 @@ impl<E: Entity> EntityRef<E> {
         let handle = AskHandle::new(slot);
         let msg = self.msg(make(reply_to), handle);
         match self.send_for_ask(msg, deadline).await {
-            Ok(()) => match tokio::time::timeout_at(deadline, answer_rx).await {
-                Ok(Ok(answer)) => answer,
-                // No answer in time (the slot also closes when the expired entry is swept).
-                Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
-            },
+            Ok(()) => Ok(async move {
+                match tokio::time::timeout_at(deadline, answer_rx).await {
+                    Ok(Ok(answer)) => answer,
+                    // No answer in time (the slot also closes when the expired entry is swept).
+                    Ok(Err(_)) | Err(_) => Err(ShardingError::Timeout(timeout)),
+                }
+            }),
             Err(e) => Err(e.unwrap_or(ShardingError::Timeout(timeout))),
         }
     }

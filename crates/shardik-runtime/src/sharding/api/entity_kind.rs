@@ -266,6 +266,33 @@ impl<E: Entity, C: Codec> EntityKind<E, C> {
         }
     }
 
+    /// The same kind for an entity type that wraps this one: `wrap` wraps each entity the
+    /// factory makes, `wrap_command` the stop message. Every option carries over.
+    pub(crate) fn map_entity<F: Entity>(
+        self,
+        wrap: impl Fn(E) -> F + Send + Sync + 'static,
+        wrap_command: fn(E::Command) -> F::Command,
+    ) -> EntityKind<F, C> {
+        let factory = self.factory;
+        let stop_message = self.stop_message.map(|make| {
+            Arc::new(move || wrap_command(make())) as Arc<dyn Fn() -> F::Command + Send + Sync>
+        });
+        EntityKind {
+            name: self.name,
+            factory: Arc::new(move |id| wrap(factory(id))),
+            role: self.role,
+            stop_message,
+            extractor: self.extractor,
+            idle_timeout: self.idle_timeout,
+            passivation: self.passivation,
+            allocation: self.allocation,
+            codec: self.codec,
+            remember: self.remember,
+            own_store: self.own_store,
+            handler_lanes: self.handler_lanes,
+        }
+    }
+
     /// The kind's name.
     pub fn name(&self) -> &str {
         &self.name
