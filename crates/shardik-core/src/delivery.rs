@@ -14,6 +14,6 @@ mod consumer;
 mod producer;
 mod stream;
 
-pub use consumer::{ConsumerMarks, Mark, Verdict};
+pub use consumer::{ConsumerMarks, Mark, Receipt, Verdict};
 pub use producer::{OfferRefused, Producer, ProducerEffect, ProducerSettings};
 pub use stream::{ConsumerReply, Sequenced, StreamId};

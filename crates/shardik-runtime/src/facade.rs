@@ -140,7 +140,6 @@ pub mod persistence {
 pub mod delivery {
     pub use crate::delivery::{
         Accepted, ConsumerSettings, Delivery, Guarantee, ProducerError, ProducerOptions,
-        ProducerSettings, Reliable, ReliableConsumer, ReliableProducer, SequencedCommand,
-        StreamId,
+        ProducerSettings, Reliable, ReliableConsumer, ReliableProducer, SequencedCommand, StreamId,
     };
 }

@@ -69,6 +69,18 @@ impl Verdict {
     }
 }
 
+/// What receiving one message comes to ([`ConsumerMarks::receive`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receipt {
+    /// What to do with the message.
+    pub verdict: Verdict,
+    /// For a message to deliver: the producer's new mark, to write in the same write as what
+    /// processing the message persists.
+    pub mark: Option<Mark>,
+    /// Producers whose marks expired: their marks are removed by the same write.
+    pub expired: Vec<Arc<str>>,
+}
+
 /// One entity's marks, per producer.
 #[derive(Clone, Debug, Default)]
 pub struct ConsumerMarks {
@@ -156,6 +168,29 @@ impl ConsumerMarks {
             }
         }
         mark
+    }
+
+    /// Receives `msg` at `now`: judges it and, for a message to deliver, records it as
+    /// processed and expires the marks older than `retention`. The runtime and the simulator
+    /// both go through here, so what a durable entity writes with a message (the mark and the
+    /// expiries) is decided in one place. If the write then fails, the marks are out of step
+    /// with the store: drop them with the entity's incarnation and load them again.
+    pub fn receive(&mut self, msg: &Sequenced<'_>, now: Instant, retention: Duration) -> Receipt {
+        let verdict = self.judge(msg);
+        if verdict != Verdict::Deliver {
+            return Receipt {
+                verdict,
+                mark: None,
+                expired: Vec::new(),
+            };
+        }
+        let mark = self.processed(msg, now);
+        let expired = self.expire(now, retention);
+        Receipt {
+            verdict,
+            mark: Some(mark),
+            expired,
+        }
     }
 
     /// Drops the marks of producers not heard from for `retention` up to `now`, and returns

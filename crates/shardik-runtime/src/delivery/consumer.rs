@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardik_core::Instant;
-use shardik_core::delivery::{ConsumerMarks, Mark, Sequenced, StreamId, Verdict};
+use shardik_core::delivery::{ConsumerMarks, Mark, Sequenced, StreamId};
 use shardik_persistence::{DeliveryMark, MarkChange};
 
 use super::message::{Delivery, SequencedCommand};
@@ -185,25 +185,18 @@ impl<E: ReliableConsumer> Reliable<E> {
         };
         let retention = self.settings.mark_retention;
         let window = self.settings.window;
+        let written_at_ms = wall_clock_ms();
         let marks = self.marks(ctx.entity_id()).await?;
-        let verdict = marks.judge(&header);
-        if verdict == Verdict::Deliver {
-            let written_at_ms = wall_clock_ms();
-            let now = Instant::from_millis(written_at_ms);
-            marks.processed(&header, now);
+        let receipt = marks.receive(&header, Instant::from_millis(written_at_ms), retention);
+        if let Some(mark) = receipt.mark {
             let mut changes = vec![MarkChange::Set(DeliveryMark {
                 producer: Arc::from(producer.as_str()),
-                epoch: stream.epoch,
-                stream: stream.number,
-                seq,
+                epoch: mark.stream.epoch,
+                stream: mark.stream.number,
+                seq: mark.seq,
                 written_at_ms,
             })];
-            changes.extend(
-                marks
-                    .expire(now, retention)
-                    .into_iter()
-                    .map(MarkChange::Remove),
-            );
+            changes.extend(receipt.expired.into_iter().map(MarkChange::Remove));
             let mut inner_ctx = ctx.for_inner::<E>();
             // On failure the incarnation ends, its marks with it: the next one reloads them,
             // and the producer, unanswered, sends the command again.
@@ -212,6 +205,7 @@ impl<E: ReliableConsumer> Reliable<E> {
                 .await?;
             carry_over(inner_ctx, ctx);
         }
+        let verdict = receipt.verdict;
         if let Some(reply) = verdict.reply(seq, window) {
             reply_to.send(reply);
         }

@@ -277,11 +277,7 @@ type QueuedStreams = BTreeMap<(Arc<str>, StreamId), Vec<(u64, bytes::Bytes)>>;
 
 /// The queued commands of `kind`, by entity and stream, each stream's in sequence order
 /// (rows of another kind under the same producer id are left alone).
-fn group_by_stream(
-    kind: &str,
-    producer: &str,
-    rows: Vec<QueuedMessage>,
-) -> QueuedStreams {
+fn group_by_stream(kind: &str, producer: &str, rows: Vec<QueuedMessage>) -> QueuedStreams {
     let mut streams = QueuedStreams::new();
     for row in rows {
         if &*row.kind != kind {
