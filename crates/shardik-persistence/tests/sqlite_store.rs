@@ -486,12 +486,14 @@ async fn a_version_1_file_migrates_forward() {
         .await
         .unwrap();
     store.close().await.unwrap();
-    // Back to version 1: what versions 2 and 3 added goes.
+    // Back to version 1: what versions 2 to 5 added goes.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
              ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 1;",
         )
         .unwrap();
@@ -508,7 +510,7 @@ async fn a_version_1_file_migrates_forward() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// A file of schema version 2 (events without manifests) is migrated forward when opened: its
@@ -523,11 +525,13 @@ async fn a_version_2_file_gains_event_manifests() {
         .await
         .unwrap();
     store.close().await.unwrap();
-    // Back to version 2: the column version 3 added goes.
+    // Back to version 2: what versions 3 to 5 added goes.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 2;",
         )
         .unwrap();
@@ -564,7 +568,7 @@ async fn a_version_2_file_gains_event_manifests() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// Set in the child process of the test below: the database file its contenders use.
