@@ -96,6 +96,8 @@ async fn a_version_1_database_migrates_forward() {
         .batch_execute(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
              ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 1;",
         )
         .await
@@ -113,7 +115,7 @@ async fn a_version_1_database_migrates_forward() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// A database of schema version 2 (events without manifests) is migrated forward at connect:
@@ -140,6 +142,8 @@ async fn a_version_2_database_gains_event_manifests() {
     client
         .batch_execute(
             "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 2;",
         )
         .await
@@ -163,7 +167,7 @@ async fn a_version_2_database_gains_event_manifests() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// Nodes starting together on an empty database migrate it once (the advisory lock), and all
