@@ -91,6 +91,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`append`]: Store::append
     /// [`WriteRefused::Fenced`]: crate::WriteRefused::Fenced
+    /// [`WriteRefused::Malformed`]: crate::WriteRefused::Malformed
     /// [`WriteRefused::RevisionConflict`]: crate::WriteRefused::RevisionConflict
     fn write_state<'a>(
         &'a self,

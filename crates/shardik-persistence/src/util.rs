@@ -1,7 +1,8 @@
 //! Small helpers the SQL stores share: number conversions (SQL integers are signed 64-bit, the
 //! trait's numbers are `u64`) and error descriptions that keep their causes.
 
-use crate::error::StoreError;
+use crate::delivery::{MarkChange, QueuedMessage};
+use crate::error::{StoreError, WriteRefused, WriteResult};
 
 /// A bound of a range query as a SQL integer: numbers past `i64::MAX` can never be stored, so a
 /// bound beyond them means "everything".
@@ -27,6 +28,53 @@ pub(crate) fn to_sql(value: u64, what: &str) -> Result<i64, StoreError> {
 pub(crate) fn from_sql(value: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(value)
         .map_err(|_| StoreError::Corrupt(format!("stored {what} {value} is negative")))
+}
+
+/// Refuses delivery marks whose numbers SQL cannot store, as a malformed write of
+/// `persistence_id` (no producer hands out such numbers, so only a broken writer sends them).
+pub(crate) fn check_mark_numbers(persistence_id: &str, marks: &[MarkChange]) -> WriteResult {
+    for change in marks {
+        let MarkChange::Set(mark) = change else {
+            continue;
+        };
+        let numbers = [
+            ("epoch", mark.epoch),
+            ("stream", mark.stream),
+            ("sequence number", mark.seq),
+            ("time", mark.written_at_ms),
+        ];
+        if let Some((what, value)) = numbers.iter().find(|(_, v)| i64::try_from(*v).is_err()) {
+            return Err(WriteRefused::Malformed {
+                persistence_id: persistence_id.into(),
+                why: format!(
+                    "the delivery mark of producer {:?} has {what} {value}, above 2^63-1",
+                    mark.producer
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses queue messages whose numbers SQL cannot store, before anything is written.
+pub(crate) fn check_queued_numbers(
+    producer: &str,
+    messages: &[QueuedMessage],
+) -> Result<(), StoreError> {
+    for m in messages {
+        for (what, value) in [
+            ("epoch", m.epoch),
+            ("stream", m.stream),
+            ("sequence number", m.seq),
+        ] {
+            if i64::try_from(value).is_err() {
+                return Err(StoreError::InvalidArgument(format!(
+                    "producer {producer:?}: a queued message has {what} {value}, above 2^63-1"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An error with its chain of causes, as one line (drivers often put the useful part, such as

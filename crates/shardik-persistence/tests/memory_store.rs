@@ -8,7 +8,9 @@ use shardik_persistence::{LeaseAcquired, MemoryStore, Store, conformance};
 
 #[tokio::test]
 async fn the_memory_store_keeps_the_store_rules() {
-    conformance::run_all(&MemoryStore::new()).await;
+    let store = MemoryStore::new();
+    assert!(store.keeps_delivery_data());
+    conformance::run_all(&store).await;
 }
 
 /// Clones share their store's identity (the nodes of one process that share a memory store

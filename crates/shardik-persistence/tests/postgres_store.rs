@@ -13,8 +13,28 @@ async fn the_postgres_store_keeps_the_store_rules() {
     let store = PostgresStore::connect(&common::fresh_database().await)
         .await
         .unwrap();
+    assert!(store.keeps_delivery_data());
     conformance::run_all(&store).await;
     store.close().await.unwrap();
+}
+
+/// Two pools (as two nodes have) start one producer at once, on many connections: every
+/// start gets an epoch of its own, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_started_through_two_pools_get_distinct_epochs() {
+    let url = common::fresh_database().await;
+    let first = PostgresStore::connect(&url).await.unwrap();
+    let second = PostgresStore::connect(&url).await.unwrap();
+    let starts = futures_util::future::join_all((0..16).map(|i| {
+        let store = if i % 2 == 0 { &first } else { &second };
+        store.start_producer("p")
+    }))
+    .await;
+    let mut epochs: Vec<u64> = starts.into_iter().map(Result::unwrap).collect();
+    epochs.sort_unstable();
+    assert_eq!(epochs, (1..=16).collect::<Vec<u64>>());
+    first.close().await.unwrap();
+    second.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,6 +116,8 @@ async fn a_version_1_database_migrates_forward() {
         .batch_execute(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
              ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 1;",
         )
         .await
@@ -113,7 +135,7 @@ async fn a_version_1_database_migrates_forward() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// A database of schema version 2 (events without manifests) is migrated forward at connect:
@@ -140,6 +162,8 @@ async fn a_version_2_database_gains_event_manifests() {
     client
         .batch_execute(
             "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 2;",
         )
         .await
@@ -163,7 +187,47 @@ async fn a_version_2_database_gains_event_manifests() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
+}
+
+/// A database of schema version 4 (no delivery data) gains it at connect: what it held stays,
+/// and the delivery rules hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_4_database_gains_delivery_data() {
+    let url = common::fresh_database().await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let old = AtomicWrite::new(
+        "k|a".into(),
+        vec![NewEvent {
+            seq: 1,
+            payload: bytes::Bytes::from_static(b"old"),
+            manifest: "".into(),
+            tags: vec![],
+        }],
+    );
+    assert_eq!(store.append(vec![old]).await.unwrap(), vec![Ok(())]);
+    store.close().await.unwrap();
+    let client = common::admin(&url).await;
+    client
+        .batch_execute(
+            "DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
+             UPDATE shardik_schema SET version = 4;",
+        )
+        .await
+        .unwrap();
+
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    assert_eq!(&events[0].payload[..], b"old");
+    conformance::run_delivery(&store).await;
+    store.close().await.unwrap();
+    let version: i32 = client
+        .query_one("SELECT version FROM shardik_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 5);
 }
 
 /// Nodes starting together on an empty database migrate it once (the advisory lock), and all

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use shardik_persistence::{
-    AtomicWrite, NewEvent, Snapshot, SqliteStore, Store, StoreError, StoredState, conformance,
-    persistence_id,
+    AtomicWrite, DeliveryMark, MarkChange, NewEvent, QueuedMessage, Snapshot, SqliteStore, Store,
+    StoreError, StoredState, conformance, persistence_id,
 };
 
 fn temp_dir() -> tempfile::TempDir {
@@ -49,8 +49,29 @@ async fn the_sqlite_store_keeps_the_store_rules() {
     let store = SqliteStore::open(dir.path().join("store.db"))
         .await
         .unwrap();
+    assert!(store.keeps_delivery_data());
     conformance::run_all(&store).await;
     store.close().await.unwrap();
+}
+
+/// Two stores on one file (as two processes open it, each with its own connections) start
+/// one producer at once: every start gets an epoch of its own, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_started_through_two_stores_of_one_file_get_distinct_epochs() {
+    let dir = temp_dir();
+    let path = dir.path().join("shared.db");
+    let first = SqliteStore::open(&path).await.unwrap();
+    let second = SqliteStore::open(&path).await.unwrap();
+    let starts = futures_util::future::join_all((0..16).map(|i| {
+        let store = if i % 2 == 0 { &first } else { &second };
+        store.start_producer("p")
+    }))
+    .await;
+    let mut epochs: Vec<u64> = starts.into_iter().map(Result::unwrap).collect();
+    epochs.sort_unstable();
+    assert_eq!(epochs, (1..=16).collect::<Vec<u64>>());
+    first.close().await.unwrap();
+    second.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -486,12 +507,14 @@ async fn a_version_1_file_migrates_forward() {
         .await
         .unwrap();
     store.close().await.unwrap();
-    // Back to version 1: what versions 2 and 3 added goes.
+    // Back to version 1: what versions 2 to 5 added goes.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TABLE shardik_leases; DROP TABLE shardik_fences;
              ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 1;",
         )
         .unwrap();
@@ -508,7 +531,7 @@ async fn a_version_1_file_migrates_forward() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// A file of schema version 2 (events without manifests) is migrated forward when opened: its
@@ -523,11 +546,13 @@ async fn a_version_2_file_gains_event_manifests() {
         .await
         .unwrap();
     store.close().await.unwrap();
-    // Back to version 2: the column version 3 added goes.
+    // Back to version 2: what versions 3 to 5 added goes.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "ALTER TABLE shardik_events DROP COLUMN manifest; DROP TABLE shardik_store;
+             DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
              UPDATE shardik_schema SET version = 2;",
         )
         .unwrap();
@@ -564,7 +589,88 @@ async fn a_version_2_file_gains_event_manifests() {
     let version: u32 = conn
         .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
+}
+
+/// A file of schema version 4 (no delivery data) gains it when opened: what it held stays,
+/// the delivery rules hold, and what they wrote is there after reopening.
+#[tokio::test]
+async fn a_version_4_file_gains_delivery_data() {
+    let dir = temp_dir();
+    let path = dir.path().join("v4.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    store
+        .append(vec![one_event("k|a", 1, b"old".to_vec())])
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    // Back to version 4: what version 5 added goes.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE shardik_delivery_marks; DROP TABLE shardik_producer_epochs;
+             DROP TABLE shardik_producer_queue;
+             UPDATE shardik_schema SET version = 4;",
+        )
+        .unwrap();
+    }
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let events = store.read_events("k|a", 1, 10, 10).await.unwrap();
+    assert_eq!(&events[0].payload[..], b"old");
+    conformance::run_delivery(&store).await;
+    let kept = delivery_data_to_keep(&store).await;
+    store.close().await.unwrap();
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(
+        read_delivery_data(&store).await,
+        kept,
+        "kept across reopening"
+    );
+    assert_eq!(store.start_producer("kept").await.unwrap(), 2);
+    store.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("SELECT version FROM shardik_schema", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 5);
+}
+
+type DeliveryData = (Vec<DeliveryMark>, Vec<QueuedMessage>);
+
+/// Writes a mark and a queued message (and starts producer `kept` once), and returns them as
+/// read back.
+async fn delivery_data_to_keep(store: &SqliteStore) -> DeliveryData {
+    assert_eq!(store.start_producer("kept").await.unwrap(), 1);
+    let mark = DeliveryMark {
+        producer: "kept".into(),
+        epoch: 1,
+        stream: 2,
+        seq: 3,
+        written_at_ms: 4,
+    };
+    let write = AtomicWrite::new("k|a".into(), Vec::new()).with_marks(vec![MarkChange::Set(mark)]);
+    assert_eq!(store.append(vec![write]).await.unwrap(), vec![Ok(())]);
+    let message = QueuedMessage {
+        kind: "k".into(),
+        entity: "a".into(),
+        epoch: 1,
+        stream: 2,
+        seq: 4,
+        payload: Bytes::from_static(b"queued"),
+    };
+    store.enqueue("kept", vec![message]).await.unwrap();
+    let data = read_delivery_data(store).await;
+    assert_eq!((data.0.len(), data.1.len()), (1, 1));
+    data
+}
+
+async fn read_delivery_data(store: &SqliteStore) -> DeliveryData {
+    (
+        store.delivery_marks("k|a").await.unwrap(),
+        store.queued("kept").await.unwrap(),
+    )
 }
 
 /// Set in the child process of the test below: the database file its contenders use.

@@ -5,15 +5,23 @@
 //! seconds; [`race_for_lease`] and [`check_tenures`] race contenders for one lease.
 //!
 //! The checks are grouped by the rules they hold a store to: `journal` (events, snapshots,
-//! durable state, remembered entities), `fences`, `leases` and `lease_race`, over the
-//! `fixtures` they share; this file runs them all.
+//! durable state, remembered entities), `fences`, `leases` and `lease_race`, and `delivery`
+//! (marks, producer epochs and queues, removing a kind's data), over the `fixtures` they
+//! share; this file runs them all.
 
+mod delivery;
 mod fences;
 mod fixtures;
 mod journal;
 mod lease_race;
 mod leases;
 
+pub use delivery::{
+    delivery_calls_are_refused, lease_names_by_prefix,
+    marks_changing_one_producer_twice_are_malformed, marks_only_writes, marks_round_trip,
+    marks_with_durable_state, producer_epochs_count_up, producer_queues_round_trip,
+    refused_writes_change_no_marks, removing_a_kinds_data,
+};
 pub use fences::{
     fenced_writers_racing, fences_on_durable_state, fences_refuse_older_tokens,
     fences_within_one_batch,
@@ -33,7 +41,8 @@ pub use leases::{
 
 use crate::store::Store;
 
-/// Runs every check.
+/// Runs every check. The delivery checks run on a store that keeps delivery data
+/// ([`Store::keeps_delivery_data`]); one that does not must refuse the delivery calls.
 pub async fn run_all<S: Store + ?Sized>(store: &S) {
     journal_round_trip(store).await;
     taken_sequence_refuses_the_whole_write(store).await;
@@ -52,6 +61,24 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     leases_acquire_renew_release(store).await;
     leases_are_taken_over_only_after_expiry(store).await;
     lease_arguments_are_checked(store).await;
+    if store.keeps_delivery_data() {
+        run_delivery(store).await;
+    } else {
+        delivery_calls_are_refused(store).await;
+    }
+}
+
+/// Runs every check of reliable delivery's data (for a store that keeps it).
+pub async fn run_delivery<S: Store + ?Sized>(store: &S) {
+    marks_round_trip(store).await;
+    marks_only_writes(store).await;
+    refused_writes_change_no_marks(store).await;
+    marks_changing_one_producer_twice_are_malformed(store).await;
+    marks_with_durable_state(store).await;
+    producer_epochs_count_up(store).await;
+    producer_queues_round_trip(store).await;
+    lease_names_by_prefix(store).await;
+    removing_a_kinds_data(store).await;
 }
 
 /// Stores opened on the same data (`same`: the same file or database, opened again, maybe by

@@ -10,6 +10,10 @@
 //! than its scope's newest (counting earlier writes of the round) is left out of the round and
 //! refused if the round commits, and the round raises the scopes of the writes it commits.
 //!
+//! The delivery marks of the writes a round commits are changed in the round's transaction,
+//! after their events (see [`delivery::change_marks`]); a write of marks alone claims no number
+//! and inserts no event.
+//!
 //! Two writes of one batch may claim the same number of the same journal; as in the memory
 //! store, the earlier one gets it. A later write that clashes with an earlier one still in the
 //! running is left out of the round ("shadowed"): refused if the earlier one commits, tried
@@ -20,9 +24,12 @@ use std::sync::Arc;
 
 use deadpool_postgres::Client;
 
+use super::delivery;
 use super::error::PgErr;
 use super::fences;
+use crate::delivery::MarkChange;
 use crate::error::{StoreError, WriteRefused, WriteResult};
+use crate::util::check_mark_numbers;
 use crate::write::{AtomicWrite, check_write};
 
 pub(super) async fn append(
@@ -46,7 +53,8 @@ pub(super) async fn append(
             fences::lock(&tx, err, &scopes).await?
         };
         let round = plan_round(writes, &results, newest);
-        let inserted = if round.running.is_empty() {
+        let no_events = round.running.iter().all(|&i| writes[i].events.is_empty());
+        let inserted = if no_events {
             HashMap::new()
         } else {
             insert_events(&tx, err, writes, &round.running).await?
@@ -65,6 +73,12 @@ pub(super) async fn append(
             .collect();
         if lost.is_empty() {
             insert_tags(&tx, err, writes, &round.running, &inserted).await?;
+            let mut marks: Vec<(&str, &MarkChange)> = Vec::new();
+            for &i in &round.running {
+                let pid = &*writes[i].persistence_id;
+                marks.extend(writes[i].marks.iter().map(|change| (pid, change)));
+            }
+            delivery::change_marks(&tx, err, &marks).await?;
             fences::raise(&tx, err, &round.raised).await?;
             tx.commit()
                 .await
@@ -100,14 +114,15 @@ fn taken(write: &AtomicWrite, seq: u64) -> WriteRefused {
     }
 }
 
-/// Refuses numbers a BIGINT cannot hold (they are consecutive: the last is the largest).
+/// Refuses numbers a BIGINT cannot hold (the events' are consecutive: the last is the
+/// largest; then the marks').
 fn check_range(write: &AtomicWrite) -> WriteResult {
     match write.events.last() {
         Some(last) if i64::try_from(last.seq).is_err() => Err(WriteRefused::Malformed {
             persistence_id: Arc::clone(&write.persistence_id),
             why: format!("sequence number {} is above 2^63-1", last.seq),
         }),
-        _ => Ok(()),
+        _ => check_mark_numbers(&write.persistence_id, &write.marks),
     }
 }
 

@@ -2,6 +2,7 @@
 //! with prepared statements cached per connection.
 
 mod append;
+mod delivery;
 mod error;
 mod fences;
 mod leases;
@@ -25,14 +26,17 @@ use deadpool_postgres::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use crate::delivery::{MarkChange, not_kept};
+use crate::delivery::{
+    DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+    check_marks,
+};
 use crate::error::{StoreError, WriteRefused, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseInfo};
 use crate::records::{PersistenceId, Snapshot, StoredEvent, StoredState, TaggedEvent};
 use crate::store::{Store, StoreFuture};
 use crate::store_url::redact;
-use crate::util::{bound, describe, from_sql, limit, to_sql};
+use crate::util::{bound, check_mark_numbers, describe, from_sql, limit, to_sql};
 use crate::write::AtomicWrite;
 use error::{PgErr, server_name};
 use limits::{CONNECT_TIMEOUT, CREATE_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT, POOL_SIZE, POOL_WAIT};
@@ -244,9 +248,6 @@ impl Store for PostgresStore {
     }
 
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
-        if writes.iter().any(|w| !w.marks.is_empty()) {
-            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
-        }
         Box::pin(async move {
             if writes.is_empty() {
                 return Ok(Vec::new());
@@ -459,14 +460,21 @@ impl Store for PostgresStore {
         fence: Option<Fence>,
         marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
-        if !marks.is_empty() {
-            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
-        }
         Box::pin(async move {
             if let Some(fence) = &fence
                 && let Err(malformed) = fence.check_shape(persistence_id)
             {
                 return Ok(Err(malformed));
+            }
+            let malformed = |why| WriteRefused::Malformed {
+                persistence_id: persistence_id.into(),
+                why,
+            };
+            if let Err(refused) = check_marks(&marks)
+                .map_err(malformed)
+                .and_then(|()| check_mark_numbers(persistence_id, &marks))
+            {
+                return Ok(Err(refused));
             }
             let conflict = || {
                 Err(WriteRefused::RevisionConflict {
@@ -520,6 +528,9 @@ impl Store for PostgresStore {
                 // Dropping the transaction rolls it back: nothing changed.
                 return Ok(conflict());
             }
+            let marks: Vec<(&str, &MarkChange)> =
+                marks.iter().map(|m| (persistence_id, m)).collect();
+            delivery::change_marks(&tx, &self.err, &marks).await?;
             if let Some(fence) = &fence {
                 fences::raise(&tx, &self.err, &[(&fence.scope, fence.token)]).await?;
             }
@@ -625,6 +636,72 @@ impl Store for PostgresStore {
                 "reading remembered entities",
             )
             .await
+        })
+    }
+
+    /// Yes: schema version 5 holds marks, producer epochs and producer queues.
+    fn keeps_delivery_data(&self) -> bool {
+        true
+    }
+
+    fn delivery_marks<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Vec<DeliveryMark>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::delivery_marks(&client, &self.err, persistence_id).await
+        })
+    }
+
+    fn start_producer<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::start_producer(&client, &self.err, producer).await
+        })
+    }
+
+    fn enqueue<'a>(
+        &'a self,
+        producer: &'a str,
+        messages: Vec<QueuedMessage>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::enqueue(&client, &self.err, producer, &messages).await
+        })
+    }
+
+    fn confirm_queued<'a>(
+        &'a self,
+        producer: &'a str,
+        confirmations: Vec<QueueConfirmation>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::confirm_queued(&client, &self.err, producer, &confirmations).await
+        })
+    }
+
+    fn queued<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, Vec<QueuedMessage>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::queued(&client, &self.err, producer).await
+        })
+    }
+
+    fn lease_names<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            delivery::lease_names(&client, &self.err, prefix).await
+        })
+    }
+
+    fn remove_kind_data<'a>(
+        &'a self,
+        kind: &'a str,
+        leases: &'a [String],
+    ) -> StoreFuture<'a, Result<KindDataRemoved, LeaseStillHeld>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            delivery::remove_kind_data(&mut client, &self.err, kind, leases).await
         })
     }
 

@@ -30,6 +30,12 @@ use crate::error::StoreError;
 /// Version 4, the store's identity: one row, drawn at random by the server
 /// (`gen_random_uuid`, PostgreSQL 13 and later) in the migration's transaction, so it is
 /// written once per database whatever number of nodes start together.
+///
+/// Version 5, reliable delivery's data: each entity's delivery marks (one row per persistence
+/// id and producer, written in the transaction of the entity's own write), the last epoch
+/// handed out per durable producer, and the durable producer queues, whose primary key lists
+/// a producer's messages in stream order and whose index by kind finds the rows that removing
+/// a kind deletes.
 const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE shardik_events (
@@ -82,6 +88,32 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE shardik_store (id TEXT COLLATE "C" NOT NULL);
     INSERT INTO shardik_store (id) VALUES (replace(gen_random_uuid()::text, '-', ''));
+"#,
+    r#"
+    CREATE TABLE shardik_delivery_marks (
+        pid TEXT COLLATE "C" NOT NULL,
+        producer TEXT COLLATE "C" NOT NULL,
+        epoch BIGINT NOT NULL,
+        stream BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        written_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (pid, producer)
+    );
+    CREATE TABLE shardik_producer_epochs (
+        producer TEXT COLLATE "C" PRIMARY KEY,
+        epoch BIGINT NOT NULL
+    );
+    CREATE TABLE shardik_producer_queue (
+        producer TEXT COLLATE "C" NOT NULL,
+        epoch BIGINT NOT NULL,
+        stream BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL,
+        entity TEXT COLLATE "C" NOT NULL,
+        payload BYTEA NOT NULL,
+        PRIMARY KEY (producer, epoch, stream, seq)
+    );
+    CREATE INDEX shardik_producer_queue_by_kind ON shardik_producer_queue (kind);
 "#,
 ];
 

@@ -22,7 +22,7 @@ use crate::lease::{
 use crate::util::from_sql;
 
 /// The machine's wall clock in microseconds since the Unix epoch.
-fn now_micros() -> i64 {
+pub(super) fn now_micros() -> i64 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);

@@ -13,6 +13,7 @@
 //! 10 s lets several processes share the file: a writer waits for another's write lock
 //! instead of failing (see [`wait_for_lock`] for why not SQLite's own `busy_timeout`).
 
+mod delivery;
 mod error;
 mod leases;
 mod queries;
@@ -28,7 +29,9 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::delivery::{MarkChange, not_kept};
+use crate::delivery::{
+    DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+};
 use crate::error::{StoreError, WriteResult};
 use crate::fence::Fence;
 use crate::lease::{LeaseAcquired, LeaseInfo};
@@ -288,9 +291,6 @@ impl Store for SqliteStore {
     }
 
     fn append(&self, writes: Vec<AtomicWrite>) -> StoreFuture<'_, Vec<WriteResult>> {
-        if writes.iter().any(|w| !w.marks.is_empty()) {
-            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
-        }
         if writes.is_empty() {
             return Box::pin(std::future::ready(Ok(Vec::new())));
         }
@@ -363,11 +363,10 @@ impl Store for SqliteStore {
         fence: Option<Fence>,
         marks: Vec<MarkChange>,
     ) -> StoreFuture<'a, WriteResult> {
-        if !marks.is_empty() {
-            return Box::pin(std::future::ready(Err(not_kept(&self.location()))));
-        }
         let pid = persistence_id.to_owned();
-        self.write(move |conn, path| queries::write_state(conn, path, &pid, &state, fence.as_ref()))
+        self.write(move |conn, path| {
+            queries::write_state(conn, path, &pid, &state, fence.as_ref(), &marks)
+        })
     }
 
     fn acquire_lease<'a>(
@@ -432,6 +431,60 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'a, Vec<String>> {
         let (kind, shard) = (kind.to_owned(), shard.to_owned());
         self.read(move |conn, path| queries::remembered_entities(conn, path, &kind, &shard))
+    }
+
+    /// Yes: schema version 5 holds marks, producer epochs and producer queues.
+    fn keeps_delivery_data(&self) -> bool {
+        true
+    }
+
+    fn delivery_marks<'a>(&'a self, persistence_id: &'a str) -> StoreFuture<'a, Vec<DeliveryMark>> {
+        let pid = persistence_id.to_owned();
+        self.read(move |conn, path| delivery::delivery_marks(conn, path, &pid))
+    }
+
+    fn start_producer<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, u64> {
+        let producer = producer.to_owned();
+        self.write(move |conn, path| delivery::start_producer(conn, path, &producer))
+    }
+
+    fn enqueue<'a>(
+        &'a self,
+        producer: &'a str,
+        messages: Vec<QueuedMessage>,
+    ) -> StoreFuture<'a, ()> {
+        let producer = producer.to_owned();
+        self.write(move |conn, path| delivery::enqueue(conn, path, &producer, &messages))
+    }
+
+    fn confirm_queued<'a>(
+        &'a self,
+        producer: &'a str,
+        confirmations: Vec<QueueConfirmation>,
+    ) -> StoreFuture<'a, ()> {
+        let producer = producer.to_owned();
+        self.write(move |conn, path| {
+            delivery::confirm_queued(conn, path, &producer, &confirmations)
+        })
+    }
+
+    fn queued<'a>(&'a self, producer: &'a str) -> StoreFuture<'a, Vec<QueuedMessage>> {
+        let producer = producer.to_owned();
+        self.read(move |conn, path| delivery::queued(conn, path, &producer))
+    }
+
+    fn lease_names<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        let prefix = prefix.to_owned();
+        self.read(move |conn, path| delivery::lease_names(conn, path, &prefix))
+    }
+
+    fn remove_kind_data<'a>(
+        &'a self,
+        kind: &'a str,
+        leases: &'a [String],
+    ) -> StoreFuture<'a, Result<KindDataRemoved, LeaseStillHeld>> {
+        let (kind, leases) = (kind.to_owned(), leases.to_vec());
+        self.write(move |conn, path| delivery::remove_kind_data(conn, path, &kind, &leases))
     }
 
     /// Answers the writes already queued, then closes both connections (the last connection

@@ -6,17 +6,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, ffi, params};
 
+use super::delivery::change_marks;
 use super::error::{Ctx, map_error};
 use super::leases::FenceBars;
+use crate::delivery::{MarkChange, check_marks};
 use crate::error::{StoreError, WriteRefused, WriteResult};
 use crate::fence::Fence;
 use crate::records::{PersistenceId, Snapshot, StoredEvent, StoredState, TaggedEvent};
-use crate::util::{bound, from_sql, limit, to_sql};
+use crate::util::{bound, check_mark_numbers, from_sql, limit, to_sql};
 use crate::write::{AtomicWrite, check_write};
 
 /// Writes each write inside a savepoint of its own: a write whose fence is older than its
 /// scope's newest token is refused before anything is written; one whose number is taken is
-/// undone alone and refused; the others stay, and their fences raise their scopes.
+/// undone alone and refused; the others stay, with their delivery marks changed in the same
+/// savepoint, and their fences raise their scopes. A write of marks alone inserts no event.
 pub(super) fn append(
     conn: &Connection,
     path: &Path,
@@ -38,8 +41,11 @@ pub(super) fn append(
         conn.execute_batch("SAVEPOINT write")
             .ctx(path, "opening a savepoint")?;
         let outcome = insert_write(conn, path, &write).and_then(|taken| {
-            if let (None, Some(fence)) = (taken, &write.fence) {
-                fences.raise(conn, path, fence)?;
+            if taken.is_none() {
+                change_marks(conn, path, &write.persistence_id, &write.marks)?;
+                if let Some(fence) = &write.fence {
+                    fences.raise(conn, path, fence)?;
+                }
             }
             Ok(taken)
         });
@@ -60,14 +66,15 @@ pub(super) fn append(
     Ok(results)
 }
 
-/// Refuses numbers SQL cannot store (they are consecutive, so the last is the largest).
+/// Refuses numbers SQL cannot store (the events' are consecutive, so the last is the largest;
+/// then the marks').
 fn check_range(write: &AtomicWrite) -> WriteResult {
     match write.events.last() {
         Some(last) if i64::try_from(last.seq).is_err() => Err(WriteRefused::Malformed {
             persistence_id: Arc::clone(&write.persistence_id),
             why: format!("sequence number {} is above 2^63-1", last.seq),
         }),
-        _ => Ok(()),
+        _ => check_mark_numbers(&write.persistence_id, &write.marks),
     }
 }
 
@@ -310,15 +317,27 @@ pub(super) fn load_state(
 }
 
 /// Revision 1 is an insert that must find no row; revision n an update that must find n - 1.
-/// A fence is judged first, and raised once the state is written (the writer's transaction
-/// holds the write lock throughout, and its savepoint undoes both together on an error).
+/// A fence is judged first; the marks are changed and the fence raised once the state is
+/// written (the writer's transaction holds the write lock throughout, and its savepoint undoes
+/// all of it together on an error). A refused write has changed nothing.
 pub(super) fn write_state(
     conn: &Connection,
     path: &Path,
     pid: &str,
     state: &StoredState,
     fence: Option<&Fence>,
+    marks: &[MarkChange],
 ) -> Result<WriteResult, StoreError> {
+    let malformed = |why: String| WriteRefused::Malformed {
+        persistence_id: pid.into(),
+        why,
+    };
+    if let Err(refused) = check_marks(marks)
+        .map_err(malformed)
+        .and_then(|()| check_mark_numbers(pid, marks))
+    {
+        return Ok(Err(refused));
+    }
     let mut fences = FenceBars::default();
     if let Some(fence) = fence {
         if let Err(malformed) = fence.check_shape(pid) {
@@ -355,6 +374,7 @@ pub(super) fn write_state(
     if changed != 1 {
         return conflict();
     }
+    change_marks(conn, path, pid, marks)?;
     if let Some(fence) = fence {
         fences.raise(conn, path, fence)?;
     }

@@ -32,6 +32,13 @@ use crate::error::StoreError;
 /// Version 4, the store's identity: one row, drawn at random (128 bits from SQLite's own
 /// generator) in the transaction that creates the table, so it is written once per file
 /// whatever number of processes open it together (see [`read_identity`]).
+///
+/// Version 5, reliable delivery's data: each entity's delivery marks (one row per persistence
+/// id and producer, written in the transaction of the entity's own write), the last epoch
+/// handed out per durable producer, and the durable producer queues. A queue row keeps its
+/// payload, which can be large, so its table keeps rowids (SQLite advises against `WITHOUT
+/// ROWID` for large rows); its primary key lists a producer's messages in stream order, and
+/// the index by kind finds the rows that removing a kind deletes.
 const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE shardik_events (
@@ -84,6 +91,32 @@ const MIGRATIONS: &[&str] = &[
     "
     CREATE TABLE shardik_store (id TEXT NOT NULL);
     INSERT INTO shardik_store (id) VALUES (lower(hex(randomblob(16))));
+",
+    "
+    CREATE TABLE shardik_delivery_marks (
+        pid TEXT NOT NULL,
+        producer TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        stream INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        written_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (pid, producer)
+    ) WITHOUT ROWID;
+    CREATE TABLE shardik_producer_epochs (
+        producer TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE shardik_producer_queue (
+        producer TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        stream INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY (producer, epoch, stream, seq)
+    );
+    CREATE INDEX shardik_producer_queue_by_kind ON shardik_producer_queue (kind);
 ",
 ];
 
