@@ -33,7 +33,7 @@ use shardik_runtime::sharding::{EntityKind, EntityTypeKey, ReplyTo, Sharding, Sh
 pub const COUNTER: EntityTypeKey<EventSourced<Counter>> = EntityTypeKey::new("counter");
 
 /// What a counter is told or asked.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum CounterCommand {
     /// Add one, answering nobody (a tell).
     Increment,

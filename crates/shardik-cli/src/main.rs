@@ -40,6 +40,7 @@ mod mgmt_client;
 mod node;
 mod passivation;
 mod ports;
+mod reliable_counters;
 mod simulate;
 
 #[derive(Parser)]

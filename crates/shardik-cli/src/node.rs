@@ -15,6 +15,7 @@ use shardik_runtime::{Node, logging};
 
 use crate::counter::{counter_kind, counter_routes, counters_not_started_routes};
 use crate::evolving::{self, EvolvingVersion};
+use crate::reliable_counters;
 use tracing::info;
 
 /// Arguments of `shardik node`.
@@ -58,6 +59,12 @@ pub struct NodeArgs {
     /// certificate with `management.http.tls.enabled`).
     #[arg(long)]
     demo_counters: bool,
+    /// With `--demo-counters`: run a reliable producer with this id (its durable queue in the
+    /// node's store) and serve `POST /demo/producer/increment/{id}?times=N` and
+    /// `GET /demo/producer`; what an earlier run with the same id left unconfirmed is sent
+    /// again. Every demo node serves `GET /demo/reliable-counter/{id}`.
+    #[arg(long, requires = "demo_counters")]
+    demo_producer: Option<String>,
     /// Register the hidden demo kind `evolving` with its command type at this version, and
     /// serve `POST /demo/evolving/{id}` (see `src/evolving.rs`): what the two-version test of
     /// a rolling update runs.
@@ -110,6 +117,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<ExitCode> {
         addresses.bind,
         settings,
         args.demo_counters,
+        args.demo_producer,
         args.demo_evolving,
     ))?;
     if reason == ShutdownReason::Interrupted {
@@ -123,6 +131,7 @@ async fn run_node(
     bind: Address,
     settings: Settings,
     demo_counters: bool,
+    demo_producer: Option<String>,
     demo_evolving: Option<EvolvingVersion>,
 ) -> anyhow::Result<ShutdownReason> {
     // The settings carry `--advertise` (cluster.canonical-address) and `--management`
@@ -174,6 +183,19 @@ async fn run_node(
             .init(counters)
             .context("cannot register the demo counters")?;
         node.merge_routes(counter_routes(sharding.clone(), &demo_guard))?;
+        let reliable = reliable_counters::register(&sharding, persistence)
+            .context("cannot register the demo's reliable counters")?;
+        let producer = match &demo_producer {
+            Some(id) => {
+                let producer = reliable_counters::start_producer(id, &reliable, persistence)
+                    .await
+                    .with_context(|| format!("cannot start the reliable producer {id:?}"))?;
+                info!(producer = %id, resumed = producer.unconfirmed(), "reliable producer started");
+                Some(producer)
+            }
+            None => None,
+        };
+        node.merge_routes(reliable_counters::routes(reliable, producer, &demo_guard))?;
         info!(
             increments_enabled = demo_guard.writes_enabled(),
             "demo counters enabled: POST /demo/counter/{{id}}/increment, GET /demo/counter/{{id}}, GET /demo/counters/live"

@@ -208,10 +208,13 @@ where
             region: region.clone(),
             core,
             base,
-            queue: options.queue,
+            queue: options.queue.clone(),
             ask_timeout: options.settings.resend_max,
             answers: FuturesUnordered::new(),
-            store_calls: FuturesUnordered::new(),
+            confirmer: options
+                .queue
+                .clone()
+                .map(|store| Confirmer::spawn(Arc::clone(&id), store)),
             unconfirmed: unconfirmed_tx,
             stopped: false,
             stop_waiters: Vec::new(),
@@ -316,8 +319,8 @@ struct ProducerTask<E: ReliableConsumer> {
     queue: Option<Arc<dyn Store>>,
     ask_timeout: Duration,
     answers: FuturesUnordered<BoxFuture<'static, Answer>>,
-    /// Confirmations being deleted from the durable queue.
-    store_calls: FuturesUnordered<BoxFuture<'static, ()>>,
+    /// Deletes confirmed commands from the durable queue, if there is one.
+    confirmer: Option<Confirmer>,
     unconfirmed: watch::Sender<usize>,
     stopped: bool,
     /// Who asked the producer to stop, answered once it has.
@@ -374,7 +377,6 @@ where
                     // No answer (timed out, the entity failed, its shard was unavailable):
                     // the resend timer sends it again.
                 }
-                Some(()) = self.store_calls.next(), if !self.store_calls.is_empty() => {}
                 () = sleep_until(deadline) => {
                     let mut out = Vec::new();
                     let now = self.now();
@@ -386,7 +388,9 @@ where
         }
         // Let the confirmations already on their way reach the store, then tell who stopped
         // the producer.
-        while self.store_calls.next().await.is_some() {}
+        if let Some(confirmer) = self.confirmer.take() {
+            confirmer.finish().await;
+        }
         for done in self.stop_waiters {
             let _ = done.send(());
         }
@@ -494,17 +498,10 @@ where
                 }
             }
         }
-        if let Some(store) = self.queue.clone()
+        if let Some(confirmer) = &self.confirmer
             && !confirmations.is_empty()
         {
-            let id = Arc::clone(&self.id);
-            self.store_calls.push(Box::pin(async move {
-                // A confirmation not deleted is sent again at the next start, and the entity
-                // confirms it again without processing it.
-                if let Err(error) = store.confirm_queued(&id, confirmations).await {
-                    tracing::warn!(producer = %id, %error, "confirmed commands not deleted from the durable queue");
-                }
-            }));
+            confirmer.confirm(confirmations);
         }
     }
 
@@ -545,6 +542,44 @@ where
                 tracing::debug!(producer = %self.id, entity = %to, error = %e, "reliable send not queued")
             }
         }
+    }
+}
+
+/// The task that deletes confirmed commands from the durable queue, apart from the producer's
+/// task: the producer must never wait for it (a store whose connections it held while the
+/// producer waited for one would hold both up), and what it has not deleted yet is only sent
+/// again at the next start, and confirmed again without being processed.
+struct Confirmer {
+    tx: mpsc::UnboundedSender<Vec<QueueConfirmation>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Confirmer {
+    fn spawn(producer: Arc<str>, store: Arc<dyn Store>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<QueueConfirmation>>();
+        let task = crate::task::spawn(async move {
+            let mut waiting = Vec::new();
+            // What piled up while a deletion ran goes in the next one.
+            while rx.recv_many(&mut waiting, 256).await > 0 {
+                let confirmations: Vec<QueueConfirmation> = waiting.drain(..).flatten().collect();
+                if let Err(error) = store.confirm_queued(&producer, confirmations).await {
+                    tracing::warn!(%producer, %error, "confirmed commands not deleted from the durable queue");
+                }
+            }
+        });
+        Confirmer { tx, task }
+    }
+
+    fn confirm(&self, confirmations: Vec<QueueConfirmation>) {
+        // Bounded by what the producer holds: each stream's confirmations are at most its
+        // window's worth of answers ahead of the deletions.
+        let _ = self.tx.send(confirmations);
+    }
+
+    /// Waits until what was handed over is deleted (or failed to be).
+    async fn finish(self) {
+        drop(self.tx);
+        let _ = self.task.await;
     }
 }
 
