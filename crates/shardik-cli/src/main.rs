@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin;
 mod bench;
 mod bench_codecs;
 mod bench_coordinator;
@@ -81,6 +82,8 @@ enum Cmd {
     },
     /// Measure the transport, the idle cost of a cluster, cluster sharding and persistence.
     Bench(bench::BenchArgs),
+    /// Operations on a stopped cluster's store (`remove-internal-data`).
+    Admin(admin::AdminArgs),
     /// The far side of `bench transport` (started by it; not for direct use).
     #[command(name = "bench-peer", hide = true)]
     BenchPeer(bench::PeerArgs),
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Cmd::Simulate(args) => simulate::run(args),
         Cmd::PassivationSim { args } => passivation::run(&args),
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Admin(args) => admin::run(args),
         Cmd::BenchPeer(args) => bench::run_peer(args),
         Cmd::BenchShardingPeer(args) => bench_sharding::run_peer(args),
         Cmd::BenchCoresPeer(args) => bench_sharding::run_cores_peer(args),
