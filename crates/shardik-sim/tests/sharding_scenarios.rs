@@ -2003,7 +2003,7 @@ fn reliable_chaos_with(seed: u64, mutation: bool, expect: Expect) -> ShardingWor
 #[test]
 fn random_faults_with_reliable_producers_process_every_accepted_message_once() {
     let mut total = ReliableStats::default();
-    for seed in 1..=40 {
+    for seed in 1..=200 {
         total.add(reliable_chaos(seed).delivery().stats());
     }
     eprintln!("{total}");
@@ -2015,23 +2015,25 @@ fn random_faults_with_reliable_producers_process_every_accepted_message_once() {
 }
 
 /// The checker's own test: a consumer that answers `Confirmed` as soon as it sends its write,
-/// before the store committed it, is caught (a producer hears a confirmation of a message
-/// not processed, and may drop it when the write is then lost or refused).
+/// before the store committed it. Every seed catches it at once: its producers hear
+/// confirmations of messages not processed yet (iv), hundreds of times a run. And where such a
+/// write is then refused (a newer lease holder's fence, a journal number taken), the message
+/// its producer dropped as confirmed is lost: seed 40 is the first (of 4 in seeds 1 to 400)
+/// where an accepted message is never processed (iii).
 #[test]
 fn a_consumer_confirming_before_its_write_commits_is_caught() {
-    let seeds = 1..=3;
-    let caught: Vec<u64> = seeds
-        .clone()
-        .filter(|&seed| {
-            let s = reliable_chaos_with(seed, true, Expect::Unchecked);
-            s.delivery()
-                .violations()
-                .iter()
-                .any(|v| v.contains("(iv)") && v.contains("before it was processed"))
-        })
-        .collect();
-    assert!(
-        !caught.is_empty(),
-        "no seed of {seeds:?} caught the consumer confirming before its write"
-    );
+    let caught = |seed: u64, check: &str| {
+        let s = reliable_chaos_with(seed, true, Expect::Unchecked);
+        let v = s.delivery().violations();
+        assert!(
+            v.iter().any(|v| v.contains(check)),
+            "seed {seed}: the consumer confirming before its write was not caught by {check}: \
+             {:#?}",
+            &v[..v.len().min(5)]
+        );
+    };
+    for seed in 1..=3 {
+        caught(seed, "confirmed to its producer before it was processed");
+    }
+    caught(40, "accepted offers were never processed");
 }
