@@ -1960,6 +1960,13 @@ fn the_last_nodes_leaving_one_after_the_other_do_not_wait_for_a_coordinator() {
 /// incarnations). On top of everything the leased durable scenario checks: every offer
 /// processed at most once and in the order it was accepted, confirmed only once processed,
 /// and, once every producer runs again from its queue, every accepted offer processed.
+///
+/// Known: of seeds 1 to 5000, 834, 3298 and 4451 fail on sharding's own checks, never on
+/// delivery's: an entity started on a node whose shard leases lapsed during a long pause (the
+/// answers of durable writes held over the pause reach the lifecycle, which starts entities
+/// waiting behind a passivation, before the node's timers stop the lapsed shards), and in 834
+/// two coordinators nobody disowned (not looked into). The same mix without producers fails
+/// the same way (seed 1083 of 1 to 3000), so it is not reliable delivery's.
 fn reliable_chaos(seed: u64) -> ShardingWorld {
     let s = reliable_chaos_with(seed, false, Expect::Clean);
     let st = s.delivery().stats();
@@ -1975,6 +1982,7 @@ fn reliable_chaos(seed: u64) -> ShardingWorld {
 fn reliable_chaos_with(seed: u64, mutation: bool, expect: Expect) -> ShardingWorld {
     let mut reliable = ReliableSpec::new(vec![0, 1]);
     reliable.mutation_confirm_before_write = mutation;
+
     let (_, config) = lifecycle_spec(seed);
     let variant = Variant {
         durable: Some(durable_spec(seed)),
@@ -2007,11 +2015,11 @@ fn random_faults_with_reliable_producers_process_every_accepted_message_once() {
         total.add(reliable_chaos(seed).delivery().stats());
     }
     eprintln!("{total}");
-    // Every path was taken: resends, producers started again from their queues, messages
-    // judged duplicates or out of place.
-    assert!(total.resent >= 100, "{total}");
-    assert!(total.producer_restarts >= 10, "{total}");
-    assert!(total.judged >= 100, "{total}");
+    // Every path was taken, often: resends, producers started again from their queues,
+    // messages judged duplicates or out of place (about 60 000, 590 and 25 000 when written).
+    assert!(total.resent >= 10_000, "{total}");
+    assert!(total.producer_restarts >= 200, "{total}");
+    assert!(total.judged >= 5_000, "{total}");
 }
 
 /// The checker's own test: a consumer that answers `Confirmed` as soon as it sends its write,
