@@ -21,9 +21,9 @@ use shardik_passivation::{IdleCheck, ReplacementPolicy, ResolvedStrategy};
 use shardik_persistence::Retention;
 use shardik_sim::sharding::config::FAST_STABLE_AFTER;
 use shardik_sim::sharding::{
-    CrashPoints, DurableSpec, EntitySpec, FAST_LEASE_OVERRIDES, KindSpec, ShardingConfig,
-    ShardingWorld, StoreStats, TrafficConfig, entity_name, fast_membership, fast_settings,
-    fast_world, handoff_mode_toml,
+    CrashPoints, DurableSpec, EntitySpec, FAST_LEASE_OVERRIDES, KindSpec, ReliableSpec,
+    ReliableStats, ShardingConfig, ShardingWorld, StoreStats, TrafficConfig, entity_name,
+    fast_membership, fast_settings, fast_world, handoff_mode_toml,
 };
 use shardik_sim::world::{NodeId, World};
 
@@ -80,6 +80,9 @@ fn tail(s: &ShardingWorld) -> String {
 
 fn assert_clean(s: &ShardingWorld, seed: u64) {
     let v = s.violations();
+    if s.config().reliable.is_some() && !v.is_empty() {
+        eprintln!("seed {seed}: {}", s.delivery().stats());
+    }
     dump_if_asked(s);
     assert!(v.is_empty(), "seed {seed}: {v:#?}\n{}", tail(s));
 }
@@ -870,6 +873,9 @@ enum Expect {
     Clean,
     /// Only the durable entities' invariants (for a run known to break sharding's).
     DurableOnly,
+    /// Nothing at the end: the caller looks at the violations (a run with a deliberate
+    /// fault, which the checkers must catch).
+    Unchecked,
 }
 
 /// What the entities of the random scenario are and do beyond the plain ones.
@@ -892,6 +898,10 @@ struct Variant {
     /// (Every partition already cuts nodes off from their peers and not from the store: the
     /// simulated store is reached whatever the partitions.)
     store_cuts: bool,
+    /// Reliable producers on some nodes, delivering to the durable entities; with one more
+    /// fault to draw (drawn only in this variant): a producer restarted from its queue, or
+    /// its node crashed.
+    reliable: Option<ReliableSpec>,
 }
 
 /// No lease, even for durable entities (whose default, "auto", takes them): the scenarios that
@@ -919,7 +929,9 @@ fn chaos_run(
         config,
         silent_crashes,
         store_cuts,
+        reliable,
     } = variant;
+    let producers = reliable.as_ref().map(|r| r.producers.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5000);
     let mode = if seed.is_multiple_of(2) {
         HandOffMode::Forward
@@ -950,6 +962,7 @@ fn chaos_run(
     }
     cfg.durable = durable;
     cfg.entities = entities;
+    cfg.reliable = reliable;
     let mut s = ShardingWorld::new(wcfg, cfg);
     let n = rng.random_range(3..6);
     let (_, at) = s.form_cluster(n);
@@ -959,9 +972,22 @@ fn chaos_run(
     for _ in 0..rng.random_range(3..8) {
         let slots = s.world().len();
         let victim = rng.random_range(0..slots);
-        let faults = if store_cuts { 7 } else { 6 };
+        let faults = 6 + usize::from(store_cuts) + usize::from(producers.is_some());
         match rng.random_range(0..faults) {
-            6 => s.cut_from_store(victim, Duration::from_millis(rng.random_range(500..15_000))),
+            6 if store_cuts => {
+                s.cut_from_store(victim, Duration::from_millis(rng.random_range(500..15_000)))
+            }
+            // A producer's node: its producer is stopped and started again from its queue, or
+            // the node crashes with whatever the producer had out.
+            6.. => {
+                let producers = producers.as_deref().unwrap_or_default();
+                let id = producers[rng.random_range(0..producers.len())];
+                if rng.random_bool(0.5) {
+                    s.restart_producer(id);
+                } else {
+                    s.crash(id);
+                }
+            }
             0 => s.crash(victim),
             // Under leases, pauses may outlast a lease (and the resolver): the paused node
             // wakes up holding shards whose leases others may have taken meanwhile.
@@ -1136,12 +1162,21 @@ fn chaos_run(
             "seed {seed}: forward mode dropped at hand-off: {drops:?}"
         );
     }
+    if s.config().reliable.is_some() {
+        // Every producer runs again (the operator restarted every node): what they accepted
+        // must now be confirmed, resent as often as it takes.
+        s.run_until_pred(Duration::from_secs(120), ShardingWorld::producers_settled);
+        // Let the last writes and queue deletions land.
+        s.run_for(Duration::from_secs(5));
+        s.check_delivery();
+    }
     match expect {
         Expect::Clean => assert_clean(&s, seed),
         Expect::DurableOnly => {
             let v = s.durability().violations();
             assert!(v.is_empty(), "seed {seed}: {v:#?}");
         }
+        Expect::Unchecked => {}
     }
     s
 }
@@ -1287,7 +1322,9 @@ fn graceful_churn_in_forward_mode_loses_nothing() {
 /// runs [`Settle::Reachability`], `SHARDIK_SIM_DURABLE=1` the durable-entity variant
 /// ([`durable_chaos`]), `SHARDIK_SIM_LEASES=1` the leased one ([`leased_chaos`]) and
 /// `SHARDIK_SIM_LIFECYCLE=1` the entity-lifecycle one ([`lifecycle_chaos`]),
-/// `SHARDIK_SIM_STORE_CUTS=1` (with the leased one) nodes losing the store; `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
+/// `SHARDIK_SIM_STORE_CUTS=1` (with the leased one) nodes losing the store,
+/// `SHARDIK_SIM_RELIABLE=1` the reliable-delivery one ([`reliable_chaos`], printing each
+/// seed's counts); `SHARDIK_SIM_SEED_ALIASES=1` names every seed by an alias in any of
 /// them. For hunting: `cargo test -p shardik-sim --test
 /// sharding_scenarios many_seeds -- --ignored --nocapture` (about 60 seeds a second).
 #[test]
@@ -1304,10 +1341,14 @@ fn many_seeds() {
     let leases = std::env::var("SHARDIK_SIM_LEASES").is_ok_and(|v| v == "1");
     let lifecycle = std::env::var("SHARDIK_SIM_LIFECYCLE").is_ok_and(|v| v == "1");
     let store_cuts = std::env::var("SHARDIK_SIM_STORE_CUTS").is_ok_and(|v| v == "1");
+    let reliable = std::env::var("SHARDIK_SIM_RELIABLE").is_ok_and(|v| v == "1");
     let failed: Vec<u64> = (from..to)
         .filter(|&seed| {
             std::panic::catch_unwind(|| {
-                if lifecycle {
+                if reliable {
+                    let s = reliable_chaos(seed);
+                    eprintln!("seed {seed}: {}", s.delivery().stats());
+                } else if lifecycle {
                     lifecycle_chaos(seed);
                 } else if leases {
                     leased_chaos_with(seed, settle, store_cuts);
@@ -1909,4 +1950,98 @@ fn the_last_nodes_leaving_one_after_the_other_do_not_wait_for_a_coordinator() {
         );
         assert_clean(&s, seed);
     }
+}
+
+/// The random scenario with reliable delivery: producers on node slots 0 and 1 (their own
+/// faults drawn besides the others: a producer restarted from its queue, its node crashed)
+/// offer messages to the durable entities, whose shards run under leases in a store that
+/// crashes writers at its crash points, that nodes lose for a while, and whose entities
+/// passivate or are remembered as [`lifecycle_spec`] says (so marks are loaded again by many
+/// incarnations). On top of everything the leased durable scenario checks: every offer
+/// processed at most once and in the order it was accepted, confirmed only once processed,
+/// and, once every producer runs again from its queue, every accepted offer processed.
+///
+/// Known: of seeds 1 to 5000, 834, 3298 and 4451 fail on sharding's own checks, never on
+/// delivery's: an entity started on a node whose shard leases lapsed during a long pause (the
+/// answers of durable writes held over the pause reach the lifecycle, which starts entities
+/// waiting behind a passivation, before the node's timers stop the lapsed shards), and in 834
+/// two coordinators nobody disowned (not looked into). The same mix without producers fails
+/// the same way (seed 1083 of 1 to 3000), so it is not reliable delivery's.
+fn reliable_chaos(seed: u64) -> ShardingWorld {
+    let s = reliable_chaos_with(seed, false, Expect::Clean);
+    let st = s.delivery().stats();
+    assert!(
+        st.accepted >= 50 && st.processed >= st.accepted && st.confirmed >= st.accepted,
+        "seed {seed}: {st}"
+    );
+    s
+}
+
+/// [`reliable_chaos`], with the consumer that confirms before its write commits when
+/// `mutation`, asserting what `expect` says.
+fn reliable_chaos_with(seed: u64, mutation: bool, expect: Expect) -> ShardingWorld {
+    let mut reliable = ReliableSpec::new(vec![0, 1]);
+    reliable.mutation_confirm_before_write = mutation;
+
+    let (_, config) = lifecycle_spec(seed);
+    let variant = Variant {
+        durable: Some(durable_spec(seed)),
+        leases: true,
+        store_cuts: true,
+        config,
+        reliable: Some(reliable),
+        ..Variant::default()
+    };
+    let mut s = chaos_run(seed, Settle::Clean, Timing::FAST, variant, expect);
+    s.run_for(Duration::from_secs(5));
+    s.check_store();
+    if expect == Expect::Clean {
+        assert_clean(&s, seed);
+        let l = s.ledger();
+        let unanswered = l.unanswered_commands();
+        assert!(
+            unanswered.is_empty(),
+            "seed {seed}: commands {:?} delivered and never answered",
+            &unanswered[..unanswered.len().min(5)]
+        );
+    }
+    s
+}
+
+#[test]
+fn random_faults_with_reliable_producers_process_every_accepted_message_once() {
+    let mut total = ReliableStats::default();
+    for seed in 1..=200 {
+        total.add(reliable_chaos(seed).delivery().stats());
+    }
+    eprintln!("{total}");
+    // Every path was taken, often: resends, producers started again from their queues,
+    // messages judged duplicates or out of place (about 60 000, 590 and 25 000 when written).
+    assert!(total.resent >= 10_000, "{total}");
+    assert!(total.producer_restarts >= 200, "{total}");
+    assert!(total.judged >= 5_000, "{total}");
+}
+
+/// The checker's own test: a consumer that answers `Confirmed` as soon as it sends its write,
+/// before the store committed it. Every seed catches it at once: its producers hear
+/// confirmations of messages not processed yet (iv), hundreds of times a run. And where such a
+/// write is then refused (a newer lease holder's fence, a journal number taken), the message
+/// its producer dropped as confirmed is lost: seed 40 is the first (of 4 in seeds 1 to 400)
+/// where an accepted message is never processed (iii).
+#[test]
+fn a_consumer_confirming_before_its_write_commits_is_caught() {
+    let caught = |seed: u64, check: &str| {
+        let s = reliable_chaos_with(seed, true, Expect::Unchecked);
+        let v = s.delivery().violations();
+        assert!(
+            v.iter().any(|v| v.contains(check)),
+            "seed {seed}: the consumer confirming before its write was not caught by {check}: \
+             {:#?}",
+            &v[..v.len().min(5)]
+        );
+    };
+    for seed in 1..=3 {
+        caught(seed, "confirmed to its producer before it was processed");
+    }
+    caught(40, "accepted offers were never processed");
 }

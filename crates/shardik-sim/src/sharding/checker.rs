@@ -397,11 +397,7 @@ mod tests {
         Envelope {
             entity: entity.into(),
             shard: shard.into(),
-            msg: SimMsg {
-                id: seq,
-                sender: node(sender),
-                seq,
-            },
+            msg: SimMsg::plain(seq, node(sender), seq),
         }
     }
 

@@ -25,11 +25,14 @@ use shardik_core::sharding::{EntityId, Envelope, ShardId, shard_id_for};
 
 use super::checker::ShardingChecker;
 use super::config::ShardingConfig;
+use super::delivery_checker::DeliveryChecker;
 use super::durability::DurabilityChecker;
 use super::entities::RememberedStore;
-use super::messages::{Output, SimMsg, Wire};
+use super::messages::{Output, Sequencing, SimMsg, Wire};
 use super::net::{Net, NetStats, Packet};
 use super::node::ShardNode;
+use super::producer::SimProducer;
+use super::reliable::OFFER_BASE;
 use super::store::{SimStore, StoreStats};
 use super::traffic::{Ledger, TrafficConfig, entity_name};
 use crate::world::{NodeId, TimelineEntry, World, WorldConfig};
@@ -37,6 +40,7 @@ use crate::world::{NodeId, TimelineEntry, World, WorldConfig};
 mod checks;
 mod dispatch;
 mod layers;
+mod producers;
 mod store_calls;
 
 /// How long [`ShardingWorld::form_cluster`] waits for the members to agree.
@@ -66,6 +70,11 @@ struct Slot {
     layer: Option<ShardNode>,
     /// The instant of the layer's last timer run and how many ran at it in a row.
     timer_runs: (Instant, u32),
+    /// The slot's reliable producer, while an incarnation of its node runs (with reliable
+    /// delivery, on producer slots).
+    producer: Option<SimProducer>,
+    /// Whether the slot's producer ever started (a later start is a restart).
+    producer_ran: bool,
 }
 
 /// Timer runs of one node at one instant beyond which the run is a livelock: a deadline in
@@ -106,6 +115,15 @@ pub struct ShardingWorld {
     scratch: Vec<Output>,
     /// Shards coordinators took from silent members on the store's word (each checked).
     shards_taken_over: usize,
+    /// Reliable delivery's invariants (empty without reliable delivery).
+    delivery: DeliveryChecker,
+    /// The producers' applications' choices (apart, so that the other traffic is the same
+    /// with or without them).
+    reliable_rng: ChaCha8Rng,
+    /// The next offer's id.
+    next_offer: u64,
+    /// Numbers producer incarnations over the run.
+    producer_incarnations: u64,
 }
 
 impl ShardingWorld {
@@ -145,6 +163,10 @@ impl ShardingWorld {
             host_events: Vec::new(),
             scratch: Vec::new(),
             shards_taken_over: 0,
+            delivery: DeliveryChecker::default(),
+            reliable_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5_4a2d_0003),
+            next_offer: OFFER_BASE,
+            producer_incarnations: 0,
         }
     }
 
@@ -273,6 +295,18 @@ impl ShardingWorld {
     /// A client on node `via` sends to `entity` of `kind` through the node's region. Returns
     /// the message id, or `None` when the node is dead or paused.
     pub fn tell(&mut self, via: NodeId, kind: usize, entity: &str) -> Option<u64> {
+        self.tell_with(via, kind, entity, None)
+    }
+
+    /// [`tell`](Self::tell), with a reliable producer's delivery header when `delivery` is
+    /// given (the ledger counts each send as a message of its own).
+    fn tell_with(
+        &mut self,
+        via: NodeId,
+        kind: usize,
+        entity: &str,
+        delivery: Option<Arc<Sequencing>>,
+    ) -> Option<u64> {
         if self.world.paused_until(via).is_some() {
             return None;
         }
@@ -286,7 +320,12 @@ impl ShardingWorld {
         let env = Envelope {
             entity,
             shard,
-            msg: SimMsg { id, sender, seq },
+            msg: SimMsg {
+                id,
+                sender,
+                seq,
+                delivery,
+            },
         };
         let mut out = std::mem::take(&mut self.scratch);
         layer.tell(now, kind, env, &mut out);
@@ -354,6 +393,7 @@ impl ShardingWorld {
             let entity = entity_name(self.traffic_rng.random_range(0..cfg.entities));
             self.tell(via, kind, &entity);
         }
+        self.offer_burst();
     }
 
     // ----- running -----
@@ -491,10 +531,17 @@ impl ShardingWorld {
 
     fn handle_packet(&mut self, p: Packet) {
         let now = self.now();
+        if self.slots[p.to_id].layer.is_none() {
+            return;
+        }
+        self.net.delivered();
+        if let Wire::Reply(reply) = p.wire {
+            self.producer_reply(p.to_id, &p.to, reply);
+            return;
+        }
         let Some(layer) = self.slots[p.to_id].layer.as_mut() else {
             return;
         };
-        self.net.delivered();
         let mut out = std::mem::take(&mut self.scratch);
         layer.receive(now, &p.from, p.kind, p.wire, &mut out);
         self.dispatch(p.to_id, &mut out);
@@ -533,6 +580,7 @@ impl ShardingWorld {
         layer.timer(now, &mut out);
         self.dispatch(id, &mut out);
         self.scratch = out;
+        self.producer_timer(id);
     }
 
     fn unschedule(&mut self, id: NodeId) {
@@ -547,7 +595,14 @@ impl ShardingWorld {
             return;
         };
         let now = self.now();
-        let mut next = layer.poll_timeout();
+        let producer = self.slots[id]
+            .producer
+            .as_ref()
+            .and_then(SimProducer::poll_timeout);
+        let mut next = match (layer.poll_timeout(), producer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if self.net.has_held(id) {
             next = Some(now);
         }
@@ -624,7 +679,14 @@ impl ShardingWorld {
         let mut v = self.world.checker().violations().to_vec();
         v.extend(self.checker.violations().iter().cloned());
         v.extend(self.durability.violations().iter().cloned());
+        v.extend(self.delivery.violations().iter().cloned());
         v
+    }
+
+    /// The reliable-delivery checker, with the run's counts (empty without reliable
+    /// delivery).
+    pub fn delivery(&self) -> &DeliveryChecker {
+        &self.delivery
     }
 
     /// The durable-entity checker (empty when entities are not durable).

@@ -12,6 +12,7 @@ use shardik_core::sharding::{HandOffMode, LeaseTiming};
 
 use super::durable::DurableSpec;
 use super::entities::EntitySpec;
+use super::reliable::ReliableSpec;
 use crate::world::WorldConfig;
 
 /// One entity kind the simulated cluster shards.
@@ -77,6 +78,10 @@ pub struct ShardingConfig {
     /// What the entities' handlers do (handling time, failures, timers); how the entities live
     /// (passivation, remembering, restart back-off) is in [`sharding`](Self::sharding).
     pub entities: EntitySpec,
+    /// Reliable delivery: producers on some nodes offering messages to the durable entities
+    /// of kind 0, which judge them by their marks (`None`: only plain tells). Needs
+    /// [`durable`](Self::durable).
+    pub reliable: Option<ReliableSpec>,
 }
 
 /// The split-brain resolver's stable-after in the fast settings (and so the margin): half the
@@ -180,6 +185,7 @@ impl ShardingConfig {
             record_events: true,
             durable: None,
             entities: EntitySpec::default(),
+            reliable: None,
         }
     }
 
@@ -198,6 +204,12 @@ impl ShardingConfig {
     /// Makes the entities durable as `spec` says.
     pub fn with_durable(mut self, spec: DurableSpec) -> Self {
         self.durable = Some(spec);
+        self
+    }
+
+    /// Adds reliable delivery as `spec` says (the entities must be durable).
+    pub fn with_reliable(mut self, spec: ReliableSpec) -> Self {
+        self.reliable = Some(spec);
         self
     }
 

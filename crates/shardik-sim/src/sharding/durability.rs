@@ -64,6 +64,11 @@ impl DurabilityChecker {
 
     /// The store committed `write`.
     pub fn committed(&mut self, now: Instant, write: &AtomicWrite) {
+        if write.events.is_empty() {
+            // A reliably delivered command that persisted nothing: its mark alone, which the
+            // delivery checker follows.
+            return;
+        }
         let pid = write.persistence_id.clone();
         let journal = self.journals.entry(pid.clone()).or_default();
         let first = write.events.first().map_or(0, |e| e.seq);

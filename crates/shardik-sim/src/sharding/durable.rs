@@ -17,17 +17,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shardik_core::sharding::ShardId;
+use shardik_core::Instant;
+use shardik_core::delivery::{ConsumerMarks, Mark, Sequenced, StreamId};
+use shardik_core::sharding::{EntityId, ShardId};
 use shardik_persistence::journaled::{PageOutcome, RecoveryStep};
 use shardik_persistence::{
-    AtomicWrite, Fence, JournalCursor, MemoryStore, PersistenceId, Recovery, Retention,
-    SnapshotPlan, Store, StoreError, StoreFuture, WriteResult, persistence_id,
+    AtomicWrite, DeliveryMark, Fence, JournalCursor, MarkChange, MemoryStore, PersistenceId,
+    Recovery, Retention, SnapshotPlan, Store, StoreError, StoreFuture, WriteResult, persistence_id,
 };
 
 use shardik_core::sharding::entities::{Done, Run};
 
-use super::life::SimLife;
-use super::messages::{EventRec, Output, SimMsg, decode_state, encode_state};
+use super::life::{SimEntity, SimLife};
+use super::messages::{
+    DeliveryReply, EventRec, Output, Sequencing, SimMsg, Wire, decode_state, encode_state,
+};
+use super::reliable::ReliableSpec;
 
 /// The manifest every event is written with: what a runtime entity writes (its storage codec
 /// and event version). The durability checker requires every stored event to keep it.
@@ -154,6 +159,25 @@ struct InFlight {
     /// The entity was force-stopped meanwhile: the write still answers its asker, and the
     /// lifecycle (which no longer has the entity) is not told.
     orphan: bool,
+    /// For a reliably delivered message: the answer to its producer, sent once the write is
+    /// committed (the runtime's `Reliable` entity answers after `handle_delivered`).
+    reply: Option<Output>,
+}
+
+/// How a durable kind's entities answer reliable producers (from [`ReliableSpec`]).
+struct Consumer {
+    window: u64,
+    retention: Duration,
+    /// [`ReliableSpec::mutation_confirm_before_write`].
+    confirm_before_write: bool,
+}
+
+/// What receiving a sequenced message comes to, before any write.
+enum Receipt {
+    /// Not to be processed: answered (or, stale, not) at once.
+    Judged(Option<Output>),
+    /// To be processed: these mark changes go with its events, and this answer after them.
+    Deliver(Vec<MarkChange>, Option<Output>),
 }
 
 /// The journal side of one durable kind's handlers on one node incarnation: a client
@@ -172,6 +196,10 @@ pub(crate) struct DurableJournal {
     next_token: u64,
     /// The lease fences of shards that run under a lease here: their writes carry them.
     fences: BTreeMap<ShardId, Fence>,
+    /// The kind's number.
+    k: usize,
+    /// How its entities answer reliable producers (`None`: no reliable delivery).
+    consumer: Option<Consumer>,
 }
 
 /// How many bits of a write token number the write within its kind.
@@ -183,8 +211,20 @@ pub(crate) fn token_kind(token: u64) -> usize {
 }
 
 impl DurableJournal {
-    pub(crate) fn new(store: Arc<MemoryStore>, spec: &DurableSpec, kind: &str, k: usize) -> Self {
+    pub(crate) fn new(
+        store: Arc<MemoryStore>,
+        spec: &DurableSpec,
+        reliable: Option<&ReliableSpec>,
+        kind: &str,
+        k: usize,
+    ) -> Self {
         DurableJournal {
+            k,
+            consumer: reliable.map(|r| Consumer {
+                window: r.consumer_window,
+                retention: r.mark_retention,
+                confirm_before_write: r.mutation_confirm_before_write,
+            }),
             store,
             retention: spec.retention,
             kind: kind.to_string(),
@@ -211,6 +251,7 @@ impl DurableJournal {
         &mut self,
         mut run: Run<SimLife>,
         msg: SimMsg,
+        now: Instant,
         out: &mut Vec<Output>,
     ) -> Option<Done<SimLife>> {
         let pid = persistence_id(&self.kind, &run.id);
@@ -229,12 +270,38 @@ impl DurableJournal {
                 Err(why) => return Some(finish(run, Err(format!("recovery failed: {why}")))),
             },
         };
+        let (marks, reply) = match msg.delivery.clone() {
+            None => (Vec::new(), None),
+            Some(d) => match self.receive(&mut run.entity, &run.id, &pid, &d, now) {
+                Err(why) => {
+                    run.entity.journal = Some(journal);
+                    return Some(finish(run, Err(format!("recovery failed: {why}"))));
+                }
+                Ok(Receipt::Judged(reply)) => {
+                    run.entity.journal = Some(journal);
+                    out.push(Output::Judged { msg: msg.clone() });
+                    out.extend(reply);
+                    return Some(finish(run, Ok(Some(msg.id))));
+                }
+                Ok(Receipt::Deliver(marks, reply)) => (marks, reply),
+            },
+        };
+        let reply = match self.consumer.as_ref() {
+            // The deliberate fault: the producer hears `Confirmed` before the write commits.
+            Some(c) if c.confirm_before_write => {
+                out.extend(reply);
+                None
+            }
+            _ => reply,
+        };
         let events = EventRec::for_msg(&msg);
         let manifest = std::sync::Arc::from(EVENT_MANIFEST);
         let mut write: AtomicWrite = journal.next_write(
             &manifest,
             events.iter().map(|ev| (ev.payload(), Vec::new())),
         );
+        // The mark commits with the events, or alone when the command persists nothing.
+        write.marks = marks;
         write.fence = self.fences.get(&run.shard).cloned();
         let first_seq = journal.seq() + 1;
         run.entity.journal = Some(journal);
@@ -248,10 +315,89 @@ impl DurableJournal {
                 first_seq,
                 events,
                 orphan: false,
+                reply,
             },
         );
         out.push(Output::JournalWrite { token, write });
         None
+    }
+
+    /// Receives sequenced message `d` for `entity` (`entity_id`, of journal `pid`) at `now`, as the
+    /// runtime's `Reliable` entity does: loads the entity's marks from the store if this
+    /// incarnation has not, and lets the core's [`ConsumerMarks::receive`] judge the message
+    /// and say what the write records. `Err` when the marks cannot be read.
+    fn receive(
+        &self,
+        entity: &mut SimEntity,
+        entity_id: &EntityId,
+        pid: &PersistenceId,
+        d: &Sequencing,
+        now: Instant,
+    ) -> Result<Receipt, String> {
+        let consumer = self
+            .consumer
+            .as_ref()
+            .expect("sequenced messages only reach a kind with reliable delivery");
+        if entity.marks.is_none() {
+            let mut marks = ConsumerMarks::new();
+            for kept in at_once(self.store.delivery_marks(pid)).map_err(|e| e.to_string())? {
+                let stream = StreamId {
+                    epoch: kept.epoch,
+                    number: kept.stream,
+                };
+                let touched = Instant::from_millis(kept.written_at_ms);
+                let (seq, producer) = (kept.seq, kept.producer);
+                marks.restore(
+                    &producer,
+                    Mark {
+                        stream,
+                        seq,
+                        touched,
+                    },
+                );
+            }
+            entity.marks = Some(marks);
+        }
+        let marks = entity.marks.as_mut().expect("loaded above");
+        let header = Sequenced {
+            producer: &d.producer,
+            stream: d.stream,
+            seq: d.seq,
+            first: d.first,
+        };
+        // Marks are stamped in whole milliseconds, as the runtime stamps them.
+        let written_at_ms = now.as_millis();
+        let receipt = marks.receive(
+            &header,
+            Instant::from_millis(written_at_ms),
+            consumer.retention,
+        );
+        let reply = receipt
+            .verdict
+            .reply(d.seq, consumer.window)
+            .map(|reply| Output::Send {
+                kind: self.k,
+                to: d.reply_to.clone(),
+                wire: Wire::Reply(DeliveryReply {
+                    producer: Arc::clone(&d.producer),
+                    incarnation: d.incarnation,
+                    entity: entity_id.clone(),
+                    stream: d.stream,
+                    reply,
+                }),
+            });
+        let Some(mark) = receipt.mark else {
+            return Ok(Receipt::Judged(reply));
+        };
+        let mut changes = vec![MarkChange::Set(DeliveryMark {
+            producer: Arc::clone(&d.producer),
+            epoch: mark.stream.epoch,
+            stream: mark.stream.number,
+            seq: mark.seq,
+            written_at_ms,
+        })];
+        changes.extend(receipt.expired.into_iter().map(MarkChange::Remove));
+        Ok(Receipt::Deliver(changes, reply))
     }
 
     /// The store answered write `token`: the handler that sent it finishes, unless its entity
@@ -273,6 +419,9 @@ impl DurableJournal {
                     first_seq: w.first_seq,
                     last_seq,
                 });
+                // Committed: now the producer may hear it (even if the entity was stopped
+                // meanwhile: what it says is durable).
+                out.extend(w.reply);
                 if w.orphan {
                     return None;
                 }
@@ -299,7 +448,11 @@ impl DurableJournal {
                     out.push(Output::CommandFailed { msg: w.msg, why });
                     return None;
                 }
-                Some(finish(w.run, Err(why)))
+                // The marks moved past a message that was not written: they go with the
+                // incarnation (which the failure ends), and the next one loads them again.
+                let mut run = w.run;
+                run.entity.marks = None;
+                Some(finish(run, Err(why)))
             }
         }
     }

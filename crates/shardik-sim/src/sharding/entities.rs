@@ -55,6 +55,7 @@ pub fn new_entities(
         incarnation: counter.fetch_add(1, Ordering::Relaxed),
         journal: None,
         state: Vec::new(),
+        marks: None,
     });
     let stop = Arc::new(|| SimCmd::Stop);
     SimEntities::new(settings, factory, Some(stop), now)
@@ -254,7 +255,7 @@ impl Runner<SimLife> for SimHandlers {
                 msg: msg.id,
                 entity: run.id.clone(),
             });
-            return journal.start(run, msg, &mut self.durable_out);
+            return journal.start(run, msg, self.now, &mut self.durable_out);
         }
         let takes = match run.job.cmd {
             SimCmd::Client(_) => self.spec.handle_time,

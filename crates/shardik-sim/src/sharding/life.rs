@@ -1,6 +1,7 @@
 //! The simulated entity kind's types, shared by the handlers (`entities.rs`) and the durable
 //! journal (`durable.rs`) without either importing the other's module.
 
+use shardik_core::delivery::ConsumerMarks;
 use shardik_core::sharding::entities::{self, Lifecycle};
 use shardik_persistence::JournalCursor;
 
@@ -14,6 +15,9 @@ pub struct SimEntity {
     pub(crate) journal: Option<JournalCursor>,
     /// A durable entity's state: the events it applied.
     pub(crate) state: Vec<EventRec>,
+    /// A durable entity's reliable-delivery marks, loaded from the store with its first
+    /// sequenced message (`None`: not loaded by this incarnation).
+    pub(crate) marks: Option<ConsumerMarks>,
 }
 
 /// What a simulated entity is told.

@@ -5,12 +5,17 @@
 //! Kept apart from the node (`node.rs`) and the durable entities (`durable.rs`), which both
 //! produce these, so that the world, the network and the checkers take them from here.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use shardik_core::delivery::{ConsumerReply, StreamId};
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::{
     CoordinatorEvent, DropReason, EntityId, Envelope, LeaseKey, LeaseRequest, Protocol, ShardId,
 };
 use shardik_persistence::{AtomicWrite, PersistenceId, SnapshotPlan};
+
+use super::reliable::{persists_nothing, stream_order};
 
 /// The payload of a simulated client message: who sent it and its number in that sender's
 /// stream to the entity.
@@ -22,6 +27,66 @@ pub struct SimMsg {
     pub sender: UniqueAddress,
     /// 1, 2, 3, … per sender, kind and entity.
     pub seq: u64,
+    /// For a message a reliable producer sent: its delivery header (`None`: a plain tell).
+    pub delivery: Option<Arc<Sequencing>>,
+}
+
+impl SimMsg {
+    /// A plain client message (no delivery header).
+    pub fn plain(id: u64, sender: UniqueAddress, seq: u64) -> Self {
+        SimMsg {
+            id,
+            sender,
+            seq,
+            delivery: None,
+        }
+    }
+
+    /// What the message's events name it by: the offer a reliable producer sent it for (every
+    /// copy of one offer persists under one id, so a copy processed twice shows), else the
+    /// message itself.
+    pub fn event_id(&self) -> u64 {
+        self.delivery.as_ref().map_or(self.id, |d| d.offer)
+    }
+}
+
+/// The delivery header of a message a reliable producer sent (the runtime's
+/// `SequencedCommand`), and where its entity answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sequencing {
+    /// The offer it carries (unique over the run, from
+    /// [`OFFER_BASE`](super::reliable::OFFER_BASE)).
+    pub offer: u64,
+    /// The producer's id.
+    pub producer: Arc<str>,
+    /// The producer's code, which the events carry as their sender.
+    pub code: u64,
+    /// The stream.
+    pub stream: StreamId,
+    /// The sequence number in the stream.
+    pub seq: u64,
+    /// Whether the entity may start following the stream here.
+    pub first: bool,
+    /// The node incarnation of the producer that sent it, where the answer goes.
+    pub reply_to: UniqueAddress,
+    /// That producer's incarnation on its node (an answer for an earlier one is not heard, as
+    /// the runtime's asks die with their producer task).
+    pub incarnation: u64,
+}
+
+/// An entity's answer to a reliable producer about one of its streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryReply {
+    /// The producer.
+    pub producer: Arc<str>,
+    /// The producer's incarnation that sent the message answered.
+    pub incarnation: u64,
+    /// The entity.
+    pub entity: EntityId,
+    /// The stream.
+    pub stream: StreamId,
+    /// The answer.
+    pub reply: ConsumerReply,
 }
 
 /// What travels between nodes' sharding layers.
@@ -31,6 +96,8 @@ pub enum Wire {
     Proto(Protocol),
     /// A client message on its way to its shard's home.
     User(Envelope<SimMsg>),
+    /// An entity's answer to a reliable producer, on its way to the producer's node.
+    Reply(DeliveryReply),
 }
 
 /// Something a node's layer did that the world must route, check or record.
@@ -166,6 +233,13 @@ pub enum Output {
         /// The number of its last event.
         last_seq: u64,
     },
+    /// A durable entity judged a reliably delivered message not to be processed (a
+    /// duplicate, a gap, a stream it does not follow, a stale one) and answered it, or not
+    /// (stale), at once.
+    Judged {
+        /// The message.
+        msg: SimMsg,
+    },
     /// A durable entity's command failed: its recovery or its write failed, or its shard
     /// was stopped before it ran. The asker is told.
     CommandFailed {
@@ -237,8 +311,26 @@ pub struct EventRec {
 const EVENT_LEN: usize = 26;
 
 impl EventRec {
-    /// The events message `msg` persists: one to three, by its id.
+    /// The events message `msg` persists: one to three, by its id. A reliably delivered
+    /// message persists under its offer, sent by its producer, numbered by its place in its
+    /// stream (so the journal's order per sender is the order of acceptance); some persist
+    /// nothing ([`persists_nothing`]).
     pub fn for_msg(msg: &SimMsg) -> Vec<EventRec> {
+        if let Some(d) = &msg.delivery {
+            if persists_nothing(d.offer) {
+                return Vec::new();
+            }
+            let parts = 1 + (d.offer % 3) as u8;
+            return (0..parts)
+                .map(|part| EventRec {
+                    msg: d.offer,
+                    sender: d.code,
+                    sender_seq: stream_order(d.stream, d.seq),
+                    part,
+                    parts,
+                })
+                .collect();
+        }
         let parts = 1 + (msg.id % 3) as u8;
         (0..parts)
             .map(|part| EventRec {

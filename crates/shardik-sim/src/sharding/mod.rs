@@ -14,6 +14,9 @@
 //! * [`checker`]: the invariants;
 //! * [`durable`], [`store`], [`durability`]: durable entities (commands that persist events
 //!   to a store with crash points, through the runtime's journal core) and their invariants;
+//! * [`reliable`], [`producer`], [`delivery_checker`]: reliable delivery to the durable
+//!   entities (producers with durable queues on some nodes, the core's producer and consumer
+//!   decisions as the runtime drives them) and its invariants (exactly once, in order);
 //! * [`cluster`]: [`ShardingWorld`], which ties them to the membership world;
 //! * [`scale`]: a large cluster (1 000 nodes, 10 000 shards) through formation, a rolling
 //!   restart and a partition, timed in simulated time.
@@ -26,6 +29,7 @@
 pub mod checker;
 pub mod cluster;
 pub mod config;
+pub mod delivery_checker;
 pub mod durability;
 pub mod durable;
 pub mod entities;
@@ -33,6 +37,8 @@ mod life;
 pub mod messages;
 pub mod net;
 pub mod node;
+pub mod producer;
+pub mod reliable;
 pub mod scale;
 pub mod store;
 pub mod traffic;
@@ -43,10 +49,12 @@ pub use config::{
     FAST_LEASE_OVERRIDES, FAST_OVERRIDES, KindSpec, ShardingConfig, fast_leases, fast_membership,
     fast_settings, fast_world, handoff_mode_toml, world_with,
 };
+pub use delivery_checker::{DeliveryChecker, ReliableStats};
 pub use durability::DurabilityChecker;
 pub use durable::{CrashPoints, DurableSpec};
 pub use entities::EntitySpec;
 pub use messages::{EventRec, SimMsg};
 pub use node::ShardNode;
+pub use reliable::ReliableSpec;
 pub use store::StoreStats;
 pub use traffic::{Ledger, SentRecord, TrafficConfig, entity_name};

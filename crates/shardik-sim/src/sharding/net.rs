@@ -113,7 +113,7 @@ impl Net {
     /// Counts `p` as lost.
     pub fn lost(&mut self, p: &Packet) {
         match p.wire {
-            Wire::Proto(_) => self.stats.lost_protocol += 1,
+            Wire::Proto(_) | Wire::Reply(_) => self.stats.lost_protocol += 1,
             Wire::User(_) => self.stats.lost_user += 1,
         }
     }

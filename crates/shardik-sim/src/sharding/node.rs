@@ -112,7 +112,8 @@ impl ShardNode {
                             .as_ref()
                             .zip(store.as_ref())
                             .map(|(spec, store)| {
-                                DurableJournal::new(Arc::clone(store), spec, &k.name, i)
+                                let reliable = cfg.reliable.as_ref();
+                                DurableJournal::new(Arc::clone(store), spec, reliable, &k.name, i)
                             }),
                         now,
                     ),
@@ -290,6 +291,9 @@ impl ShardNode {
                 };
                 self.input(now, kind, input, out);
             }
+            // An answer to a reliable producer is the producer's, which the world runs beside
+            // the layer: it never comes here.
+            Wire::Reply(_) => {}
         }
     }
 
@@ -307,7 +311,7 @@ impl ShardNode {
         let epoch = match wire {
             Wire::Proto(Protocol::CoordinatorStarted { epoch }) => epoch,
             Wire::Proto(Protocol::Register { .. }) => 0,
-            Wire::Proto(_) => return,
+            Wire::Proto(_) | Wire::Reply(_) => return,
             Wire::User(env) => panic!(
                 "message {} of kind {kind} reached {}, which never started the kind",
                 env.msg.id, self.me

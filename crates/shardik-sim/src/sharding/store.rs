@@ -27,6 +27,7 @@ use shardik_core::sharding::{LeaseAnswer, LeaseKey, LeaseRequest, ShardId};
 use shardik_persistence::{AtomicWrite, MemoryStore, WriteResult};
 
 use super::durable::{DurableSpec, SnapshotTask};
+use super::producer::{CallAnswer, ProducerCall};
 use crate::world::NodeId;
 
 /// A node incarnation that made a store call.
@@ -82,6 +83,21 @@ pub(crate) enum StoreOp {
         id: u64,
         answer: LeasesRead,
     },
+    /// A reliable producer's call to its durable queue reaches the store.
+    ProducerCall {
+        from: Caller,
+        /// The producer's incarnation on its node.
+        incarnation: u64,
+        token: u64,
+        call: ProducerCall,
+    },
+    /// The store's answer to a producer's call reaches its node.
+    ProducerAnswer {
+        to: Caller,
+        incarnation: u64,
+        token: u64,
+        answer: CallAnswer,
+    },
     /// The store's answer to a lease call reaches its node.
     LeaseAnswer {
         to: Caller,
@@ -123,6 +139,13 @@ pub struct StoreStats {
     pub renewals_refused: usize,
     /// Writes refused by a fence (their lease token was older than one already written).
     pub fenced_writes: usize,
+    /// Calls of reliable producers to their durable queues that reached the store.
+    pub queue_calls: usize,
+    /// Such calls whose node crashed before they reached the store, and which never did.
+    pub queue_calls_lost_in_crash: usize,
+    /// Crashes of a producer's node with a batch of offers on its way to the queue, or stored
+    /// and not yet answered.
+    pub crashes_storing_offers: usize,
 }
 
 /// The store, the calls on their way, and the crash points still to spend.
@@ -223,6 +246,51 @@ impl SimStore {
             self.schedule(now + d / 2, StoreOp::Crash { node: from.clone() });
         }
         self.schedule(now + d, StoreOp::Append { from, token, write });
+    }
+
+    /// A producer's call to its queue leaves `from`: it reaches the store after a call's time;
+    /// a batch of offers may meet the crash point "write in flight" on its way.
+    pub(crate) fn send_producer_call(
+        &mut self,
+        now: Instant,
+        from: Caller,
+        incarnation: u64,
+        token: u64,
+        call: ProducerCall,
+    ) {
+        let d = self.latency();
+        if matches!(call, ProducerCall::Enqueue(_))
+            && self.crash_point(self.spec.crash_points.write_in_flight)
+        {
+            self.stats.crashes_storing_offers += 1;
+            self.schedule(now + d / 2, StoreOp::Crash { node: from.clone() });
+        }
+        let op = StoreOp::ProducerCall {
+            from,
+            incarnation,
+            token,
+            call,
+        };
+        self.schedule(now + d, op);
+    }
+
+    /// The answer to a producer's call leaves the store.
+    pub(crate) fn answer_producer(
+        &mut self,
+        now: Instant,
+        to: Caller,
+        incarnation: u64,
+        token: u64,
+        answer: CallAnswer,
+    ) {
+        let d = self.latency();
+        let op = StoreOp::ProducerAnswer {
+            to,
+            incarnation,
+            token,
+            answer,
+        };
+        self.schedule(now + d, op);
     }
 
     /// The answer to a write leaves the store for its entity.

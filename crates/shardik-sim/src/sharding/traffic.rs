@@ -74,6 +74,9 @@ pub struct Ledger {
     acked: BTreeSet<u64>,
     /// Durable entities only: commands answered with a failure.
     failed: BTreeSet<u64>,
+    /// Reliably delivered messages their entity answered without processing them (a
+    /// duplicate, a gap, a stream it does not follow) or left unanswered (stale).
+    answered: BTreeSet<u64>,
 }
 
 impl Ledger {
@@ -133,6 +136,10 @@ impl Ledger {
         self.failed.insert(id);
     }
 
+    pub(crate) fn answered(&mut self, id: u64) {
+        self.answered.insert(id);
+    }
+
     /// Whether message `id` was answered with a failure (by a durable entity, or by an entity's
     /// queue that was dropped).
     pub fn is_failed(&self, id: u64) -> bool {
@@ -155,7 +162,7 @@ impl Ledger {
     }
 
     /// Durable entities only: messages delivered to their entity that were neither
-    /// acknowledged, nor answered with a failure, nor lost with their node. After quiescence
+    /// acknowledged, nor answered with a failure or a verdict, nor lost with their node. After quiescence
     /// this must be empty: a command nobody answered vanished.
     pub fn unanswered_commands(&self) -> Vec<u64> {
         self.delivered
@@ -163,6 +170,7 @@ impl Ledger {
             .filter(|id| {
                 !self.acked.contains(id)
                     && !self.failed.contains(id)
+                    && !self.answered.contains(id)
                     && !self.lost_with_node.contains(id)
             })
             .copied()

@@ -174,11 +174,20 @@ impl ShardingWorld {
                     last_seq,
                 } => {
                     self.ledger.acked(msg.id);
-                    if let Some(store) = &self.store {
+                    // A reliably delivered command that persisted nothing wrote its mark
+                    // alone: no event to find (the delivery checker saw the mark).
+                    if let Some(store) = &self.store
+                        && first_seq <= last_seq
+                    {
                         let store = &store.store;
+                        let event = msg.event_id();
                         self.durability
-                            .acked(now, store, &pid, msg.id, first_seq, last_seq);
+                            .acked(now, store, &pid, event, first_seq, last_seq);
                     }
+                }
+                Output::Judged { msg } => {
+                    self.ledger.answered(msg.id);
+                    self.delivery.judged();
                 }
                 Output::CommandFailed { msg, why } => {
                     self.note(Some(id), format!("message {} failed: {why}", msg.id));

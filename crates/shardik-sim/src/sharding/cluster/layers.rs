@@ -59,6 +59,8 @@ impl ShardingWorld {
                     ShardNode::new(uid, &roles, &self.cfg, store, remembered, incarnations, now)
                 });
                 self.reschedule(id);
+                // The application on the new incarnation starts its producer again.
+                self.start_producer(id);
             } else if !alive && self.slots[id].layer.is_some() {
                 let why = match self.world.shutdown_reason(id) {
                     Some(r) => format!("shut down ({r:?})"),
@@ -85,6 +87,9 @@ impl ShardingWorld {
         let Some(mut layer) = self.slots[id].layer.take() else {
             return;
         };
+        // The producer dies with its node: what it held that its queue has is sent by its
+        // next incarnation.
+        self.slots[id].producer = None;
         self.note(Some(id), format!("sharding layer gone: {why}"));
         let mut out = std::mem::take(&mut self.scratch);
         layer.kill(&mut out);

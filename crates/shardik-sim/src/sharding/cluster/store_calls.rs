@@ -28,13 +28,17 @@ impl ShardingWorld {
         let caller = match &op {
             StoreOp::Append { from, .. }
             | StoreOp::Snapshot { from, .. }
+            | StoreOp::ProducerCall { from, .. }
             | StoreOp::Lease { from, .. }
             | StoreOp::ReadLeases { from, .. } => Some(from.id),
             _ => None,
         };
         if let Some(until) = caller.and_then(|id| st.cut_until(id, now)) {
             match op {
-                StoreOp::Append { .. } | StoreOp::Snapshot { .. } => st.schedule(until, op),
+                // A producer's queue is written like a journal: its calls wait too.
+                StoreOp::Append { .. }
+                | StoreOp::Snapshot { .. }
+                | StoreOp::ProducerCall { .. } => st.schedule(until, op),
                 _ => {}
             }
             return;
@@ -67,6 +71,18 @@ impl ShardingWorld {
                 id,
                 answer,
             } => self.lease_answered(to, kind, key, id, answer),
+            StoreOp::ProducerCall {
+                from,
+                incarnation,
+                token,
+                call,
+            } => self.producer_call_arrives(from, incarnation, token, call),
+            StoreOp::ProducerAnswer {
+                to,
+                incarnation,
+                token,
+                answer,
+            } => self.producer_call_answered(to, incarnation, token, answer),
             StoreOp::Crash { node } => self.crash_with_write_in_flight(node),
             StoreOp::Restart { id } => self.restart_after_crash_point(id),
         }
@@ -74,7 +90,7 @@ impl ShardingWorld {
 
     /// The store, which every store call needs ([`store_op`](Self::store_op) checked it is
     /// there); borrowed alone, so that the rest of the world stays at hand beside it.
-    fn store_of(store: &mut Option<SimStore>) -> &mut SimStore {
+    pub(super) fn store_of(store: &mut Option<SimStore>) -> &mut SimStore {
         store.as_mut().expect("store calls run only with a store")
     }
 
@@ -99,6 +115,7 @@ impl ShardingWorld {
                 st.stats.committed_after_crash += 1;
             }
             self.durability.committed(now, &write);
+            self.delivery.committed(now, &write);
         } else {
             st.stats.refused += 1;
             if matches!(result, Err(WriteRefused::Fenced { .. })) {
@@ -338,7 +355,7 @@ impl ShardingWorld {
     }
 
     /// A node a crash point took down starts again and joins the members still running.
-    fn restart_after_crash_point(&mut self, id: NodeId) {
+    pub(super) fn restart_after_crash_point(&mut self, id: NodeId) {
         if self.world.is_alive(id) {
             return;
         }
@@ -362,7 +379,7 @@ impl ShardingWorld {
 }
 
 /// When the store's answer to `to` can be handed over.
-enum Due {
+pub(super) enum Due {
     /// Never: that incarnation is gone.
     Never,
     /// Once its node's pause ends.
@@ -373,7 +390,7 @@ enum Due {
 
 /// When the store's answer to `to` can be handed over: never to an incarnation that is gone,
 /// after the pause to a paused node, now otherwise.
-fn answer_due(slots: &[Slot], world: &World, to: &Caller) -> Due {
+pub(super) fn answer_due(slots: &[Slot], world: &World, to: &Caller) -> Due {
     if slots[to.id]
         .layer
         .as_ref()

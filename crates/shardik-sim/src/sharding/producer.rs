@@ -1,0 +1,454 @@
+//! A simulated reliable producer: the core's [`Producer`] driven as the runtime's producer
+//! task drives it (`shardik-runtime/src/delivery/producer.rs`), with its store calls made to
+//! the simulated store, which take time and may be lost with their node.
+//!
+//! * A new incarnation first starts its producer in the store (`start_producer`, which gives
+//!   its epoch) and reads its durable queue (`queued`); the queue's streams are handed back
+//!   to the core ([`Producer::resume`]) before any offer is taken.
+//! * Offers wait in the application's channel until the core has room for them (flow
+//!   control); a batch the core accepted is stored (`enqueue`) before anything of it is sent
+//!   or counted accepted. While that call is out, the task does nothing else: answers and
+//!   timeouts wait, as they wait behind the runtime task's `await`.
+//! * What the core confirms is deleted from the queue (`confirm_queued`), without waiting.
+//!
+//! The producer knows nothing of the network or the store model: it says what to do in
+//! [`ProducerOut`]s, and the world carries them out.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use shardik_core::Instant;
+use shardik_core::delivery::{ConsumerReply, Producer, ProducerEffect, StreamId};
+use shardik_core::membership::UniqueAddress;
+use shardik_core::sharding::EntityId;
+use shardik_persistence::{QueueConfirmation, QueuedMessage};
+
+use super::messages::Sequencing;
+use super::reliable::{ReliableSpec, decode_offer, encode_offer, producer_code, producer_id};
+use crate::world::NodeId;
+
+/// Offers taken from the channel at once, at most (the runtime's `REQUESTS`).
+const BATCH: usize = 64;
+
+/// A call a producer makes to its durable queue.
+#[derive(Clone, Debug)]
+pub(crate) enum ProducerCall {
+    /// `start_producer`, then `queued`.
+    Start,
+    /// `enqueue` of a batch of accepted offers.
+    Enqueue(Vec<QueuedMessage>),
+    /// `confirm_queued`.
+    Confirm(Vec<QueueConfirmation>),
+}
+
+/// What the store answered a [`ProducerCall`].
+#[derive(Clone, Debug)]
+pub(crate) enum CallAnswer {
+    /// The incarnation's epoch and the queue as it stood.
+    Started {
+        epoch: u64,
+        queued: Vec<QueuedMessage>,
+    },
+    /// The batch is stored.
+    Enqueued,
+    /// The confirmed messages are deleted.
+    Deleted,
+}
+
+/// What a producer asks the world to do, and what it tells the checker.
+#[derive(Clone, Debug)]
+pub(crate) enum ProducerOut {
+    /// Send a message through the node's region.
+    Send { to: EntityId, header: Sequencing },
+    /// Make a call to the durable queue, answered with `token`.
+    Call { token: u64, call: ProducerCall },
+    /// The core took offer `offer` for `to`, as message `seq` of `stream` (not yet stored).
+    Offered {
+        offer: u64,
+        to: EntityId,
+        stream: StreamId,
+        seq: u64,
+    },
+    /// These offers are stored: the application hears they are accepted.
+    Accepted(Vec<u64>),
+    /// The core heard `to` confirm `stream` up to `seq`.
+    Confirmed {
+        to: EntityId,
+        stream: StreamId,
+        seq: u64,
+    },
+}
+
+/// A batch being stored: what the application hears, and what the core asked to send, once
+/// it is.
+struct Storing {
+    token: u64,
+    accepted: Vec<u64>,
+    effects: Vec<ProducerEffect<EntityId, u64>>,
+}
+
+/// One incarnation of one node's producer.
+pub(crate) struct SimProducer {
+    id: Arc<str>,
+    code: u64,
+    /// The node incarnation it runs on.
+    node: UniqueAddress,
+    /// Numbers the producer's incarnations on its node (answers carry it).
+    incarnation: u64,
+    kind: Arc<str>,
+    spec: ReliableSpec,
+    /// `None` until the store answered its start.
+    core: Option<Producer<EntityId, u64>>,
+    /// The start call, while it is out.
+    starting: Option<u64>,
+    /// Offers the application made that the producer has not taken (the runtime's channel).
+    waiting: VecDeque<(EntityId, u64)>,
+    storing: Option<Storing>,
+    /// Answers heard while a batch was being stored, in order.
+    replies: VecDeque<(EntityId, StreamId, ConsumerReply)>,
+    /// Confirmations being deleted from the queue.
+    deleting: BTreeSet<u64>,
+    next_token: u64,
+    /// Asked to stop: it takes no more offers, and is stopped once its calls are answered.
+    stopping: bool,
+}
+
+impl SimProducer {
+    /// The producer of slot `slot`, incarnation `incarnation`, on node `node`: it starts by
+    /// asking the store for its epoch and queue.
+    pub(crate) fn start(
+        slot: NodeId,
+        node: UniqueAddress,
+        incarnation: u64,
+        kind: &str,
+        spec: &ReliableSpec,
+        out: &mut Vec<ProducerOut>,
+    ) -> Self {
+        let mut p = SimProducer {
+            id: Arc::from(producer_id(slot)),
+            code: producer_code(slot),
+            node,
+            incarnation,
+            kind: Arc::from(kind),
+            spec: spec.clone(),
+            core: None,
+            starting: None,
+            waiting: VecDeque::new(),
+            storing: None,
+            replies: VecDeque::new(),
+            deleting: BTreeSet::new(),
+            next_token: 1,
+            stopping: false,
+        };
+        let token = p.token();
+        p.starting = Some(token);
+        out.push(ProducerOut::Call {
+            token,
+            call: ProducerCall::Start,
+        });
+        p
+    }
+
+    fn token(&mut self) -> u64 {
+        let t = self.next_token;
+        self.next_token += 1;
+        t
+    }
+
+    /// The producer's id.
+    pub(crate) fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// The node incarnation it runs on.
+    pub(crate) fn node(&self) -> &UniqueAddress {
+        &self.node
+    }
+
+    /// Its incarnation number.
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// Whether the application may offer now: the producer runs and its channel has room.
+    pub(crate) fn takes_offers(&self) -> bool {
+        !self.stopping && self.waiting.len() < self.spec.max_waiting
+    }
+
+    /// Messages accepted and not confirmed, plus offers not yet taken: zero once everything
+    /// the application handed over is confirmed.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.core.as_ref().map_or(0, Producer::unconfirmed)
+            + self.waiting.len()
+            + usize::from(self.starting.is_some() || self.storing.is_some())
+    }
+
+    /// What it holds, for a violation's message.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{}: {} unconfirmed, {} offers waiting{}{}{}",
+            self.id,
+            self.core.as_ref().map_or(0, Producer::unconfirmed),
+            self.waiting.len(),
+            if self.starting.is_some() {
+                ", starting"
+            } else {
+                ""
+            },
+            if self.storing.is_some() {
+                ", storing offers"
+            } else {
+                ""
+            },
+            if self.stopping { ", stopping" } else { "" },
+        )
+    }
+
+    /// Whether it asked to stop and every call it made is answered.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopping
+            && self.starting.is_none()
+            && self.storing.is_none()
+            && self.deleting.is_empty()
+    }
+
+    /// Asks it to stop (the application stops the producer to start it again): offers not
+    /// taken are refused, and it stops once its calls are answered.
+    pub(crate) fn stop(&mut self) {
+        self.stopping = true;
+        self.waiting.clear();
+    }
+
+    /// The application offers `offer` for `to`.
+    pub(crate) fn offer(
+        &mut self,
+        now: Instant,
+        to: EntityId,
+        offer: u64,
+        out: &mut Vec<ProducerOut>,
+    ) {
+        self.waiting.push_back((to, offer));
+        self.take_offers(now, out);
+    }
+
+    /// When [`timer`](Self::timer) has work: the core's next deadline, while nothing blocks
+    /// the task.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.storing.is_some() || self.stopping {
+            return None;
+        }
+        self.core.as_ref()?.poll_timeout()
+    }
+
+    /// Resends and forgets what is due at `now`.
+    pub(crate) fn timer(&mut self, now: Instant, out: &mut Vec<ProducerOut>) {
+        if self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        let mut effects = Vec::new();
+        if let Some(core) = self.core.as_mut() {
+            core.handle_timeout(now, &mut effects);
+        }
+        self.carry_out(effects, out);
+    }
+
+    /// An entity's answer reached the producer.
+    pub(crate) fn on_reply(
+        &mut self,
+        now: Instant,
+        to: EntityId,
+        stream: StreamId,
+        reply: ConsumerReply,
+        out: &mut Vec<ProducerOut>,
+    ) {
+        if self.stopping {
+            return;
+        }
+        if self.storing.is_some() || self.core.is_none() {
+            self.replies.push_back((to, stream, reply));
+            return;
+        }
+        let mut effects = Vec::new();
+        if let Some(core) = self.core.as_mut() {
+            core.on_reply(now, &to, stream, reply, &mut effects);
+        }
+        self.carry_out(effects, out);
+        // What it confirmed makes room for offers that waited (flow control).
+        self.take_offers(now, out);
+    }
+
+    /// The store answered call `token`.
+    pub(crate) fn answered(
+        &mut self,
+        now: Instant,
+        token: u64,
+        answer: CallAnswer,
+        out: &mut Vec<ProducerOut>,
+    ) {
+        match answer {
+            CallAnswer::Started { epoch, queued } => {
+                if self.starting != Some(token) {
+                    return;
+                }
+                self.starting = None;
+                if self.stopping {
+                    return;
+                }
+                let mut core = Producer::new(self.spec.producer.clone(), epoch);
+                let mut effects = Vec::new();
+                for ((to, stream), held) in by_stream(&self.kind, queued) {
+                    core.resume(now, to, stream, held, &mut effects);
+                }
+                self.core = Some(core);
+                self.carry_out(effects, out);
+            }
+            CallAnswer::Enqueued => {
+                let Some(storing) = self.storing.take_if(|s| s.token == token) else {
+                    return;
+                };
+                out.push(ProducerOut::Accepted(storing.accepted));
+                self.carry_out(storing.effects, out);
+            }
+            CallAnswer::Deleted => {
+                self.deleting.remove(&token);
+                return;
+            }
+        }
+        // What waited behind the call: the answers heard meanwhile, then more offers.
+        while self.storing.is_none()
+            && let Some((to, stream, reply)) = self.replies.pop_front()
+        {
+            self.on_reply(now, to, stream, reply, out);
+        }
+        self.take_offers(now, out);
+    }
+
+    /// Takes as many waiting offers as the core has room for, and stores the batch it
+    /// accepted (nothing is sent until it is stored).
+    fn take_offers(&mut self, now: Instant, out: &mut Vec<ProducerOut>) {
+        if self.stopping || self.storing.is_some() || self.waiting.is_empty() {
+            return;
+        }
+        let Some(core) = self.core.as_mut() else {
+            return;
+        };
+        let room = core
+            .settings()
+            .max_unconfirmed
+            .saturating_sub(core.unconfirmed())
+            .min(BATCH);
+        let mut effects = Vec::new();
+        let mut rows = Vec::new();
+        let mut accepted = Vec::new();
+        for _ in 0..room {
+            let Some((to, offer)) = self.waiting.pop_front() else {
+                break;
+            };
+            let Ok((stream, seq)) = core.offer(now, to.clone(), offer, &mut effects) else {
+                // Not reached: no more is taken than the core has room for.
+                continue;
+            };
+            out.push(ProducerOut::Offered {
+                offer,
+                to: to.clone(),
+                stream,
+                seq,
+            });
+            rows.push(QueuedMessage {
+                kind: Arc::clone(&self.kind),
+                entity: to,
+                epoch: stream.epoch,
+                stream: stream.number,
+                seq,
+                payload: encode_offer(offer),
+            });
+            accepted.push(offer);
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let token = self.token();
+        self.storing = Some(Storing {
+            token,
+            accepted,
+            effects,
+        });
+        out.push(ProducerOut::Call {
+            token,
+            call: ProducerCall::Enqueue(rows),
+        });
+    }
+
+    /// Sends what the core asks to send, and deletes what it confirmed from the queue.
+    fn carry_out(
+        &mut self,
+        effects: Vec<ProducerEffect<EntityId, u64>>,
+        out: &mut Vec<ProducerOut>,
+    ) {
+        let mut confirmations = Vec::new();
+        for effect in effects {
+            match effect {
+                ProducerEffect::Send {
+                    to,
+                    stream,
+                    seq,
+                    first,
+                    payload,
+                } => out.push(ProducerOut::Send {
+                    to,
+                    header: Sequencing {
+                        offer: payload,
+                        producer: Arc::clone(&self.id),
+                        code: self.code,
+                        stream,
+                        seq,
+                        first,
+                        reply_to: self.node.clone(),
+                        incarnation: self.incarnation,
+                    },
+                }),
+                ProducerEffect::Confirmed { to, stream, seq } => {
+                    out.push(ProducerOut::Confirmed { to, stream, seq });
+                    confirmations.push(QueueConfirmation {
+                        epoch: stream.epoch,
+                        stream: stream.number,
+                        up_to: seq,
+                    });
+                }
+            }
+        }
+        if !confirmations.is_empty() {
+            let token = self.token();
+            self.deleting.insert(token);
+            out.push(ProducerOut::Call {
+                token,
+                call: ProducerCall::Confirm(confirmations),
+            });
+        }
+    }
+}
+
+/// Queued messages of `kind`, by entity and stream, each stream's in sequence order (the
+/// runtime's `group_by_stream`). A message whose payload does not decode is a bug of the
+/// simulator and stops the run.
+fn by_stream(
+    kind: &str,
+    rows: Vec<QueuedMessage>,
+) -> BTreeMap<(EntityId, StreamId), Vec<(u64, u64)>> {
+    let mut streams: BTreeMap<(EntityId, StreamId), Vec<(u64, u64)>> = BTreeMap::new();
+    for row in rows.into_iter().filter(|r| &*r.kind == kind) {
+        let stream = StreamId {
+            epoch: row.epoch,
+            number: row.stream,
+        };
+        let offer = decode_offer(&row.payload).expect("a queued offer decodes");
+        streams
+            .entry((row.entity, stream))
+            .or_default()
+            .push((row.seq, offer));
+    }
+    for held in streams.values_mut() {
+        held.sort_by_key(|(seq, _)| *seq);
+    }
+    streams
+}
