@@ -78,6 +78,9 @@ enum BenchCmd {
     /// SIGSTOP) under load, timed phase by phase until its entities answer again from the
     /// survivors.
     Failover(crate::bench_failover::FailoverArgs),
+    /// Reliable delivery against plain tells to the same entities (durable and in-memory),
+    /// and the memory an unconfirmed message holds.
+    Reliable(crate::bench_reliable::ReliableArgs),
 }
 
 /// Arguments of `shardik bench transport`.
@@ -164,6 +167,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         BenchCmd::Codecs(a) => crate::bench_codecs::run(a),
         BenchCmd::Coordinator(a) => crate::bench_coordinator::run(a),
         BenchCmd::Failover(a) => crate::bench_failover::run(a),
+        BenchCmd::Reliable(a) => crate::bench_reliable::run(a),
     }
 }
 

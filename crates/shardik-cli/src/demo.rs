@@ -6,8 +6,10 @@
 //! prints where the shards live, adds a fourth node and shows shards rebalancing to it, kills
 //! one node with SIGKILL and shows its shards re-homed once it is downed and removed (the
 //! counters it ran keep their values), kills every node and starts a new cluster on the same
-//! file (every counter still has its value), and stops everything with SIGTERM (hand-off, then
-//! graceful leave). Every answer is checked against the increments acknowledged before it; the
+//! file (every counter still has its value), starts a node with a reliable producer whose
+//! increments to 300 `reliable-counter`s are in flight when it is killed with SIGKILL and
+//! started again on its durable queue (every counter ends at exactly the increments accepted
+//! for it), and stops everything with SIGTERM (hand-off, then graceful leave). Every answer is checked against the increments acknowledged before it; the
 //! run ends with a summary of increments sent, answered, dropped (with reasons) and lost.
 //! Timeouts are shortened through environment overrides so the whole run takes about a
 //! minute; `--simulated` runs the membership story in the simulator.
@@ -97,9 +99,10 @@ fn spawn_node(
     seeds: &[u16],
     store: &str,
     tx: &mpsc::Sender<Seen>,
+    extra: &[&str],
 ) -> anyhow::Result<DemoNode> {
     let mut cmd = crate::counter_nodes::command(port, mgmt, seeds, store)?;
-    cmd.envs(FAST.iter().copied());
+    cmd.envs(FAST.iter().copied()).args(extra);
     let mut child = cmd.spawn().context("cannot start a node process")?;
     let name = format!("127.0.0.1:{port}");
     let stderr = child.stderr.take().context("no stderr")?;
@@ -360,7 +363,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     println!("\nMembership changes as {} sees them:\n", narrator.observer);
     let mut nodes: Vec<DemoNode> = Vec::new();
     for (i, port) in ports.iter().enumerate() {
-        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx)?);
+        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx, &[])?);
     }
     let third = nodes[2].name.clone();
     narrator.wait_for(&format!("member {third} is Up"), Duration::from_secs(30))?;
@@ -381,7 +384,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     println!("\n-> a fourth node joins; traffic goes on while shards rebalance to it.\n");
     let fourth_port = free_port()?;
-    nodes.push(spawn_node(fourth_port, mgmt[3], &seeds, &store, &tx)?);
+    nodes.push(spawn_node(fourth_port, mgmt[3], &seeds, &store, &tx, &[])?);
     let fourth = nodes[3].name.clone();
     narrator.wait_for(&format!("member {fourth} is Up"), Duration::from_secs(30))?;
     let deadline = Instant::now() + Duration::from_secs(40);
@@ -441,7 +444,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         observer: format!("127.0.0.1:{}", ports[0]),
     };
     for (i, port) in ports.iter().enumerate() {
-        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx)?);
+        nodes.push(spawn_node(*port, mgmt[i], &seeds, &store, &tx, &[])?);
     }
     let last = nodes[2].name.clone();
     narrator.wait_for(&format!("member {last} is Up"), Duration::from_secs(30))?;
@@ -477,6 +480,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             *dropped.entry(why).or_default() += n;
         }
     }
+
+    let reliable_wrong = reliable_chapter(&narrator, &mut nodes, &seeds, &store, &tx)?;
 
     println!("\n-> every node hands off its shards and leaves gracefully (SIGTERM).\n");
     // The newest first, so that the observer narrates their leaving before it leaves itself.
@@ -532,9 +537,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             format!("NO, {} answers were wrong", tally.wrong)
         }
     );
-    let clean = codes.iter().all(|c| *c == Some(0)) && tally.wrong == 0;
+    let clean = codes.iter().all(|c| *c == Some(0)) && tally.wrong == 0 && reliable_wrong == 0;
     println!(
-        "\nDone in {:.1}s: formed, served, rebalanced, lost a node, re-homed its shards, restarted the whole cluster, and left gracefully ({}).",
+        "\nDone in {:.1}s: formed, served, rebalanced, lost a node, re-homed its shards, restarted the whole cluster, delivered reliably through a producer's crash, and left gracefully ({}).",
         narrator.start.elapsed().as_secs_f64(),
         if clean {
             "every node exited with 0"
@@ -547,4 +552,76 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A fifth node runs a reliable producer (its queue in the same file) and hands increments to
+/// the reliable counters; it is killed with SIGKILL while some are in flight and started again
+/// on its queue, and every counter ends at exactly the increments accepted for it. Returns how
+/// many counters did not.
+fn reliable_chapter(
+    narrator: &Narrator,
+    nodes: &mut Vec<DemoNode>,
+    seeds: &[u16],
+    store: &str,
+    tx: &mpsc::Sender<Seen>,
+) -> anyhow::Result<usize> {
+    use crate::demo_reliable::{
+        RELIABLE_COUNTERS, burst, hand_over, mismatches, unconfirmed, wait_all_confirmed,
+    };
+    const PRODUCER: &[&str] = &["--demo-producer", "demo"];
+    println!(
+        "\n-> a node with a reliable producer joins (its queue in the same file) and hands increments \
+         to {RELIABLE_COUNTERS} reliable counters; it is killed with SIGKILL while some are in flight, \
+         and started again on its queue.\n"
+    );
+    let (port, mgmt) = (free_port()?, free_port()?);
+    let mut producer = spawn_node(port, mgmt, seeds, store, tx, PRODUCER)?;
+    narrator.wait_for(
+        &format!("member {} is Up", producer.name),
+        Duration::from_secs(30),
+    )?;
+    let mut accepted = vec![0u64; RELIABLE_COUNTERS];
+    let first = hand_over(mgmt, &mut accepted) + burst(mgmt, &mut accepted);
+    let in_flight = unconfirmed(mgmt).unwrap_or(0);
+    let _ = producer.child.kill();
+    let _ = producer.child.wait();
+    narrator.drain();
+    narrator.say(&format!(
+        "{first} increments accepted (each stored in the producer's queue before it was accepted); \
+         {} killed with {in_flight} of them not yet confirmed by their counters",
+        producer.name
+    ));
+    let (port, mgmt) = (free_port()?, free_port()?);
+    let producer = spawn_node(port, mgmt, seeds, store, tx, PRODUCER)?;
+    narrator.wait_for(
+        &format!("member {} is Up", producer.name),
+        Duration::from_secs(30),
+    )?;
+    narrator.say(&format!(
+        "the producer started again on {}: a new incarnation, sending again what was not confirmed",
+        producer.name
+    ));
+    let second = hand_over(mgmt, &mut accepted);
+    let confirmed = wait_all_confirmed(mgmt, Duration::from_secs(60));
+    let reader = nodes.first().map_or(mgmt, |n| n.mgmt);
+    let wrong = mismatches(reader, &accepted);
+    narrator.drain();
+    narrator.say(&format!(
+        "{} more accepted; {}; {} of {RELIABLE_COUNTERS} reliable counters hold exactly the \
+         increments accepted for them ({} in all: none lost, none applied twice){}",
+        second,
+        if confirmed {
+            "every one confirmed"
+        } else {
+            "NOT every one confirmed within 60 s"
+        },
+        RELIABLE_COUNTERS - wrong.len(),
+        first + second,
+        match wrong.first() {
+            None => String::new(),
+            Some((i, v)) => format!("; e.g. r{i} holds {v:?}, accepted {}", accepted[*i]),
+        }
+    ));
+    nodes.push(producer);
+    Ok(wrong.len())
 }

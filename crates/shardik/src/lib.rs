@@ -139,6 +139,11 @@ pub struct GuideExecutionModel;
 #[doc = include_str!("../../../docs/guide/07-testing.md")]
 pub struct GuideTesting;
 
+/// The listing of the guide's chapter 8, reliable delivery, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/08-reliable-delivery.md")]
+pub struct GuideReliableDelivery;
+
 /// Everything underneath the curated surface, for what it leaves out: the runtime's modules
 /// ([`advanced::runtime`]: transport, node driver, management API, metrics, TLS, bootstrap)
 /// and the I/O-free protocol cores ([`advanced::core`]). Reachable so that nothing a program

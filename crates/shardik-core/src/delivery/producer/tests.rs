@@ -355,3 +355,58 @@ fn a_confirmation_beyond_what_was_sent_confirms_only_what_was_sent() {
     assert_eq!(sends(&out), vec![(2, false, 2)], "2 still goes out");
     assert_eq!(p.unconfirmed(), 1);
 }
+
+#[test]
+fn a_resend_racing_new_offers_never_lets_them_overtake_it() {
+    // Three messages go out and their answers are lost; at the very instant the resend
+    // timer fires, two new offers arrive. Whichever comes first, every message of the stream
+    // reaches the entity in sequence order, once.
+    for timer_first in [true, false] {
+        let mut p = Producer::new(settings(10), 1);
+        let mut out = Effects::new();
+        for payload in 1..=3 {
+            p.offer(at(0), "e1", payload, &mut out).unwrap();
+        }
+        let due = p.poll_timeout().unwrap();
+        if timer_first {
+            p.handle_timeout(due, &mut out);
+        }
+        p.offer(due, "e1", 4, &mut out).unwrap();
+        p.offer(due, "e1", 5, &mut out).unwrap();
+        if !timer_first {
+            p.handle_timeout(due, &mut out);
+        }
+        // Each pass over the stream sends in order from where it starts: the resend starts
+        // at the oldest (marked first), and a new offer only ever follows what was sent.
+        let sent = sends(&out);
+        let resend_at = sent
+            .iter()
+            .rposition(|(seq, first, _)| *seq == 1 && *first)
+            .unwrap();
+        let after: Vec<u64> = sent[resend_at..].iter().map(|(seq, _, _)| *seq).collect();
+        assert!(
+            after.windows(2).all(|w| w[0] < w[1]),
+            "timer first: {timer_first}; sent {sent:?}"
+        );
+        // Delivered in the order sent, the entity processes 1..=5 once each.
+        let mut marks = ConsumerMarks::new();
+        let stream = StreamId {
+            epoch: 1,
+            number: 1,
+        };
+        let mut processed = Vec::new();
+        for (seq, first, payload) in sent {
+            let msg = Sequenced {
+                producer: "p",
+                stream,
+                seq,
+                first,
+            };
+            if marks.judge(&msg) == Verdict::Deliver {
+                marks.processed(&msg, due);
+                processed.push(payload);
+            }
+        }
+        assert_eq!(processed, vec![1, 2, 3, 4, 5], "timer first: {timer_first}");
+    }
+}
