@@ -241,22 +241,23 @@ fn counter(a: &ReliableArgs, round: usize, i: u64) -> String {
     format!("r{round}-c{}", i % a.entities)
 }
 
-/// Plain tells: increments per second until every counter has counted its own.
-async fn tells<E>(a: &ReliableArgs, region: &EntityRegion<E>, round: usize) -> anyhow::Result<f64>
+/// Hands the round's increments to `send`, one counter id at a time, from `a.senders` tasks
+/// at once (each its share, in order), and waits until all are handed over.
+async fn send_from_all<F, Fut>(a: &ReliableArgs, round: usize, send: F) -> anyhow::Result<()>
 where
-    E: shardik_runtime::sharding::Entity<Command = Cmd>,
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
 {
-    let started = Instant::now();
     let mut senders = tokio::task::JoinSet::new();
     for s in 0..a.senders {
-        let region = region.clone();
         let ids: Vec<String> = (s..a.messages)
             .step_by(a.senders as usize)
             .map(|i| counter(a, round, i))
             .collect();
+        let send = send.clone();
         senders.spawn(async move {
             for id in ids {
-                region.entity_ref(&id).tell(Cmd::Increment).await?;
+                send(id).await?;
             }
             anyhow::Ok(())
         });
@@ -264,6 +265,21 @@ where
     while let Some(sent) = senders.join_next().await {
         sent??;
     }
+    Ok(())
+}
+
+/// Plain tells: increments per second until every counter has counted its own.
+async fn tells<E>(a: &ReliableArgs, region: &EntityRegion<E>, round: usize) -> anyhow::Result<f64>
+where
+    E: shardik_runtime::sharding::Entity<Command = Cmd>,
+{
+    let started = Instant::now();
+    let sender = region.clone();
+    send_from_all(a, round, move |id| {
+        let region = sender.clone();
+        async move { Ok(region.entity_ref(&id).tell(Cmd::Increment).await?) }
+    })
+    .await?;
     // Each sender's commands are handled in order: an entity that answers a read after them
     // has counted them. Read until every counter holds its share.
     let mut counted = 0;
@@ -287,23 +303,12 @@ async fn reliable(
     round: usize,
 ) -> anyhow::Result<f64> {
     let started = Instant::now();
-    let mut senders = tokio::task::JoinSet::new();
-    for s in 0..a.senders {
-        let producer = producer.clone();
-        let ids: Vec<String> = (s..a.messages)
-            .step_by(a.senders as usize)
-            .map(|i| counter(a, round, i))
-            .collect();
-        senders.spawn(async move {
-            for id in ids {
-                producer.send(&id, Cmd::Increment).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(sent) = senders.join_next().await {
-        sent??;
-    }
+    let sender = producer.clone();
+    send_from_all(a, round, move |id| {
+        let producer = sender.clone();
+        async move { Ok(producer.send(&id, Cmd::Increment).await.map(|_| ())?) }
+    })
+    .await?;
     if !producer.all_confirmed(ROUND_LIMIT).await {
         bail!(
             "reliable: {} unconfirmed after {ROUND_LIMIT:?}",

@@ -94,3 +94,34 @@ pub(crate) fn describe(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// One row of a producer queue, as the SQL stores read it back, appended to `messages`
+/// (ordered by stream), sharing the kind's name with the message before it when they agree:
+/// a queue's messages mostly go to one kind.
+pub(crate) struct QueueRow<'a> {
+    pub(crate) kind: &'a str,
+    pub(crate) entity: &'a str,
+    pub(crate) epoch: i64,
+    pub(crate) stream: i64,
+    pub(crate) seq: i64,
+    pub(crate) payload: Vec<u8>,
+}
+
+impl QueueRow<'_> {
+    /// Appends the row to `messages`.
+    pub(crate) fn push_to(self, messages: &mut Vec<QueuedMessage>) -> Result<(), StoreError> {
+        let kind = match messages.last() {
+            Some(last) if &*last.kind == self.kind => std::sync::Arc::clone(&last.kind),
+            _ => std::sync::Arc::from(self.kind),
+        };
+        messages.push(QueuedMessage {
+            kind,
+            entity: std::sync::Arc::from(self.entity),
+            epoch: from_sql(self.epoch, "queued epoch")?,
+            stream: from_sql(self.stream, "queued stream")?,
+            seq: from_sql(self.seq, "queued sequence number")?,
+            payload: bytes::Bytes::from(self.payload),
+        });
+        Ok(())
+    }
+}

@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use deadpool_postgres::{Client, GenericClient, Transaction};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -21,7 +20,7 @@ use crate::delivery::{
     check_producer,
 };
 use crate::error::StoreError;
-use crate::util::{bound, check_queued_numbers, from_sql};
+use crate::util::{QueueRow, bound, check_queued_numbers, from_sql};
 
 /// Runs one statement, prepared once per connection, and returns its rows.
 async fn rows(
@@ -317,19 +316,15 @@ pub(super) async fn queued(
         let stream: i64 = row.try_get(3).map_err(decode)?;
         let seq: i64 = row.try_get(4).map_err(decode)?;
         let payload: Vec<u8> = row.try_get(5).map_err(decode)?;
-        // Many messages of a queue go to one kind: share its name.
-        let kind = match messages.last() {
-            Some(last) if &*last.kind == kind => Arc::clone(&last.kind),
-            _ => Arc::from(kind),
-        };
-        messages.push(QueuedMessage {
+        QueueRow {
             kind,
-            entity: Arc::from(entity),
-            epoch: from_sql(epoch, "queued epoch")?,
-            stream: from_sql(stream, "queued stream")?,
-            seq: from_sql(seq, "queued sequence number")?,
-            payload: Bytes::from(payload),
-        });
+            entity,
+            epoch,
+            stream,
+            seq,
+            payload,
+        }
+        .push_to(&mut messages)?;
     }
     Ok(messages)
 }

@@ -10,7 +10,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use rusqlite::{Connection, params};
 
 use super::error::Ctx;
@@ -20,7 +19,7 @@ use crate::delivery::{
     check_producer,
 };
 use crate::error::StoreError;
-use crate::util::{bound, check_queued_numbers, from_sql};
+use crate::util::{QueueRow, bound, check_queued_numbers, from_sql};
 
 /// Applies one write's mark changes to `pid`'s marks. Call it inside the write's savepoint,
 /// once the write is accepted; the changes are checked (one per producer, numbers in range).
@@ -216,19 +215,15 @@ pub(super) fn queued(
     let mut messages: Vec<QueuedMessage> = Vec::new();
     for row in rows {
         let (kind, entity, epoch, stream, seq, payload) = row.ctx(path, doing)?;
-        // Many messages of a queue go to one kind: share its name.
-        let kind = match messages.last() {
-            Some(last) if *last.kind == *kind => Arc::clone(&last.kind),
-            _ => Arc::from(kind),
-        };
-        messages.push(QueuedMessage {
-            kind,
-            entity: Arc::from(entity),
-            epoch: from_sql(epoch, "queued epoch")?,
-            stream: from_sql(stream, "queued stream")?,
-            seq: from_sql(seq, "queued sequence number")?,
-            payload: Bytes::from(payload),
-        });
+        QueueRow {
+            kind: &kind,
+            entity: &entity,
+            epoch,
+            stream,
+            seq,
+            payload,
+        }
+        .push_to(&mut messages)?;
     }
     Ok(messages)
 }

@@ -203,7 +203,7 @@ impl<E: ReliableConsumer> Reliable<E> {
             self.inner
                 .handle_delivered(command, changes, &mut inner_ctx)
                 .await?;
-            carry_over(inner_ctx, ctx);
+            ctx.absorb(inner_ctx, Delivery::Plain);
         }
         let verdict = receipt.verdict;
         if let Some(reply) = verdict.reply(seq, window) {
@@ -211,23 +211,6 @@ impl<E: ReliableConsumer> Reliable<E> {
         }
         Ok(())
     }
-}
-
-/// What the user's entity asked of its context (stop, messages to itself, timers), carried
-/// over to the wrapper's with its commands wrapped as plain ones.
-fn carry_over<E: ReliableConsumer>(
-    inner_ctx: EntityContext<E>,
-    ctx: &mut EntityContext<Reliable<E>>,
-) {
-    if inner_ctx.passivate {
-        ctx.passivate();
-    }
-    ctx.requests.extend(
-        inner_ctx
-            .requests
-            .into_iter()
-            .map(|r| r.map(Delivery::Plain)),
-    );
 }
 
 impl<E: ReliableConsumer> Entity for Reliable<E> {
@@ -246,7 +229,7 @@ impl<E: ReliableConsumer> Entity for Reliable<E> {
             Delivery::Plain(cmd) => {
                 let mut inner_ctx = ctx.for_inner::<E>();
                 self.inner.try_handle(cmd, &mut inner_ctx).await?;
-                carry_over(inner_ctx, ctx);
+                ctx.absorb(inner_ctx, Delivery::Plain);
                 Ok(())
             }
             Delivery::Sequenced(sequenced) => self.deliver(sequenced, ctx).await,

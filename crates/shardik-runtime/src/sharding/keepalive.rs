@@ -122,11 +122,7 @@ impl<E: Entity> Entity for ManagedEntity<E> {
                 // messages to itself, timers) is carried over with its commands wrapped.
                 let mut inner_ctx = ctx.for_inner::<E>();
                 inner.try_handle(c, &mut inner_ctx).await?;
-                if inner_ctx.passivate {
-                    ctx.passivate();
-                }
-                ctx.requests
-                    .extend(inner_ctx.requests.into_iter().map(|r| r.map(Managed::User)));
+                ctx.absorb(inner_ctx, Managed::User);
                 Ok(())
             }
         }

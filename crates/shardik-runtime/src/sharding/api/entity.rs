@@ -223,6 +223,21 @@ impl<E: Entity> EntityContext<E> {
         inner
     }
 
+    /// Takes over what the context of a wrapped entity (`for_inner`) collected while its
+    /// handler ran: a passivation, and its requests (messages to itself, timers, the receive
+    /// timeout) with their commands wrapped by `wrap`.
+    pub(crate) fn absorb<I: Entity>(
+        &mut self,
+        inner: EntityContext<I>,
+        wrap: fn(I::Command) -> E::Command,
+    ) {
+        if inner.passivate {
+            self.passivate = true;
+        }
+        self.requests
+            .extend(inner.requests.into_iter().map(|r| r.map(wrap)));
+    }
+
     /// The fence of the lease the entity's shard runs under (`cluster.sharding.use-lease`):
     /// writes that carry it ([`shardik_persistence::AtomicWrite::fence`]) are refused by the
     /// store once a newer holder of the lease has written, so a copy of the entity that lost
