@@ -1960,13 +1960,6 @@ fn the_last_nodes_leaving_one_after_the_other_do_not_wait_for_a_coordinator() {
 /// incarnations). On top of everything the leased durable scenario checks: every offer
 /// processed at most once and in the order it was accepted, confirmed only once processed,
 /// and, once every producer runs again from its queue, every accepted offer processed.
-///
-/// Known: of seeds 1 to 5000, 834, 3298 and 4451 fail on sharding's own checks, never on
-/// delivery's: an entity started on a node whose shard leases lapsed during a long pause (the
-/// answers of durable writes held over the pause reach the lifecycle, which starts entities
-/// waiting behind a passivation, before the node's timers stop the lapsed shards), and in 834
-/// two coordinators nobody disowned (not looked into). The same mix without producers fails
-/// the same way (seed 1083 of 1 to 3000), so it is not reliable delivery's.
 fn reliable_chaos(seed: u64) -> ShardingWorld {
     let s = reliable_chaos_with(seed, false, Expect::Clean);
     let st = s.delivery().stats();
@@ -1982,7 +1975,6 @@ fn reliable_chaos(seed: u64) -> ShardingWorld {
 fn reliable_chaos_with(seed: u64, mutation: bool, expect: Expect) -> ShardingWorld {
     let mut reliable = ReliableSpec::new(vec![0, 1]);
     reliable.mutation_confirm_before_write = mutation;
-
     let (_, config) = lifecycle_spec(seed);
     let variant = Variant {
         durable: Some(durable_spec(seed)),

@@ -20,11 +20,15 @@
 //! they feed it [`KindInput`]s with the current time, carry out the [`KindEffect`]s it pushes,
 //! and call [`KindNode::handle_timeout`] when [`KindNode::poll_timeout`] is due. The entities
 //! themselves are the driver's business: the node says when to deliver to one and when to stop
-//! a shard's entities, and hears back through [`KindInput::EntitiesStopped`].
+//! a shard's entities, and hears back through [`KindInput::EntitiesStopped`]. What reaches the
+//! entities without passing through the node (a finished handler, a store's answer to an
+//! entity's write, the entities' own timers) comes after [`KindNode::catch_up`]: the node judges
+//! the deadlines that passed first (see there).
 
 pub mod strategy;
 #[cfg(test)]
 mod tests;
+mod time;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -353,30 +357,6 @@ impl<M> KindNode<M> {
         }
     }
 
-    /// Notices a call that comes long after the previous one (a pause, a frozen process) and
-    /// tells the region before anything else is done.
-    fn notice_gap(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
-        let gap = now.saturating_duration_since(self.last_run);
-        self.last_run = self.last_run.max(now);
-        if gap.is_zero() {
-            return;
-        }
-        // A coordinator whose lease ran out meanwhile stops before anything else: another
-        // node may be standing in for it (`ShardingView::stand_in`).
-        if self.coordinator.is_some()
-            && let Some(event) = self
-                .coordinator_lease
-                .as_mut()
-                .and_then(|keeper| keeper.expire_if_due(now, &()))
-        {
-            self.coordinator_lease_event(now, event, out);
-        }
-        let mut rout = std::mem::take(&mut self.region_out);
-        self.region.woke_after(gap, &mut rout);
-        self.region_effects(&mut rout, out);
-        self.region_out = rout;
-    }
-
     /// This node.
     pub fn me(&self) -> &UniqueAddress {
         &self.me
@@ -557,71 +537,6 @@ impl<M> KindNode<M> {
                     }
                 }
             }
-        }
-        self.drain_loopback(now, out);
-    }
-
-    /// The next instant [`handle_timeout`](Self::handle_timeout) has work.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        [
-            self.region.poll_timeout(),
-            self.coordinator.as_ref().and_then(|c| c.poll_timeout()),
-            self.view.next_expiry(),
-            self.shutdown_deadline.filter(|_| !self.region.is_stopped()),
-            self.coordinator_lease
-                .as_ref()
-                .and_then(LeaseKeeper::poll_timeout),
-            self.fence.as_ref().and_then(SelfFence::next_deadline),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// Runs what is due at `now`: lingering members expiring, the hand-off limit on leaving,
-    /// then the coordinator's and the region's timers.
-    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<KindEffect<M>>) {
-        self.notice_gap(now, out);
-        if self.view.expire(now) {
-            self.view_changed(now, out);
-        }
-        if let Some(change) = self.fence.as_mut().map(|f| f.tick(now)) {
-            self.fence_changed(now, change, out);
-        }
-        if self
-            .shutdown_deadline
-            .is_some_and(|t| t <= now && !self.region.is_stopped())
-        {
-            // The hand-off did not finish in time: stop what is left (its buffered messages
-            // are reported dropped, its entities stop at once).
-            let mut rout = std::mem::take(&mut self.region_out);
-            self.region.stop(&mut rout);
-            self.region_effects(&mut rout, out);
-            self.region_out = rout;
-        }
-        if let Some(keeper) = &mut self.coordinator_lease
-            && keeper.poll_timeout().is_some_and(|t| t <= now)
-        {
-            let mut calls = Vec::new();
-            let events = keeper.handle_timeout(now, &mut calls);
-            push_coordinator_calls(calls, out);
-            for event in events {
-                self.coordinator_lease_event(now, event, out);
-            }
-        }
-        if let Some(c) = &mut self.coordinator
-            && c.poll_timeout().is_some_and(|t| t <= now)
-        {
-            let mut cout = std::mem::take(&mut self.coordinator_out);
-            c.handle_timeout(now, &self.view, &mut cout);
-            self.coordinator_effects(&mut cout, out);
-            self.coordinator_out = cout;
-        }
-        if self.region.poll_timeout().is_some_and(|t| t <= now) {
-            let mut rout = std::mem::take(&mut self.region_out);
-            self.region.handle_timeout(now, &self.view, &mut rout);
-            self.region_effects(&mut rout, out);
-            self.region_out = rout;
         }
         self.drain_loopback(now, out);
     }

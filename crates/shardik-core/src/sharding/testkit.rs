@@ -216,6 +216,19 @@ impl Net {
         self.views_changed();
     }
 
+    /// Node `n` judges the time (`KindNode::catch_up`), as a driver does before its entities
+    /// get anything that does not pass through the node; returns how many effects it had.
+    pub fn catch_up(&mut self, n: &UniqueAddress) -> usize {
+        let now = self.now;
+        let mut out = Vec::new();
+        if let Some(t) = self.nodes.get_mut(n).filter(|t| t.alive) {
+            t.kind.catch_up(now, &mut out);
+        }
+        let effects = out.len();
+        self.effects(n, out);
+        effects
+    }
+
     pub fn graceful_shutdown(&mut self, n: &UniqueAddress) {
         self.input(n, KindInput::Shutdown);
     }

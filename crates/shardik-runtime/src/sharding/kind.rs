@@ -251,12 +251,14 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
                 }
                 Some(done) = self.handlers.running_mut().next(), if self.handlers.has_running() => {
                     st.turn_clock = Some(self.read_clock(&st));
+                    self.catch_up(&mut st, armed);
                     self.complete(&mut st, done);
                 }
                 // Only while a lane has handlers of this kind: a kind whose handlers all run
                 // here (short ones) pays nothing for its lanes on each turn.
                 _ = lanes_ready(&lanes), if self.handlers.lanes_busy() => {
                     st.turn_clock = Some(self.read_clock(&st));
+                    self.catch_up(&mut st, armed);
                     let mut done = std::mem::take(&mut st.lane_done);
                     self.handlers.take_lane_completions(&mut done);
                     for d in done.drain(..) {
@@ -365,8 +367,17 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
         );
     }
 
+    /// What is due at `now`: the node's timers first (a lease past its deadline stops its
+    /// shard's entities before their own timers could run a command under it), then the
+    /// entities'.
     fn on_timer(&mut self, st: &mut State<E>) {
         let now = self.now(st);
+        if st.node.poll_timeout().is_some_and(|t| t <= now) {
+            let mut out = std::mem::take(&mut st.effects);
+            st.node.handle_timeout(now, &mut out);
+            self.apply_effects(st, &mut out);
+            st.effects = out;
+        }
         if self.entities.poll_timeout().is_some_and(|t| t <= now) {
             let mut out = std::mem::take(&mut st.host_out);
             let node = &st.node;
@@ -380,12 +391,24 @@ impl<E: Entity, C: Codec> KindTask<E, C> {
             st.host_out = out;
             self.apply_host_outputs(st);
         }
-        if st.node.poll_timeout().is_some_and(|t| t <= now) {
-            let mut out = std::mem::take(&mut st.effects);
-            st.node.handle_timeout(now, &mut out);
-            self.apply_effects(st, &mut out);
-            st.effects = out;
+    }
+
+    /// Before finished handlers go back to the lifecycle, the node judges the time
+    /// ([`KindNode::catch_up`]) if a deadline is due: the timer branch comes last in the
+    /// loop, and after a pause (a frozen process) the handlers that finished meanwhile are
+    /// ready before it, so a shard whose lease lapsed would otherwise have a passivation or a
+    /// failure start a new incarnation of one of its entities under no lease. `armed` is the
+    /// earliest of the node's and the entities' deadlines, read this turn: nothing due, nothing
+    /// to ask.
+    fn catch_up(&mut self, st: &mut State<E>, armed: Option<TokioInstant>) {
+        let now = self.now(st);
+        if armed.is_none_or(|t| t > self.tokio_at(st, now)) {
+            return;
         }
+        let mut out = std::mem::take(&mut st.effects);
+        st.node.catch_up(now, &mut out);
+        self.apply_effects(st, &mut out);
+        st.effects = out;
     }
 
     /// Routes an envelope that arrived from `from`; an ask is answered to `from`.

@@ -164,6 +164,11 @@ impl ShardNode {
         self.kinds[kind].node.coordinator()
     }
 
+    /// Until when kind `kind`'s coordinator lease may be counted on here, while held.
+    pub fn coordinator_lease_deadline(&self, kind: usize) -> Option<Instant> {
+        self.kinds[kind].node.coordinator_lease_deadline()
+    }
+
     /// Live entities of kind `kind`, by shard.
     pub fn entities(&self, kind: usize) -> BTreeMap<ShardId, BTreeSet<EntityId>> {
         self.kinds[kind]
@@ -341,13 +346,29 @@ impl ShardNode {
             .min()
     }
 
-    /// Runs what is due at `now`: handlers finishing, the entities' own timers and restarts,
-    /// loads of remembered sets, then each kind's timers.
+    /// Each kind's node judges the time at `now` ([`KindNode::catch_up`]) before its entities
+    /// get anything that does not pass through it, as the runtime's kind task does: a shard
+    /// whose lease lapsed while this node was paused stops its entities before a handler that
+    /// finished, or a store's answer held over the pause, could start one again.
+    fn catch_up(&mut self, now: Instant, k: usize, out: &mut Vec<Output>) {
+        if !self.kinds[k].started {
+            return;
+        }
+        let mut effects = std::mem::take(&mut self.effects);
+        self.kinds[k].node.catch_up(now, &mut effects);
+        self.apply(now, k, &mut effects, out);
+        self.effects = effects;
+    }
+
+    /// Runs what is due at `now`: each kind's node judges the time first, then handlers
+    /// finish, the entities' own timers and restarts run, loads of remembered sets start, and
+    /// the kind's timers run again if that made them due.
     pub fn timer(&mut self, now: Instant, out: &mut Vec<Output>) {
         for k in 0..self.kinds.len() {
             if !self.kinds[k].started {
                 continue;
             }
+            self.catch_up(now, k, out);
             self.kinds[k].handlers.now = now;
             while let Some(done) = self.kinds[k].handlers.pop_due(now) {
                 self.life(k, now, out, |st, out| {
@@ -501,6 +522,7 @@ impl ShardNode {
         if k >= self.kinds.len() {
             return;
         }
+        self.catch_up(now, k, out);
         self.life(k, now, out, |st, out| {
             if let Some(done) = st.handlers.write_done(token, result) {
                 st.life.completed(now, done, &mut st.handlers, out);

@@ -79,7 +79,10 @@ impl ShardingWorld {
         for kind in 0..self.cfg.kinds.len() {
             // A paused node runs nothing, its coordinator included: the one standing in for it
             // (under leases) is the only one at work, and the paused one stops its own before
-            // doing anything once it runs again, its lease having lapsed meanwhile.
+            // doing anything once it runs again, its lease having lapsed meanwhile. So a
+            // coordinator whose lease is past its deadline does not count either: its pause may
+            // be over while its node has not run yet (the world's events at the instant the
+            // pause ends come before the node's own, the reliable sweep's seed 834).
             let running: Vec<(NodeId, UniqueAddress)> = self
                 .slots
                 .iter()
@@ -87,7 +90,12 @@ impl ShardingWorld {
                 .filter(|(id, _)| self.world.paused_until(*id).is_none())
                 .filter_map(|(id, s)| {
                     let l = s.layer.as_ref()?;
-                    l.coordinator(kind).map(|_| (id, l.me().clone()))
+                    let lapsed = l
+                        .coordinator_lease_deadline(kind)
+                        .is_some_and(|deadline| deadline <= now);
+                    l.coordinator(kind)
+                        .filter(|_| !lapsed)
+                        .map(|_| (id, l.me().clone()))
                 })
                 .collect();
             if running.len() < 2 {

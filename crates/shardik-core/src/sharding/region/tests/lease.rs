@@ -207,6 +207,35 @@ fn a_deadline_that_passed_while_timers_stood_still_is_caught_at_delivery() {
     assert!(net.violations.is_empty(), "{:#?}", net.violations);
 }
 
+/// What reaches the entities without passing through the node (a finished handler, a store's
+/// answer to a write, an entity's own timer) comes after the node judged the time
+/// (`KindNode::catch_up`): after a pause, a shard whose lease lapsed meanwhile has its
+/// entities stopped before any of them acts again. Without it, a passivation that finished
+/// during the pause started a new incarnation for the commands queued behind it, under no
+/// lease and while another node ran the shard (the reliable sweep's seeds 3298 and 4451).
+#[test]
+fn catching_up_after_a_pause_stops_a_lapsed_shard_before_its_entities_act() {
+    let mut net = leased_net(7);
+    let a = net.add(1, false);
+    // The coordinator starts once it holds its lease; regions register on their next try.
+    net.advance(Duration::from_secs(3));
+    net.tell(&a, "e1", 1);
+    net.settle();
+    let shard = net.shard_of("e1");
+    assert!(net.region(&a).runs_entities(net.now, &shard));
+    // Nothing is due yet: catching up changes nothing.
+    assert_eq!(net.catch_up(&a), 0);
+    assert!(net.region(&a).lease_token(net.now, &shard).is_some());
+    // A pause: time jumps past the deadline and no timer has run yet.
+    net.now += Duration::from_secs(30);
+    net.catch_up(&a);
+    assert_eq!(net.leases_lost, vec![(a.clone(), shard.clone())]);
+    assert!(!net.region(&a).runs_entities(net.now, &shard));
+    assert_eq!(net.region(&a).lease_deadline(&shard), None);
+    assert_eq!(net.delivered.len(), 1);
+    assert!(net.violations.is_empty(), "{:#?}", net.violations);
+}
+
 /// Rebalancing to a new node under load: each shard waits for the old home to give its lease
 /// back, nothing runs twice, and forwarding still loses and reorders nothing.
 #[test]
