@@ -82,6 +82,56 @@ pub struct QueuedMessage {
     pub payload: Bytes,
 }
 
+/// One stream of a producer queue as read back: its entity, its stream, and its messages'
+/// sequence numbers and payloads in sequence order (what a producer resumes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuedStream {
+    /// The entity.
+    pub entity: Arc<str>,
+    /// The stream's producer incarnation.
+    pub epoch: u64,
+    /// The stream's number within the epoch.
+    pub stream: u64,
+    /// (sequence number, payload), in sequence order.
+    pub messages: Vec<(u64, Bytes)>,
+}
+
+/// The messages of kind `kind` among `rows` (a producer's queue, as [`Store::queued`] reads it),
+/// grouped by entity and stream, in that order, each stream's in sequence order; and how many
+/// rows were of another kind (left out).
+///
+/// [`Store::queued`]: crate::Store::queued
+pub fn queued_streams(kind: &str, rows: Vec<QueuedMessage>) -> (Vec<QueuedStream>, usize) {
+    // Keyed by (entity, epoch, stream number).
+    type Key = (Arc<str>, u64, u64);
+    let mut streams: std::collections::BTreeMap<Key, Vec<(u64, Bytes)>> =
+        std::collections::BTreeMap::new();
+    let mut other_kinds = 0;
+    for row in rows {
+        if &*row.kind != kind {
+            other_kinds += 1;
+            continue;
+        }
+        streams
+            .entry((row.entity, row.epoch, row.stream))
+            .or_default()
+            .push((row.seq, row.payload));
+    }
+    let streams = streams
+        .into_iter()
+        .map(|((entity, epoch, stream), mut messages)| {
+            messages.sort_by_key(|(seq, _)| *seq);
+            QueuedStream {
+                entity,
+                epoch,
+                stream,
+                messages,
+            }
+        })
+        .collect();
+    (streams, other_kinds)
+}
+
 /// The messages of one stream that its entity confirmed: every one with a sequence number up
 /// to `up_to`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,4 +186,45 @@ pub(crate) fn not_kept(location: &str) -> StoreError {
     StoreError::InvalidArgument(format!(
         "the store at {location} keeps no reliable-delivery data (marks or producer queues)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: &str, entity: &str, epoch: u64, stream: u64, seq: u64) -> QueuedMessage {
+        QueuedMessage {
+            kind: kind.into(),
+            entity: entity.into(),
+            epoch,
+            stream,
+            seq,
+            payload: Bytes::from(format!("{entity}{seq}")),
+        }
+    }
+
+    #[test]
+    fn queued_rows_group_into_streams_of_one_kind_in_sequence_order() {
+        let rows = vec![
+            row("k", "b", 1, 2, 5),
+            row("k", "a", 2, 1, 2),
+            row("other", "a", 1, 1, 1),
+            row("k", "b", 1, 2, 4),
+            row("k", "a", 2, 1, 1),
+        ];
+        let (streams, other) = queued_streams("k", rows);
+        assert_eq!(other, 1);
+        let shape: Vec<(&str, u64, u64, Vec<u64>)> = streams
+            .iter()
+            .map(|s| {
+                let seqs = s.messages.iter().map(|(seq, _)| *seq).collect();
+                (&*s.entity, s.epoch, s.stream, seqs)
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![("a", 2, 1, vec![1, 2]), ("b", 1, 2, vec![4, 5])]
+        );
+        assert_eq!(streams[1].messages[0].1, Bytes::from("b4"));
+    }
 }

@@ -56,6 +56,7 @@ mod write;
 
 pub use delivery::{
     DeliveryMark, KindDataRemoved, LeaseStillHeld, MarkChange, QueueConfirmation, QueuedMessage,
+    QueuedStream, queued_streams,
 };
 pub use error::{StoreError, WriteRefused, WriteResult};
 pub use fence::Fence;

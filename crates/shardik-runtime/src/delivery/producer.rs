@@ -6,7 +6,6 @@
 //! The decisions are the core's [`Producer`]; this file carries them out with asks through
 //! sharding and calls to the store.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,7 +14,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::delivery::{ConsumerReply, Producer, ProducerEffect, ProducerSettings, StreamId};
-use shardik_persistence::{QueueConfirmation, QueuedMessage, Store, StoreError};
+use shardik_persistence::{
+    QueueConfirmation, QueuedMessage, QueuedStream, Store, StoreError, queued_streams,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::consumer::{Reliable, ReliableConsumer};
@@ -189,7 +190,25 @@ where
         let base = tokio::time::Instant::now();
         let mut core = Producer::new(options.settings.clone(), epoch);
         let mut effects = Vec::new();
-        for ((entity, stream), rows) in group_by_stream(region.kind(), &id, held) {
+        let (streams, other_kinds) = queued_streams(region.kind(), held);
+        if other_kinds > 0 {
+            tracing::warn!(
+                producer = %id,
+                commands = other_kinds,
+                "queued commands of another kind under this producer id are not resumed"
+            );
+        }
+        for QueuedStream {
+            entity,
+            epoch,
+            stream,
+            messages: rows,
+        } in streams
+        {
+            let stream = StreamId {
+                epoch,
+                number: stream,
+            };
             let mut messages = Vec::with_capacity(rows.len());
             for (seq, payload) in rows {
                 let cmd =
@@ -273,37 +292,6 @@ where
             let _ = stopped.await;
         }
     }
-}
-
-/// Queued commands by entity and stream: each one's sequence number and encoded command.
-type QueuedStreams = BTreeMap<(Arc<str>, StreamId), Vec<(u64, bytes::Bytes)>>;
-
-/// The queued commands of `kind`, by entity and stream, each stream's in sequence order
-/// (rows of another kind under the same producer id are left alone).
-fn group_by_stream(kind: &str, producer: &str, rows: Vec<QueuedMessage>) -> QueuedStreams {
-    let mut streams = QueuedStreams::new();
-    for row in rows {
-        if &*row.kind != kind {
-            tracing::warn!(
-                producer,
-                kind = %row.kind,
-                "a queued command of another kind under this producer id is not resumed"
-            );
-            continue;
-        }
-        let stream = StreamId {
-            epoch: row.epoch,
-            number: row.stream,
-        };
-        streams
-            .entry((row.entity, stream))
-            .or_default()
-            .push((row.seq, row.payload));
-    }
-    for rows in streams.values_mut() {
-        rows.sort_by_key(|(seq, _)| *seq);
-    }
-    streams
 }
 
 /// An entity's answer about one of its streams (or why none came).

@@ -14,14 +14,14 @@
 //! The producer knows nothing of the network or the store model: it says what to do in
 //! [`ProducerOut`]s, and the world carries them out.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use shardik_core::Instant;
 use shardik_core::delivery::{ConsumerReply, Producer, ProducerEffect, StreamId};
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::EntityId;
-use shardik_persistence::{QueueConfirmation, QueuedMessage};
+use shardik_persistence::{QueueConfirmation, QueuedMessage, queued_streams};
 
 use super::messages::Sequencing;
 use super::reliable::{ReliableSpec, decode_offer, encode_offer, producer_code, producer_id};
@@ -296,8 +296,22 @@ impl SimProducer {
                 }
                 let mut core = Producer::new(self.spec.producer.clone(), epoch);
                 let mut effects = Vec::new();
-                for ((to, stream), held) in by_stream(&self.kind, queued) {
-                    core.resume(now, to, stream, held, &mut effects);
+                // Queued messages of another kind are not this producer's to resume.
+                let (streams, _) = queued_streams(&self.kind, queued);
+                for queued in streams {
+                    let stream = StreamId {
+                        epoch: queued.epoch,
+                        number: queued.stream,
+                    };
+                    // A payload that does not decode is a bug of the simulator: stop the run.
+                    let held = queued
+                        .messages
+                        .iter()
+                        .map(|(seq, payload)| {
+                            (*seq, decode_offer(payload).expect("a queued offer decodes"))
+                        })
+                        .collect();
+                    core.resume(now, queued.entity, stream, held, &mut effects);
                 }
                 self.core = Some(core);
                 self.carry_out(effects, out);
@@ -426,29 +440,4 @@ impl SimProducer {
             });
         }
     }
-}
-
-/// Queued messages of `kind`, by entity and stream, each stream's in sequence order (the
-/// runtime's `group_by_stream`). A message whose payload does not decode is a bug of the
-/// simulator and stops the run.
-fn by_stream(
-    kind: &str,
-    rows: Vec<QueuedMessage>,
-) -> BTreeMap<(EntityId, StreamId), Vec<(u64, u64)>> {
-    let mut streams: BTreeMap<(EntityId, StreamId), Vec<(u64, u64)>> = BTreeMap::new();
-    for row in rows.into_iter().filter(|r| &*r.kind == kind) {
-        let stream = StreamId {
-            epoch: row.epoch,
-            number: row.stream,
-        };
-        let offer = decode_offer(&row.payload).expect("a queued offer decodes");
-        streams
-            .entry((row.entity, stream))
-            .or_default()
-            .push((row.seq, offer));
-    }
-    for held in streams.values_mut() {
-        held.sort_by_key(|(seq, _)| *seq);
-    }
-    streams
 }
