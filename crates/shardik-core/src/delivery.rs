@@ -11,9 +11,11 @@
 //! which makes delivery to it at least once.
 
 mod consumer;
+mod outbox;
 mod producer;
 mod stream;
 
 pub use consumer::{ConsumerMarks, Mark, Receipt, Verdict};
+pub use outbox::{Outbox, OutboxStep};
 pub use producer::{OfferRefused, Producer, ProducerEffect, ProducerSettings};
 pub use stream::{ConsumerReply, Sequenced, StreamId};

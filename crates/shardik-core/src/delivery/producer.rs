@@ -104,6 +104,12 @@ struct Stream<P> {
     /// The next message sent is marked first: the stream is new, or resumed from a durable
     /// queue, or the entity asked for it.
     mark_first: bool,
+    /// The gap (the sequence number the entity expected) last answered by sending again from
+    /// it. Further answers naming the same gap come from messages that left before that
+    /// resend, and are not answered again: each would send the window again, and their
+    /// answers would send it again, a storm that grows with every round (the resend timer
+    /// covers a resend that is lost).
+    gap_resent: Option<u64>,
     /// When to send what is unconfirmed again, while anything is.
     resend_at: Option<Instant>,
     /// The wait before the next resend.
@@ -205,6 +211,7 @@ where
             highest_sent: first_seq.saturating_sub(1),
             granted_up_to: first_seq.saturating_sub(1) + self.settings.window,
             mark_first: true,
+            gap_resent: None,
             resend_at: None,
             backoff: self.settings.resend_min,
             active_at: now,
@@ -246,6 +253,7 @@ where
                 highest_sent: 0,
                 granted_up_to: window,
                 mark_first: true,
+                gap_resent: None,
                 resend_at: None,
                 backoff: resend_min,
                 active_at: now,
@@ -306,10 +314,16 @@ where
             s.backoff = self.settings.resend_min;
         }
         match reply {
-            ConsumerReply::Confirmed { .. } => {}
-            // What the entity dropped goes again, in order, from the oldest held.
-            ConsumerReply::Gap { .. } => s.sent_up_to = processed,
+            ConsumerReply::Confirmed { .. } => s.gap_resent = None,
+            // What the entity dropped goes again, in order, from the oldest held: once per gap.
+            ConsumerReply::Gap { expected } => {
+                if s.gap_resent != Some(expected) {
+                    s.gap_resent = Some(expected);
+                    s.sent_up_to = processed;
+                }
+            }
             ConsumerReply::NeedFirst => {
+                s.gap_resent = None;
                 s.send_again_from_oldest();
             }
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardik_core::Instant;
-use shardik_core::delivery::{ConsumerMarks, Mark, Sequenced, StreamId};
+use shardik_core::delivery::{ConsumerMarks, Mark, Sequenced, StreamId, Verdict};
 use shardik_persistence::{DeliveryMark, MarkChange};
 
 use super::message::{Delivery, SequencedCommand};
@@ -162,51 +162,63 @@ impl<E: ReliableConsumer> Reliable<E> {
         Ok(self.marks.get_or_insert_with(ConsumerMarks::new))
     }
 
-    /// Judges a sequenced command, processes it if it is the next one, and answers the
-    /// producer once what processing it wrote is durable.
+    /// Judges each command of a run in turn, processes those that are next, and answers the
+    /// producer once for the run, once what processing them wrote is durable. A command that
+    /// is not next (a gap, a stream not followed, a stale stream) ends the run: those after
+    /// it would be judged the same.
     async fn deliver(
         &mut self,
-        sequenced: SequencedCommand<E::Command>,
+        run: SequencedCommand<E::Command>,
         ctx: &mut EntityContext<Self>,
     ) -> Result<(), EntityFailure> {
         let SequencedCommand {
             producer,
             stream,
-            seq,
+            seq: first_seq,
             first,
-            command,
+            commands,
             reply_to,
-        } = sequenced;
-        let header = Sequenced {
-            producer: &producer,
-            stream,
-            seq,
-            first,
-        };
+        } = run;
         let retention = self.settings.mark_retention;
         let window = self.settings.window;
-        let written_at_ms = wall_clock_ms();
-        let marks = self.marks(ctx.entity_id()).await?;
-        let receipt = marks.receive(&header, Instant::from_millis(written_at_ms), retention);
-        if let Some(mark) = receipt.mark {
-            let mut changes = vec![MarkChange::Set(DeliveryMark {
-                producer: Arc::from(producer.as_str()),
-                epoch: mark.stream.epoch,
-                stream: mark.stream.number,
-                seq: mark.seq,
-                written_at_ms,
-            })];
-            changes.extend(receipt.expired.into_iter().map(MarkChange::Remove));
-            let mut inner_ctx = ctx.for_inner::<E>();
-            // On failure the incarnation ends, its marks with it: the next one reloads them,
-            // and the producer, unanswered, sends the command again.
-            self.inner
-                .handle_delivered(command, changes, &mut inner_ctx)
-                .await?;
-            ctx.absorb(inner_ctx, Delivery::Plain);
+        let mut reply = None;
+        for (seq, command) in (first_seq..).zip(commands) {
+            let header = Sequenced {
+                producer: &producer,
+                stream,
+                seq,
+                first: first && seq == first_seq,
+            };
+            let written_at_ms = wall_clock_ms();
+            let marks = self.marks(ctx.entity_id()).await?;
+            let receipt = marks.receive(&header, Instant::from_millis(written_at_ms), retention);
+            if let Some(mark) = receipt.mark {
+                let mut changes = vec![MarkChange::Set(DeliveryMark {
+                    producer: Arc::clone(&producer),
+                    epoch: mark.stream.epoch,
+                    stream: mark.stream.number,
+                    seq: mark.seq,
+                    written_at_ms,
+                })];
+                changes.extend(receipt.expired.into_iter().map(MarkChange::Remove));
+                let mut inner_ctx = ctx.for_inner::<E>();
+                // On failure the incarnation ends, its marks with it: the next one reloads
+                // them, and the producer, unanswered, sends the run again (what was processed
+                // of it is then confirmed again, not processed).
+                self.inner
+                    .handle_delivered(command, changes, &mut inner_ctx)
+                    .await?;
+                ctx.absorb(inner_ctx, Delivery::Plain);
+            }
+            reply = receipt.verdict.reply(seq, window);
+            if !matches!(
+                receipt.verdict,
+                Verdict::Deliver | Verdict::Duplicate { .. }
+            ) {
+                break;
+            }
         }
-        let verdict = receipt.verdict;
-        if let Some(reply) = verdict.reply(seq, window) {
+        if let Some(reply) = reply {
             reply_to.send(reply);
         }
         Ok(())

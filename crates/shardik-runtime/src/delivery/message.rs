@@ -2,6 +2,8 @@
 //! its producer's stream and where to answer, or a plain command from an ordinary tell or
 //! ask.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use shardik_core::delivery::{ConsumerReply, StreamId};
 
@@ -26,21 +28,23 @@ impl<C> From<C> for Delivery<C> {
     }
 }
 
-/// A reliably delivered command: the producer, the stream and sequence number, and where the
-/// entity's verdict goes.
+/// Reliably delivered commands: a run of consecutive commands of one stream (one, or several
+/// sent together so that they cost one message and one answer), with the producer, the
+/// stream and the first one's sequence number, and where the entity's verdict goes.
 #[derive(Serialize, Deserialize)]
 pub struct SequencedCommand<C> {
     /// The producer's id.
-    pub(crate) producer: String,
+    pub(crate) producer: Arc<str>,
     /// Its stream to this entity.
     pub(crate) stream: StreamId,
-    /// The command's sequence number in the stream.
+    /// The first command's sequence number in the stream; the others follow it by one.
     pub(crate) seq: u64,
-    /// Whether the entity may start following the stream here.
+    /// Whether the entity may start following the stream at the first command.
     pub(crate) first: bool,
-    /// The command.
-    pub(crate) command: C,
-    /// Where the entity answers (confirmed, a gap, or "send the first again").
+    /// The commands, in sequence order.
+    pub(crate) commands: Vec<C>,
+    /// Where the entity answers, once, for the run (confirmed, a gap, or "send the first
+    /// again").
     pub(crate) reply_to: ReplyTo<ConsumerReply>,
 }
 
@@ -51,6 +55,7 @@ impl<C> std::fmt::Debug for SequencedCommand<C> {
             .field("stream", &self.stream)
             .field("seq", &self.seq)
             .field("first", &self.first)
+            .field("commands", &self.commands.len())
             .finish_non_exhaustive()
     }
 }

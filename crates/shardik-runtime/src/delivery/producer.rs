@@ -1,27 +1,31 @@
-//! The reliable producer: a task per producer id that numbers the commands handed to it,
-//! keeps each until its entity confirms it, sends it again until then, holds back while an
-//! entity's window is used up, and (with a durable queue) stores each command before it is
-//! accepted, so that a producer started again after a crash sends what was not confirmed.
+//! The reliable producer: numbers the commands handed to it, keeps each until its entity
+//! confirms it, sends it again until then, holds back while an entity's window is used up,
+//! and (with a durable queue) stores each command before it is accepted, so that a producer
+//! started again after a crash sends what was not confirmed.
 //!
-//! The decisions are the core's [`Producer`]; this file carries them out with asks through
-//! sharding and calls to the store.
+//! The decisions are the core's [`Producer`], which senders and the producer's task share
+//! ([`shared`]); the task ([`task`]) carries them out with asks through sharding and writes
+//! to the store, and a task of its own deletes what was confirmed ([`confirmer`]).
 
+mod confirmer;
+mod shared;
+mod task;
+
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use shardik_core::Instant as CoreInstant;
-use shardik_core::delivery::{ConsumerReply, Producer, ProducerEffect, ProducerSettings, StreamId};
-use shardik_persistence::{
-    QueueConfirmation, QueuedMessage, QueuedStream, Store, StoreError, queued_streams,
-};
-use tokio::sync::{mpsc, oneshot, watch};
+use shardik_core::delivery::{Producer, ProducerSettings, StreamId};
+use shardik_persistence::{QueuedStream, Store, StoreError, queued_streams};
+use tokio::sync::{oneshot, watch};
 
+use self::confirmer::Confirmer;
+use self::shared::{Offered, Shared};
+use self::task::ProducerTask;
 use super::consumer::{Reliable, ReliableConsumer};
-use super::message::{Delivery, SequencedCommand};
-use crate::sharding::{EntityRegion, ShardingError};
+use crate::sharding::EntityRegion;
 
 /// How a reliable producer is named, paced and made durable.
 #[derive(Clone)]
@@ -107,32 +111,35 @@ pub enum ProducerError {
     },
 }
 
-/// What the producer's task is asked.
-enum Request<C> {
-    Offer {
-        to: Arc<str>,
-        cmd: C,
-        accepted: oneshot::Sender<Result<Accepted, ProducerError>>,
-    },
-    Stop(oneshot::Sender<()>),
-}
-
 /// A reliable producer (Akka's `ShardingProducerController`, with its durable queue): hand it
 /// commands for entities of a [reliable kind](crate::sharding::EntityKind::reliable), and each
 /// accepted command reaches its entity once per sequence number, in the order sent to that
-/// entity, however often it has to be sent again. Clones share the producer.
+/// entity, however often it has to be sent again. Clones share the producer; it stops when
+/// the last is dropped.
 pub struct ReliableProducer<C> {
-    id: Arc<str>,
-    requests: mpsc::Sender<Request<C>>,
+    shared: Arc<Shared<C>>,
+    /// The kind its commands go to (named in the rows of its durable queue).
+    kind: Arc<str>,
     unconfirmed: watch::Receiver<usize>,
+    _alive: Arc<Alive<C>>,
+}
+
+/// Stops the producer when the last of its handles is dropped.
+struct Alive<C>(Arc<Shared<C>>);
+
+impl<C> Drop for Alive<C> {
+    fn drop(&mut self) {
+        self.0.stop(None);
+    }
 }
 
 impl<C> Clone for ReliableProducer<C> {
     fn clone(&self) -> Self {
         ReliableProducer {
-            id: Arc::clone(&self.id),
-            requests: self.requests.clone(),
+            shared: Arc::clone(&self.shared),
+            kind: Arc::clone(&self.kind),
             unconfirmed: self.unconfirmed.clone(),
+            _alive: Arc::clone(&self._alive),
         }
     }
 }
@@ -140,13 +147,11 @@ impl<C> Clone for ReliableProducer<C> {
 impl<C> std::fmt::Debug for ReliableProducer<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReliableProducer")
-            .field("id", &self.id)
+            .field("id", &self.shared.id)
+            .field("kind", &self.kind)
             .finish_non_exhaustive()
     }
 }
-
-/// How many offers wait for the producer's task before `send` waits for room.
-const REQUESTS: usize = 1024;
 
 fn wall_clock_ms() -> u64 {
     SystemTime::now()
@@ -220,35 +225,37 @@ where
             }
             core.resume(CoreInstant::ZERO, entity, stream, messages, &mut effects);
         }
-        let (requests, rx) = mpsc::channel(REQUESTS);
-        let (unconfirmed_tx, unconfirmed) = watch::channel(core.unconfirmed());
-        let task = ProducerTask {
-            id: Arc::clone(&id),
-            region: region.clone(),
-            core,
+        let shared = Arc::new(Shared::new(
+            Arc::clone(&id),
             base,
+            options.queue.is_some(),
+            core,
+            effects,
+        ));
+        let task = ProducerTask {
+            shared: Arc::clone(&shared),
+            region: region.clone(),
             queue: options.queue.clone(),
             ask_timeout: options.settings.resend_max,
             answers: FuturesUnordered::new(),
+            one_at_a_time: HashSet::new(),
             confirmer: options
                 .queue
                 .clone()
                 .map(|store| Confirmer::spawn(Arc::clone(&id), store)),
-            unconfirmed: unconfirmed_tx,
-            stopped: false,
-            stop_waiters: Vec::new(),
         };
-        crate::task::spawn(task.run(rx, effects));
+        crate::task::spawn(task.run());
         Ok(ReliableProducer {
-            id,
-            requests,
-            unconfirmed,
+            unconfirmed: shared.unconfirmed.subscribe(),
+            kind: region.kind().into(),
+            _alive: Arc::new(Alive(Arc::clone(&shared))),
+            shared,
         })
     }
 
     /// The producer's id.
     pub fn id(&self) -> &str {
-        &self.id
+        &self.shared.id
     }
 
     /// Hands `cmd` for entity `entity` to the producer, and resolves once it is accepted:
@@ -256,17 +263,38 @@ where
     /// sends it until the entity confirms it. Waits while the producer holds as many
     /// unconfirmed commands as its settings allow (flow control).
     pub async fn send(&self, entity: &str, cmd: C) -> Result<Accepted, ProducerError> {
-        let (accepted, answer) = oneshot::channel();
-        let stopped = || ProducerError::Stopped(self.id.to_string());
-        self.requests
-            .send(Request::Offer {
-                to: entity.into(),
-                cmd,
-                accepted,
-            })
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        let shared = &self.shared;
+        let stopped = || ProducerError::Stopped(shared.id.to_string());
+        // Encoded before the lock is taken: other senders need not wait for it.
+        let payload = if shared.durable {
+            let bytes = postcard::to_allocvec(&cmd).map_err(|e| ProducerError::Codec {
+                producer: shared.id.to_string(),
+                why: format!("the command for {entity:?} does not encode: {e}"),
+            })?;
+            Some(bytes::Bytes::from(bytes))
+        } else {
+            None
+        };
+        let to: Arc<str> = entity.into();
+        let mut payload = payload;
+        let mut cmd = cmd;
+        let Offered { accepted, stored } = loop {
+            // Registered before the producer is looked at, so that room made in between is
+            // not missed.
+            let room = shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            match shared.try_offer(&self.kind, &to, cmd, &mut payload)? {
+                Ok(offered) => break offered,
+                Err(back) => cmd = back,
+            }
+            room.await;
+        };
+        shared.work.notify_one();
+        match stored {
+            None => Ok(accepted),
+            Some(stored) => stored.await.map_err(|_| stopped())?,
+        }
     }
 
     /// How many accepted commands wait for their entities' confirmation.
@@ -283,297 +311,24 @@ where
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// Stops the producer, once the confirmations it has heard are deleted from its durable
-    /// queue: it sends nothing more. What is unconfirmed stays in the queue, if it has one,
-    /// for its next start.
+    /// Stops the producer, once what it accepted is stored (with a durable queue) and the
+    /// confirmations it has heard are deleted from its durable queue: it accepts and sends
+    /// nothing more. What is unconfirmed stays in the queue, if it has one, for its next
+    /// start.
     pub async fn stop(&self) {
         let (done, stopped) = oneshot::channel();
-        if self.requests.send(Request::Stop(done)).await.is_ok() {
-            let _ = stopped.await;
-        }
+        self.shared.stop(Some(done));
+        let _ = stopped.await;
     }
 }
 
-/// An entity's answer about one of its streams (or why none came).
-type Answer = (Arc<str>, StreamId, Result<ConsumerReply, ShardingError>);
-
-/// The producer's task: the core, and what carries out its effects.
-struct ProducerTask<E: ReliableConsumer> {
-    id: Arc<str>,
-    region: EntityRegion<Reliable<E>>,
-    core: Producer<Arc<str>, E::Command>,
-    /// The moment the core's clock counts from.
-    base: tokio::time::Instant,
-    queue: Option<Arc<dyn Store>>,
-    ask_timeout: Duration,
-    answers: FuturesUnordered<BoxFuture<'static, Answer>>,
-    /// Deletes confirmed commands from the durable queue, if there is one.
-    confirmer: Option<Confirmer>,
-    unconfirmed: watch::Sender<usize>,
-    stopped: bool,
-    /// Who asked the producer to stop, answered once it has.
-    stop_waiters: Vec<oneshot::Sender<()>>,
-}
-
-impl<E> ProducerTask<E>
-where
-    E: ReliableConsumer,
-    E::Command: serde::Serialize + Clone + Send + Sync + 'static,
-{
-    fn now(&self) -> CoreInstant {
-        CoreInstant::from_nanos(
-            tokio::time::Instant::now()
-                .saturating_duration_since(self.base)
-                .as_nanos() as u64,
-        )
-    }
-
-    async fn run(
-        mut self,
-        mut requests: mpsc::Receiver<Request<E::Command>>,
-        resumed: Vec<ProducerEffect<Arc<str>, E::Command>>,
-    ) {
-        self.carry_out(resumed).await;
-        let mut batch = Vec::new();
-        while !self.stopped {
-            let deadline = self
-                .core
-                .poll_timeout()
-                .map(|at| self.base + Duration::from_nanos(at.as_nanos()));
-            // Offers are taken only while the core has room for them all (flow control: the
-            // senders wait meanwhile).
-            let room = self
-                .core
-                .settings()
-                .max_unconfirmed
-                .saturating_sub(self.core.unconfirmed())
-                .min(REQUESTS);
-            tokio::select! {
-                n = requests.recv_many(&mut batch, room), if room > 0 => {
-                    if n == 0 {
-                        break;
-                    }
-                    self.offer(std::mem::take(&mut batch)).await;
-                }
-                Some((to, stream, answer)) = self.answers.next(), if !self.answers.is_empty() => {
-                    if let Ok(reply) = answer {
-                        let mut out = Vec::new();
-                        let now = self.now();
-                        self.core.on_reply(now, &to, stream, reply, &mut out);
-                        self.carry_out(out).await;
-                    }
-                    // No answer (timed out, the entity failed, its shard was unavailable):
-                    // the resend timer sends it again.
-                }
-                () = sleep_until(deadline) => {
-                    let mut out = Vec::new();
-                    let now = self.now();
-                    self.core.handle_timeout(now, &mut out);
-                    self.carry_out(out).await;
-                }
-            }
-            self.unconfirmed.send_replace(self.core.unconfirmed());
-        }
-        // Let the confirmations already on their way reach the store, then tell who stopped
-        // the producer.
-        if let Some(confirmer) = self.confirmer.take() {
-            confirmer.finish().await;
-        }
-        for done in self.stop_waiters {
-            let _ = done.send(());
-        }
-    }
-
-    /// Offers a batch of requests to the core; with a durable queue, stores the accepted
-    /// commands (one write for the batch) before they are sent and answered as accepted.
-    async fn offer(&mut self, batch: Vec<Request<E::Command>>) {
-        let mut accepted = Vec::with_capacity(batch.len());
-        let mut rows = Vec::new();
-        let mut effects = Vec::new();
-        let now = self.now();
-        for request in batch {
-            match request {
-                Request::Stop(done) => {
-                    self.stopped = true;
-                    self.stop_waiters.push(done);
-                }
-                Request::Offer { .. } if self.stopped => {}
-                Request::Offer {
-                    to,
-                    cmd,
-                    accepted: answer,
-                } => {
-                    let payload = match &self.queue {
-                        Some(_) => match postcard::to_allocvec(&cmd) {
-                            Ok(bytes) => Some(bytes::Bytes::from(bytes)),
-                            Err(e) => {
-                                let _ = answer.send(Err(ProducerError::Codec {
-                                    producer: self.id.to_string(),
-                                    why: format!("the command for {to:?} does not encode: {e}"),
-                                }));
-                                continue;
-                            }
-                        },
-                        None => None,
-                    };
-                    match self.core.offer(now, Arc::clone(&to), cmd, &mut effects) {
-                        Ok((stream, seq)) => {
-                            if let Some(payload) = payload {
-                                rows.push(QueuedMessage {
-                                    kind: self.region.kind().into(),
-                                    entity: to,
-                                    epoch: stream.epoch,
-                                    stream: stream.number,
-                                    seq,
-                                    payload,
-                                });
-                            }
-                            accepted.push((answer, Accepted { stream, seq }));
-                        }
-                        // Not reached: the task takes no more offers than the core has room
-                        // for. Refused rather than assumed.
-                        Err(_) => {
-                            let _ = answer.send(Err(ProducerError::Stopped(self.id.to_string())));
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(store) = self.queue.clone()
-            && !rows.is_empty()
-            && let Err(error) = store.enqueue(&self.id, rows).await
-        {
-            // Nothing of the batch was sent: refuse it all, and stop, rather than send what
-            // may not be stored. What the queue holds is sent at the producer's next start.
-            tracing::error!(producer = %self.id, %error, "the durable producer queue failed; the producer stops");
-            for (answer, _) in accepted {
-                let _ = answer.send(Err(ProducerError::Queue {
-                    producer: self.id.to_string(),
-                    error: error.clone(),
-                }));
-            }
-            self.stopped = true;
-            return;
-        }
-        // Counted before answered: a sender that waits for every confirmation right after its
-        // command was accepted must find the command counted.
-        self.unconfirmed.send_replace(self.core.unconfirmed());
-        for (answer, place) in accepted {
-            let _ = answer.send(Ok(place));
-        }
-        self.carry_out(effects).await;
-    }
-
-    /// Sends what the core asks to send, and deletes what it says is confirmed from the
-    /// durable queue.
-    async fn carry_out(&mut self, effects: Vec<ProducerEffect<Arc<str>, E::Command>>) {
-        let mut confirmations = Vec::new();
-        for effect in effects {
-            match effect {
-                ProducerEffect::Send {
-                    to,
-                    stream,
-                    seq,
-                    first,
-                    payload,
-                } => self.send(to, stream, seq, first, payload).await,
-                ProducerEffect::Confirmed { stream, seq, .. } => {
-                    confirmations.push(QueueConfirmation {
-                        epoch: stream.epoch,
-                        stream: stream.number,
-                        up_to: seq,
-                    })
-                }
-            }
-        }
-        if let Some(confirmer) = &self.confirmer
-            && !confirmations.is_empty()
-        {
-            confirmer.confirm(confirmations);
-        }
-    }
-
-    /// Sends one command as an ask whose answer is the entity's verdict. Asks are put in the
-    /// region's queue one after the other, so the commands of a stream leave in order.
-    async fn send(
-        &mut self,
-        to: Arc<str>,
-        stream: StreamId,
-        seq: u64,
-        first: bool,
-        command: E::Command,
-    ) {
-        let entity = self.region.entity_ref(&to);
-        let producer = self.id.to_string();
-        let sent = entity
-            .send_ask(
-                move |reply_to| {
-                    Delivery::Sequenced(SequencedCommand {
-                        producer,
-                        stream,
-                        seq,
-                        first,
-                        command,
-                        reply_to,
-                    })
-                },
-                self.ask_timeout,
-            )
-            .await;
-        match sent {
-            Ok(answer) => self
-                .answers
-                .push(Box::pin(async move { (to, stream, answer.await) })),
-            // Not even queued (the region stopped, or stayed full): the resend timer tries
-            // again.
-            Err(e) => {
-                tracing::debug!(producer = %self.id, entity = %to, error = %e, "reliable send not queued")
-            }
-        }
-    }
-}
-
-/// The task that deletes confirmed commands from the durable queue, apart from the producer's
-/// task: the producer must never wait for it (a store whose connections it held while the
-/// producer waited for one would hold both up), and what it has not deleted yet is only sent
-/// again at the next start, and confirmed again without being processed.
-struct Confirmer {
-    tx: mpsc::UnboundedSender<Vec<QueueConfirmation>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Confirmer {
-    fn spawn(producer: Arc<str>, store: Arc<dyn Store>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<QueueConfirmation>>();
-        let task = crate::task::spawn(async move {
-            let mut waiting = Vec::new();
-            // What piled up while a deletion ran goes in the next one.
-            while rx.recv_many(&mut waiting, 256).await > 0 {
-                let confirmations: Vec<QueueConfirmation> = waiting.drain(..).flatten().collect();
-                if let Err(error) = store.confirm_queued(&producer, confirmations).await {
-                    tracing::warn!(%producer, %error, "confirmed commands not deleted from the durable queue");
-                }
-            }
-        });
-        Confirmer { tx, task }
-    }
-
-    fn confirm(&self, confirmations: Vec<QueueConfirmation>) {
-        // Bounded by what the producer holds: each stream's confirmations are at most its
-        // window's worth of answers ahead of the deletions.
-        let _ = self.tx.send(confirmations);
-    }
-
-    /// Waits until what was handed over is deleted (or failed to be).
-    async fn finish(self) {
-        drop(self.tx);
-        let _ = self.task.await;
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+/// Senders hand commands over from any task of a multi-threaded runtime: `send`'s future must
+/// be `Send` (it takes the producer's lock, and must not hold it across an await). Compiled,
+/// not run.
+#[cfg(test)]
+#[allow(dead_code)]
+fn sending_is_send(
+    producer: &ReliableProducer<u32>,
+) -> impl std::future::Future<Output = Result<Accepted, ProducerError>> + Send + '_ {
+    producer.send("entity", 1)
 }

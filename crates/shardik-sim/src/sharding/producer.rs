@@ -1,14 +1,16 @@
-//! A simulated reliable producer: the core's [`Producer`] driven as the runtime's producer
-//! task drives it (`shardik-runtime/src/delivery/producer.rs`), with its store calls made to
-//! the simulated store, which take time and may be lost with their node.
+//! A simulated reliable producer: the core's [`Outbox`] (a [`Producer`] and its durable
+//! queue's rule) driven as the runtime's producer drives it
+//! (`shardik-runtime/src/delivery/producer/`), with its store calls made to the simulated
+//! store, which take time and may be lost with their node.
 //!
 //! * A new incarnation first starts its producer in the store (`start_producer`, which gives
 //!   its epoch) and reads its durable queue (`queued`); the queue's streams are handed back
 //!   to the core ([`Producer::resume`]) before any offer is taken.
-//! * Offers wait in the application's channel until the core has room for them (flow
-//!   control); a batch the core accepted is stored (`enqueue`) before anything of it is sent
-//!   or counted accepted. While that call is out, the task does nothing else: answers and
-//!   timeouts wait, as they wait behind the runtime task's `await`.
+//! * Offers are taken whenever the core has room for them (flow control: the application's
+//!   senders wait meanwhile), also while a write is out, as the runtime's senders offer under
+//!   the producer's lock. What the outbox hands over to store goes in one `enqueue`; nothing
+//!   of it is sent or counted accepted before it is stored. Answers and timers are heard
+//!   meanwhile; what they release waits for the write, in the outbox.
 //! * What the core confirms is deleted from the queue (`confirm_queued`), without waiting.
 //!
 //! The producer knows nothing of the network or the store model: it says what to do in
@@ -18,7 +20,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use shardik_core::Instant;
-use shardik_core::delivery::{ConsumerReply, Producer, ProducerEffect, StreamId};
+use shardik_core::delivery::{
+    ConsumerReply, Outbox, OutboxStep, Producer, ProducerEffect, StreamId,
+};
 use shardik_core::membership::UniqueAddress;
 use shardik_core::sharding::EntityId;
 use shardik_persistence::{QueueConfirmation, QueuedMessage, queued_streams};
@@ -26,9 +30,6 @@ use shardik_persistence::{QueueConfirmation, QueuedMessage, queued_streams};
 use super::messages::Sequencing;
 use super::reliable::{ReliableSpec, decode_offer, encode_offer, producer_code, producer_id};
 use crate::world::NodeId;
-
-/// Offers taken from the channel at once, at most (the runtime's `REQUESTS`).
-const BATCH: usize = 64;
 
 /// A call a producer makes to its durable queue.
 #[derive(Clone, Debug)]
@@ -79,13 +80,15 @@ pub(crate) enum ProducerOut {
     },
 }
 
-/// A batch being stored: what the application hears, and what the core asked to send, once
-/// it is.
+/// A batch being stored: the call's token, and the offers the application hears are accepted
+/// once it is.
 struct Storing {
     token: u64,
     accepted: Vec<u64>,
-    effects: Vec<ProducerEffect<EntityId, u64>>,
 }
+
+/// What the outbox hands over to store for one accepted offer: the offer, and its row.
+type Unstored = (u64, QueuedMessage);
 
 /// One incarnation of one node's producer.
 pub(crate) struct SimProducer {
@@ -98,13 +101,14 @@ pub(crate) struct SimProducer {
     kind: Arc<str>,
     spec: ReliableSpec,
     /// `None` until the store answered its start.
-    core: Option<Producer<EntityId, u64>>,
+    core: Option<Outbox<EntityId, u64, Unstored>>,
     /// The start call, while it is out.
     starting: Option<u64>,
-    /// Offers the application made that the producer has not taken (the runtime's channel).
+    /// Offers the application made that the producer has not taken: senders waiting for
+    /// room, or for the producer's start.
     waiting: VecDeque<(EntityId, u64)>,
     storing: Option<Storing>,
-    /// Answers heard while a batch was being stored, in order.
+    /// Answers heard before the producer started, in order.
     replies: VecDeque<(EntityId, StreamId, ConsumerReply)>,
     /// Confirmations being deleted from the queue.
     deleting: BTreeSet<u64>,
@@ -178,7 +182,7 @@ impl SimProducer {
     /// Messages accepted and not confirmed, plus offers not yet taken: zero once everything
     /// the application handed over is confirmed.
     pub(crate) fn outstanding(&self) -> usize {
-        self.core.as_ref().map_or(0, Producer::unconfirmed)
+        self.core.as_ref().map_or(0, Outbox::unconfirmed)
             + self.waiting.len()
             + usize::from(self.starting.is_some() || self.storing.is_some())
     }
@@ -188,7 +192,7 @@ impl SimProducer {
         format!(
             "{}: {} unconfirmed, {} offers waiting{}{}{}",
             self.id,
-            self.core.as_ref().map_or(0, Producer::unconfirmed),
+            self.core.as_ref().map_or(0, Outbox::unconfirmed),
             self.waiting.len(),
             if self.starting.is_some() {
                 ", starting"
@@ -231,10 +235,9 @@ impl SimProducer {
         self.take_offers(now, out);
     }
 
-    /// When [`timer`](Self::timer) has work: the core's next deadline, while nothing blocks
-    /// the task.
+    /// When [`timer`](Self::timer) has work: the core's next deadline, while it runs.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.storing.is_some() || self.stopping {
+        if self.stopping {
             return None;
         }
         self.core.as_ref()?.poll_timeout()
@@ -245,11 +248,10 @@ impl SimProducer {
         if self.poll_timeout().is_none_or(|t| t > now) {
             return;
         }
-        let mut effects = Vec::new();
         if let Some(core) = self.core.as_mut() {
-            core.handle_timeout(now, &mut effects);
+            core.handle_timeout(now);
         }
-        self.carry_out(effects, out);
+        self.step(out);
     }
 
     /// An entity's answer reached the producer.
@@ -264,17 +266,14 @@ impl SimProducer {
         if self.stopping {
             return;
         }
-        if self.storing.is_some() || self.core.is_none() {
+        let Some(core) = self.core.as_mut() else {
             self.replies.push_back((to, stream, reply));
             return;
-        }
-        let mut effects = Vec::new();
-        if let Some(core) = self.core.as_mut() {
-            core.on_reply(now, &to, stream, reply, &mut effects);
-        }
-        self.carry_out(effects, out);
+        };
+        core.on_reply(now, &to, stream, reply);
         // What it confirmed makes room for offers that waited (flow control).
         self.take_offers(now, out);
+        self.step(out);
     }
 
     /// The store answered call `token`.
@@ -313,84 +312,90 @@ impl SimProducer {
                         .collect();
                     core.resume(now, queued.entity, stream, held, &mut effects);
                 }
-                self.core = Some(core);
-                self.carry_out(effects, out);
+                self.core = Some(Outbox::new(core, effects));
+                // The answers heard before the start, then the offers that waited for it.
+                while let Some((to, stream, reply)) = self.replies.pop_front() {
+                    if let Some(core) = self.core.as_mut() {
+                        core.on_reply(now, &to, stream, reply);
+                    }
+                }
+                self.take_offers(now, out);
             }
             CallAnswer::Enqueued => {
                 let Some(storing) = self.storing.take_if(|s| s.token == token) else {
                     return;
                 };
+                let released = self.core.as_mut().map(Outbox::stored).unwrap_or_default();
                 out.push(ProducerOut::Accepted(storing.accepted));
-                self.carry_out(storing.effects, out);
+                self.carry_out(released, out);
             }
             CallAnswer::Deleted => {
                 self.deleting.remove(&token);
                 return;
             }
         }
-        // What waited behind the call: the answers heard meanwhile, then more offers.
-        while self.storing.is_none()
-            && let Some((to, stream, reply)) = self.replies.pop_front()
-        {
-            self.on_reply(now, to, stream, reply, out);
-        }
-        self.take_offers(now, out);
+        self.step(out);
     }
 
-    /// Takes as many waiting offers as the core has room for, and stores the batch it
-    /// accepted (nothing is sent until it is stored).
+    /// Does what the outbox says is next until it says nothing more: stores what was
+    /// accepted (one call at a time), and carries out what it released.
+    fn step(&mut self, out: &mut Vec<ProducerOut>) {
+        loop {
+            let Some(core) = self.core.as_mut() else {
+                return;
+            };
+            match core.next_step() {
+                None => return,
+                Some(OutboxStep::CarryOut(effects)) => self.carry_out(effects, out),
+                Some(OutboxStep::Store(unstored)) => {
+                    let (accepted, rows) = unstored.into_iter().unzip();
+                    let token = self.token();
+                    self.storing = Some(Storing { token, accepted });
+                    out.push(ProducerOut::Call {
+                        token,
+                        call: ProducerCall::Enqueue(rows),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Takes as many waiting offers as the core has room for, each stored before anything of
+    /// it is sent, then does what the outbox says is next.
     fn take_offers(&mut self, now: Instant, out: &mut Vec<ProducerOut>) {
-        if self.stopping || self.storing.is_some() || self.waiting.is_empty() {
+        if self.stopping {
             return;
         }
         let Some(core) = self.core.as_mut() else {
             return;
         };
-        let room = core
-            .settings()
-            .max_unconfirmed
-            .saturating_sub(core.unconfirmed())
-            .min(BATCH);
-        let mut effects = Vec::new();
-        let mut rows = Vec::new();
-        let mut accepted = Vec::new();
-        for _ in 0..room {
-            let Some((to, offer)) = self.waiting.pop_front() else {
-                break;
+        while !core.is_full()
+            && let Some((to, offer)) = self.waiting.pop_front()
+        {
+            let kind = &self.kind;
+            let row = |stream: StreamId, seq| {
+                let row = QueuedMessage {
+                    kind: Arc::clone(kind),
+                    entity: to.clone(),
+                    epoch: stream.epoch,
+                    stream: stream.number,
+                    seq,
+                    payload: encode_offer(offer),
+                };
+                (offer, row)
             };
-            let Ok((stream, seq)) = core.offer(now, to.clone(), offer, &mut effects) else {
+            let Ok((stream, seq)) = core.offer_stored(now, to.clone(), offer, row) else {
                 // Not reached: no more is taken than the core has room for.
                 continue;
             };
             out.push(ProducerOut::Offered {
                 offer,
-                to: to.clone(),
+                to,
                 stream,
                 seq,
             });
-            rows.push(QueuedMessage {
-                kind: Arc::clone(&self.kind),
-                entity: to,
-                epoch: stream.epoch,
-                stream: stream.number,
-                seq,
-                payload: encode_offer(offer),
-            });
-            accepted.push(offer);
         }
-        if rows.is_empty() {
-            return;
-        }
-        let token = self.token();
-        self.storing = Some(Storing {
-            token,
-            accepted,
-            effects,
-        });
-        out.push(ProducerOut::Call {
-            token,
-            call: ProducerCall::Enqueue(rows),
-        });
+        self.step(out);
     }
 
     /// Sends what the core asks to send, and deletes what it confirmed from the queue.

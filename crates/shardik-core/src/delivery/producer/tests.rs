@@ -154,6 +154,47 @@ fn a_gap_sends_again_from_what_the_entity_expects_and_confirms_what_came_before(
 }
 
 #[test]
+fn a_gap_is_sent_again_once_however_many_answers_name_it() {
+    let mut p = Producer::new(settings(10), 1);
+    let mut out = Effects::new();
+    let (stream, _) = p.offer(at(0), "e1", 1, &mut out).unwrap();
+    for payload in 2..=4 {
+        p.offer(at(0), "e1", payload, &mut out).unwrap();
+    }
+    out.clear();
+    // Message 1 was lost: 2, 3 and 4 each come back as the same gap.
+    let gap = ConsumerReply::Gap { expected: 1 };
+    p.on_reply(at(1), &"e1", stream, gap, &mut out);
+    assert_eq!(
+        sends(&out),
+        vec![(1, false, 1), (2, false, 2), (3, false, 3), (4, false, 4)]
+    );
+    out.clear();
+    p.on_reply(at(1), &"e1", stream, gap, &mut out);
+    p.on_reply(at(1), &"e1", stream, gap, &mut out);
+    assert_eq!(
+        sends(&out),
+        vec![],
+        "the window is not sent again per answer"
+    );
+    // Progress, then a new gap: sent again from there.
+    let confirmed = ConsumerReply::Confirmed {
+        confirmed: 2,
+        up_to: 12,
+    };
+    p.on_reply(at(2), &"e1", stream, confirmed, &mut out);
+    out.clear();
+    p.on_reply(
+        at(3),
+        &"e1",
+        stream,
+        ConsumerReply::Gap { expected: 3 },
+        &mut out,
+    );
+    assert_eq!(sends(&out), vec![(3, false, 3), (4, false, 4)]);
+}
+
+#[test]
 fn an_entity_that_lost_track_gets_the_oldest_unconfirmed_marked_first() {
     let mut p = Producer::new(settings(10), 1);
     let mut out = Effects::new();
