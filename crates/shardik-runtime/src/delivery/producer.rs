@@ -278,9 +278,17 @@ where
         let to: Arc<str> = entity.into();
         let mut payload = payload;
         let mut cmd = cmd;
-        let Offered { accepted, stored } = loop {
-            // Registered before the producer is looked at, so that room made in between is
-            // not missed.
+        let Offered {
+            accepted,
+            stored,
+            wake,
+        } = loop {
+            match shared.try_offer(&self.kind, &to, cmd, &mut payload)? {
+                Ok(offered) => break offered,
+                Err(back) => cmd = back,
+            }
+            // No room: wait for confirmations to make some. Registered before the producer is
+            // looked at again, so that room made in between is not missed.
             let room = shared.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
@@ -290,7 +298,9 @@ where
             }
             room.await;
         };
-        shared.work.notify_one();
+        if wake {
+            shared.work.notify_one();
+        }
         match stored {
             None => Ok(accepted),
             Some(stored) => stored.await.map_err(|_| stopped())?,

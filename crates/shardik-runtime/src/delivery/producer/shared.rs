@@ -136,6 +136,9 @@ impl<C: Clone> Shared<C> {
             return Ok(Err(cmd));
         }
         let now = self.now();
+        // The task takes everything there is when it runs: it needs waking only by the first
+        // offer since it last took.
+        let wake = !state.outbox.has_work();
         let (placed, stored) = match payload.take() {
             None => (state.outbox.offer(now, Arc::clone(to), cmd), None),
             Some(payload) => {
@@ -161,7 +164,11 @@ impl<C: Clone> Shared<C> {
         };
         let accepted = Accepted { stream, seq };
         self.publish_unconfirmed(state);
-        Ok(Ok(Offered { accepted, stored }))
+        Ok(Ok(Offered {
+            accepted,
+            stored,
+            wake,
+        }))
     }
 }
 
@@ -170,4 +177,6 @@ impl<C: Clone> Shared<C> {
 pub(super) struct Offered {
     pub(super) accepted: Accepted,
     pub(super) stored: Option<oneshot::Receiver<Result<Accepted, ProducerError>>>,
+    /// Whether the task must be woken to carry it out.
+    pub(super) wake: bool,
 }
