@@ -172,15 +172,20 @@ mod tests {
         }
     }
 
+    /// The sequence numbers `effects` send.
+    fn seqs(effects: &[ProducerEffect<&'static str, u32>]) -> Vec<u64> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                ProducerEffect::Send { seq, .. } => Some(*seq),
+                ProducerEffect::Confirmed { .. } => None,
+            })
+            .collect()
+    }
+
     fn sends<W>(step: Option<OutboxStep<&'static str, u32, W>>) -> Vec<u64> {
         match step {
-            Some(OutboxStep::CarryOut(effects)) => effects
-                .iter()
-                .filter_map(|e| match e {
-                    ProducerEffect::Send { seq, .. } => Some(*seq),
-                    ProducerEffect::Confirmed { .. } => None,
-                })
-                .collect(),
+            Some(OutboxStep::CarryOut(effects)) => seqs(&effects),
             _ => panic!("expected effects to carry out"),
         }
     }
@@ -229,14 +234,7 @@ mod tests {
         );
         assert_eq!(outbox.next_step(), None, "nothing is released meanwhile");
         let released = outbox.stored();
-        let seqs: Vec<u64> = released
-            .iter()
-            .filter_map(|e| match e {
-                ProducerEffect::Send { seq, .. } => Some(*seq),
-                ProducerEffect::Confirmed { .. } => None,
-            })
-            .collect();
-        assert_eq!(seqs, vec![2, 3]);
+        assert_eq!(seqs(&released), vec![2, 3]);
         assert!(
             released
                 .iter()

@@ -8,6 +8,7 @@
 //! to the store, and a task of its own deletes what was confirmed ([`confirmer`]).
 
 mod confirmer;
+mod outcome;
 mod shared;
 mod task;
 
@@ -18,8 +19,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::stream::FuturesUnordered;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::delivery::{Producer, ProducerSettings, StreamId};
-use shardik_persistence::{QueuedStream, Store, StoreError, queued_streams};
+use shardik_persistence::{QueuedStream, Store, queued_streams};
 use tokio::sync::{oneshot, watch};
+
+pub use self::outcome::{Accepted, ProducerError};
 
 use self::confirmer::Confirmer;
 use self::shared::{Offered, Shared};
@@ -71,44 +74,6 @@ impl ProducerOptions {
         self.queue = Some(store);
         self
     }
-}
-
-/// Where an accepted command stands in its stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Accepted {
-    /// The stream to its entity.
-    pub stream: StreamId,
-    /// Its sequence number in the stream.
-    pub seq: u64,
-}
-
-/// Why a producer could not start, or did not accept a command.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProducerError {
-    /// The producer id is empty.
-    #[error("a reliable producer needs a non-empty id")]
-    EmptyId,
-    /// The producer has stopped (it was stopped, or its durable queue failed).
-    #[error("the reliable producer {0:?} has stopped")]
-    Stopped(String),
-    /// The durable queue's store failed: the command may or may not be stored (and then it
-    /// is sent when the producer starts again).
-    #[error("the durable queue of producer {producer:?} failed: {error}")]
-    Queue {
-        /// The producer.
-        producer: String,
-        /// What the store said.
-        error: StoreError,
-    },
-    /// A command does not encode for the durable queue, or a stored one does not decode.
-    #[error("producer {producer:?}: {why}")]
-    Codec {
-        /// The producer.
-        producer: String,
-        /// What failed.
-        why: String,
-    },
 }
 
 /// A reliable producer (Akka's `ShardingProducerController`, with its durable queue): hand it

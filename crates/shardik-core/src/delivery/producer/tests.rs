@@ -126,15 +126,21 @@ fn silence_resends_from_the_oldest_marked_first_with_a_growing_interval() {
     );
 }
 
-#[test]
-fn a_gap_sends_again_from_what_the_entity_expects_and_confirms_what_came_before() {
+/// A producer with a window of 10 that was offered 1 to 4 for "e1", and its stream.
+fn four_offers_to_e1() -> (Producer<&'static str, u32>, StreamId) {
     let mut p = Producer::new(settings(10), 1);
     let mut out = Effects::new();
     let (stream, _) = p.offer(at(0), "e1", 1, &mut out).unwrap();
     for payload in 2..=4 {
         p.offer(at(0), "e1", payload, &mut out).unwrap();
     }
-    out.clear();
+    (p, stream)
+}
+
+#[test]
+fn a_gap_sends_again_from_what_the_entity_expects_and_confirms_what_came_before() {
+    let (mut p, stream) = four_offers_to_e1();
+    let mut out = Effects::new();
     p.on_reply(
         at(1),
         &"e1",
@@ -155,13 +161,8 @@ fn a_gap_sends_again_from_what_the_entity_expects_and_confirms_what_came_before(
 
 #[test]
 fn a_gap_is_sent_again_once_however_many_answers_name_it() {
-    let mut p = Producer::new(settings(10), 1);
+    let (mut p, stream) = four_offers_to_e1();
     let mut out = Effects::new();
-    let (stream, _) = p.offer(at(0), "e1", 1, &mut out).unwrap();
-    for payload in 2..=4 {
-        p.offer(at(0), "e1", payload, &mut out).unwrap();
-    }
-    out.clear();
     // Message 1 was lost: 2, 3 and 4 each come back as the same gap.
     let gap = ConsumerReply::Gap { expected: 1 };
     p.on_reply(at(1), &"e1", stream, gap, &mut out);

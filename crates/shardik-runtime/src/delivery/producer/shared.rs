@@ -13,7 +13,7 @@ use shardik_core::delivery::{Outbox, Producer, ProducerEffect, StreamId};
 use shardik_persistence::QueuedMessage;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::{Accepted, ProducerError};
+use super::outcome::{Accepted, ProducerError};
 
 /// Who waits for an accepted command to be stored, and what to tell them then.
 pub(super) type Unstored = (

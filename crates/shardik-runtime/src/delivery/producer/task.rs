@@ -19,8 +19,8 @@ use shardik_persistence::{QueueConfirmation, Store, StoreError};
 use tokio::sync::oneshot;
 
 use super::confirmer::Confirmer;
+use super::outcome::{Accepted, ProducerError};
 use super::shared::{Shared, Unstored};
-use super::{Accepted, ProducerError};
 use crate::delivery::consumer::{Reliable, ReliableConsumer};
 use crate::delivery::message::{Delivery, SequencedCommand};
 use crate::sharding::{EntityRegion, ShardingError};
