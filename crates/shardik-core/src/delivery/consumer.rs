@@ -56,11 +56,11 @@ impl Verdict {
         match self {
             Verdict::Deliver => Some(ConsumerReply::Confirmed {
                 confirmed: seq,
-                up_to: seq + window,
+                up_to: seq.saturating_add(window),
             }),
             Verdict::Duplicate { confirmed } => Some(ConsumerReply::Confirmed {
                 confirmed,
-                up_to: confirmed + window,
+                up_to: confirmed.saturating_add(window),
             }),
             Verdict::Gap { expected } => Some(ConsumerReply::Gap { expected }),
             Verdict::NeedFirst => Some(ConsumerReply::NeedFirst),

@@ -182,7 +182,12 @@ impl<E: ReliableConsumer> Reliable<E> {
         let retention = self.settings.mark_retention;
         let window = self.settings.window;
         let mut reply = None;
-        for (seq, command) in (first_seq..).zip(commands) {
+        for (offset, command) in (0u64..).zip(commands) {
+            // A run that would number past u64::MAX comes from no producer of ours (it counts
+            // from 1): what fits is judged, the rest dropped, rather than overflowing.
+            let Some(seq) = first_seq.checked_add(offset) else {
+                break;
+            };
             let header = Sequenced {
                 producer: &producer,
                 stream,
