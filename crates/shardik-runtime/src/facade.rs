@@ -55,10 +55,10 @@ pub use crate::sharding::{
 };
 
 /// Testing an application's entities: one event-sourced entity command by command, and a
-/// cluster of real nodes in the test's process.
+/// cluster of real nodes in the test's process, and loopback ports for nodes started by hand.
 pub mod testkit {
     pub use crate::testkit::{
-        CommandResult, EventSourcedTestKit, TestCluster, TestClusterError, TestKitError,
+        CommandResult, EventSourcedTestKit, TestCluster, TestClusterError, TestKitError, free_port,
     };
 }
 

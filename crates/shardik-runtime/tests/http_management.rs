@@ -557,10 +557,7 @@ fn metric_names_follow_prometheus_conventions() {
 // ---- real nodes ----
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    shardik_runtime::testkit::free_port().expect("a free loopback port")
 }
 
 fn local(port: u16) -> Address {

@@ -15,10 +15,7 @@ use shardik_wire::LocalIdentity;
 const CLUSTER: &str = "idle-race";
 
 async fn transport(config: TransportConfig) -> (Transport, Receivers) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = shardik_runtime::testkit::free_port().expect("a free loopback port");
     let identity = LocalIdentity {
         cluster_name: CLUSTER.into(),
         address: UniqueAddress::new(Address::new("127.0.0.1", port), u64::from(port) + 7),

@@ -42,12 +42,9 @@
 //!
 //! const COUNTER: EntityTypeKey<Counter> = EntityTypeKey::new("counter");
 //!
-//! # fn free_port() -> u16 {
-//! #     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-//! # }
 //! # #[tokio::main]
 //! # async fn main() -> anyhow::Result<()> {
-//! # let port = free_port();
+//! # let port = shardik::testkit::free_port()?;
 //! let address: shardik::Address = format!("127.0.0.1:{port}").parse()?;
 //! // Built-in defaults, then an optional TOML file, then SHARDIK_* environment variables.
 //! let mut settings = Settings::load(None)?;

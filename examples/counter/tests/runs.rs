@@ -4,11 +4,7 @@ use std::process::Command;
 
 #[test]
 fn counts_and_leaves() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = shardik::testkit::free_port().expect("a free loopback port");
     let output = Command::new(env!("CARGO_BIN_EXE_counter"))
         .arg(format!("127.0.0.1:{port}"))
         // Short join timers, so the test does not wait out the defaults' seconds.

@@ -5,11 +5,7 @@
 use std::process::Command;
 
 fn free_address() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = shardik::testkit::free_port().expect("a free loopback port");
     format!("127.0.0.1:{port}")
 }
 

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::future::Future;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -60,20 +59,11 @@ const FAST: &[(&str, &str)] = &[
     ("SHARDIK_TRANSPORT__RECONNECT_BACKOFF_MAX", "1s"),
 ];
 
-/// `127.0.0.1:PORT` on a port nobody listens on now, never the same twice in this process
-/// (the kernel may hand a released port out again).
+/// `127.0.0.1:PORT` on a port nobody listens on now, below the kernel's ephemeral range and
+/// never the same twice in this process.
 fn free_addr() -> String {
-    static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        if taken.insert(port) {
-            return format!("127.0.0.1:{port}");
-        }
-    }
+    let port = shardik::testkit::free_port().expect("a free loopback port");
+    format!("127.0.0.1:{port}")
 }
 
 /// A `shopping-cart` process; dropping it kills it. Its stderr goes to a file, kept (and

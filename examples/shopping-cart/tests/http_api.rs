@@ -2,7 +2,6 @@
 //! answers for changes, refusals and malformed requests, and what a busy cart leaves in the
 //! store (a snapshot every 100 events, every event kept and tagged).
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,10 +16,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// A node that forms a cluster by itself, carts on a memory store, and the API served on a
 /// local port. Returns the node, the store and the API's base URL.
 async fn start() -> (Node, Arc<MemoryStore>, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = shardik::testkit::free_port().expect("a free loopback port");
     let address: shardik::Address = format!("127.0.0.1:{port}").parse().unwrap();
     let mut settings = Settings::reference();
     // Timers for a test that takes a second, not the production defaults.

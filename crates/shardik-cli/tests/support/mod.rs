@@ -17,7 +17,6 @@ pub mod tls_probe;
 
 use std::fs::File;
 use std::future::Future;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,51 +71,10 @@ pub const WRITES_ENABLED: (&str, &str) = (
     "false",
 );
 
-/// The lowest port [`free_port`] hands out.
-const FIRST_TEST_PORT: u16 = 15_000;
-
-/// A port nobody listens on right now, below the kernel's ephemeral range.
-///
-/// Not port 0's pick: the kernel takes the source port of every outbound connection from the
-/// ephemeral range, so a port from there, released until a node binds it, could meanwhile
-/// become the source port of any connection on the machine (the nodes', a CLI command's), and
-/// the node then fails to bind (seen with the relay's self-test and the flood test's node).
-/// Below that range the kernel never picks a port by itself; each process starts its search
-/// at an offset of its own so concurrent test binaries rarely try the same ports, and a port
-/// is handed out only if binding it works now. Never returns a port twice in this process.
+/// A port nobody listens on right now, below the kernel's ephemeral range, never handed out
+/// twice by this process (see [`shardik_runtime::testkit::free_port`] for why not port 0).
 pub fn free_port() -> u16 {
-    static STATE: std::sync::Mutex<Option<(u16, std::collections::BTreeSet<u16>)>> =
-        std::sync::Mutex::new(None);
-    let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
-    let end = ephemeral_range_start().max(FIRST_TEST_PORT + 1_000);
-    let span = u32::from(end - FIRST_TEST_PORT);
-    let (next, handed_out) = state.get_or_insert_with(|| {
-        // The process id spreads concurrent test binaries over the range.
-        let offset = (std::process::id().wrapping_mul(7_919)) % span;
-        (FIRST_TEST_PORT + offset as u16, Default::default())
-    });
-    for _ in 0..span {
-        let port = *next;
-        *next = if port + 1 >= end {
-            FIRST_TEST_PORT
-        } else {
-            port + 1
-        };
-        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            handed_out.insert(port);
-            return port;
-        }
-    }
-    panic!("no free port in {FIRST_TEST_PORT}..{end}");
-}
-
-/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), 32768
-/// if it cannot be read.
-fn ephemeral_range_start() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
+    shardik_runtime::testkit::free_port().expect("a free loopback port")
 }
 
 /// A fresh `127.0.0.1:PORT` address.

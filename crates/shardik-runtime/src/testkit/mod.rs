@@ -9,6 +9,8 @@
 
 mod cluster;
 mod event_sourced;
+mod ports;
 
 pub use cluster::{TestCluster, TestClusterError};
 pub use event_sourced::{CommandResult, EventSourcedTestKit, TestKitError};
+pub use ports::free_port;

@@ -43,10 +43,7 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    shardik_runtime::testkit::free_port().expect("a free loopback port")
 }
 
 /// Membership settings with timers short enough for a test: a lone seed forms its cluster
