@@ -7,6 +7,8 @@
 //! that messages were confirmed (so a durable queue deletes them, and whoever waits hears).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -116,8 +118,9 @@ struct Stream<P> {
     backoff: Duration,
     /// The last offer or answer.
     active_at: Instant,
-    /// The deadline the stream is filed under in [`Producer::timers`].
-    filed: Instant,
+    /// The deadline the stream is filed under in [`Producer::timers`], if it is filed (a
+    /// stream is unfiled while [`Producer::handle_timeout`] handles it).
+    filed: Option<Instant>,
 }
 
 impl<P> Stream<P> {
@@ -143,7 +146,8 @@ pub struct Producer<K, P> {
     settings: ProducerSettings,
     epoch: u64,
     next_stream: u64,
-    streams: HashMap<K, Stream<P>>,
+    /// Hashed with a randomly seeded foldhash: entity ids come from users.
+    streams: HashMap<K, Stream<P>, RandomState>,
     /// Every stream under its deadline, so that finding what is due costs a look at the
     /// earliest, not a pass over every stream the producer keeps.
     timers: BTreeSet<(Instant, K)>,
@@ -162,7 +166,7 @@ where
             settings,
             epoch,
             next_stream: 1,
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             timers: BTreeSet::new(),
             unconfirmed: 0,
         }
@@ -215,11 +219,13 @@ where
             resend_at: None,
             backoff: self.settings.resend_min,
             active_at: now,
-            filed: now,
+            filed: None,
         };
         if let Some(replaced) = self.streams.insert(to.clone(), s) {
             self.unconfirmed -= replaced.unconfirmed.len();
-            self.timers.remove(&(replaced.filed, to.clone()));
+            if let Some(filed) = replaced.filed {
+                self.timers.remove(&(filed, to.clone()));
+            }
         }
         self.pump(now, &to, out);
     }
@@ -257,7 +263,7 @@ where
                 resend_at: None,
                 backoff: resend_min,
                 active_at: now,
-                filed: now,
+                filed: None,
             }
         });
         let seq = stream.next_seq;
@@ -266,7 +272,7 @@ where
         stream.active_at = now;
         let id = stream.id;
         self.unconfirmed += 1;
-        self.pump(now, &to, out);
+        pump(stream, &mut self.timers, &self.settings, now, &to, out);
         Ok((id, seq))
     }
 
@@ -355,11 +361,12 @@ where
             let Some(s) = self.streams.get_mut(&to) else {
                 continue;
             };
+            s.filed = None;
             if s.unconfirmed.is_empty() {
                 if now >= s.active_at + idle_after {
                     self.streams.remove(&to);
                 } else {
-                    self.refile(&to);
+                    refile(s, &mut self.timers, idle_after, &to);
                 }
                 continue;
             }
@@ -370,47 +377,71 @@ where
         }
     }
 
-    /// Files `to`'s stream under its current deadline.
-    fn refile(&mut self, to: &K) {
-        let Some(s) = self.streams.get_mut(to) else {
-            return;
-        };
-        let deadline = s.deadline(self.settings.idle_after);
-        if s.filed != deadline || !self.timers.contains(&(deadline, to.clone())) {
-            self.timers.remove(&(s.filed, to.clone()));
-            s.filed = deadline;
-            self.timers.insert((deadline, to.clone()));
-        }
-    }
-
-    /// Sends the held messages of `to`'s stream that were not sent yet and fit its window,
-    /// in order.
+    /// Sends the held messages of `to`'s stream that were not sent yet and fit its window.
     fn pump(&mut self, now: Instant, to: &K, out: &mut Vec<ProducerEffect<K, P>>) {
-        let Some(s) = self.streams.get_mut(to) else {
-            return;
-        };
-        for held in &s.unconfirmed {
-            if held.seq <= s.sent_up_to {
-                continue;
-            }
-            if held.seq > s.granted_up_to {
-                break;
-            }
-            out.push(ProducerEffect::Send {
-                to: to.clone(),
-                stream: s.id,
-                seq: held.seq,
-                first: std::mem::take(&mut s.mark_first),
-                payload: held.payload.clone(),
-            });
-            s.sent_up_to = held.seq;
-            s.highest_sent = s.highest_sent.max(held.seq);
+        if let Some(s) = self.streams.get_mut(to) {
+            pump(s, &mut self.timers, &self.settings, now, to, out);
         }
-        if s.resend_at.is_none() && !s.unconfirmed.is_empty() {
-            s.resend_at = Some(now + s.backoff);
-        }
-        self.refile(to);
     }
+}
+
+/// Sends the held messages of `to`'s stream `s` that were not sent yet and fit its window, in
+/// order, and files the stream under its deadline. (A function of the stream, not of the
+/// producer: an offer looks its stream up once.)
+fn pump<K, P>(
+    s: &mut Stream<P>,
+    timers: &mut BTreeSet<(Instant, K)>,
+    settings: &ProducerSettings,
+    now: Instant,
+    to: &K,
+    out: &mut Vec<ProducerEffect<K, P>>,
+) where
+    K: Clone + Ord,
+    P: Clone,
+{
+    // Held messages are numbered consecutively: the first one not sent yet is found by its
+    // number, not by walking past the ones already sent.
+    let unsent = s.unconfirmed.front().map_or(0, |oldest| {
+        usize::try_from(s.sent_up_to.saturating_add(1).saturating_sub(oldest.seq))
+            .unwrap_or(usize::MAX)
+            .min(s.unconfirmed.len())
+    });
+    for held in s.unconfirmed.range(unsent..) {
+        if held.seq > s.granted_up_to {
+            break;
+        }
+        out.push(ProducerEffect::Send {
+            to: to.clone(),
+            stream: s.id,
+            seq: held.seq,
+            first: std::mem::take(&mut s.mark_first),
+            payload: held.payload.clone(),
+        });
+        s.sent_up_to = held.seq;
+        s.highest_sent = s.highest_sent.max(held.seq);
+    }
+    if s.resend_at.is_none() && !s.unconfirmed.is_empty() {
+        s.resend_at = Some(now + s.backoff);
+    }
+    refile(s, timers, settings.idle_after, to);
+}
+
+/// Files `to`'s stream `s` under its current deadline, if it is not filed there already.
+fn refile<K: Clone + Ord, P>(
+    s: &mut Stream<P>,
+    timers: &mut BTreeSet<(Instant, K)>,
+    idle_after: Duration,
+    to: &K,
+) {
+    let deadline = s.deadline(idle_after);
+    if s.filed == Some(deadline) {
+        return;
+    }
+    if let Some(filed) = s.filed.take() {
+        timers.remove(&(filed, to.clone()));
+    }
+    timers.insert((deadline, to.clone()));
+    s.filed = Some(deadline);
 }
 
 #[cfg(test)]

@@ -14,13 +14,14 @@ mod task;
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::stream::FuturesUnordered;
 use shardik_core::Instant as CoreInstant;
 use shardik_core::delivery::{Producer, ProducerSettings, StreamId};
 use shardik_persistence::{QueuedStream, Store, queued_streams};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 pub use self::outcome::{Accepted, ProducerError};
 
@@ -85,7 +86,6 @@ pub struct ReliableProducer<C> {
     shared: Arc<Shared<C>>,
     /// The kind its commands go to (named in the rows of its durable queue).
     kind: Arc<str>,
-    unconfirmed: watch::Receiver<usize>,
     _alive: Arc<Alive<C>>,
 }
 
@@ -103,7 +103,6 @@ impl<C> Clone for ReliableProducer<C> {
         ReliableProducer {
             shared: Arc::clone(&self.shared),
             kind: Arc::clone(&self.kind),
-            unconfirmed: self.unconfirmed.clone(),
             _alive: Arc::clone(&self._alive),
         }
     }
@@ -211,7 +210,6 @@ where
         };
         crate::task::spawn(task.run());
         Ok(ReliableProducer {
-            unconfirmed: shared.unconfirmed.subscribe(),
             kind: region.kind().into(),
             _alive: Arc::new(Alive(Arc::clone(&shared))),
             shared,
@@ -274,16 +272,26 @@ where
 
     /// How many accepted commands wait for their entities' confirmation.
     pub fn unconfirmed(&self) -> usize {
-        *self.unconfirmed.borrow()
+        self.shared.unconfirmed.load(Ordering::Acquire)
     }
 
     /// Waits until every accepted command is confirmed, at most `timeout`; `false` if some are
     /// not by then.
     pub async fn all_confirmed(&self, timeout: Duration) -> bool {
-        let mut watch = self.unconfirmed.clone();
-        tokio::time::timeout(timeout, watch.wait_for(|n| *n == 0))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        let shared = &self.shared;
+        let drained = async {
+            loop {
+                // Registered before the count is read, so that a drain in between is heard.
+                let notified = shared.drained.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if shared.unconfirmed.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, drained).await.is_ok()
     }
 
     /// Stops the producer, once what it accepted is stored (with a durable queue) and the

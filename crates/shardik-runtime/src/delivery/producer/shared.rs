@@ -5,13 +5,14 @@
 //! and waiting for it to answer: accepting a command into an in-memory queue costs the sender
 //! a lock and no task switch, and the task wakes once for all that was offered meanwhile.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use shardik_core::Instant as CoreInstant;
 use shardik_core::delivery::{Outbox, Producer, ProducerEffect, StreamId};
 use shardik_persistence::QueuedMessage;
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, oneshot};
 
 use super::outcome::{Accepted, ProducerError};
 
@@ -48,8 +49,10 @@ pub(super) struct Shared<C> {
     pub(super) work: Notify,
     /// Wakes senders that wait for the producer to hold fewer unconfirmed commands.
     pub(super) room: Notify,
-    /// How many accepted commands wait for confirmation.
-    pub(super) unconfirmed: watch::Sender<usize>,
+    /// How many accepted commands wait for confirmation (written under the lock).
+    pub(super) unconfirmed: AtomicUsize,
+    /// Wakes whoever waits for every accepted command to be confirmed, when none is left.
+    pub(super) drained: Notify,
 }
 
 impl<C> Shared<C> {
@@ -93,7 +96,7 @@ impl<C: Clone> Shared<C> {
         core: Producer<Arc<str>, C>,
         effects: Vec<ProducerEffect<Arc<str>, C>>,
     ) -> Self {
-        let (unconfirmed, _) = watch::channel(core.unconfirmed());
+        let unconfirmed = AtomicUsize::new(core.unconfirmed());
         Shared {
             id,
             base,
@@ -107,13 +110,19 @@ impl<C: Clone> Shared<C> {
             work: Notify::new(),
             room: Notify::new(),
             unconfirmed,
+            drained: Notify::new(),
         }
     }
 
     /// Publishes how many commands wait for confirmation (while the lock is held, so that the
-    /// count never goes back).
+    /// count never goes back), and wakes who waits for none to be left if none is. A plain
+    /// count, not a watch channel: each offer changes it, and nobody waits for most values.
     pub(super) fn publish_unconfirmed(&self, state: &State<C>) {
-        self.unconfirmed.send_replace(state.outbox.unconfirmed());
+        let unconfirmed = state.outbox.unconfirmed();
+        self.unconfirmed.store(unconfirmed, Ordering::Release);
+        if unconfirmed == 0 {
+            self.drained.notify_waiters();
+        }
     }
 
     /// Offers `cmd` for `to` under the lock, if the producer has room: `Ok(Err(cmd))` when it
@@ -127,6 +136,8 @@ impl<C: Clone> Shared<C> {
         cmd: C,
         payload: &mut Option<bytes::Bytes>,
     ) -> Result<Result<Offered, C>, ProducerError> {
+        // Read before the lock is taken: senders contend for it.
+        let now = self.now();
         let mut guard = self.lock();
         let state = &mut *guard;
         if state.stopped {
@@ -135,7 +146,6 @@ impl<C: Clone> Shared<C> {
         if state.outbox.is_full() {
             return Ok(Err(cmd));
         }
-        let now = self.now();
         // The task takes everything there is when it runs: it needs waking only by the first
         // offer since it last took.
         let wake = !state.outbox.has_work();
