@@ -14,7 +14,8 @@
 //! counters for tells, confirmed to the producer for the reliable path. It also measures what
 //! holding unconfirmed increments costs: resident memory per increment that a producer holds
 //! while no node hosts its entities' shards (the producer's copy, its ask, and the proxy's
-//! buffer of it).
+//! buffer of it), measured before the rounds, while the allocator has no freed memory to hand
+//! out again.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -246,6 +247,9 @@ async fn measure(a: &ReliableArgs, url: &str) -> anyhow::Result<Rates> {
     )
     .await?;
 
+    // First, while the allocator has no freed memory to reuse: after the rounds it has plenty,
+    // and holding costs no new resident memory.
+    let bytes_per_unconfirmed = held_memory(a.held, sharding).await?;
     let (mut dt, mut dr, mut mt, mut mr) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let with_durable = a.paths != Paths::Memory;
     let with_memory = a.paths != Paths::Durable;
@@ -265,7 +269,6 @@ async fn measure(a: &ReliableArgs, url: &str) -> anyhow::Result<Rates> {
             reliable: median(reliable),
         })
     };
-    let bytes_per_unconfirmed = held_memory(a.held, sharding).await?;
     Ok(Rates {
         durable: pair(dt, dr),
         memory: pair(mt, mr),
@@ -388,6 +391,8 @@ async fn held_memory(
     if producer.unconfirmed() as u64 != held {
         bail!("{} of {held} held", producer.unconfirmed());
     }
+    // No resends of what it holds during the rounds.
+    producer.stop().await;
     Ok(after.saturating_sub(before) as f64 / held as f64)
 }
 
