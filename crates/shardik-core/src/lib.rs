@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod address;
+pub mod ddata;
 pub mod delivery;
 pub mod lease;
 pub mod membership;

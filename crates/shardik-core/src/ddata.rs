@@ -1,0 +1,22 @@
+//! Distributed data: replicated data types (CRDTs) that any replica may change on its own and
+//! that converge when replicas exchange their states, in whatever order and however often.
+//!
+//! This module holds the data types and their laws; replication between nodes builds on it.
+//! Every type implements [`ReplicatedData`]: `merge` is commutative, associative and
+//! idempotent, so two replicas that have merged the same states hold the same value. Types
+//! that keep state per replica (the counters) also implement [`RemovedReplicaPruning`]: the
+//! state of a replica removed from the cluster can be folded into a surviving one, and from
+//! then on stripped from every state merged in, so that it never comes back.
+
+mod counter;
+mod flag;
+mod gset;
+mod replicated;
+
+pub use counter::{GCounter, PNCounter};
+pub use flag::Flag;
+pub use gset::GSet;
+pub use replicated::{RemovedReplicaPruning, ReplicatedData};
+
+#[cfg(test)]
+mod tests;

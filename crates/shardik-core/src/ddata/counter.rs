@@ -1,0 +1,148 @@
+//! Counters: [`GCounter`] only grows, [`PNCounter`] goes both ways.
+
+use std::collections::BTreeMap;
+
+use super::replicated::{RemovedReplicaPruning, ReplicatedData};
+
+/// A counter that only grows. Each replica counts its own increments; the value is the sum
+/// over the replicas, and a merge keeps each replica's highest count (counts only grow, so
+/// the highest is the newest).
+///
+/// The value is a `u128`: the sum of many replicas' `u64` counts cannot overflow it. A
+/// replica's own count saturates at `u64::MAX`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GCounter<R: Ord> {
+    counts: BTreeMap<R, u64>,
+}
+
+impl<R: Ord> Default for GCounter<R> {
+    fn default() -> Self {
+        GCounter {
+            counts: BTreeMap::new(),
+        }
+    }
+}
+
+impl<R: Ord + Clone> GCounter<R> {
+    /// A counter at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `n` on behalf of `replica` (the replica that makes the change).
+    pub fn increment(&mut self, replica: &R, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let count = self.counts.entry(replica.clone()).or_insert(0);
+        *count = count.saturating_add(n);
+    }
+
+    /// The sum of every replica's count.
+    pub fn value(&self) -> u128 {
+        self.counts.values().map(|&c| u128::from(c)).sum()
+    }
+
+    /// What `replica` counted, as far as this state knows.
+    pub fn count_of(&self, replica: &R) -> u64 {
+        self.counts.get(replica).copied().unwrap_or(0)
+    }
+
+    /// The replicas that have counted something.
+    pub fn replicas(&self) -> impl Iterator<Item = &R> {
+        self.counts.keys()
+    }
+}
+
+impl<R: Ord + Clone> ReplicatedData for GCounter<R> {
+    fn merge(&mut self, other: &Self) {
+        for (replica, &theirs) in &other.counts {
+            let ours = self.counts.entry(replica.clone()).or_insert(0);
+            *ours = (*ours).max(theirs);
+        }
+    }
+}
+
+impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
+    fn needs_pruning_from(&self, removed: &R) -> bool {
+        self.counts.contains_key(removed)
+    }
+
+    fn prune(&mut self, removed: &R, owner: &R) {
+        if removed == owner {
+            return;
+        }
+        if let Some(count) = self.counts.remove(removed) {
+            self.increment(owner, count);
+        }
+    }
+
+    fn pruning_cleanup(&mut self, removed: &R) {
+        self.counts.remove(removed);
+    }
+}
+
+/// A counter that goes up and down: two [`GCounter`]s, one of increments and one of
+/// decrements; the value is their difference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PNCounter<R: Ord> {
+    increments: GCounter<R>,
+    decrements: GCounter<R>,
+}
+
+impl<R: Ord> Default for PNCounter<R> {
+    fn default() -> Self {
+        PNCounter {
+            increments: GCounter::default(),
+            decrements: GCounter::default(),
+        }
+    }
+}
+
+impl<R: Ord + Clone> PNCounter<R> {
+    /// A counter at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `n` on behalf of `replica`.
+    pub fn increment(&mut self, replica: &R, n: u64) {
+        self.increments.increment(replica, n);
+    }
+
+    /// Subtracts `n` on behalf of `replica`.
+    pub fn decrement(&mut self, replica: &R, n: u64) {
+        self.decrements.increment(replica, n);
+    }
+
+    /// Increments minus decrements. Each side is at most `u64::MAX` per replica, so the
+    /// difference fits an `i128` for any realistic number of replicas; it saturates beyond.
+    pub fn value(&self) -> i128 {
+        let up = i128::try_from(self.increments.value()).unwrap_or(i128::MAX);
+        let down = i128::try_from(self.decrements.value()).unwrap_or(i128::MAX);
+        up.saturating_sub(down)
+    }
+}
+
+impl<R: Ord + Clone> ReplicatedData for PNCounter<R> {
+    fn merge(&mut self, other: &Self) {
+        self.increments.merge(&other.increments);
+        self.decrements.merge(&other.decrements);
+    }
+}
+
+impl<R: Ord + Clone> RemovedReplicaPruning<R> for PNCounter<R> {
+    fn needs_pruning_from(&self, removed: &R) -> bool {
+        self.increments.needs_pruning_from(removed) || self.decrements.needs_pruning_from(removed)
+    }
+
+    fn prune(&mut self, removed: &R, owner: &R) {
+        self.increments.prune(removed, owner);
+        self.decrements.prune(removed, owner);
+    }
+
+    fn pruning_cleanup(&mut self, removed: &R) {
+        self.increments.pruning_cleanup(removed);
+        self.decrements.pruning_cleanup(removed);
+    }
+}

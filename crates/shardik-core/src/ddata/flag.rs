@@ -1,0 +1,33 @@
+//! [`Flag`]: a boolean that, once switched on, stays on.
+
+use super::replicated::ReplicatedData;
+
+/// A boolean that starts off and, once switched on by any replica, is on everywhere after a
+/// merge: on wins. It cannot be switched off again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flag {
+    on: bool,
+}
+
+impl Flag {
+    /// A flag that is off.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Switches the flag on, for good.
+    pub fn switch_on(&mut self) {
+        self.on = true;
+    }
+
+    /// Whether the flag is on.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+}
+
+impl ReplicatedData for Flag {
+    fn merge(&mut self, other: &Self) {
+        self.on |= other.on;
+    }
+}

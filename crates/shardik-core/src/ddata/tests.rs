@@ -1,0 +1,169 @@
+//! The merge laws, checked on generated states of every built-in type, and pruning.
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// Replica ids: a few, so that generated states share replicas.
+fn replica() -> impl Strategy<Value = u8> {
+    0u8..4
+}
+
+/// A counter built by increments from random replicas.
+fn gcounter() -> impl Strategy<Value = GCounter<u8>> {
+    prop::collection::vec((replica(), 0u64..1_000), 0..8).prop_map(|steps| {
+        let mut c = GCounter::new();
+        for (r, n) in steps {
+            c.increment(&r, n);
+        }
+        c
+    })
+}
+
+fn pncounter() -> impl Strategy<Value = PNCounter<u8>> {
+    (gcounter(), gcounter()).prop_map(|(up, down)| {
+        let mut c = PNCounter::new();
+        for r in up.replicas() {
+            c.increment(r, up.count_of(r));
+        }
+        for r in down.replicas() {
+            c.decrement(r, down.count_of(r));
+        }
+        c
+    })
+}
+
+fn gset() -> impl Strategy<Value = GSet<u8>> {
+    prop::collection::vec(0u8..16, 0..8).prop_map(|elements| {
+        let mut s = GSet::new();
+        for e in elements {
+            s.add(e);
+        }
+        s
+    })
+}
+
+fn flag() -> impl Strategy<Value = Flag> {
+    any::<bool>().prop_map(|on| {
+        let mut f = Flag::new();
+        if on {
+            f.switch_on();
+        }
+        f
+    })
+}
+
+/// Commutative, associative, idempotent.
+fn assert_laws<D: ReplicatedData + std::fmt::Debug>(a: &D, b: &D, c: &D) {
+    assert_eq!(a.merged(b), b.merged(a), "commutative");
+    assert_eq!(a.merged(b).merged(c), a.merged(&b.merged(c)), "associative");
+    assert_eq!(a.merged(a), *a, "idempotent");
+    // A merged state holds both sides: merging either in again changes nothing.
+    let both = a.merged(b);
+    assert_eq!(both.merged(a), both);
+    assert_eq!(both.merged(b), both);
+}
+
+proptest! {
+    #[test]
+    fn gcounters_merge_by_the_laws(a in gcounter(), b in gcounter(), c in gcounter()) {
+        assert_laws(&a, &b, &c);
+    }
+
+    #[test]
+    fn pncounters_merge_by_the_laws(a in pncounter(), b in pncounter(), c in pncounter()) {
+        assert_laws(&a, &b, &c);
+    }
+
+    #[test]
+    fn gsets_merge_by_the_laws(a in gset(), b in gset(), c in gset()) {
+        assert_laws(&a, &b, &c);
+    }
+
+    #[test]
+    fn flags_merge_by_the_laws(a in flag(), b in flag(), c in flag()) {
+        assert_laws(&a, &b, &c);
+    }
+
+    /// Replicas that each count their own increments agree, after exchanging states, on the
+    /// sum of all increments.
+    #[test]
+    fn replicas_agree_on_every_increment(steps in prop::collection::vec((replica(), 0u64..100), 0..40)) {
+        let mut replicas: Vec<GCounter<u8>> = vec![GCounter::new(); 4];
+        let mut total = 0u128;
+        for (r, n) in &steps {
+            replicas[usize::from(*r)].increment(r, *n);
+            total += u128::from(*n);
+        }
+        let all = replicas.iter().fold(GCounter::new(), |acc, r| acc.merged(r));
+        prop_assert_eq!(all.value(), total);
+    }
+}
+
+#[test]
+fn a_pncounter_goes_both_ways() {
+    let mut c = PNCounter::new();
+    c.increment(&"a", 5);
+    c.decrement(&"b", 7);
+    assert_eq!(c.value(), -2);
+    let mut other = PNCounter::new();
+    other.increment(&"b", 1);
+    c.merge(&other);
+    assert_eq!(c.value(), -1);
+}
+
+#[test]
+fn a_flag_switched_on_anywhere_is_on_everywhere_after_a_merge() {
+    let mut on = Flag::new();
+    on.switch_on();
+    let mut off = Flag::new();
+    assert!(!off.is_on());
+    off.merge(&on);
+    assert!(off.is_on());
+}
+
+/// The owner folds the removed replica's count into its own; an old copy merged in later,
+/// cleaned of the removed replica, does not count it twice.
+#[test]
+fn a_pruned_replica_is_counted_once_and_never_comes_back() {
+    let mut state = GCounter::new();
+    state.increment(&1u8, 10);
+    state.increment(&2u8, 5);
+    let old_copy = state.clone();
+    assert!(state.needs_pruning_from(&2));
+
+    state.prune(&2, &1);
+    assert_eq!(state.value(), 15, "nothing lost");
+    assert_eq!(state.count_of(&1), 15);
+    assert!(!state.needs_pruning_from(&2));
+
+    let mut late = old_copy;
+    late.pruning_cleanup(&2);
+    state.merge(&late);
+    assert_eq!(
+        state.value(),
+        15,
+        "the removed replica's count is not added again"
+    );
+    assert!(!state.needs_pruning_from(&2));
+}
+
+#[test]
+fn pruning_a_pncounter_keeps_its_value() {
+    let mut c = PNCounter::new();
+    c.increment(&1u8, 3);
+    c.increment(&2u8, 4);
+    c.decrement(&2u8, 6);
+    c.prune(&2, &1);
+    assert_eq!(c.value(), 1);
+    assert!(!c.needs_pruning_from(&2));
+}
+
+#[test]
+fn a_replicas_count_saturates_instead_of_wrapping() {
+    let mut c = GCounter::new();
+    c.increment(&1u8, u64::MAX);
+    c.increment(&1u8, 1);
+    c.increment(&2u8, u64::MAX);
+    assert_eq!(c.value(), 2 * u128::from(u64::MAX));
+}
