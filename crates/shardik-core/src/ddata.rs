@@ -11,11 +11,15 @@
 mod counter;
 mod flag;
 mod gset;
+mod lww_register;
+mod orset;
 mod replicated;
 
 pub use counter::{GCounter, PNCounter};
 pub use flag::Flag;
 pub use gset::GSet;
+pub use lww_register::LwwRegister;
+pub use orset::OrSet;
 pub use replicated::{RemovedReplicaPruning, ReplicatedData};
 
 #[cfg(test)]
