@@ -20,7 +20,7 @@ pub use flag::Flag;
 pub use gset::GSet;
 pub use lww_register::LwwRegister;
 pub use orset::OrSet;
-pub use replicated::{RemovedReplicaPruning, ReplicatedData};
+pub use replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedData};
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,8 @@
 //! Counters: [`GCounter`] only grows, [`PNCounter`] goes both ways.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::replicated::{RemovedReplicaPruning, ReplicatedData};
+use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedData};
 
 /// A counter that only grows. Each replica counts its own increments; the value is the sum
 /// over the replicas, and a merge keeps each replica's highest count (counts only grow, so
@@ -10,18 +10,33 @@ use super::replicated::{RemovedReplicaPruning, ReplicatedData};
 ///
 /// The value is a `u128`: the sum of many replicas' `u64` counts cannot overflow it. A
 /// replica's own count saturates at `u64::MAX`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its delta is the counts of the replicas that counted since the last reset: whole counts,
+/// not differences, so a delta merged twice or out of order is harmless.
+#[derive(Clone, Debug)]
 pub struct GCounter<R: Ord> {
     counts: BTreeMap<R, u64>,
+    /// Replicas whose count changed here since the delta was last reset.
+    changed: BTreeSet<R>,
 }
 
 impl<R: Ord> Default for GCounter<R> {
     fn default() -> Self {
         GCounter {
             counts: BTreeMap::new(),
+            changed: BTreeSet::new(),
         }
     }
 }
+
+/// Equal counts make equal counters, whatever their deltas.
+impl<R: Ord> PartialEq for GCounter<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.counts == other.counts
+    }
+}
+
+impl<R: Ord> Eq for GCounter<R> {}
 
 impl<R: Ord + Clone> GCounter<R> {
     /// A counter at zero.
@@ -36,6 +51,7 @@ impl<R: Ord + Clone> GCounter<R> {
         }
         let count = self.counts.entry(replica.clone()).or_insert(0);
         *count = count.saturating_add(n);
+        self.changed.insert(replica.clone());
     }
 
     /// The sum of every replica's count.
@@ -63,6 +79,33 @@ impl<R: Ord + Clone> ReplicatedData for GCounter<R> {
     }
 }
 
+impl<R: Ord + Clone> DeltaReplicatedData for GCounter<R> {
+    type Delta = GCounter<R>;
+
+    fn delta(&self) -> Option<Self::Delta> {
+        if self.changed.is_empty() {
+            return None;
+        }
+        let counts = self
+            .changed
+            .iter()
+            .filter_map(|r| Some((r.clone(), *self.counts.get(r)?)))
+            .collect();
+        Some(GCounter {
+            counts,
+            changed: BTreeSet::new(),
+        })
+    }
+
+    fn reset_delta(&mut self) {
+        self.changed.clear();
+    }
+
+    fn merge_delta(&mut self, delta: &Self::Delta) {
+        self.merge(delta);
+    }
+}
+
 impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
     fn needs_pruning_from(&self, removed: &R) -> bool {
         self.counts.contains_key(removed)
@@ -72,6 +115,7 @@ impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
         if removed == owner {
             return;
         }
+        self.changed.remove(removed);
         if let Some(count) = self.counts.remove(removed) {
             self.increment(owner, count);
         }
@@ -79,6 +123,7 @@ impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
 
     fn pruning_cleanup(&mut self, removed: &R) {
         self.counts.remove(removed);
+        self.changed.remove(removed);
     }
 }
 
@@ -128,6 +173,30 @@ impl<R: Ord + Clone> ReplicatedData for PNCounter<R> {
     fn merge(&mut self, other: &Self) {
         self.increments.merge(&other.increments);
         self.decrements.merge(&other.decrements);
+    }
+}
+
+impl<R: Ord + Clone> DeltaReplicatedData for PNCounter<R> {
+    type Delta = PNCounter<R>;
+
+    fn delta(&self) -> Option<Self::Delta> {
+        let (up, down) = (self.increments.delta(), self.decrements.delta());
+        if up.is_none() && down.is_none() {
+            return None;
+        }
+        Some(PNCounter {
+            increments: up.unwrap_or_default(),
+            decrements: down.unwrap_or_default(),
+        })
+    }
+
+    fn reset_delta(&mut self) {
+        self.increments.reset_delta();
+        self.decrements.reset_delta();
+    }
+
+    fn merge_delta(&mut self, delta: &Self::Delta) {
+        self.merge(delta);
     }
 }
 

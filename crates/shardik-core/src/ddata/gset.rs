@@ -2,22 +2,35 @@
 
 use std::collections::BTreeSet;
 
-use super::replicated::ReplicatedData;
+use super::replicated::{DeltaReplicatedData, ReplicatedData};
 
 /// A set elements are added to and never removed from; a merge is the union. (A set with
-/// removals is an `ORSet`.)
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// removals is an [`OrSet`](super::OrSet).) Its delta is the elements added since the last
+/// reset.
+#[derive(Clone, Debug)]
 pub struct GSet<T: Ord> {
     elements: BTreeSet<T>,
+    /// Elements added here since the delta was last reset.
+    added: BTreeSet<T>,
 }
 
 impl<T: Ord> Default for GSet<T> {
     fn default() -> Self {
         GSet {
             elements: BTreeSet::new(),
+            added: BTreeSet::new(),
         }
     }
 }
+
+/// Equal elements make equal sets, whatever their deltas.
+impl<T: Ord> PartialEq for GSet<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.elements == other.elements
+    }
+}
+
+impl<T: Ord> Eq for GSet<T> {}
 
 impl<T: Ord + Clone> GSet<T> {
     /// An empty set.
@@ -27,7 +40,11 @@ impl<T: Ord + Clone> GSet<T> {
 
     /// Adds `element`; `false` if it was there already.
     pub fn add(&mut self, element: T) -> bool {
-        self.elements.insert(element)
+        let new = self.elements.insert(element.clone());
+        if new {
+            self.added.insert(element);
+        }
+        new
     }
 
     /// Whether `element` was added, as far as this state knows.
@@ -54,5 +71,24 @@ impl<T: Ord + Clone> GSet<T> {
 impl<T: Ord + Clone> ReplicatedData for GSet<T> {
     fn merge(&mut self, other: &Self) {
         self.elements.extend(other.elements.iter().cloned());
+    }
+}
+
+impl<T: Ord + Clone> DeltaReplicatedData for GSet<T> {
+    type Delta = GSet<T>;
+
+    fn delta(&self) -> Option<Self::Delta> {
+        (!self.added.is_empty()).then(|| GSet {
+            elements: self.added.clone(),
+            added: BTreeSet::new(),
+        })
+    }
+
+    fn reset_delta(&mut self) {
+        self.added.clear();
+    }
+
+    fn merge_delta(&mut self, delta: &Self::Delta) {
+        self.merge(delta);
     }
 }

@@ -38,3 +38,24 @@ pub trait RemovedReplicaPruning<R>: ReplicatedData {
     /// after the owner pruned it.
     fn pruning_cleanup(&mut self, removed: &R);
 }
+
+/// A replicated data type whose local changes can travel as *deltas*: small states holding
+/// only what changed since the last [`reset_delta`](Self::reset_delta), so that a replica
+/// sends a few entries instead of its whole state after each change.
+///
+/// A delta merges into any replica's state with [`merge_delta`](Self::merge_delta) by the
+/// same laws as a full state: the deltas of the types here may arrive in any order, more than
+/// once, or not at all (full states, exchanged now and then, make up for lost ones).
+pub trait DeltaReplicatedData: ReplicatedData {
+    /// What a delta is.
+    type Delta: ReplicatedData;
+
+    /// What changed locally since the last reset; `None` if nothing did.
+    fn delta(&self) -> Option<Self::Delta>;
+
+    /// Forgets what changed: the next delta holds only later changes.
+    fn reset_delta(&mut self);
+
+    /// Merges a delta another replica made.
+    fn merge_delta(&mut self, delta: &Self::Delta);
+}

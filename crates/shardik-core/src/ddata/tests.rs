@@ -282,3 +282,81 @@ fn a_writer_behind_the_register_still_moves_it_forward() {
     r.set(&1, 2, 5);
     assert_eq!((*r.value(), r.timestamp()), (2, 101));
 }
+
+/// Applies `deltas` to `to` in the order `order` names (indices, repeats allowed: a delta may
+/// arrive twice), then once each in order (the ones lost or late arrive at last).
+fn deliver<D: DeltaReplicatedData>(to: &mut D, deltas: &[D::Delta], order: &[usize]) {
+    for &i in order {
+        if let Some(delta) = deltas.get(i % deltas.len().max(1)) {
+            to.merge_delta(delta);
+        }
+    }
+    for delta in deltas {
+        to.merge_delta(delta);
+    }
+}
+
+proptest! {
+    /// A replica that hears a counter's deltas, in any order and some twice, ends where the
+    /// counter is.
+    #[test]
+    fn counter_deltas_in_any_order_reach_the_full_state(
+        batches in prop::collection::vec(prop::collection::vec((replica(), 0u64..50, any::<bool>()), 1..5), 1..8),
+        order in prop::collection::vec(0usize..16, 0..24),
+    ) {
+        let mut source: PNCounter<u8> = PNCounter::new();
+        let mut listener = source.clone();
+        let mut deltas = Vec::new();
+        for batch in batches {
+            for (r, n, up) in batch {
+                if up { source.increment(&r, n) } else { source.decrement(&r, n) }
+            }
+            deltas.extend(source.delta());
+            source.reset_delta();
+        }
+        prop_assert!(source.delta().is_none());
+        deliver(&mut listener, &deltas, &order);
+        prop_assert_eq!(listener.value(), source.value());
+        prop_assert_eq!(listener, source);
+    }
+
+    #[test]
+    fn gset_deltas_in_any_order_reach_the_full_state(
+        batches in prop::collection::vec(prop::collection::vec(0u8..32, 1..5), 1..8),
+        order in prop::collection::vec(0usize..16, 0..24),
+    ) {
+        let mut source: GSet<u8> = GSet::new();
+        let mut listener = source.clone();
+        let mut deltas = Vec::new();
+        for batch in batches {
+            for e in batch {
+                source.add(e);
+            }
+            deltas.extend(source.delta());
+            source.reset_delta();
+        }
+        deliver(&mut listener, &deltas, &order);
+        prop_assert_eq!(listener, source);
+    }
+}
+
+#[test]
+fn a_delta_holds_only_what_changed_since_the_reset() {
+    let mut c = GCounter::new();
+    c.increment(&1u8, 5);
+    c.increment(&2u8, 1);
+    c.reset_delta();
+    assert!(c.delta().is_none(), "nothing changed since the reset");
+    c.increment(&2u8, 3);
+    let delta = c.delta().unwrap();
+    assert_eq!(delta.replicas().collect::<Vec<_>>(), [&2]);
+    assert_eq!(delta.count_of(&2), 4, "the whole count, not the difference");
+
+    let mut s = GSet::new();
+    s.add("a");
+    s.reset_delta();
+    assert!(!s.add("a"), "already there");
+    assert!(s.delta().is_none(), "adding what is there changes nothing");
+    s.add("b");
+    assert_eq!(s.delta().unwrap().elements().collect::<Vec<_>>(), [&"b"]);
+}
