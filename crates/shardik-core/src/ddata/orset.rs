@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::replicated::ReplicatedData;
+use super::replicated::{RemovedReplicaPruning, ReplicatedData};
 
 /// An event: the `n`th change made by replica `R`.
 type Dot<R> = (R, u64);
@@ -118,5 +118,41 @@ impl<R: Ord + Clone, T: Ord + Clone> ReplicatedData for OrSet<R, T> {
             let ours = self.seen.entry(replica.clone()).or_insert(0);
             *ours = (*ours).max(n);
         }
+    }
+}
+
+impl<R: Ord + Clone, T: Ord + Clone> RemovedReplicaPruning<R> for OrSet<R, T> {
+    fn needs_pruning_from(&self, removed: &R) -> bool {
+        self.seen.contains_key(removed)
+            || self
+                .elements
+                .values()
+                .any(|dots| dots.iter().any(|(r, _)| r == removed))
+    }
+
+    /// Adds again, on behalf of `owner`, every element an addition by `removed` keeps in, then
+    /// forgets `removed`'s dots and its entry in what this state has seen.
+    fn prune(&mut self, removed: &R, owner: &R) {
+        if removed == owner {
+            return;
+        }
+        let kept_by_removed: Vec<T> = self
+            .elements
+            .iter()
+            .filter(|(_, dots)| dots.iter().any(|(r, _)| r == removed))
+            .map(|(element, _)| element.clone())
+            .collect();
+        for element in kept_by_removed {
+            self.add(owner, element);
+        }
+        self.pruning_cleanup(removed);
+    }
+
+    fn pruning_cleanup(&mut self, removed: &R) {
+        self.seen.remove(removed);
+        self.elements.retain(|_, dots| {
+            dots.retain(|(r, _)| r != removed);
+            !dots.is_empty()
+        });
     }
 }

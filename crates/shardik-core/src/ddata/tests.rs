@@ -360,3 +360,37 @@ fn a_delta_holds_only_what_changed_since_the_reset() {
     s.add("b");
     assert_eq!(s.delta().unwrap().elements().collect::<Vec<_>>(), [&"b"]);
 }
+
+/// An element only a removed replica's addition keeps in stays in once the owner prunes, and
+/// an old copy, cleaned of the removed replica, neither brings its dots back nor drops the
+/// element.
+#[test]
+fn a_pruned_replicas_additions_are_kept_by_the_owner() {
+    let (mut owner, mut gone) = (OrSet::new(), OrSet::new());
+    gone.add(&9u8, "x");
+    owner.add(&1u8, "y");
+    owner.merge(&gone);
+    let old_copy = gone.clone();
+    assert!(owner.needs_pruning_from(&9));
+
+    owner.prune(&9, &1);
+    assert!(!owner.needs_pruning_from(&9));
+    assert_eq!(owner.elements().collect::<Vec<_>>(), [&"x", &"y"]);
+
+    let mut late = old_copy;
+    late.pruning_cleanup(&9);
+    assert!(
+        late.is_empty(),
+        "the cleaned copy holds nothing of the removed replica"
+    );
+    owner.merge(&late);
+    assert_eq!(owner.elements().collect::<Vec<_>>(), [&"x", &"y"]);
+    assert!(!owner.needs_pruning_from(&9));
+
+    // Replicas that merge the pruned state (cleaning what they merge in) converge on it.
+    let mut other = OrSet::new();
+    other.merge(&gone);
+    other.pruning_cleanup(&9);
+    other.merge(&owner);
+    assert_eq!(other, owner);
+}
