@@ -9,7 +9,10 @@ use super::replicated::ReplicatedData;
 /// Timestamps are the writer's: [`set`](Self::set) takes `max(now, current + 1)`, so a
 /// replica's writes always move the register forward, and a single writer (a singleton, say)
 /// needs no synchronised clocks. Concurrent writes by different replicas within their clocks'
-/// skew pick a winner arbitrarily, but the same winner everywhere.
+/// skew pick a winner arbitrarily, but the same winner everywhere. The merge relies on one
+/// replica never writing two values at the same timestamp, which `set` guarantees; create a
+/// register once (with [`new`](Self::new)) and let the others start from a merge, not from a
+/// `new` of their own naming the same writer and time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LwwRegister<R, T> {
     value: T,

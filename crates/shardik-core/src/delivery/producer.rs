@@ -7,10 +7,10 @@
 //! that messages were confirmed (so a durable queue deletes them, and whoever waits hears).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-
-use foldhash::fast::RandomState;
 use std::hash::Hash;
 use std::time::Duration;
+
+use foldhash::fast::RandomState;
 
 use super::stream::{ConsumerReply, StreamId};
 use crate::Instant;

@@ -136,7 +136,10 @@ impl<C: Clone> Shared<C> {
         cmd: C,
         payload: &mut Option<bytes::Bytes>,
     ) -> Result<Result<Offered, C>, ProducerError> {
-        // Read before the lock is taken: senders contend for it.
+        // Read before the lock is taken: senders contend for it. A sender that waited for the
+        // lock hands the core an instant a moment older than one the task may have handed it
+        // meanwhile; the core only adds durations to the instants it is given (deadlines, idle
+        // times), so a stream's deadline is at most that moment early.
         let now = self.now();
         let mut guard = self.lock();
         let state = &mut *guard;
