@@ -9,16 +9,23 @@
 //! then on stripped from every state merged in, so that it never comes back.
 
 mod counter;
+mod dots;
 mod flag;
 mod gset;
+mod kernel;
 mod lww_register;
+mod maps;
+mod ormap;
 mod orset;
 mod replicated;
 
 pub use counter::{GCounter, PNCounter};
 pub use flag::Flag;
 pub use gset::GSet;
+pub use kernel::DotDelta;
 pub use lww_register::LwwRegister;
+pub use maps::{LwwMap, OrMultiMap, PNCounterMap};
+pub use ormap::OrMap;
 pub use orset::OrSet;
 pub use replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedData};
 

@@ -1,6 +1,6 @@
 //! [`LwwRegister`]: one value, the last written wins.
 
-use super::replicated::ReplicatedData;
+use super::replicated::{RemovedReplicaPruning, ReplicatedData};
 
 /// A register holding one value; a merge keeps the value written last, by the writer's clock,
 /// and between writes with the same timestamp the one by the lower replica id (as Akka's
@@ -63,4 +63,16 @@ impl<R: Ord + Clone, T: Clone + PartialEq> ReplicatedData for LwwRegister<R, T> 
             self.clone_from(other);
         }
     }
+}
+
+/// A register keeps no state per replica (its writer only breaks ties), so there is nothing to
+/// prune: this lets registers be the values of maps that are pruned.
+impl<R: Ord + Clone, T: Clone + PartialEq> RemovedReplicaPruning<R> for LwwRegister<R, T> {
+    fn needs_pruning_from(&self, _removed: &R) -> bool {
+        false
+    }
+
+    fn prune(&mut self, _removed: &R, _owner: &R) {}
+
+    fn pruning_cleanup(&mut self, _removed: &R) {}
 }

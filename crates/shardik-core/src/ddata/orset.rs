@@ -1,38 +1,46 @@
 //! [`OrSet`]: a set with additions and removals, where an addition wins over a concurrent
 //! removal.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use super::replicated::{RemovedReplicaPruning, ReplicatedData};
-
-/// An event: the `n`th change made by replica `R`.
-type Dot<R> = (R, u64);
+use super::kernel::{DotDelta, DotKernel};
+use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedData};
 
 /// An observed-remove set. Each addition is tagged with a *dot* (the adding replica and its
 /// own change counter); a removal removes the dots the remover has seen. A merge keeps an
 /// element if one side holds a dot of it that the other side has not seen; a dot the other
 /// side has seen and no longer holds was removed there. So a removal takes away only what its
 /// replica had seen added, and an addition concurrent with a removal survives ("add wins").
-/// No tombstones are kept: what each replica has seen is one version vector.
+/// No tombstones are kept: what each replica has seen is one version vector (plus, while
+/// deltas arrive out of order, the few dots seen beyond a gap).
+///
+/// Its delta is the elements added or removed since the last reset, with their dots: deltas
+/// merge in any order and any number of times.
 ///
 /// Remove only what you have seen: read with a majority before removing, or a removal may miss
 /// additions made elsewhere.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct OrSet<R: Ord, T: Ord> {
-    /// Each element, with the dots of the additions that keep it in.
-    elements: BTreeMap<T, BTreeSet<Dot<R>>>,
-    /// Every replica's highest dot this state has seen.
-    seen: BTreeMap<R, u64>,
+    kernel: DotKernel<R, T, ()>,
+    /// The changes made here since the delta was last reset.
+    delta: Option<DotDelta<R, T, ()>>,
 }
 
 impl<R: Ord, T: Ord> Default for OrSet<R, T> {
     fn default() -> Self {
         OrSet {
-            elements: BTreeMap::new(),
-            seen: BTreeMap::new(),
+            kernel: DotKernel::default(),
+            delta: None,
         }
     }
 }
+
+/// The same elements and the same dots seen make equal sets, whatever their deltas.
+impl<R: Ord + Clone, T: Ord + Clone> PartialEq for OrSet<R, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+    }
+}
+
+impl<R: Ord + Clone, T: Ord + Clone> Eq for OrSet<R, T> {}
 
 impl<R: Ord + Clone, T: Ord + Clone> OrSet<R, T> {
     /// An empty set.
@@ -43,91 +51,82 @@ impl<R: Ord + Clone, T: Ord + Clone> OrSet<R, T> {
     /// Adds `element` on behalf of `replica`. Its earlier dots are replaced by the new one:
     /// this replica has seen them, so the new dot stands for them all.
     pub fn add(&mut self, replica: &R, element: T) {
-        let counter = self.seen.entry(replica.clone()).or_insert(0);
-        *counter += 1;
-        let dot = (replica.clone(), *counter);
-        self.elements.insert(element, BTreeSet::from([dot]));
+        let change = self.kernel.put(replica, element, ());
+        self.record(change);
     }
 
     /// Removes `element`, as far as this replica has seen it added; `false` if it was not in.
     pub fn remove(&mut self, element: &T) -> bool {
-        self.elements.remove(element).is_some()
+        match self.kernel.remove(element) {
+            Some(change) => {
+                self.record(change);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes every element this replica has seen added.
     pub fn clear(&mut self) {
-        self.elements.clear();
+        let all: Vec<T> = self.kernel.keys().cloned().collect();
+        for element in &all {
+            self.remove(element);
+        }
     }
 
     /// Whether `element` is in the set.
     pub fn contains(&self, element: &T) -> bool {
-        self.elements.contains_key(element)
+        self.kernel.contains_key(element)
     }
 
     /// The elements, in order.
     pub fn elements(&self) -> impl Iterator<Item = &T> {
-        self.elements.keys()
+        self.kernel.keys()
     }
 
     /// How many elements the set holds.
     pub fn len(&self) -> usize {
-        self.elements.len()
+        self.kernel.len()
     }
 
     /// Whether the set holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.elements.is_empty()
+        self.kernel.len() == 0
     }
 
-    /// Whether this state has seen `dot`.
-    fn has_seen(&self, (replica, n): &Dot<R>) -> bool {
-        self.seen.get(replica).is_some_and(|seen| seen >= n)
+    fn record(&mut self, change: DotDelta<R, T, ()>) {
+        match &mut self.delta {
+            Some(delta) => delta.merge(&change),
+            None => self.delta = Some(change),
+        }
     }
 }
 
 impl<R: Ord + Clone, T: Ord + Clone> ReplicatedData for OrSet<R, T> {
     fn merge(&mut self, other: &Self) {
-        let mut merged = BTreeMap::new();
-        let all: BTreeSet<&T> = self.elements.keys().chain(other.elements.keys()).collect();
-        for element in all {
-            let ours = self.elements.get(element);
-            let theirs = other.elements.get(element);
-            let mut dots = BTreeSet::new();
-            // A dot both sides hold stays; a dot one side holds stays unless the other side
-            // has seen it (and so removed it).
-            if let Some(ours) = ours {
-                for dot in ours {
-                    if theirs.is_some_and(|t| t.contains(dot)) || !other.has_seen(dot) {
-                        dots.insert(dot.clone());
-                    }
-                }
-            }
-            if let Some(theirs) = theirs {
-                for dot in theirs {
-                    if ours.is_some_and(|o| o.contains(dot)) || !self.has_seen(dot) {
-                        dots.insert(dot.clone());
-                    }
-                }
-            }
-            if !dots.is_empty() {
-                merged.insert(element.clone(), dots);
-            }
-        }
-        self.elements = merged;
-        for (replica, &n) in &other.seen {
-            let ours = self.seen.entry(replica.clone()).or_insert(0);
-            *ours = (*ours).max(n);
-        }
+        self.kernel.merge(&other.kernel);
+    }
+}
+
+impl<R: Ord + Clone, T: Ord + Clone> DeltaReplicatedData for OrSet<R, T> {
+    type Delta = DotDelta<R, T, ()>;
+
+    fn delta(&self) -> Option<Self::Delta> {
+        self.delta.clone()
+    }
+
+    fn reset_delta(&mut self) {
+        self.delta = None;
+    }
+
+    fn merge_delta(&mut self, delta: &Self::Delta) {
+        self.kernel.merge_delta(delta);
     }
 }
 
 impl<R: Ord + Clone, T: Ord + Clone> RemovedReplicaPruning<R> for OrSet<R, T> {
     fn needs_pruning_from(&self, removed: &R) -> bool {
-        self.seen.contains_key(removed)
-            || self
-                .elements
-                .values()
-                .any(|dots| dots.iter().any(|(r, _)| r == removed))
+        self.kernel.names(removed, |_| false)
     }
 
     /// Adds again, on behalf of `owner`, every element an addition by `removed` keeps in, then
@@ -136,23 +135,16 @@ impl<R: Ord + Clone, T: Ord + Clone> RemovedReplicaPruning<R> for OrSet<R, T> {
         if removed == owner {
             return;
         }
-        let kept_by_removed: Vec<T> = self
-            .elements
-            .iter()
-            .filter(|(_, dots)| dots.iter().any(|(r, _)| r == removed))
-            .map(|(element, _)| element.clone())
-            .collect();
-        for element in kept_by_removed {
+        for element in self.kernel.keys_naming(removed, |_| false) {
             self.add(owner, element);
         }
         self.pruning_cleanup(removed);
     }
 
     fn pruning_cleanup(&mut self, removed: &R) {
-        self.seen.remove(removed);
-        self.elements.retain(|_, dots| {
-            dots.retain(|(r, _)| r != removed);
-            !dots.is_empty()
-        });
+        self.kernel.forget(removed, |_| ());
+        if let Some(delta) = &mut self.delta {
+            delta.forget(removed, |_| ());
+        }
     }
 }

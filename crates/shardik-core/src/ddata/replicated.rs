@@ -59,3 +59,9 @@ pub trait DeltaReplicatedData: ReplicatedData {
     /// Merges a delta another replica made.
     fn merge_delta(&mut self, delta: &Self::Delta);
 }
+
+/// Nothing: the value an [`OrSet`](super::OrSet)'s elements carry. Merging nothing with
+/// nothing is nothing.
+impl ReplicatedData for () {
+    fn merge(&mut self, _other: &Self) {}
+}

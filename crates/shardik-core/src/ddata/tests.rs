@@ -168,51 +168,155 @@ fn a_replicas_count_saturates_instead_of_wrapping() {
     assert_eq!(c.value(), 2 * u128::from(u64::MAX));
 }
 
-/// A step of three replicas of one set: an addition, a removal, or one replica merging
-/// another's state in.
+/// A step of three replicas of one data type: a change (`a`, `b` and `c` say which, as each
+/// type reads them), shipping a replica's delta, or one replica merging another's state in.
 #[derive(Clone, Debug)]
-enum SetStep {
-    Add(u8, u8),
-    Remove(u8, u8),
+enum Step {
+    Change { replica: u8, a: u8, b: u8, c: bool },
+    Ship(u8),
     Merge { from: u8, into: u8 },
 }
 
-fn set_steps() -> impl Strategy<Value = Vec<SetStep>> {
+fn steps() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
-        (0u8..3, 0u8..6).prop_map(|(r, e)| SetStep::Add(r, e)),
-        (0u8..3, 0u8..6).prop_map(|(r, e)| SetStep::Remove(r, e)),
-        (0u8..3, 0u8..3).prop_map(|(from, into)| SetStep::Merge { from, into }),
+        3 => (0u8..3, 0u8..6, 0u8..4, any::<bool>())
+            .prop_map(|(replica, a, b, c)| Step::Change { replica, a, b, c }),
+        1 => (0u8..3).prop_map(Step::Ship),
+        2 => (0u8..3, 0u8..3).prop_map(|(from, into)| Step::Merge { from, into }),
     ];
-    prop::collection::vec(step, 0..30)
+    prop::collection::vec(step, 0..40)
 }
 
-/// The three replicas' states after `steps`.
-fn replay(steps: &[SetStep]) -> Vec<OrSet<u8, u8>> {
-    let mut replicas = vec![OrSet::new(); 3];
+/// The three replicas' states after `steps`, where `change` makes a change, and every delta
+/// shipped (the replicas' last ones included).
+fn replay<D: DeltaReplicatedData + Default>(
+    steps: &[Step],
+    change: impl Fn(&mut D, u8, u8, u8, bool),
+) -> (Vec<D>, Vec<D::Delta>) {
+    let mut replicas = vec![D::default(); 3];
+    let mut shipped = Vec::new();
+    let ship = |replica: &mut D, shipped: &mut Vec<D::Delta>| {
+        shipped.extend(replica.delta());
+        replica.reset_delta();
+    };
     for step in steps {
         match *step {
-            SetStep::Add(r, e) => replicas[usize::from(r)].add(&r, e),
-            SetStep::Remove(r, e) => {
-                replicas[usize::from(r)].remove(&e);
+            Step::Change { replica, a, b, c } => {
+                change(&mut replicas[usize::from(replica)], replica, a, b, c)
             }
-            SetStep::Merge { from, into } => {
+            Step::Ship(r) => ship(&mut replicas[usize::from(r)], &mut shipped),
+            Step::Merge { from, into } => {
                 let theirs = replicas[usize::from(from)].clone();
                 replicas[usize::from(into)].merge(&theirs);
             }
         }
     }
-    replicas
+    for replica in &mut replicas {
+        ship(replica, &mut shipped);
+    }
+    (replicas, shipped)
+}
+
+/// What the replicas reached obeys the laws, and a replica that hears only the deltas (in any
+/// order, some twice, or grouped into one) holds what merging the full states gives.
+fn assert_laws_and_deltas<D>(replicas: &[D], shipped: &[D::Delta], order: &[usize])
+where
+    D: DeltaReplicatedData + Default + std::fmt::Debug,
+{
+    assert_laws(&replicas[0], &replicas[1], &replicas[2]);
+    let all = replicas[0].merged(&replicas[1]).merged(&replicas[2]);
+
+    let mut listener = D::default();
+    deliver(&mut listener, shipped, order);
+    assert_eq!(listener, all, "deltas in any order reach the merged state");
+
+    if let Some((first, rest)) = shipped.split_first() {
+        let mut group = first.clone();
+        for delta in rest.iter().rev() {
+            group.merge(delta);
+        }
+        let mut grouped = D::default();
+        grouped.merge_delta(&group);
+        assert_eq!(grouped, all, "deltas grouped into one reach it too");
+    }
+}
+
+fn orset_change(set: &mut OrSet<u8, u8>, replica: u8, element: u8, _: u8, add: bool) {
+    if add {
+        set.add(&replica, element);
+    } else {
+        set.remove(&element);
+    }
+}
+
+fn counter_map_change(map: &mut PNCounterMap<u8, u8>, replica: u8, key: u8, n: u8, up: bool) {
+    match (n, up) {
+        (0, _) => {
+            map.remove(&key);
+        }
+        (n, true) => map.increment(&replica, key, u64::from(n)),
+        (n, false) => map.decrement(&replica, key, u64::from(n)),
+    }
+}
+
+fn lww_map_change(map: &mut LwwMap<u8, u8, u8>, replica: u8, key: u8, value: u8, put: bool) {
+    if put {
+        // Clocks that disagree: each replica's runs ahead of the others by its id.
+        map.put(
+            &replica,
+            key,
+            value,
+            u64::from(value) + u64::from(replica) * 3,
+        );
+    } else {
+        map.remove(&key);
+    }
+}
+
+fn multimap_change(map: &mut OrMultiMap<u8, u8, u8>, replica: u8, key: u8, value: u8, add: bool) {
+    if add {
+        map.add_binding(&replica, key, value);
+    } else if value == 0 {
+        map.remove(&key);
+    } else {
+        map.remove_binding(&replica, &key, &value);
+    }
+}
+
+fn delivery_order() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..64, 0..48)
 }
 
 proptest! {
-    /// The laws hold for states replicas reach by adding, removing and merging (an OR-set's
-    /// merge is defined for those, not for arbitrary dot sets).
+    /// The laws hold for states replicas reach by changing and merging (the observed-remove
+    /// types' merges are defined for those, not for arbitrary dot sets), and their deltas
+    /// reach the same states in any order.
     #[test]
-    fn orsets_merge_by_the_laws(steps in set_steps()) {
-        let r = replay(&steps);
-        assert_laws(&r[0], &r[1], &r[2]);
+    fn orsets_merge_by_the_laws_and_their_deltas_agree(steps in steps(), order in delivery_order()) {
+        let (replicas, shipped) = replay(&steps, orset_change);
+        assert_laws_and_deltas(&replicas, &shipped, &order);
     }
 
+    #[test]
+    fn counter_maps_merge_by_the_laws_and_their_deltas_agree(steps in steps(), order in delivery_order()) {
+        let (replicas, shipped) = replay(&steps, counter_map_change);
+        assert_laws_and_deltas(&replicas, &shipped, &order);
+    }
+
+    #[test]
+    fn lww_maps_merge_by_the_laws_and_their_deltas_agree(steps in steps(), order in delivery_order()) {
+        let (replicas, shipped) = replay(&steps, lww_map_change);
+        assert_laws_and_deltas(&replicas, &shipped, &order);
+    }
+
+    #[test]
+    fn multimaps_merge_by_the_laws_and_their_deltas_agree(steps in steps(), order in delivery_order()) {
+        let (replicas, shipped) = replay(&steps, multimap_change);
+        assert_laws_and_deltas(&replicas, &shipped, &order);
+    }
+}
+
+proptest! {
     #[test]
     fn lww_registers_merge_by_the_laws(
         writes in prop::collection::vec((0u8..3, 0u32..100, 0u64..20), 1..12)
@@ -393,4 +497,127 @@ fn a_pruned_replicas_additions_are_kept_by_the_owner() {
     other.pruning_cleanup(&9);
     other.merge(&owner);
     assert_eq!(other, owner);
+}
+
+#[test]
+fn a_counter_removed_and_counted_again_starts_from_zero_where_the_removal_was_seen() {
+    let (mut a, mut b) = (PNCounterMap::new(), PNCounterMap::new());
+    a.increment(&1u8, "cart", 5);
+    b.merge(&a);
+    b.remove(&"cart");
+    b.increment(&2, "cart", 1);
+    a.merge(&b);
+    assert_eq!(
+        a.get(&"cart"),
+        Some(1),
+        "the old count went with the removal"
+    );
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_count_concurrent_with_a_removal_keeps_the_key_with_what_its_replica_saw() {
+    let (mut a, mut b) = (PNCounterMap::new(), PNCounterMap::new());
+    a.increment(&1u8, "cart", 5);
+    b.merge(&a);
+    b.remove(&"cart");
+    a.decrement(&1, "cart", 2);
+    a.merge(&b);
+    b.merge(&a);
+    assert_eq!(a.get(&"cart"), Some(3));
+    assert_eq!(b.get(&"cart"), Some(3));
+}
+
+#[test]
+fn concurrent_counts_on_one_key_add_up() {
+    let (mut a, mut b) = (PNCounterMap::new(), PNCounterMap::new());
+    a.increment(&1u8, "k", 2);
+    b.merge(&a);
+    a.increment(&1, "k", 3);
+    b.increment(&2, "k", 4);
+    a.merge(&b);
+    assert_eq!(a.get(&"k"), Some(9));
+    assert_eq!(a.iter().collect::<Vec<_>>(), [(&"k", 9)]);
+}
+
+#[test]
+fn the_later_put_wins_in_an_lww_map() {
+    let (mut a, mut b) = (LwwMap::new(), LwwMap::new());
+    a.put(&1u8, "colour", "red", 10);
+    b.merge(&a);
+    b.put(&2, "colour", "blue", 20);
+    a.put(&1, "colour", "green", 15);
+    a.merge(&b);
+    b.merge(&a);
+    assert_eq!(a.get(&"colour"), Some("blue"));
+    assert_eq!(a, b);
+    assert!(a.remove(&"colour") && !a.contains_key(&"colour"));
+}
+
+#[test]
+fn a_multimap_drops_a_key_with_its_last_binding() {
+    let mut m = OrMultiMap::new();
+    m.add_binding(&1u8, "room", "ann");
+    m.add_binding(&1, "room", "bob");
+    assert_eq!(m.get(&"room"), Some(vec!["ann", "bob"]));
+    assert!(m.remove_binding(&1, &"room", &"ann"));
+    assert!(!m.remove_binding(&1, &"room", &"ann"), "already gone");
+    assert_eq!(m.get(&"room"), Some(vec!["bob"]));
+    assert!(m.remove_binding(&1, &"room", &"bob"));
+    assert!(m.is_empty());
+}
+
+/// A removed replica's counts in a map's values are folded into the owner's once, and an old
+/// copy cleaned of the removed replica neither counts them twice nor brings its dots back.
+#[test]
+fn a_pruned_replicas_counts_in_a_map_are_counted_once() {
+    let (mut owner, mut gone) = (PNCounterMap::new(), PNCounterMap::new());
+    gone.increment(&9u8, "a", 7);
+    gone.increment(&9, "b", 1);
+    owner.merge(&gone);
+    owner.increment(&1, "a", 2);
+    let old_copy = gone.clone();
+    assert!(owner.needs_pruning_from(&9));
+
+    owner.prune(&9, &1);
+    assert!(!owner.needs_pruning_from(&9));
+    assert_eq!(owner.iter().collect::<Vec<_>>(), [(&"a", 9), (&"b", 1)]);
+
+    let mut late = old_copy;
+    late.pruning_cleanup(&9);
+    owner.merge(&late);
+    assert_eq!(owner.iter().collect::<Vec<_>>(), [(&"a", 9), (&"b", 1)]);
+    assert!(!owner.needs_pruning_from(&9));
+
+    // A replica that saw a count of the removed replica through another key's dot converges
+    // on the pruned state once it cleans what it merges.
+    let mut other = PNCounterMap::new();
+    other.merge(&gone);
+    other.increment(&2, "a", 1);
+    other.pruning_cleanup(&9);
+    other.merge(&owner);
+    owner.merge(&other);
+    assert_eq!(other, owner);
+    assert_eq!(owner.get(&"a"), Some(10));
+}
+
+#[test]
+fn an_orset_delta_heard_before_the_one_it_follows_waits_in_the_cloud() {
+    let mut source = OrSet::new();
+    source.add(&1u8, "x");
+    let first = source.delta().unwrap();
+    source.reset_delta();
+    source.remove(&"x");
+    source.add(&1, "y");
+    let second = source.delta().unwrap();
+
+    let mut listener = OrSet::new();
+    listener.merge_delta(&second);
+    assert_eq!(listener.elements().collect::<Vec<_>>(), [&"y"]);
+    listener.merge_delta(&first);
+    assert!(
+        !listener.contains(&"x"),
+        "the removal heard first is not undone by the addition heard late"
+    );
+    assert_eq!(listener, source);
 }
