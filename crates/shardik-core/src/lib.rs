@@ -24,6 +24,7 @@ pub mod delivery;
 pub mod lease;
 pub mod membership;
 pub mod node;
+pub mod replicator;
 pub mod sharding;
 pub mod time;
 

@@ -13,10 +13,11 @@ use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedDa
 ///
 /// Its delta is the counts of the replicas that counted since the last reset: whole counts,
 /// not differences, so a delta merged twice or out of order is harmless.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct GCounter<R: Ord> {
     counts: BTreeMap<R, u64>,
     /// Replicas whose count changed here since the delta was last reset.
+    #[serde(skip, default = "BTreeSet::new")]
     changed: BTreeSet<R>,
 }
 
@@ -129,7 +130,7 @@ impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
 
 /// A counter that goes up and down: two [`GCounter`]s, one of increments and one of
 /// decrements; the value is their difference.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PNCounter<R: Ord> {
     increments: GCounter<R>,
     decrements: GCounter<R>,

@@ -13,7 +13,7 @@ pub(super) type Dot<R> = (R, u64);
 ///
 /// The representation is canonical: a cloud dot never continues its replica's run and is
 /// never covered by it, so two contexts that have seen the same dots are equal.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct DotContext<R: Ord> {
     runs: BTreeMap<R, u64>,
     cloud: BTreeSet<Dot<R>>,
@@ -98,34 +98,5 @@ impl<R: Ord + Clone> DotContext<R> {
                 self.cloud.insert((replica, n));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dots_seen_out_of_order_fold_into_the_run_once_the_gap_fills() {
-        let mut seen = DotContext::default();
-        seen.insert((1u8, 3));
-        seen.insert((1, 1));
-        assert!(seen.contains(&(1, 1)) && !seen.contains(&(1, 2)) && seen.contains(&(1, 3)));
-        seen.insert((1, 2));
-        let mut contiguous = DotContext::default();
-        for n in 1..=3 {
-            contiguous.insert((1u8, n));
-        }
-        assert_eq!(seen, contiguous, "one representation per set of dots");
-        assert_eq!(seen.next_dot(&1), (1, 4));
-    }
-
-    #[test]
-    fn a_replicas_next_dot_follows_its_highest_seen_even_beyond_a_gap() {
-        let mut seen = DotContext::default();
-        seen.insert((2u8, 5));
-        assert_eq!(seen.next_dot(&2), (2, 6));
-        seen.forget(&2);
-        assert!(!seen.names(&2));
     }
 }

@@ -2,15 +2,16 @@
 
 use std::collections::BTreeSet;
 
-use super::replicated::{DeltaReplicatedData, ReplicatedData};
+use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedData};
 
 /// A set elements are added to and never removed from; a merge is the union. (A set with
 /// removals is an [`OrSet`](super::OrSet).) Its delta is the elements added since the last
 /// reset.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct GSet<T: Ord> {
     elements: BTreeSet<T>,
     /// Elements added here since the delta was last reset.
+    #[serde(skip, default = "BTreeSet::new")]
     added: BTreeSet<T>,
 }
 
@@ -91,4 +92,16 @@ impl<T: Ord + Clone> DeltaReplicatedData for GSet<T> {
     fn merge_delta(&mut self, delta: &Self::Delta) {
         self.merge(delta);
     }
+}
+
+/// Nothing here is kept per replica, so there is nothing to prune: this lets the type be a
+/// map's value, or be replicated under the same rules as the types that are pruned.
+impl<R, T: Ord + Clone> RemovedReplicaPruning<R> for GSet<T> {
+    fn needs_pruning_from(&self, _removed: &R) -> bool {
+        false
+    }
+
+    fn prune(&mut self, _removed: &R, _owner: &R) {}
+
+    fn pruning_cleanup(&mut self, _removed: &R) {}
 }

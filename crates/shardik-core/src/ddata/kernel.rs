@@ -20,7 +20,7 @@ type Dotted<R, V> = Vec<(Dot<R>, V)>;
 /// later change makes a new dot holding the value of every dot it replaced, changed. The merge
 /// is therefore the same as an observed-remove set's of (key, dot, value) triples, and obeys
 /// the same laws, whatever the values.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct DotKernel<R: Ord, K: Ord, V> {
     entries: BTreeMap<K, Dotted<R, V>>,
     seen: DotContext<R>,
@@ -204,7 +204,7 @@ fn join_dots<R: Ord + Clone, V: ReplicatedData>(
 /// A delta of an observed-remove type: the keys its changes touched, each with the dots that
 /// keep it in (none if it was removed), and the dots those changes made or replaced. Deltas
 /// merge with one another and into states in any order, any number of times.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DotDelta<R: Ord, K: Ord, V>(DotKernel<R, K, V>);
 
 impl<R: Ord + Clone, K: Ord + Clone, V: ReplicatedData> DotDelta<R, K, V> {

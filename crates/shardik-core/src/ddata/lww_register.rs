@@ -13,7 +13,7 @@ use super::replicated::{RemovedReplicaPruning, ReplicatedData};
 /// replica never writing two values at the same timestamp, which `set` guarantees; create a
 /// register once (with [`new`](Self::new)) and let the others start from a merge, not from a
 /// `new` of their own naming the same writer and time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LwwRegister<R, T> {
     value: T,
     timestamp: u64,

@@ -99,7 +99,7 @@ macro_rules! delegate_to_map {
 /// A map whose values are last-writer-wins registers: `put` overwrites, and of concurrent
 /// puts to one key the later by the writers' clocks wins (see [`LwwRegister`]). A put
 /// concurrent with a removal keeps the key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct LwwMap<R: Ord, K: Ord, V> {
     map: OrMap<R, K, LwwRegister<R, V>>,
 }
@@ -133,7 +133,7 @@ impl<R: Ord + Clone + Debug, K: Ord + Clone + Debug, V: Ord + Clone + Debug> Lww
 /// A map of counters that go both ways. A key removed and counted again starts from zero
 /// wherever the removal was seen; a count concurrent with the removal keeps the key, with
 /// the value that replica saw plus its count.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PNCounterMap<R: Ord, K: Ord> {
     map: OrMap<R, K, PNCounter<R>>,
 }
@@ -174,7 +174,7 @@ impl<R: Ord + Clone + Debug, K: Ord + Clone + Debug> PNCounterMap<R, K> {
 
 /// A map from keys to sets of values. Adding a binding adds the value to the key's set (and
 /// the key, if it was not in); removing the last binding of a key removes the key.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OrMultiMap<R: Ord, K: Ord, V: Ord> {
     map: OrMap<R, K, OrSet<R, V>>,
 }

@@ -19,10 +19,11 @@ use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedDa
 /// associative on states replicas reach, ours is (see docs/differences-from-akka.md).
 ///
 /// Its delta is the keys updated or removed since the last reset, with their whole values.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OrMap<R: Ord, K: Ord, V> {
     kernel: DotKernel<R, K, V>,
     /// The changes made here since the delta was last reset.
+    #[serde(skip, default = "Option::default")]
     delta: Option<DotDelta<R, K, V>>,
 }
 

@@ -17,10 +17,11 @@ use super::replicated::{DeltaReplicatedData, RemovedReplicaPruning, ReplicatedDa
 ///
 /// Remove only what you have seen: read with a majority before removing, or a removal may miss
 /// additions made elsewhere.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OrSet<R: Ord, T: Ord> {
     kernel: DotKernel<R, T, ()>,
     /// The changes made here since the delta was last reset.
+    #[serde(skip, default = "Option::default")]
     delta: Option<DotDelta<R, T, ()>>,
 }
 

@@ -2,6 +2,7 @@
 
 use proptest::prelude::*;
 
+use super::dots::DotContext;
 use super::*;
 
 /// Replica ids: a few, so that generated states share replicas.
@@ -620,4 +621,28 @@ fn an_orset_delta_heard_before_the_one_it_follows_waits_in_the_cloud() {
         "the removal heard first is not undone by the addition heard late"
     );
     assert_eq!(listener, source);
+}
+
+#[test]
+fn dots_seen_out_of_order_fold_into_the_run_once_the_gap_fills() {
+    let mut seen = DotContext::default();
+    seen.insert((1u8, 3));
+    seen.insert((1, 1));
+    assert!(seen.contains(&(1, 1)) && !seen.contains(&(1, 2)) && seen.contains(&(1, 3)));
+    seen.insert((1, 2));
+    let mut contiguous = DotContext::default();
+    for n in 1..=3 {
+        contiguous.insert((1u8, n));
+    }
+    assert_eq!(seen, contiguous, "one representation per set of dots");
+    assert_eq!(seen.next_dot(&1), (1, 4));
+}
+
+#[test]
+fn a_replicas_next_dot_follows_its_highest_seen_even_beyond_a_gap() {
+    let mut seen = DotContext::default();
+    seen.insert((2u8, 5));
+    assert_eq!(seen.next_dot(&2), (2, 6));
+    seen.forget(&2);
+    assert!(!seen.names(&2));
 }

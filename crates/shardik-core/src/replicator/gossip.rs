@@ -1,0 +1,143 @@
+//! Anti-entropy by digests: what a replicator answers to another's bucket digests, and to
+//! the entries that answer brings.
+//!
+//! A round: node A sends the digests of its non-empty buckets (`Status`). B answers with its
+//! own entries of every bucket whose digest differs (`Gossip`, `send_back`), as many buckets
+//! as fit a message, and says whether more differed. A merges them and sends back its entries
+//! of those buckets that B did not have as A has them now; if more differed, A sends its
+//! digests again at once, so a node far behind catches up at the speed of the link rather
+//! than one message per gossip interval.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::erased::TypeMismatch;
+use super::messages::{ReplicatorMessage, Stored};
+use super::store::{Merged, Store};
+
+/// The buckets whose digests differ between ours and `theirs`, starting the walk at `start`
+/// (so that successive rounds with a partial answer do not always favour the low buckets).
+pub(super) fn differing_buckets(store: &mut Store, theirs: &[(u16, u64)], start: u16) -> Vec<u16> {
+    let ours: BTreeMap<u16, u64> = store.bucket_digests().into_iter().collect();
+    let theirs: BTreeMap<u16, u64> = theirs.iter().copied().collect();
+    let mut differing: Vec<u16> = ours
+        .keys()
+        .chain(theirs.keys())
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|b| ours.get(b) != theirs.get(b))
+        .collect();
+    let split = differing.partition_point(|&b| b < start);
+    differing.rotate_left(split);
+    differing
+}
+
+/// Our entries of `buckets`, in messages of at most `budget` entry bytes (a bucket is never
+/// split), all with `send_back` as given; the last one's `more` as given.
+pub(super) fn entries_of(
+    store: &mut Store,
+    buckets: &[u16],
+    budget: usize,
+    send_back: bool,
+    more: bool,
+) -> Vec<ReplicatorMessage> {
+    let mut messages = Vec::new();
+    let mut chunk_buckets = Vec::new();
+    let mut chunk_entries = Vec::new();
+    let mut size = 0;
+    for &bucket in buckets {
+        let (entries, bytes) = store.bucket_entries(bucket);
+        if !chunk_buckets.is_empty() && size + bytes > budget {
+            messages.push(ReplicatorMessage::Gossip {
+                buckets: std::mem::take(&mut chunk_buckets),
+                entries: std::mem::take(&mut chunk_entries),
+                send_back,
+                more: false,
+            });
+            size = 0;
+        }
+        chunk_buckets.push(bucket);
+        chunk_entries.extend(entries);
+        size += bytes;
+    }
+    if !chunk_buckets.is_empty() {
+        messages.push(ReplicatorMessage::Gossip {
+            buckets: chunk_buckets,
+            entries: chunk_entries,
+            send_back,
+            more,
+        });
+    }
+    messages
+}
+
+/// The answer to a peer's digests: our entries of as many differing buckets as fit one
+/// message, asking for theirs back; nothing if no bucket differs.
+pub(super) fn answer_status(
+    store: &mut Store,
+    theirs: &[(u16, u64)],
+    budget: usize,
+    start: u16,
+) -> Option<ReplicatorMessage> {
+    let differing = differing_buckets(store, theirs, start);
+    let mut taken = Vec::new();
+    let mut size = 0;
+    for &bucket in &differing {
+        let (_, bytes) = store.bucket_entries(bucket);
+        if !taken.is_empty() && size + bytes > budget {
+            break;
+        }
+        taken.push(bucket);
+        size += bytes;
+    }
+    let more = taken.len() < differing.len();
+    (!taken.is_empty())
+        .then(|| entries_of(store, &taken, usize::MAX, true, more))
+        .and_then(|mut m| m.pop())
+}
+
+/// What merging a peer's entries did.
+#[derive(Default)]
+pub(super) struct GossipMerged {
+    /// Keys whose state changed here.
+    pub(super) changed: Vec<Arc<str>>,
+    /// Keys whose entry was of another type than ours, not merged.
+    pub(super) mismatched: Vec<(Arc<str>, TypeMismatch)>,
+    /// Our entries of the peer's buckets it should have: the ones it lacked or held
+    /// differently.
+    pub(super) send_back: Vec<(Arc<str>, Stored)>,
+}
+
+/// Merges a peer's entries; with `send_back`, also works out which of ours it should get.
+pub(super) fn merge_gossip(
+    store: &mut Store,
+    buckets: &[u16],
+    entries: &[(Arc<str>, Stored)],
+    send_back: bool,
+) -> GossipMerged {
+    let mut out = GossipMerged::default();
+    for (key, stored) in entries {
+        match store.merge(key, stored) {
+            Ok(Merged::Changed) => out.changed.push(key.clone()),
+            Ok(Merged::Unchanged) => {}
+            Err(mismatch) => out.mismatched.push((key.clone(), mismatch)),
+        }
+    }
+    if send_back {
+        let theirs: BTreeMap<&str, &Stored> = entries.iter().map(|(k, s)| (&**k, s)).collect();
+        for &bucket in buckets {
+            for (key, ours) in store.bucket_entries(bucket).0 {
+                let same = match (theirs.get(&*key), &ours) {
+                    (Some(Stored::Deleted), Stored::Deleted) => true,
+                    (Some(Stored::Value(t)), Stored::Value(o)) => o.same_as(t.as_ref()),
+                    _ => false,
+                };
+                if !same {
+                    out.send_back.push((key, ours));
+                }
+            }
+        }
+    }
+    out
+}

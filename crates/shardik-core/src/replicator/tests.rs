@@ -1,0 +1,5 @@
+//! The replicator core's tests.
+
+mod consistency;
+mod network;
+mod replication;
