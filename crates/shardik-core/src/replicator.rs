@@ -15,17 +15,21 @@ mod aggregate;
 mod consistency;
 mod data;
 mod deltas;
+mod envelope;
 mod erased;
 mod gossip;
 mod messages;
 mod outcome;
 mod peers;
+mod pruning;
+mod pruning_round;
 mod replica;
 mod settings;
 mod store;
 
 pub use consistency::{ReadConsistency, WriteConsistency};
 pub use data::{DataType, Element, Key, ReplicaId};
+pub use envelope::DataEnvelope;
 pub use erased::{AnyData, AnyDelta, DeltaOf, TypeMismatch};
 pub use messages::{Payload, ReplicatorMessage, Stored};
 pub use outcome::{
@@ -33,8 +37,9 @@ pub use outcome::{
     SubscriberId, UpdateError,
 };
 pub use peers::Peer;
+pub use pruning::{PruningMarkers, PruningState};
 pub use replica::Replicator;
-pub use settings::ReplicatorSettings;
+pub use settings::{DeliberateFaults, ReplicatorSettings};
 
 #[cfg(test)]
 mod tests;

@@ -112,6 +112,10 @@ impl<R: Ord + Clone> RemovedReplicaPruning<R> for GCounter<R> {
         self.counts.contains_key(removed)
     }
 
+    fn replicas_named(&self, into: &mut BTreeSet<R>) {
+        into.extend(self.counts.keys().cloned());
+    }
+
     fn prune(&mut self, removed: &R, owner: &R) {
         if removed == owner {
             return;
@@ -204,6 +208,11 @@ impl<R: Ord + Clone> DeltaReplicatedData for PNCounter<R> {
 impl<R: Ord + Clone> RemovedReplicaPruning<R> for PNCounter<R> {
     fn needs_pruning_from(&self, removed: &R) -> bool {
         self.increments.needs_pruning_from(removed) || self.decrements.needs_pruning_from(removed)
+    }
+
+    fn replicas_named(&self, into: &mut BTreeSet<R>) {
+        self.increments.replicas_named(into);
+        self.decrements.replicas_named(into);
     }
 
     fn prune(&mut self, removed: &R, owner: &R) {

@@ -75,6 +75,12 @@ impl<R: Ord + Clone> DotContext<R> {
         self.cloud.retain(|(r, _)| r != replica);
     }
 
+    /// Adds every replica with a dot seen to `into`.
+    pub(super) fn replicas_named(&self, into: &mut BTreeSet<R>) {
+        into.extend(self.runs.keys().cloned());
+        into.extend(self.cloud.iter().map(|(r, _)| r.clone()));
+    }
+
     /// Whether any dot of `replica` has been seen.
     pub(super) fn names(&self, replica: &R) -> bool {
         self.runs.contains_key(replica) || self.cloud.iter().any(|(r, _)| r == replica)

@@ -39,6 +39,8 @@ impl<R> RemovedReplicaPruning<R> for Flag {
         false
     }
 
+    fn replicas_named(&self, _into: &mut std::collections::BTreeSet<R>) {}
+
     fn prune(&mut self, _removed: &R, _owner: &R) {}
 
     fn pruning_cleanup(&mut self, _removed: &R) {}

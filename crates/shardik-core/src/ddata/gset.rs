@@ -101,6 +101,8 @@ impl<R, T: Ord + Clone> RemovedReplicaPruning<R> for GSet<T> {
         false
     }
 
+    fn replicas_named(&self, _into: &mut std::collections::BTreeSet<R>) {}
+
     fn prune(&mut self, _removed: &R, _owner: &R) {}
 
     fn pruning_cleanup(&mut self, _removed: &R) {}

@@ -125,6 +125,19 @@ impl<R: Ord + Clone, K: Ord + Clone, V: ReplicatedData> DotKernel<R, K, V> {
                 .any(|((r, _), v)| r == replica || value_names(v))
     }
 
+    /// Adds to `into` every replica with a dot here, and those `value_names` adds for values.
+    pub(super) fn replicas_named(
+        &self,
+        into: &mut std::collections::BTreeSet<R>,
+        value_names: impl Fn(&V, &mut std::collections::BTreeSet<R>),
+    ) {
+        self.seen.replicas_named(into);
+        for ((r, _), v) in self.entries.values().flatten() {
+            into.insert(r.clone());
+            value_names(v, into);
+        }
+    }
+
     /// The keys a dot of `replica` keeps in, or whose value `value_names` says names it.
     pub(super) fn keys_naming(&self, replica: &R, value_names: impl Fn(&V) -> bool) -> Vec<K> {
         self.entries

@@ -72,6 +72,8 @@ impl<R: Ord + Clone, T: Clone + PartialEq> RemovedReplicaPruning<R> for LwwRegis
         false
     }
 
+    fn replicas_named(&self, _into: &mut std::collections::BTreeSet<R>) {}
+
     fn prune(&mut self, _removed: &R, _owner: &R) {}
 
     fn pruning_cleanup(&mut self, _removed: &R) {}

@@ -40,6 +40,10 @@ macro_rules! delegate_to_map {
                 self.map.needs_pruning_from(removed)
             }
 
+            fn replicas_named(&self, into: &mut std::collections::BTreeSet<R>) {
+                self.map.replicas_named(into);
+            }
+
             fn prune(&mut self, removed: &R, owner: &R) {
                 self.map.prune(removed, owner);
             }

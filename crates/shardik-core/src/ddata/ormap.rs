@@ -142,6 +142,11 @@ where
             .names(removed, |v| v.needs_pruning_from(removed))
     }
 
+    fn replicas_named(&self, into: &mut std::collections::BTreeSet<R>) {
+        self.kernel
+            .replicas_named(into, |v, into| v.replicas_named(into));
+    }
+
     /// Writes again, on behalf of `owner`, every key a dot of `removed` keeps in or whose value
     /// holds something of `removed`, with the value pruned; then forgets `removed`'s dots and
     /// cleans every value of it.

@@ -130,6 +130,10 @@ impl<R: Ord + Clone, T: Ord + Clone> RemovedReplicaPruning<R> for OrSet<R, T> {
         self.kernel.names(removed, |_| false)
     }
 
+    fn replicas_named(&self, into: &mut std::collections::BTreeSet<R>) {
+        self.kernel.replicas_named(into, |_, _| {});
+    }
+
     /// Adds again, on behalf of `owner`, every element an addition by `removed` keeps in, then
     /// forgets `removed`'s dots and its entry in what this state has seen.
     fn prune(&mut self, removed: &R, owner: &R) {

@@ -31,6 +31,10 @@ pub trait RemovedReplicaPruning<R>: ReplicatedData {
     /// Whether the state holds anything of `removed`.
     fn needs_pruning_from(&self, removed: &R) -> bool;
 
+    /// Adds to `into` every replica the state holds something of: the candidates for pruning
+    /// a node that learns of them only from the data (it never saw them as members).
+    fn replicas_named(&self, into: &mut std::collections::BTreeSet<R>);
+
     /// Folds what `removed` contributed into `owner`'s share, and forgets `removed`.
     fn prune(&mut self, removed: &R, owner: &R);
 

@@ -30,6 +30,8 @@ pub trait AnyData: Debug + Send + Sync {
     fn encode(&self) -> Vec<u8>;
     /// Whether the state holds anything of `removed`.
     fn needs_pruning_from(&self, removed: ReplicaId) -> bool;
+    /// Adds every replica the state holds something of to `into`.
+    fn replicas_named(&self, into: &mut std::collections::BTreeSet<ReplicaId>);
     /// Folds `removed`'s contribution into `owner`'s.
     fn prune(&mut self, removed: ReplicaId, owner: ReplicaId);
     /// Forgets `removed`'s contribution.
@@ -126,6 +128,10 @@ impl<T: DataType> AnyData for T {
 
     fn needs_pruning_from(&self, removed: ReplicaId) -> bool {
         crate::ddata::RemovedReplicaPruning::needs_pruning_from(self, &removed)
+    }
+
+    fn replicas_named(&self, into: &mut std::collections::BTreeSet<ReplicaId>) {
+        crate::ddata::RemovedReplicaPruning::replicas_named(self, into);
     }
 
     fn prune(&mut self, removed: ReplicaId, owner: ReplicaId) {

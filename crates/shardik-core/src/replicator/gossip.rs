@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::envelope::MergeRules;
 use super::erased::TypeMismatch;
 use super::messages::{ReplicatorMessage, Stored};
 use super::store::{Merged, Store};
@@ -115,10 +116,11 @@ pub(super) fn merge_gossip(
     buckets: &[u16],
     entries: &[(Arc<str>, Stored)],
     send_back: bool,
+    rules: MergeRules,
 ) -> GossipMerged {
     let mut out = GossipMerged::default();
     for (key, stored) in entries {
-        match store.merge(key, stored) {
+        match store.merge(key, stored, rules) {
             Ok(Merged::Changed) => out.changed.push(key.clone()),
             Ok(Merged::Unchanged) => {}
             Err(mismatch) => out.mismatched.push((key.clone(), mismatch)),
@@ -130,7 +132,7 @@ pub(super) fn merge_gossip(
             for (key, ours) in store.bucket_entries(bucket).0 {
                 let same = match (theirs.get(&*key), &ours) {
                     (Some(Stored::Deleted), Stored::Deleted) => true,
-                    (Some(Stored::Value(t)), Stored::Value(o)) => o.same_as(t.as_ref()),
+                    (Some(Stored::Value(t)), Stored::Value(o)) => o.same_as(t),
                     _ => false,
                 };
                 if !same {

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use super::erased::{AnyData, AnyDelta};
+use super::envelope::DataEnvelope;
+use super::erased::AnyDelta;
 
 /// What a key holds: a value, or the mark that it was deleted (for good: a deleted key is
 /// never used again, and the mark wins every merge).
 #[derive(Clone, Debug)]
 pub enum Stored {
-    /// The key's value.
-    Value(Box<dyn AnyData>),
+    /// The key's value, with its pruning markers.
+    Value(DataEnvelope),
     /// The key was deleted.
     Deleted,
 }

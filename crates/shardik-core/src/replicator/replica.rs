@@ -10,11 +10,13 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::Instant;
 use crate::address::UniqueAddress;
+use crate::membership::MemberStatus;
 
 use super::aggregate::{Kind, Operation, targets};
 use super::consistency::{Level, ReadConsistency, WriteConsistency};
 use super::data::{DataType, Key, ReplicaId};
 use super::deltas::DeltaOutbox;
+use super::envelope::{DataEnvelope, MergeRules};
 use super::erased::{AnyData, TypeMismatch};
 use super::gossip::{answer_status, merge_gossip};
 use super::messages::{Payload, ReplicatorMessage, Stored};
@@ -23,6 +25,7 @@ use super::outcome::{
     SubscriberId, UpdateError,
 };
 use super::peers::Peer;
+use super::pruning_round::{self, Round};
 use super::settings::ReplicatorSettings;
 use super::store::{BUCKETS, Merged, Store};
 
@@ -47,12 +50,41 @@ pub struct Replicator {
     next_gossip: Instant,
     next_deltas: Instant,
     next_notify: Instant,
+    next_pruning: Instant,
+    /// This node's own membership status, when the view listed it.
+    self_status: Option<MemberStatus>,
+    /// Replicas of nodes removed from the cluster (or named in data but never members), with
+    /// the all-reachable clock when this replica learnt of them.
+    removed: BTreeMap<ReplicaId, Duration>,
+    /// Time that passed while every peer was reachable: removed replicas' data spreads only
+    /// then, so the wait before pruning counts only that time.
+    all_reachable: Duration,
+    /// When `all_reachable` was last brought up to date.
+    clock_at: Instant,
+    /// The wall clock (milliseconds since the Unix epoch) at `started`.
+    wall_at_start_ms: u64,
+    started: Instant,
 }
 
 impl Replicator {
-    /// The replicator of `node`, starting at `now`; `seed` drives its choices of peers.
-    pub fn new(node: UniqueAddress, settings: ReplicatorSettings, seed: u64, now: Instant) -> Self {
+    /// The replicator of `node`, starting at `now`, when the wall clock reads `wall_ms`
+    /// (milliseconds since the Unix epoch: pruning markers expire by it, so that every node
+    /// agrees when); `seed` drives its choices of peers.
+    pub fn new(
+        node: UniqueAddress,
+        settings: ReplicatorSettings,
+        seed: u64,
+        now: Instant,
+        wall_ms: u64,
+    ) -> Self {
         Replicator {
+            next_pruning: now + settings.pruning_interval,
+            self_status: None,
+            removed: BTreeMap::new(),
+            all_reachable: Duration::ZERO,
+            clock_at: now,
+            wall_at_start_ms: wall_ms,
+            started: now,
             next_gossip: now + settings.gossip_interval,
             next_deltas: now + settings.delta_interval,
             next_notify: now + settings.notify_subscribers_interval,
@@ -95,9 +127,30 @@ impl Replicator {
         self.store.keys()
     }
 
-    /// Replaces the view of the other nodes (this node, if listed, is left out).
+    /// Replaces the view of the members: every member membership lists, this node
+    /// included (its own status decides whether it may lead pruning). A peer that was listed
+    /// and no longer is was removed: its replica's data is pruned in time.
     pub fn set_peers(&mut self, peers: impl IntoIterator<Item = Peer>) {
-        self.peers = peers.into_iter().filter(|p| p.node != self.node).collect();
+        let mut listed = Vec::new();
+        self.self_status = None;
+        for peer in peers {
+            if peer.node == self.node {
+                self.self_status = Some(peer.status);
+            } else {
+                listed.push(peer);
+            }
+        }
+        for old in &self.peers {
+            let gone = !listed
+                .iter()
+                .any(|p| p.node == old.node && p.status != MemberStatus::Removed);
+            if gone {
+                self.removed
+                    .entry(ReplicaId(old.node.uid))
+                    .or_insert(self.all_reachable);
+            }
+        }
+        self.peers = listed;
     }
 
     /// The key's state on this replica, without asking any other.
@@ -108,7 +161,7 @@ impl Replicator {
     /// The key's value here, typed; `None` if absent, deleted or of another type.
     pub fn local_value<T: DataType>(&self, key: &Key<T>) -> Option<&T> {
         match self.store.get(key.id())? {
-            Stored::Value(data) => data.as_any().downcast_ref::<T>(),
+            Stored::Value(envelope) => envelope.data.as_any().downcast_ref::<T>(),
             Stored::Deleted => None,
         }
     }
@@ -136,26 +189,32 @@ impl Replicator {
                 reply(out, op, Outcome::Update(Err(UpdateError::KeyDeleted)));
                 return op;
             }
-            Some(Stored::Value(data)) if data.as_any().downcast_ref::<T>().is_none() => {
+            Some(Stored::Value(envelope))
+                if envelope.data.as_any().downcast_ref::<T>().is_none() =>
+            {
                 let mismatch = TypeMismatch {
-                    held: data.type_name(),
+                    held: envelope.data.type_name(),
                     got: T::type_name(),
                 };
                 reply(out, op, Outcome::Update(Err(mismatch.into())));
                 return op;
             }
             Some(Stored::Value(_)) => {
-                let data = self.store.value_mut(&id).expect("the key holds a value");
-                let value = data.as_any_mut().downcast_mut::<T>().expect("type checked");
-                modify(value, me);
-                data.take_delta()
+                let envelope = self.store.value_mut(&id).expect("the key holds a value");
+                let value = envelope.data.as_any_mut().downcast_mut::<T>();
+                modify(value.expect("type checked"), me);
+                let delta = envelope.data.take_delta();
+                // While a key carries pruning markers it travels whole: a delta does not carry
+                // the markers, and one reaching a replica that has not pruned yet could count
+                // the pruned replica twice there (the lesson of akka.net#8219).
+                delta.filter(|_| envelope.pruning.is_empty())
             }
             None => {
                 let mut value = init();
                 modify(&mut value, me);
                 let delta = AnyData::take_delta(&mut value);
-                self.store
-                    .insert(id.clone(), Stored::Value(Box::new(value)));
+                let envelope = DataEnvelope::new(Box::new(value));
+                self.store.insert(id.clone(), Stored::Value(envelope));
                 delta
             }
         };
@@ -337,9 +396,13 @@ impl Replicator {
         }
         match message {
             ReplicatorMessage::Write { key, payload, op } => {
+                let rules = MergeRules {
+                    me: &self.node,
+                    strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
+                };
                 let merged = match &payload {
-                    Payload::Delta(delta) => self.store.merge_delta(&key, delta.as_ref()),
-                    Payload::Full(stored) => self.store.merge(&key, stored),
+                    Payload::Delta(delta) => self.store.merge_delta(&key, delta.as_ref(), rules),
+                    Payload::Full(stored) => self.store.merge(&key, stored, rules),
                 };
                 let answer = match self.note_merge(from, &key, merged, out) {
                     true => ReplicatorMessage::WriteAck { op },
@@ -372,7 +435,11 @@ impl Replicator {
             }
             ReplicatorMessage::Deltas { deltas } => {
                 for (key, delta) in deltas {
-                    let merged = self.store.merge_delta(&key, delta.as_ref());
+                    let rules = MergeRules {
+                        me: &self.node,
+                        strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
+                    };
+                    let merged = self.store.merge_delta(&key, delta.as_ref(), rules);
                     self.note_merge(from, &key, merged, out);
                 }
             }
@@ -389,7 +456,11 @@ impl Replicator {
                 send_back,
                 more,
             } => {
-                let merged = merge_gossip(&mut self.store, &buckets, &entries, send_back);
+                let rules = MergeRules {
+                    me: &self.node,
+                    strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
+                };
+                let merged = merge_gossip(&mut self.store, &buckets, &entries, send_back, rules);
                 self.changed.extend(merged.changed);
                 for (key, mismatch) in merged.mismatched {
                     out.push(ReplicatorEffect::Dropped {
@@ -419,7 +490,11 @@ impl Replicator {
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
     pub fn poll_timeout(&self) -> Instant {
-        let mut next = self.next_gossip.min(self.next_deltas).min(self.next_notify);
+        let mut next = self
+            .next_gossip
+            .min(self.next_deltas)
+            .min(self.next_notify)
+            .min(self.next_pruning);
         for operation in self.operations.values() {
             next = next.min(operation.deadline);
             if let Some(at) = operation.secondary_at {
@@ -432,7 +507,15 @@ impl Replicator {
     /// Runs what is due at `now`: operations timing out or asking their secondaries, a round
     /// of deltas, of gossip, of notifications.
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<ReplicatorEffect>) {
+        if self.peers.iter().all(|p| p.reachable) {
+            self.all_reachable += now.saturating_duration_since(self.clock_at);
+        }
+        self.clock_at = now;
         self.expire_operations(now, out);
+        if now >= self.next_pruning {
+            self.next_pruning = now + self.settings.pruning_interval;
+            self.prune(now);
+        }
         if now >= self.next_deltas {
             self.next_deltas = now + self.settings.delta_interval;
             self.send_deltas(out);
@@ -495,7 +578,12 @@ impl Replicator {
     /// Answers the operation if enough replicas answered; a read first merges what they sent
     /// into this replica (read repair of the local copy).
     fn finish_if_done(&mut self, op: OpId, out: &mut Vec<ReplicatorEffect>) {
-        if !self.operations.get(&op).is_some_and(Operation::is_done) {
+        let short = self.settings.faults.acknowledge_one_reply_short;
+        let done = self.operations.get(&op).is_some_and(|o| {
+            let write = !matches!(o.kind, Kind::Get { .. });
+            o.is_done() || (short && write && o.reached() + 1 >= o.required)
+        });
+        if !done {
             return;
         }
         let operation = self.operations.remove(&op).expect("checked");
@@ -504,7 +592,11 @@ impl Replicator {
             Kind::Delete => Outcome::Delete(Ok(())),
             Kind::Get { answers } => {
                 for stored in &answers {
-                    let merged = self.store.merge(&operation.key, stored);
+                    let rules = MergeRules {
+                        me: &self.node,
+                        strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
+                    };
+                    let merged = self.store.merge(&operation.key, stored, rules);
                     if merged == Ok(Merged::Changed) {
                         self.changed.insert(operation.key.clone());
                     }
@@ -569,6 +661,69 @@ impl Replicator {
                 send(out, &peer, message.clone());
             }
         }
+    }
+
+    /// A round of pruning, while every peer is reachable (a replica cut off could still hold
+    /// and spread a removed replica's data unseen).
+    fn prune(&mut self, now: Instant) {
+        if !self.peers.iter().all(|p| p.reachable) {
+            return;
+        }
+        let members: BTreeSet<UniqueAddress> = self
+            .peers
+            .iter()
+            .filter(|p| p.disseminates())
+            .map(|p| p.node.clone())
+            .chain([self.node.clone()])
+            .collect();
+        let member_replicas: BTreeSet<ReplicaId> = self
+            .peers
+            .iter()
+            .map(|p| ReplicaId(p.node.uid))
+            .chain([self.replica_id()])
+            .collect();
+        self.removed.retain(|r, _| !member_replicas.contains(r));
+        let dissemination = self.settings.max_pruning_dissemination;
+        let ready: BTreeSet<ReplicaId> = self
+            .removed
+            .iter()
+            .filter(|&(_, &at)| self.all_reachable.saturating_sub(at) >= dissemination)
+            .map(|(&r, _)| r)
+            .collect();
+        let round = Round {
+            me: &self.node,
+            leads: self.leads(),
+            members: &members,
+            ready: &ready,
+            wall_ms: self.wall_ms(now),
+            marker_ttl: self.settings.pruning_marker_time_to_live,
+        };
+        let outcome = pruning_round::run(&mut self.store, &round);
+        self.changed.extend(outcome.changed);
+        // Replicas named in data that are not members are removed ones this replica never
+        // saw leave; replicas no data names any longer need no pruning.
+        for &named in outcome.named.difference(&member_replicas) {
+            self.removed.entry(named).or_insert(self.all_reachable);
+        }
+        self.removed.retain(|r, _| outcome.named.contains(r));
+    }
+
+    /// Whether this node leads pruning: the lowest address among the Up members, this one
+    /// included (the reference's leader, computed from the same view).
+    fn leads(&self) -> bool {
+        if self.self_status != Some(MemberStatus::Up) {
+            return false;
+        }
+        !self
+            .peers
+            .iter()
+            .any(|p| p.status == MemberStatus::Up && p.node < self.node)
+    }
+
+    fn wall_ms(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.started).as_millis();
+        self.wall_at_start_ms
+            .saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
     }
 
     fn send_deltas(&mut self, out: &mut Vec<ReplicatorEffect>) {

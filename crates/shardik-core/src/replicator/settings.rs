@@ -21,6 +21,29 @@ pub struct ReplicatorSettings {
     /// The most entry bytes one gossip message carries (a bucket is never split, so a
     /// message may exceed it by one bucket).
     pub max_gossip_bytes: usize,
+    /// How often a replica runs a round of pruning (`pruning-interval`, 120 s).
+    pub pruning_interval: Duration,
+    /// How long, counted only while every node is reachable, a removed replica's data may
+    /// still be spreading before the leader starts pruning it (`max-pruning-dissemination`,
+    /// 300 s).
+    pub max_pruning_dissemination: Duration,
+    /// How long a performed pruning's marker is kept, stripping the removed replica's data
+    /// from every merge (`pruning-marker-time-to-live`, 6 h). A replica away longer than this
+    /// must come back empty, or its old copies would count the pruned data twice.
+    pub pruning_marker_time_to_live: Duration,
+    /// Faults to inject, for the simulator's tests of its own checkers only; none by default.
+    pub faults: DeliberateFaults,
+}
+
+/// Deliberate faults, so that the simulator can show its checkers catch them. Never set one
+/// outside such a test.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliberateFaults {
+    /// A write counts as acknowledged one reply short of its consistency.
+    pub acknowledge_one_reply_short: bool,
+    /// Merges keep a pruned replica's data that old copies bring back (pruning's safety rule
+    /// skipped).
+    pub skip_pruning_safety_rule: bool,
 }
 
 impl Default for ReplicatorSettings {
@@ -33,6 +56,10 @@ impl Default for ReplicatorSettings {
             delta_crdt_enabled: true,
             max_delta_size: 50,
             max_gossip_bytes: 512 * 1024,
+            pruning_interval: Duration::from_secs(120),
+            max_pruning_dissemination: Duration::from_secs(300),
+            pruning_marker_time_to_live: Duration::from_secs(6 * 3600),
+            faults: DeliberateFaults::default(),
         }
     }
 }

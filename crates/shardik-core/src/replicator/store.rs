@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use super::erased::{AnyData, AnyDelta, TypeMismatch};
+use super::envelope::{DataEnvelope, MergeRules};
+use super::erased::{AnyDelta, TypeMismatch};
 use super::messages::Stored;
+use super::pruning::mark_seen;
 
 /// How many buckets keys are split into. Part of the protocol: every node must use the same.
 pub(super) const BUCKETS: u16 = 1024;
@@ -79,14 +81,14 @@ impl Store {
     }
 
     /// The key's value, to change in place; its digests are dropped, as it is about to change.
-    pub(super) fn value_mut(&mut self, key: &str) -> Option<&mut dyn AnyData> {
+    pub(super) fn value_mut(&mut self, key: &str) -> Option<&mut DataEnvelope> {
         let bucket = self.bucket_mut(key);
         let entry = bucket.entries.get_mut(key)?;
         match &mut entry.stored {
-            Stored::Value(data) => {
+            Stored::Value(envelope) => {
                 entry.digest = None;
                 bucket.digest = None;
-                Some(data.as_mut())
+                Some(envelope)
             }
             Stored::Deleted => None,
         }
@@ -105,38 +107,41 @@ impl Store {
         }
     }
 
-    /// Merges a whole state into the key.
+    /// Merges a whole state into the key, by `rules` (see [`DataEnvelope::merge`]).
     pub(super) fn merge(
         &mut self,
         key: &Arc<str>,
         incoming: &Stored,
+        rules: MergeRules,
     ) -> Result<Merged, TypeMismatch> {
         let Some(current) = self.get(key) else {
-            self.insert(key.clone(), incoming.clone());
+            let mut stored = incoming.clone();
+            if let Stored::Value(envelope) = &mut stored {
+                mark_seen(&mut envelope.pruning, rules.me);
+            }
+            self.insert(key.clone(), stored);
             return Ok(Merged::Changed);
         };
-        let changed = match (current, incoming) {
+        let merged = match (current, incoming) {
             (Stored::Deleted, _) => return Ok(Merged::Unchanged),
             (Stored::Value(_), Stored::Deleted) => {
                 self.insert(key.clone(), Stored::Deleted);
                 return Ok(Merged::Changed);
             }
             (Stored::Value(ours), Stored::Value(theirs)) => {
-                if ours.same_as(theirs.as_ref()) {
+                if ours.same_as(theirs) {
                     return Ok(Merged::Unchanged);
                 }
-                let mut merged = ours.clone_data();
-                merged.merge_data(theirs.as_ref())?;
-                (!merged.same_as(ours.as_ref())).then_some(merged)
+                let mut merged = ours.clone();
+                merged.merge(theirs, rules)?;
+                if merged.same_as(ours) {
+                    return Ok(Merged::Unchanged);
+                }
+                merged
             }
         };
-        match changed {
-            Some(merged) => {
-                self.insert(key.clone(), Stored::Value(merged));
-                Ok(Merged::Changed)
-            }
-            None => Ok(Merged::Unchanged),
-        }
+        self.insert(key.clone(), Stored::Value(merged));
+        Ok(Merged::Changed)
     }
 
     /// Merges a delta into the key; a key unknown here starts from the delta. A deleted key
@@ -145,17 +150,37 @@ impl Store {
         &mut self,
         key: &Arc<str>,
         delta: &dyn AnyDelta,
+        rules: MergeRules,
     ) -> Result<Merged, TypeMismatch> {
         match self.get(key) {
             None => {
-                self.insert(key.clone(), Stored::Value(delta.to_data()));
+                let envelope = DataEnvelope::new(delta.to_data());
+                self.insert(key.clone(), Stored::Value(envelope));
                 Ok(Merged::Changed)
             }
             Some(Stored::Deleted) => Ok(Merged::Unchanged),
             Some(Stored::Value(_)) => {
-                let value = self.value_mut(key).expect("a value is there");
-                value.merge_delta(delta)?;
+                let envelope = self.value_mut(key).expect("a value is there");
+                envelope.merge_delta(delta, rules)?;
                 Ok(Merged::Changed)
+            }
+        }
+    }
+
+    /// Every key holding a value, with it, to change in place (digests are dropped for
+    /// those `change` says it changed).
+    pub(super) fn change_values(
+        &mut self,
+        mut change: impl FnMut(&Arc<str>, &mut DataEnvelope) -> bool,
+    ) {
+        for bucket in &mut self.buckets {
+            for (key, entry) in &mut bucket.entries {
+                if let Stored::Value(envelope) = &mut entry.stored
+                    && change(key, envelope)
+                {
+                    entry.digest = None;
+                    bucket.digest = None;
+                }
             }
         }
     }
@@ -220,8 +245,8 @@ impl Store {
 /// The entry's digest, computed (by encoding the state) if it changed since the last time.
 fn digest_of(entry: &mut Entry) -> Digest {
     *entry.digest.get_or_insert_with(|| match &entry.stored {
-        Stored::Value(data) => {
-            let bytes = data.encode();
+        Stored::Value(envelope) => {
+            let bytes = envelope.encode();
             Digest {
                 hash: xxh3_64(&bytes),
                 encoded_len: bytes.len(),

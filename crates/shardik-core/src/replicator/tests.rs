@@ -2,4 +2,5 @@
 
 mod consistency;
 mod network;
+mod pruning;
 mod replication;

@@ -33,7 +33,15 @@ impl Net {
     pub(super) fn new(size: usize, settings: ReplicatorSettings) -> Net {
         let now = Instant::from_millis(1_000);
         let nodes = (0..size)
-            .map(|i| Replicator::new(address(i), settings.clone(), 7 + i as u64, now))
+            .map(|i| {
+                Replicator::new(
+                    address(i),
+                    settings.clone(),
+                    7 + i as u64,
+                    now,
+                    now.as_millis(),
+                )
+            })
             .collect();
         let mut net = Net {
             nodes,

@@ -36,7 +36,8 @@ fn value_on(net: &Net, i: usize) -> Option<i128> {
 
 fn read_value(stored: &Stored) -> i128 {
     match stored {
-        Stored::Value(data) => data
+        Stored::Value(envelope) => envelope
+            .data
             .as_any()
             .downcast_ref::<PNCounter<crate::replicator::ReplicaId>>()
             .expect("a counter")

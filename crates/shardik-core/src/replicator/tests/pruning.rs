@@ -1,0 +1,100 @@
+//! Pruning a removed node's replica: folded into the owner once, never counted again.
+
+use std::time::Duration;
+
+use super::network::Net;
+use crate::ddata::GCounter;
+use crate::replicator::{
+    DeliberateFaults, Key, ReplicaId, ReplicatorMessage, ReplicatorSettings, Stored,
+    WriteConsistency,
+};
+
+fn settings(faults: DeliberateFaults) -> ReplicatorSettings {
+    ReplicatorSettings {
+        pruning_interval: Duration::from_secs(1),
+        max_pruning_dissemination: Duration::from_secs(3),
+        faults,
+        ..ReplicatorSettings::default()
+    }
+}
+
+fn key() -> Key<GCounter<ReplicaId>> {
+    Key::new("hits")
+}
+
+/// Node 2 counts 5 and node 0 counts 2; node 2 is removed and pruned; then an old copy of
+/// node 2's state reaches node 0 through node 1. Returns node 0's and node 1's values, and
+/// whether either still names node 2's replica.
+fn remove_prune_and_replay_an_old_copy(faults: DeliberateFaults) -> (u128, u128, bool) {
+    let mut net = Net::new(3, settings(faults));
+    for (node, n) in [(2, 5), (0, 2)] {
+        net.call(node, |r, now, out| {
+            r.update(
+                now,
+                &key(),
+                WriteConsistency::All,
+                Duration::from_secs(3),
+                GCounter::new,
+                |c, me| c.increment(&me, n),
+                out,
+            )
+        });
+    }
+    let old_copy = net.nodes[2]
+        .local("hits")
+        .cloned()
+        .expect("node 2 holds the counter");
+    net.set_members(2);
+    net.advance(Duration::from_secs(10));
+    let removed = ReplicaId(net.nodes[2].node().uid);
+
+    let mut out = Vec::new();
+    let from = net.nodes[1].node().clone();
+    let gossip = ReplicatorMessage::Gossip {
+        buckets: Vec::new(),
+        entries: vec![("hits".into(), old_copy)],
+        send_back: false,
+        more: false,
+    };
+    let now = net.now;
+    net.nodes[0].handle_message(now, &from, gossip, &mut out);
+    net.route(0, out);
+    net.advance(Duration::from_secs(3));
+
+    let value = |i: usize| {
+        net.nodes[i]
+            .local_value(&key())
+            .map(GCounter::value)
+            .unwrap()
+    };
+    let names = |i: usize| match net.nodes[i].local("hits") {
+        Some(Stored::Value(envelope)) => envelope.data.needs_pruning_from(removed),
+        _ => false,
+    };
+    (value(0), value(1), names(0) || names(1))
+}
+
+#[test]
+fn a_removed_replica_is_folded_into_the_owner_once_and_an_old_copy_does_not_count_it_again() {
+    let (on_0, on_1, names_removed) =
+        remove_prune_and_replay_an_old_copy(DeliberateFaults::default());
+    assert_eq!((on_0, on_1), (7, 7));
+    assert!(
+        !names_removed,
+        "the removed replica's data is gone everywhere"
+    );
+}
+
+#[test]
+fn without_the_safety_rule_an_old_copy_counts_the_removed_replica_twice() {
+    let faults = DeliberateFaults {
+        skip_pruning_safety_rule: true,
+        ..DeliberateFaults::default()
+    };
+    let (on_0, _, names_removed) = remove_prune_and_replay_an_old_copy(faults);
+    assert_eq!(
+        on_0, 12,
+        "the fault is what the simulator's checker must catch"
+    );
+    assert!(names_removed);
+}
