@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
+use shardik_core::replicator::DeliberateFaults;
+use shardik_sim::ddata::run_distributed_data;
 use shardik_sim::scenario::{self, Scenario};
 use shardik_sim::world::{TimelineEntry, WorldConfig};
 
@@ -15,9 +17,11 @@ pub struct SimulateArgs {
     /// Master seed; the same seed prints the same timeline.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Scenario: join, crash, partition or churn.
+    /// Scenario: join, crash, partition, churn, join-one, detect, jitter (membership), or
+    /// distributed-data (replicators on every node under crashes, partitions, joins and
+    /// leaves, with clients at random consistencies, checked).
     #[arg(long, default_value = "join")]
-    scenario: Scenario,
+    scenario: SimScenario,
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
@@ -28,6 +32,28 @@ pub struct SimulateArgs {
     /// scenario defaults to 1000 ms, inside the 3 s acceptable heartbeat pause.
     #[arg(long)]
     max_latency_ms: Option<u64>,
+}
+
+/// A scenario of the membership core, or the replicated-data one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimScenario {
+    /// One of [`Scenario`].
+    Membership(Scenario),
+    /// The replicated-data scenario ([`run_distributed_data`]).
+    DistributedData,
+}
+
+impl std::str::FromStr for SimScenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "distributed-data" => Ok(SimScenario::DistributedData),
+            other => other
+                .parse()
+                .map(SimScenario::Membership)
+                .map_err(|e: String| e.replace(" or jitter)", ", jitter or distributed-data)")),
+        }
+    }
 }
 
 /// Formats one timeline line: virtual time, node, what happened.
@@ -43,8 +69,12 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if args.nodes == 0 {
         anyhow::bail!("--nodes must be at least 1");
     }
+    let scenario = match args.scenario {
+        SimScenario::Membership(scenario) => scenario,
+        SimScenario::DistributedData => return run_distributed(&args),
+    };
     let mut cfg = WorldConfig::new(args.seed);
-    let default_max = if args.scenario == Scenario::Jitter {
+    let default_max = if scenario == Scenario::Jitter {
         Some(1000)
     } else {
         None
@@ -56,7 +86,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     cfg.record_events = !args.quiet && !big;
     cfg.check_states = !big;
     let wall = std::time::Instant::now();
-    let (world, outcome) = scenario::run(args.scenario, args.nodes, args.seed, Some(cfg));
+    let (world, outcome) = scenario::run(scenario, args.nodes, args.seed, Some(cfg));
     if !args.quiet {
         for e in world.timeline() {
             println!("{}", format_entry(e));
@@ -78,6 +108,35 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&outcome)?);
     }
     Ok(if outcome.converged && outcome.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Runs the replicated-data scenario: a summary on stderr, one JSON line with `--json`, and
+/// failure when a check failed.
+fn run_distributed(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
+    let wall = std::time::Instant::now();
+    let (_, outcome) = run_distributed_data(args.nodes, args.seed, DeliberateFaults::default());
+    eprintln!(
+        "{} nodes, scenario distributed-data, seed {}: converged={}, {} acknowledged writes, {} majority reads, {} stale, {} lost; wall time {:.2}s",
+        outcome.nodes,
+        outcome.seed,
+        outcome.converged,
+        outcome.acknowledged_writes,
+        outcome.stats.majority_reads,
+        outcome.stale_reads,
+        outcome.lost_writes,
+        wall.elapsed().as_secs_f64()
+    );
+    for v in &outcome.violations {
+        eprintln!("invariant violated: {v}");
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&outcome)?);
+    }
+    Ok(if outcome.violations.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -17,6 +17,37 @@ fn last_json(out: &std::process::Output) -> serde_json::Value {
 }
 
 #[test]
+fn simulate_distributed_data_prints_its_checks_as_one_json_line_and_replays() {
+    let args = [
+        "simulate",
+        "--scenario",
+        "distributed-data",
+        "--nodes",
+        "5",
+        "--seed",
+        "4",
+        "--json",
+    ];
+    let out = shardik(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = last_json(&out);
+    assert_eq!(v["scenario"], "distributed-data");
+    assert_eq!(v["converged"], true, "{v}");
+    assert!(v["acknowledged_writes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["stale_reads"], 0, "{v}");
+    assert_eq!(v["lost_writes"], 0, "{v}");
+    assert_eq!(
+        shardik(&args).stdout,
+        out.stdout,
+        "the same seed prints the same line"
+    );
+}
+
+#[test]
 fn simulate_json_has_the_documented_fields_and_replays() {
     for scenario in ["join", "crash", "partition", "churn"] {
         let out = shardik(&[

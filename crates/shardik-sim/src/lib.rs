@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod checker;
+pub mod ddata;
 mod node_id;
 pub mod sbr_lease;
 pub mod scenario;

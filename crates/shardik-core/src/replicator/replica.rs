@@ -127,6 +127,14 @@ impl Replicator {
         self.store.keys()
     }
 
+    /// The peers a majority counts now (Up members and those on their way out).
+    pub fn quorum_members(&self) -> impl Iterator<Item = UniqueAddress> + '_ {
+        self.peers
+            .iter()
+            .filter(|p| p.counts_for_quorum(false))
+            .map(|p| p.node.clone())
+    }
+
     /// Replaces the view of the members: every member membership lists, this node
     /// included (its own status decides whether it may lead pruning). A peer that was listed
     /// and no longer is was removed: its replica's data is pruned in time.

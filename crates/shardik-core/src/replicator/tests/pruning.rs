@@ -98,3 +98,45 @@ fn without_the_safety_rule_an_old_copy_counts_the_removed_replica_twice() {
     );
     assert!(names_removed);
 }
+
+#[test]
+fn markers_merge_to_performed_or_the_lower_owner_whatever_the_order() {
+    use crate::replicator::PruningState;
+    use std::collections::BTreeSet;
+    let a = super::network::address(1);
+    let b = super::network::address(2);
+    let init = |owner: &crate::address::UniqueAddress, seen: &[&crate::address::UniqueAddress]| {
+        PruningState::Initialized {
+            owner: owner.clone(),
+            seen: seen.iter().map(|s| (*s).clone()).collect::<BTreeSet<_>>(),
+        }
+    };
+    let states = [
+        init(&a, &[&a]),
+        init(&a, &[&b]),
+        init(&b, &[&b]),
+        PruningState::Performed { obsolete_at_ms: 10 },
+        PruningState::Performed { obsolete_at_ms: 20 },
+    ];
+    for x in &states {
+        for y in &states {
+            for z in &states {
+                let merged = |p: &PruningState, q: &PruningState| {
+                    let mut m = p.clone();
+                    m.merge(q);
+                    m
+                };
+                assert_eq!(merged(x, y), merged(y, x), "commutative: {x:?} {y:?}");
+                assert_eq!(
+                    merged(&merged(x, y), z),
+                    merged(x, &merged(y, z)),
+                    "associative"
+                );
+                assert_eq!(merged(x, x), *x, "idempotent");
+            }
+        }
+    }
+    let mut m = init(&b, &[&b]);
+    m.merge(&init(&a, &[&a]));
+    assert_eq!(m, init(&a, &[&a]), "the lower owner wins");
+}

@@ -344,3 +344,93 @@ fn a_key_of_another_type_is_refused_and_strangers_are_dropped() {
         }
     ));
 }
+
+#[test]
+fn a_deletion_spreads_by_gossip_and_subscribers_hear_of_it() {
+    let mut net = Net::new(3, ReplicatorSettings::default());
+    increment(&mut net, 0, WriteConsistency::All);
+    net.nodes[2].subscribe("counter", 5);
+    net.advance(Duration::from_millis(600));
+    let op = net.call(0, |r, now, out| {
+        r.delete(now, "counter", WriteConsistency::Local, TIMEOUT, out)
+    });
+    assert!(matches!(
+        net.take_reply(0, op),
+        Some(Outcome::Delete(Ok(())))
+    ));
+    net.advance(Duration::from_secs(8));
+    for i in 0..3 {
+        assert!(
+            matches!(net.nodes[i].local("counter"), Some(Stored::Deleted)),
+            "node {i}"
+        );
+    }
+    let last = net.changes.last().expect("notified");
+    assert_eq!((last.0, last.1), (2, 5));
+    assert!(matches!(last.3, Stored::Deleted));
+    let op = net.call(1, |r, now, out| {
+        r.delete(now, "counter", WriteConsistency::Local, TIMEOUT, out)
+    });
+    assert!(matches!(
+        net.take_reply(1, op),
+        Some(Outcome::Delete(Err(
+            crate::replicator::DeleteError::AlreadyDeleted
+        )))
+    ));
+}
+
+#[test]
+fn joining_and_weakly_up_members_never_count_toward_a_quorum() {
+    use crate::membership::MemberStatus;
+    use crate::replicator::Peer;
+    let mut net = Net::new(5, ReplicatorSettings::default());
+    // Node 0 sees two Up peers, one Joining and one WeaklyUp: N = 3, a majority is 2.
+    let statuses = [
+        MemberStatus::Up,
+        MemberStatus::Up,
+        MemberStatus::Up,
+        MemberStatus::Joining,
+        MemberStatus::WeaklyUp,
+    ];
+    net.nodes[0].set_peers((0..5).map(|j| Peer {
+        node: address(j),
+        status: statuses[j],
+        reachable: true,
+    }));
+    assert_eq!(net.nodes[0].quorum_members().count(), 2);
+    net.isolate(&[0, 3, 4]);
+    net.nodes[0].set_peers((0..5).map(|j| Peer {
+        node: address(j),
+        status: statuses[j],
+        reachable: j == 0 || j >= 3,
+    }));
+    let op = increment(&mut net, 0, WriteConsistency::Majority { min_cap: 0 });
+    net.advance(TIMEOUT + Duration::from_millis(100));
+    match net.take_reply(0, op) {
+        Some(Outcome::Update(Err(UpdateError::NotReplicated(e)))) => {
+            assert_eq!(
+                (e.required, e.reached),
+                (2, 1),
+                "the joining ones did not count"
+            );
+        }
+        other => panic!("expected the typed error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_write_to_n_waits_for_n_replicas_and_no_more() {
+    let settings = ReplicatorSettings {
+        gossip_interval: Duration::from_secs(3600),
+        delta_crdt_enabled: false,
+        ..ReplicatorSettings::default()
+    };
+    let mut net = Net::new(5, settings);
+    let op = increment(&mut net, 0, WriteConsistency::To(3));
+    assert!(matches!(
+        net.take_reply(0, op),
+        Some(Outcome::Update(Ok(())))
+    ));
+    let holders = (0..5).filter(|&i| value_on(&net, i) == Some(1)).count();
+    assert_eq!(holders, 3, "written to exactly two peers besides itself");
+}
