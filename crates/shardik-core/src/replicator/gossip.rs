@@ -34,47 +34,8 @@ pub(super) fn differing_buckets(store: &mut Store, theirs: &[(u16, u64)], start:
     differing
 }
 
-/// Our entries of `buckets`, in messages of at most `budget` entry bytes (a bucket is never
-/// split), all with `send_back` as given; the last one's `more` as given.
-pub(super) fn entries_of(
-    store: &mut Store,
-    buckets: &[u16],
-    budget: usize,
-    send_back: bool,
-    more: bool,
-) -> Vec<ReplicatorMessage> {
-    let mut messages = Vec::new();
-    let mut chunk_buckets = Vec::new();
-    let mut chunk_entries = Vec::new();
-    let mut size = 0;
-    for &bucket in buckets {
-        let (entries, bytes) = store.bucket_entries(bucket);
-        if !chunk_buckets.is_empty() && size + bytes > budget {
-            messages.push(ReplicatorMessage::Gossip {
-                buckets: std::mem::take(&mut chunk_buckets),
-                entries: std::mem::take(&mut chunk_entries),
-                send_back,
-                more: false,
-            });
-            size = 0;
-        }
-        chunk_buckets.push(bucket);
-        chunk_entries.extend(entries);
-        size += bytes;
-    }
-    if !chunk_buckets.is_empty() {
-        messages.push(ReplicatorMessage::Gossip {
-            buckets: chunk_buckets,
-            entries: chunk_entries,
-            send_back,
-            more,
-        });
-    }
-    messages
-}
-
 /// The answer to a peer's digests: our entries of as many differing buckets as fit one
-/// message, asking for theirs back; nothing if no bucket differs.
+/// message (at least one), asking for theirs back; nothing if no bucket differs.
 pub(super) fn answer_status(
     store: &mut Store,
     theirs: &[(u16, u64)],
@@ -82,20 +43,25 @@ pub(super) fn answer_status(
     start: u16,
 ) -> Option<ReplicatorMessage> {
     let differing = differing_buckets(store, theirs, start);
-    let mut taken = Vec::new();
+    let mut buckets = Vec::new();
+    let mut entries = Vec::new();
     let mut size = 0;
     for &bucket in &differing {
-        let (_, bytes) = store.bucket_entries(bucket);
-        if !taken.is_empty() && size + bytes > budget {
+        let (bucket_entries, bytes) = store.bucket_entries(bucket);
+        if !buckets.is_empty() && size + bytes > budget {
             break;
         }
-        taken.push(bucket);
+        buckets.push(bucket);
+        entries.extend(bucket_entries);
         size += bytes;
     }
-    let more = taken.len() < differing.len();
-    (!taken.is_empty())
-        .then(|| entries_of(store, &taken, usize::MAX, true, more))
-        .and_then(|mut m| m.pop())
+    let more = buckets.len() < differing.len();
+    (!buckets.is_empty()).then_some(ReplicatorMessage::Gossip {
+        buckets,
+        entries,
+        send_back: true,
+        more,
+    })
 }
 
 /// What merging a peer's entries did.
