@@ -5,6 +5,7 @@ use crate::address::UniqueAddress;
 use super::data::ReplicaId;
 use super::erased::{AnyData, AnyDelta, TypeMismatch, cbor};
 use super::pruning::{PruningMarkers, mark_seen, merge_markers, performed};
+use super::settings::ReplicatorSettings;
 
 /// How merges into one replica go.
 #[derive(Clone, Copy, Debug)]
@@ -14,6 +15,16 @@ pub(super) struct MergeRules<'a> {
     /// Pruning's safety rule; off only as a deliberate fault (see
     /// [`DeliberateFaults`](super::DeliberateFaults)).
     pub(super) strip_pruned: bool,
+}
+
+impl<'a> MergeRules<'a> {
+    /// The rules of the replica of `me` with `settings`.
+    pub(super) fn of(me: &'a UniqueAddress, settings: &ReplicatorSettings) -> Self {
+        MergeRules {
+            me,
+            strip_pruned: !settings.faults.skip_pruning_safety_rule,
+        }
+    }
 }
 
 /// A key's data with the pruning markers that travel with it.

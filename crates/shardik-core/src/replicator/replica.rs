@@ -404,10 +404,7 @@ impl Replicator {
         }
         match message {
             ReplicatorMessage::Write { key, payload, op } => {
-                let rules = MergeRules {
-                    me: &self.node,
-                    strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
-                };
+                let rules = MergeRules::of(&self.node, &self.settings);
                 let merged = match &payload {
                     Payload::Delta(delta) => self.store.merge_delta(&key, delta.as_ref(), rules),
                     Payload::Full(stored) => self.store.merge(&key, stored, rules),
@@ -443,10 +440,7 @@ impl Replicator {
             }
             ReplicatorMessage::Deltas { deltas } => {
                 for (key, delta) in deltas {
-                    let rules = MergeRules {
-                        me: &self.node,
-                        strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
-                    };
+                    let rules = MergeRules::of(&self.node, &self.settings);
                     let merged = self.store.merge_delta(&key, delta.as_ref(), rules);
                     self.note_merge(from, &key, merged, out);
                 }
@@ -464,10 +458,7 @@ impl Replicator {
                 send_back,
                 more,
             } => {
-                let rules = MergeRules {
-                    me: &self.node,
-                    strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
-                };
+                let rules = MergeRules::of(&self.node, &self.settings);
                 let merged = merge_gossip(&mut self.store, &buckets, &entries, send_back, rules);
                 self.changed.extend(merged.changed);
                 for (key, mismatch) in merged.mismatched {
@@ -600,10 +591,7 @@ impl Replicator {
             Kind::Delete => Outcome::Delete(Ok(())),
             Kind::Get { answers } => {
                 for stored in &answers {
-                    let rules = MergeRules {
-                        me: &self.node,
-                        strip_pruned: !self.settings.faults.skip_pruning_safety_rule,
-                    };
+                    let rules = MergeRules::of(&self.node, &self.settings);
                     let merged = self.store.merge(&operation.key, stored, rules);
                     if merged == Ok(Merged::Changed) {
                         self.changed.insert(operation.key.clone());
