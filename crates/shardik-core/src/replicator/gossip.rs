@@ -72,16 +72,23 @@ pub(super) struct GossipMerged {
     /// Keys whose entry was of another type than ours, not merged.
     pub(super) mismatched: Vec<(Arc<str>, TypeMismatch)>,
     /// Our entries of the peer's buckets it should have: the ones it lacked or held
-    /// differently.
+    /// differently, of as many buckets as fit the budget.
     pub(super) send_back: Vec<(Arc<str>, Stored)>,
+    /// Whether buckets were left out of `send_back` for the budget: the exchange should go
+    /// on at once.
+    pub(super) more_to_send_back: bool,
 }
 
-/// Merges a peer's entries; with `send_back`, also works out which of ours it should get.
+/// Merges a peer's entries; with `send_back`, also works out which of ours it should get, of
+/// as many of its buckets as fit `budget` bytes (at least one). A peer that had next to
+/// nothing sends small buckets and asks for ours, which may be large: the budget bounds
+/// that answer too.
 pub(super) fn merge_gossip(
     store: &mut Store,
     buckets: &[u16],
     entries: &[(Arc<str>, Stored)],
     send_back: bool,
+    budget: usize,
     rules: MergeRules,
 ) -> GossipMerged {
     let mut out = GossipMerged::default();
@@ -94,8 +101,15 @@ pub(super) fn merge_gossip(
     }
     if send_back {
         let theirs: BTreeMap<&str, &Stored> = entries.iter().map(|(k, s)| (&**k, s)).collect();
-        for &bucket in buckets {
-            for (key, ours) in store.bucket_entries(bucket).0 {
+        let mut size = 0;
+        for (taken, &bucket) in buckets.iter().enumerate() {
+            let (ours_in_bucket, bytes) = store.bucket_entries(bucket);
+            if taken > 0 && size + bytes > budget {
+                out.more_to_send_back = true;
+                break;
+            }
+            size += bytes;
+            for (key, ours) in ours_in_bucket {
                 let same = match (theirs.get(&*key), &ours) {
                     (Some(Stored::Deleted), Stored::Deleted) => true,
                     (Some(Stored::Value(t)), Stored::Value(o)) => o.same_as(t),

@@ -459,7 +459,15 @@ impl Replicator {
                 more,
             } => {
                 let rules = MergeRules::of(&self.node, &self.settings);
-                let merged = merge_gossip(&mut self.store, &buckets, &entries, send_back, rules);
+                let budget = self.settings.max_gossip_bytes;
+                let merged = merge_gossip(
+                    &mut self.store,
+                    &buckets,
+                    &entries,
+                    send_back,
+                    budget,
+                    rules,
+                );
                 self.changed.extend(merged.changed);
                 for (key, mismatch) in merged.mismatched {
                     out.push(ReplicatorEffect::Dropped {
@@ -479,7 +487,7 @@ impl Replicator {
                         },
                     );
                 }
-                if more {
+                if more || merged.more_to_send_back {
                     let digests = self.store.bucket_digests();
                     send(out, from, ReplicatorMessage::Status { digests });
                 }

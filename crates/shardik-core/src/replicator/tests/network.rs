@@ -23,6 +23,8 @@ pub(super) struct Net {
     pub(super) drops: Vec<(usize, DropReason)>,
     /// Messages delivered, by kind, for tests that count them.
     pub(super) delivered: BTreeMap<&'static str, usize>,
+    /// The most entry bytes (keys and encoded states) one gossip message carried.
+    pub(super) largest_gossip: usize,
 }
 
 pub(super) fn address(i: usize) -> UniqueAddress {
@@ -53,6 +55,7 @@ impl Net {
             changes: Vec::new(),
             drops: Vec::new(),
             delivered: BTreeMap::new(),
+            largest_gossip: 0,
         };
         net.set_members(size);
         net
@@ -127,6 +130,16 @@ impl Net {
     pub(super) fn deliver(&mut self) {
         while let Some((from, to, message)) = self.queue.pop_front() {
             *self.delivered.entry(kind(&message)).or_default() += 1;
+            if let ReplicatorMessage::Gossip { entries, .. } = &message {
+                let bytes = entries
+                    .iter()
+                    .map(|(key, stored)| match stored {
+                        Stored::Value(envelope) => key.len() + envelope.encode().len(),
+                        Stored::Deleted => key.len() + 1,
+                    })
+                    .sum();
+                self.largest_gossip = self.largest_gossip.max(bytes);
+            }
             let mut out = Vec::new();
             let sender = address(from);
             self.nodes[to].handle_message(self.now, &sender, message, &mut out);

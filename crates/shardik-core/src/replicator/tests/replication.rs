@@ -240,11 +240,17 @@ fn a_new_node_catches_up_on_many_keys_in_chunks_without_waiting_for_gossip_round
         3_000,
         "caught up within one gossip interval"
     );
-    // About 75 KB of entries in chunks of at most 16 KiB (plus one bucket).
+    // About 75 KB of entries in chunks of at most 16 KiB (plus one bucket of a few keys),
+    // whichever side asked.
     assert!(
         net.delivered["gossip"] >= 4,
         "in bounded chunks: {:?}",
         net.delivered
+    );
+    assert!(
+        net.largest_gossip <= 17 * 1024,
+        "a gossip message carried {} bytes",
+        net.largest_gossip
     );
     let key: Key<GCounter<crate::replicator::ReplicaId>> = Key::new("k2999");
     assert_eq!(
