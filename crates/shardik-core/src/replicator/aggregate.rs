@@ -35,7 +35,7 @@ pub(super) struct Operation {
     pub(super) answered: BTreeSet<UniqueAddress>,
     /// Peers asked first.
     pub(super) primaries: Vec<UniqueAddress>,
-    /// Peers asked if the primaries are slow.
+    /// Peers asked if the primaries are slow (once `secondary_at` is past and cleared).
     pub(super) secondaries: Vec<UniqueAddress>,
     pub(super) deadline: Instant,
     /// When the secondaries are asked (and slow primaries sent the whole state).
@@ -53,6 +53,15 @@ impl Operation {
 
     pub(super) fn is_done(&self) -> bool {
         self.reached() >= self.required
+    }
+
+    /// Counts `peer`'s answer: only a peer this operation asked counts, and only once, so a
+    /// member that was never asked (or answers twice) cannot make up a quorum. `true` if it
+    /// counted.
+    pub(super) fn count_answer(&mut self, peer: &UniqueAddress) -> bool {
+        let asked = self.primaries.contains(peer)
+            || (self.secondary_at.is_none() && self.secondaries.contains(peer));
+        asked && self.answered.insert(peer.clone())
     }
 }
 

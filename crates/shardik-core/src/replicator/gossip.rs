@@ -14,13 +14,18 @@ use std::sync::Arc;
 use super::envelope::MergeRules;
 use super::erased::TypeMismatch;
 use super::messages::{ReplicatorMessage, Stored};
-use super::store::{Merged, Store};
+use super::store::{BUCKETS, Merged, Store};
 
 /// The buckets whose digests differ between ours and `theirs`, starting the walk at `start`
 /// (so that successive rounds with a partial answer do not always favour the low buckets).
 pub(super) fn differing_buckets(store: &mut Store, theirs: &[(u16, u64)], start: u16) -> Vec<u16> {
     let ours: BTreeMap<u16, u64> = store.bucket_digests().into_iter().collect();
-    let theirs: BTreeMap<u16, u64> = theirs.iter().copied().collect();
+    // A bucket beyond the protocol's count names no key: a peer's mistake, not a difference.
+    let theirs: BTreeMap<u16, u64> = theirs
+        .iter()
+        .copied()
+        .filter(|&(b, _)| b < BUCKETS)
+        .collect();
     let mut differing: Vec<u16> = ours
         .keys()
         .chain(theirs.keys())

@@ -416,8 +416,9 @@ impl Replicator {
                 send(out, from, answer);
             }
             ReplicatorMessage::WriteAck { op } => {
-                if let Some(operation) = self.operations.get_mut(&op) {
-                    operation.answered.insert(from.clone());
+                if let Some(operation) = self.operations.get_mut(&op)
+                    && operation.count_answer(from)
+                {
                     self.finish_if_done(op, out);
                 }
             }
@@ -427,14 +428,13 @@ impl Replicator {
                 send(out, from, ReplicatorMessage::ReadResult { op, stored });
             }
             ReplicatorMessage::ReadResult { op, stored } => {
-                if let Some(Operation {
-                    kind: Kind::Get { answers },
-                    answered,
-                    ..
-                }) = self.operations.get_mut(&op)
+                if let Some(operation) = self.operations.get_mut(&op)
+                    && matches!(operation.kind, Kind::Get { .. })
+                    && operation.count_answer(from)
                 {
-                    answered.insert(from.clone());
-                    answers.extend(stored);
+                    if let Kind::Get { answers } = &mut operation.kind {
+                        answers.extend(stored);
+                    }
                     self.finish_if_done(op, out);
                 }
             }
@@ -647,8 +647,8 @@ impl Replicator {
                 .primaries
                 .iter()
                 .filter(|p| !operation.answered.contains(*p))
+                .chain(&operation.secondaries)
                 .cloned()
-                .chain(operation.secondaries.drain(..))
                 .collect();
             let message = match &operation.kind {
                 Kind::Get { .. } => ReplicatorMessage::Read { key, op },

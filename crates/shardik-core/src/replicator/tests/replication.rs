@@ -440,3 +440,45 @@ fn a_write_to_n_waits_for_n_replicas_and_no_more() {
     let holders = (0..5).filter(|&i| value_on(&net, i) == Some(1)).count();
     assert_eq!(holders, 3, "written to exactly two peers besides itself");
 }
+
+#[test]
+fn only_the_first_answer_of_a_peer_that_was_asked_counts_toward_a_quorum() {
+    let mut net = Net::new(5, ReplicatorSettings::default());
+    let mut out = Vec::new();
+    let now = net.now;
+    let op = net.nodes[0].update(
+        now,
+        &counter(),
+        WriteConsistency::To(3),
+        TIMEOUT,
+        PNCounter::new,
+        |c, me| c.increment(&me, 1),
+        &mut out,
+    );
+    let asked: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            crate::replicator::ReplicatorEffect::Send { to, .. } => Some(to.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "two peers besides itself");
+    let mut answer = |from: &crate::address::UniqueAddress| {
+        let mut out = Vec::new();
+        net.nodes[0].handle_message(now, from, ReplicatorMessage::WriteAck { op }, &mut out);
+        out.iter()
+            .any(|e| matches!(e, crate::replicator::ReplicatorEffect::Reply { .. }))
+    };
+    for j in 1..5 {
+        let peer = address(j);
+        if !asked.contains(&peer) {
+            assert!(
+                !answer(&peer),
+                "an acknowledgement nobody asked for counts nothing"
+            );
+        }
+    }
+    assert!(!answer(&asked[0]));
+    assert!(!answer(&asked[0]), "the same peer twice counts once");
+    assert!(answer(&asked[1]), "two asked peers and itself make three");
+}
